@@ -1,0 +1,32 @@
+//! The limiting algorithms, as plain Rust with time passed in.
+//!
+//! Nothing here touches the Workers runtime or reads a clock: every check takes
+//! `now_ms` (milliseconds since the Unix epoch) from its caller. That keeps the
+//! algorithms testable on the host with an injected clock, and keeps
+//! `std::time::SystemTime` (which panics in wasm) out of the worker.
+
+pub mod policy;
+pub mod sliding_log;
+
+pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
+pub use sliding_log::SlidingLog;
+
+/// The outcome of one check: everything the RateLimit and Retry-After headers
+/// and the decision API need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Decision {
+    pub allowed: bool,
+    pub limit: u64,
+    /// Units still available in the window after this request.
+    pub remaining: u64,
+    /// Milliseconds until the oldest admission in the window stops counting,
+    /// freeing a slot; 0 when the window holds nothing.
+    pub reset_ms: u64,
+    /// 0 when allowed; otherwise milliseconds until this same request would be
+    /// admitted if nothing else were admitted meanwhile. [`NEVER`] when the
+    /// request costs more than the limit and can never succeed.
+    pub retry_after_ms: u64,
+}
+
+/// `retry_after_ms` for a request that no amount of waiting can admit.
+pub const NEVER: u64 = u64::MAX;

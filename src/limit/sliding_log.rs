@@ -1,0 +1,362 @@
+//! Exact sliding-window log: in every interval of length W, at most N units
+//! are admitted.
+//!
+//! **Boundary rule.** An admission at `t` counts for every `now` in
+//! `[t, t + W)` and stops counting at exactly `t + W`. So every half-open
+//! interval `[a, a + W)` holds at most N admitted units, and a request at
+//! `t + W` sees the slot that `t` used as free again.
+//!
+//! **Representation.** Only admissions are logged (a client that keeps
+//! retrying must not lock itself out). The log is a ring buffer (`VecDeque`)
+//! of runs `(timestamp, count)` in time order: equal timestamps are normal in
+//! production (`Date.now()` only advances after I/O), so a burst in one
+//! millisecond is one run. Timestamps are `u32` offsets from a base, 8 bytes a
+//! run. Expired runs leave from the front, so a check is O(1) amortized and
+//! memory is O(min(N, distinct timestamps in a window)).
+//!
+//! **Clocks that step backwards.** An admission is recorded at
+//! `max(now, newest timestamp held)`, so the log stays sorted, and expiry is
+//! judged against the real `now`. Both choices make the log stricter, never
+//! more lenient, than the true timeline.
+
+use std::collections::VecDeque;
+
+use super::{Decision, Policy, NEVER};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    offset: u32,
+    count: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct SlidingLog {
+    policy: Policy,
+    base: u64,
+    runs: VecDeque<Run>,
+    held: u64,
+}
+
+impl SlidingLog {
+    pub fn new(policy: Policy) -> SlidingLog {
+        SlidingLog {
+            policy,
+            base: 0,
+            runs: VecDeque::new(),
+            held: 0,
+        }
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Applies a new limit or window from the next check on. Admissions
+    /// already logged keep counting under the new policy, so shrinking a limit
+    /// refuses until enough of them expire.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+    }
+
+    /// Admits `cost` units at `now_ms` if the window has room, logging them;
+    /// a refused request logs nothing. A cost of 0 only reports the state.
+    pub fn check(&mut self, now_ms: u64, cost: u32) -> Decision {
+        self.expire(now_ms);
+        let limit = u64::from(self.policy.limit());
+        let allowed = self.held + u64::from(cost) <= limit;
+        if allowed && cost > 0 {
+            let at = self.newest().map_or(now_ms, |newest| newest.max(now_ms));
+            self.record(at, cost);
+        }
+        Decision {
+            allowed,
+            limit,
+            remaining: limit.saturating_sub(self.held),
+            reset_ms: self
+                .oldest_expiry()
+                .map_or(0, |expiry| expiry.saturating_sub(now_ms)),
+            retry_after_ms: if allowed {
+                0
+            } else {
+                self.retry_after(now_ms, cost)
+            },
+        }
+    }
+
+    /// Drops every admission that no longer counts at `now_ms`.
+    pub fn expire(&mut self, now_ms: u64) {
+        let window = self.policy.window_ms();
+        while let Some(&run) = self.runs.front() {
+            if self.at(run).saturating_add(window) > now_ms {
+                break;
+            }
+            self.held -= u64::from(run.count);
+            self.runs.pop_front();
+        }
+    }
+
+    /// Appends `count` units admitted at `at_ms`. Used by `check` and to
+    /// restore a log from storage; entries must come in time order (a
+    /// timestamp older than the newest held is recorded at the newest).
+    pub fn record(&mut self, at_ms: u64, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let at_ms = self.newest().map_or(at_ms, |newest| newest.max(at_ms));
+        self.held += u64::from(count);
+        if let Some(back) = self.runs.back_mut() {
+            if self.base + u64::from(back.offset) == at_ms {
+                back.count = back.count.saturating_add(count);
+                return;
+            }
+        } else {
+            self.base = at_ms;
+        }
+        if at_ms - self.base > u64::from(u32::MAX) {
+            self.rebase(at_ms);
+        }
+        self.runs.push_back(Run {
+            offset: (at_ms - self.base) as u32,
+            count,
+        });
+    }
+
+    /// Units currently logged (including any not yet expired by a check).
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// When the oldest logged admission stops counting.
+    pub fn oldest_expiry(&self) -> Option<u64> {
+        self.runs
+            .front()
+            .map(|&run| self.at(run).saturating_add(self.policy.window_ms()))
+    }
+
+    /// The log's runs, oldest first, as `(timestamp_ms, count)`.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.runs.iter().map(|&run| (self.at(run), run.count))
+    }
+
+    /// Bytes of heap this log holds for its runs.
+    pub fn heap_bytes(&self) -> usize {
+        self.runs.capacity() * std::mem::size_of::<Run>()
+    }
+
+    fn at(&self, run: Run) -> u64 {
+        self.base + u64::from(run.offset)
+    }
+
+    fn newest(&self) -> Option<u64> {
+        self.runs.back().map(|&run| self.at(run))
+    }
+
+    /// Milliseconds until enough units expire for `cost` more to fit.
+    fn retry_after(&self, now_ms: u64, cost: u32) -> u64 {
+        let limit = u64::from(self.policy.limit());
+        if u64::from(cost) > limit {
+            return NEVER;
+        }
+        let mut to_free = self.held + u64::from(cost) - limit;
+        for &run in &self.runs {
+            to_free = to_free.saturating_sub(u64::from(run.count));
+            if to_free == 0 {
+                let frees_at = self.at(run).saturating_add(self.policy.window_ms());
+                return frees_at.saturating_sub(now_ms);
+            }
+        }
+        0
+    }
+
+    /// Moves the base up to the oldest run so that `at_ms` fits in a `u32`
+    /// offset. Live runs span at most one window (30 days < 2^32 ms), so this
+    /// only has to drop runs when the clock has stepped back by more than
+    /// about 19 days; those runs are then older than any window can reach.
+    fn rebase(&mut self, at_ms: u64) {
+        while let Some(&run) = self.runs.front() {
+            if at_ms - self.at(run) <= u64::from(u32::MAX) {
+                break;
+            }
+            self.held -= u64::from(run.count);
+            self.runs.pop_front();
+        }
+        let new_base = self.runs.front().map_or(at_ms, |&run| self.at(run));
+        let shift = new_base - self.base;
+        for run in &mut self.runs {
+            run.offset -= shift as u32;
+        }
+        self.base = new_base;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(limit: u64, window_ms: u64) -> SlidingLog {
+        SlidingLog::new(Policy::new(limit, window_ms).unwrap())
+    }
+
+    #[test]
+    fn an_entry_at_t_stops_counting_at_exactly_t_plus_w() {
+        let mut log = log(1, 1000);
+        assert!(log.check(5_000, 1).allowed);
+        let refused = log.check(5_999, 1);
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after_ms, 1);
+        assert_eq!(refused.reset_ms, 1);
+        assert!(log.check(6_000, 1).allowed);
+    }
+
+    #[test]
+    fn equal_timestamps_form_a_multiset() {
+        let mut log = log(3, 1000);
+        for remaining in [2, 1, 0] {
+            let d = log.check(42, 1);
+            assert!(d.allowed);
+            assert_eq!(d.remaining, remaining);
+        }
+        assert!(!log.check(42, 1).allowed);
+        assert_eq!(log.entries().collect::<Vec<_>>(), vec![(42, 3)]);
+        assert!(log.check(1042, 3).allowed);
+    }
+
+    #[test]
+    fn refusals_are_not_logged() {
+        let mut log = log(2, 1000);
+        log.check(0, 1);
+        log.check(10, 1);
+        for t in 20..1000 {
+            assert!(!log.check(t, 1).allowed);
+        }
+        assert_eq!(log.held(), 2);
+        assert!(log.check(1000, 1).allowed);
+    }
+
+    #[test]
+    fn a_decision_reports_reset_and_retry() {
+        let mut log = log(3, 1000);
+        let first = log.check(100, 1);
+        assert_eq!((first.remaining, first.reset_ms), (2, 1000));
+        log.check(300, 1);
+        log.check(600, 1);
+        let refused = log.check(700, 2);
+        assert!(!refused.allowed);
+        assert_eq!(refused.remaining, 0);
+        assert_eq!(refused.reset_ms, 400);
+        // Two units must free up: the entries at 100 and 300, so at 1300.
+        assert_eq!(refused.retry_after_ms, 600);
+        assert!(!log.check(1299, 2).allowed);
+        assert!(log.check(1300, 2).allowed);
+    }
+
+    #[test]
+    fn cost_above_the_limit_never_succeeds() {
+        let mut log = log(3, 1000);
+        let d = log.check(0, 4);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, NEVER);
+        assert!(log.is_empty());
+    }
+
+    #[test]
+    fn cost_zero_peeks_without_logging() {
+        let mut log = log(1, 1000);
+        assert!(log.check(0, 0).allowed);
+        assert!(log.is_empty());
+        log.check(0, 1);
+        let peek = log.check(10, 0);
+        assert!(peek.allowed);
+        assert_eq!(peek.remaining, 0);
+        assert_eq!(log.held(), 1);
+    }
+
+    /// The case from the design documents: limit 10 per second; 3 requests in
+    /// [0, 0.5 s), 7 in [0.5, 1 s), 7 in [1, 1.5 s), 3 in [1.5, 2 s). A fixed
+    /// window admits all 14 of [0.5, 1.5 s); the log admits at most 10.
+    #[test]
+    fn the_window_boundary_case() {
+        let mut log = log(10, 1000);
+        let schedule: Vec<u64> = [(0, 3, 150), (500, 7, 70), (1000, 7, 70), (1500, 3, 150)]
+            .iter()
+            .flat_map(|&(start, n, step)| (0..n).map(move |i| start + i * step))
+            .collect();
+        let admitted: Vec<u64> = schedule
+            .iter()
+            .copied()
+            .filter(|&t| log.check(t, 1).allowed)
+            .collect();
+        let in_middle = admitted
+            .iter()
+            .filter(|&&t| (500..1500).contains(&t))
+            .count();
+        assert_eq!(in_middle, 10);
+        for &start in &admitted {
+            let held = admitted
+                .iter()
+                .filter(|&&t| t >= start && t < start + 1000)
+                .count();
+            assert!(held <= 10, "{held} admitted in [{start}, {start}+1000)");
+        }
+        // The three slots of [0, 0.5 s) free up during [1, 1.5 s); the last
+        // three requests find the slots of [0.5, 1 s) free again.
+        assert_eq!(admitted.len(), 16);
+    }
+
+    #[test]
+    fn a_backwards_clock_errs_on_the_strict_side() {
+        let mut log = log(2, 1000);
+        log.check(10_000, 1);
+        let d = log.check(9_000, 1);
+        assert!(d.allowed);
+        assert_eq!(log.entries().collect::<Vec<_>>(), vec![(10_000, 2)]);
+        assert!(!log.check(10_999, 1).allowed);
+        assert!(log.check(11_000, 1).allowed);
+    }
+
+    #[test]
+    fn offsets_are_rebased_over_long_lifetimes() {
+        let mut log = log(2, 1000);
+        let step = u64::from(u32::MAX) / 3;
+        for i in 0..20 {
+            let now = 1_000 + i * step;
+            assert!(log.check(now, 1).allowed);
+            assert!(log.check(now + 1, 1).allowed);
+            assert!(!log.check(now + 2, 1).allowed);
+            assert_eq!(
+                log.entries().collect::<Vec<_>>(),
+                vec![(now, 1), (now + 1, 1)]
+            );
+        }
+    }
+
+    #[test]
+    fn restoring_out_of_range_history_keeps_the_recent_part() {
+        let mut log = log(5, 1000);
+        log.record(0, 1);
+        log.record(u64::from(u32::MAX) + 10, 1);
+        assert_eq!(
+            log.entries().collect::<Vec<_>>(),
+            vec![(u64::from(u32::MAX) + 10, 1)]
+        );
+        assert_eq!(log.held(), 1);
+    }
+
+    #[test]
+    fn a_smaller_limit_applies_to_what_is_already_logged() {
+        let mut log = log(5, 1000);
+        for t in 0..5 {
+            log.check(t, 1);
+        }
+        log.set_policy(Policy::new(2, 1000).unwrap());
+        let d = log.check(10, 1);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 0);
+        // Four of the five must expire: the one at t = 3 goes at 1003.
+        assert_eq!(d.retry_after_ms, 993);
+    }
+}
