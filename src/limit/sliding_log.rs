@@ -61,26 +61,47 @@ impl SlidingLog {
     /// Admits `cost` units at `now_ms` if the window has room, logging them;
     /// a refused request logs nothing. A cost of 0 only reports the state.
     pub fn check(&mut self, now_ms: u64, cost: u32) -> Decision {
+        let decision = self.decide(now_ms, cost);
+        if decision.allowed {
+            self.admit(now_ms, cost);
+        }
+        decision
+    }
+
+    /// What `check` would answer, without logging anything: for an allowed
+    /// request, the state as it will be once [`admit`](Self::admit) logs it.
+    /// Splitting the two lets several logs admit all together or not at all.
+    pub fn decide(&mut self, now_ms: u64, cost: u32) -> Decision {
         self.expire(now_ms);
         let limit = u64::from(self.policy.limit());
-        let allowed = self.held + u64::from(cost) <= limit;
-        if allowed && cost > 0 {
-            let at = self.newest().map_or(now_ms, |newest| newest.max(now_ms));
-            self.record(at, cost);
-        }
+        let cost = u64::from(cost);
+        let allowed = self.held + cost <= limit;
+        let held = if allowed { self.held + cost } else { self.held };
+        let oldest = match self.runs.front() {
+            Some(&run) => Some(self.at(run)),
+            None if allowed && cost > 0 => Some(now_ms),
+            None => None,
+        };
         Decision {
             allowed,
             limit,
-            remaining: limit.saturating_sub(self.held),
-            reset_ms: self
-                .oldest_expiry()
-                .map_or(0, |expiry| expiry.saturating_sub(now_ms)),
+            remaining: limit.saturating_sub(held),
+            reset_ms: oldest.map_or(0, |at| {
+                (at.saturating_add(self.policy.window_ms())).saturating_sub(now_ms)
+            }),
             retry_after_ms: if allowed {
                 0
             } else {
                 self.retry_after(now_ms, cost)
             },
         }
+    }
+
+    /// Logs `cost` units at `now_ms`, after [`decide`](Self::decide) allowed
+    /// them, and returns the timestamp they were logged at (see the note on
+    /// clocks that step backwards).
+    pub fn admit(&mut self, now_ms: u64, cost: u32) -> u64 {
+        self.record(now_ms, cost)
     }
 
     /// Drops every admission that no longer counts at `now_ms`.
@@ -97,17 +118,19 @@ impl SlidingLog {
 
     /// Appends `count` units admitted at `at_ms`. Used by `check` and to
     /// restore a log from storage; entries must come in time order (a
-    /// timestamp older than the newest held is recorded at the newest).
-    pub fn record(&mut self, at_ms: u64, count: u32) {
-        if count == 0 {
-            return;
-        }
+    /// timestamp older than the newest held is recorded at the newest, and
+    /// that is the timestamp returned).
+    pub fn record(&mut self, at_ms: u64, count: u32) -> u64 {
         let at_ms = self.newest().map_or(at_ms, |newest| newest.max(at_ms));
-        self.held += u64::from(count);
+        if count == 0 {
+            return at_ms;
+        }
         if let Some(back) = self.runs.back_mut() {
             if self.base + u64::from(back.offset) == at_ms {
-                back.count = back.count.saturating_add(count);
-                return;
+                let merged = back.count.saturating_add(count);
+                self.held += u64::from(merged - back.count);
+                back.count = merged;
+                return at_ms;
             }
         } else {
             self.base = at_ms;
@@ -115,10 +138,12 @@ impl SlidingLog {
         if at_ms - self.base > u64::from(u32::MAX) {
             self.rebase(at_ms);
         }
+        self.held += u64::from(count);
         self.runs.push_back(Run {
             offset: (at_ms - self.base) as u32,
             count,
         });
+        at_ms
     }
 
     /// Units currently logged (including any not yet expired by a check).
@@ -156,12 +181,12 @@ impl SlidingLog {
     }
 
     /// Milliseconds until enough units expire for `cost` more to fit.
-    fn retry_after(&self, now_ms: u64, cost: u32) -> u64 {
+    fn retry_after(&self, now_ms: u64, cost: u64) -> u64 {
         let limit = u64::from(self.policy.limit());
-        if u64::from(cost) > limit {
+        if cost > limit {
             return NEVER;
         }
-        let mut to_free = self.held + u64::from(cost) - limit;
+        let mut to_free = self.held + cost - limit;
         for &run in &self.runs {
             to_free = to_free.saturating_sub(u64::from(run.count));
             if to_free == 0 {
