@@ -1,0 +1,177 @@
+//! Path patterns for rules: `/login`, `/api/*`, `/threads/:id/reply`.
+//!
+//! - literal characters match themselves;
+//! - `:name` matches one whole, non-empty path segment and captures it;
+//! - `*` may only end a pattern and matches any rest, `/` included.
+//!
+//! Keeping `*` at the end and parameters whole-segment makes matching one
+//! left-to-right pass with no backtracking, so a hostile path costs linear
+//! time whatever the pattern.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Literal(String),
+    Param(String),
+    Rest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    tokens: Vec<Token>,
+}
+
+impl Pattern {
+    pub fn parse(text: &str) -> Result<Pattern, String> {
+        if !text.starts_with('/') {
+            return Err(format!("{text:?} must start with \"/\""));
+        }
+        let mut tokens = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '*' => {
+                    if chars.peek().is_some() {
+                        return Err(format!("in {text:?}, \"*\" may only end the pattern"));
+                    }
+                    flush(&mut literal, &mut tokens);
+                    tokens.push(Token::Rest);
+                }
+                ':' if literal.ends_with('/') => {
+                    let mut name = String::new();
+                    while let Some(&n) = chars.peek() {
+                        if n == '/' {
+                            break;
+                        }
+                        if !(n.is_ascii_alphanumeric() || n == '_') {
+                            return Err(format!(
+                                "in {text:?}, a parameter name may hold only letters, digits and \"_\", and a parameter fills its whole segment"
+                            ));
+                        }
+                        name.push(n);
+                        chars.next();
+                    }
+                    if name.is_empty() {
+                        return Err(format!(
+                            "in {text:?}, \":\" must be followed by a parameter name"
+                        ));
+                    }
+                    if tokens.contains(&Token::Param(name.clone())) {
+                        return Err(format!("in {text:?}, parameter :{name} appears twice"));
+                    }
+                    flush(&mut literal, &mut tokens);
+                    tokens.push(Token::Param(name));
+                }
+                _ => literal.push(c),
+            }
+        }
+        flush(&mut literal, &mut tokens);
+        Ok(Pattern { tokens })
+    }
+
+    /// The captured parameters if `path` matches, in pattern order.
+    pub fn captures<'p>(&self, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
+        let mut rest = path;
+        let mut captured = Vec::new();
+        for token in &self.tokens {
+            match token {
+                Token::Literal(literal) => rest = rest.strip_prefix(literal.as_str())?,
+                Token::Param(name) => {
+                    let end = rest.find('/').unwrap_or(rest.len());
+                    if end == 0 {
+                        return None;
+                    }
+                    captured.push((name.as_str(), &rest[..end]));
+                    rest = &rest[end..];
+                }
+                Token::Rest => rest = "",
+            }
+        }
+        rest.is_empty().then_some(captured)
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        self.captures(path).is_some()
+    }
+
+    /// Whether the pattern captures a parameter called `name`.
+    pub fn has_param(&self, name: &str) -> bool {
+        self.tokens
+            .iter()
+            .any(|t| matches!(t, Token::Param(p) if p == name))
+    }
+}
+
+fn flush(literal: &mut String, tokens: &mut Vec<Token>) {
+    if !literal.is_empty() {
+        tokens.push(Token::Literal(std::mem::take(literal)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pattern;
+
+    fn p(text: &str) -> Pattern {
+        Pattern::parse(text).unwrap()
+    }
+
+    #[test]
+    fn literal_patterns_match_exactly() {
+        assert!(p("/login").matches("/login"));
+        assert!(!p("/login").matches("/login/"));
+        assert!(!p("/login").matches("/logins"));
+        assert!(p("/").matches("/"));
+    }
+
+    #[test]
+    fn a_trailing_star_matches_any_rest() {
+        let api = p("/api/*");
+        assert!(api.matches("/api/"));
+        assert!(api.matches("/api/v1/users"));
+        assert!(!api.matches("/api"));
+        assert!(!api.matches("/apix"));
+        assert!(p("/api*").matches("/api"));
+        assert!(p("/*").matches("/anything/at/all"));
+    }
+
+    #[test]
+    fn parameters_capture_one_segment() {
+        let reply = p("/threads/:id/reply");
+        assert_eq!(
+            reply.captures("/threads/42/reply"),
+            Some(vec![("id", "42")])
+        );
+        assert_eq!(reply.captures("/threads//reply"), None);
+        assert_eq!(reply.captures("/threads/4/2/reply"), None);
+        assert!(reply.has_param("id"));
+        assert!(!reply.has_param("reply"));
+        let two = p("/u/:user/:action");
+        assert_eq!(
+            two.captures("/u/ann/post"),
+            Some(vec![("user", "ann"), ("action", "post")])
+        );
+        assert_eq!(
+            p("/f/:name/*").captures("/f/x/y/z"),
+            Some(vec![("name", "x")])
+        );
+        // A colon inside a segment is literal.
+        assert!(p("/a:b").matches("/a:b"));
+    }
+
+    #[test]
+    fn rejects_malformed_patterns() {
+        for bad in [
+            "api",
+            "",
+            "/a*/b",
+            "/**",
+            "/t/:",
+            "/t/:id.json",
+            "/t/:a/:a",
+            "/t/:i-d",
+        ] {
+            assert!(Pattern::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The decision API's request bodies and answers.
+//!
+//! `POST {prefix}/v1/limit` takes either one policy
+//! (`{"key", "limit", "window_ms", "cost"?}`) or several
+//! (`{"key", "policies": [{"name", "limit", "window_ms"}, ...], "cost"?}`).
+//! Everything is validated here, field by field, so a bad body gets a 400
+//! that names the field instead of reaching a Durable Object.
+
+use serde_json::{json, Map, Value};
+
+use super::problem::Problem;
+use crate::ledger::Outcome;
+use crate::limit::Policy;
+
+/// Largest body the API reads; anything larger is refused with 413 before
+/// it is parsed.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Longest key the API accepts, in bytes.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// Most policies one request may carry.
+pub const MAX_POLICIES: usize = 8;
+
+/// The policy name used when a request gives `limit` and `window_ms`.
+pub const DEFAULT_POLICY: &str = "default";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitRequest {
+    pub key: String,
+    pub policies: Vec<(String, Policy)>,
+    pub cost: u32,
+    /// Whether the request used the `policies` form, which is answered
+    /// per policy.
+    pub named: bool,
+}
+
+/// Checks the content type and size, then parses the body.
+pub fn parse_limit_request(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<LimitRequest, Problem> {
+    json_object(content_type, body).and_then(|object| limit_request(&object))
+}
+
+/// A JSON object body, or the problem that says why not.
+pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Map<String, Value>, Problem> {
+    let media_type = content_type
+        .and_then(|ct| ct.split(';').next())
+        .map(|ct| ct.trim().to_ascii_lowercase());
+    if media_type.as_deref() != Some("application/json") {
+        return Err(Problem::invalid(
+            "content-type",
+            "the body must be JSON, sent with Content-Type: application/json",
+        ));
+    }
+    if body.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(Problem::invalid("body", "the body must be a JSON object")),
+        Err(e) => Err(Problem::invalid(
+            "body",
+            format!("the body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+pub fn too_large() -> Problem {
+    Problem::new(
+        413,
+        "body-too-large",
+        format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
+    only_fields(
+        object,
+        "",
+        &["key", "limit", "window_ms", "policies", "cost"],
+    )?;
+    let key = key_field(object)?;
+    let named = object.contains_key("policies");
+    let policies = if named {
+        for field in ["limit", "window_ms"] {
+            if object.contains_key(field) {
+                return Err(Problem::invalid(
+                    field,
+                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given)"),
+                ));
+            }
+        }
+        policies_field(&object["policies"])?
+    } else {
+        vec![(DEFAULT_POLICY.to_string(), policy_fields(object, "")?)]
+    };
+    let smallest = policies.iter().map(|(_, p)| p.limit()).min().unwrap_or(0);
+    let cost = match object.get("cost") {
+        None => 1,
+        Some(value) => {
+            let cost = integer(value, "cost", "an integer from 0 to the limit")?;
+            if cost > u64::from(smallest) {
+                return Err(Problem::invalid(
+                    "cost",
+                    format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
+                ));
+            }
+            cost as u32
+        }
+    };
+    Ok(LimitRequest {
+        key,
+        policies,
+        cost,
+        named,
+    })
+}
+
+fn key_field(object: &Map<String, Value>) -> Result<String, Problem> {
+    match object.get("key") {
+        None => Err(Problem::invalid("key", "key is required")),
+        Some(Value::String(key)) if key.is_empty() => {
+            Err(Problem::invalid("key", "key must not be empty"))
+        }
+        Some(Value::String(key)) if key.len() > MAX_KEY_BYTES => Err(Problem::invalid(
+            "key",
+            format!(
+                "key must be at most {MAX_KEY_BYTES} bytes, got {}",
+                key.len()
+            ),
+        )),
+        Some(Value::String(key)) => Ok(key.clone()),
+        Some(_) => Err(Problem::invalid("key", "key must be a string")),
+    }
+}
+
+fn policies_field(value: &Value) -> Result<Vec<(String, Policy)>, Problem> {
+    let Value::Array(items) = value else {
+        return Err(Problem::invalid(
+            "policies",
+            "policies must be an array of {name, limit, window_ms}",
+        ));
+    };
+    if items.is_empty() || items.len() > MAX_POLICIES {
+        return Err(Problem::invalid(
+            "policies",
+            format!(
+                "policies must hold 1 to {MAX_POLICIES} policies, got {}",
+                items.len()
+            ),
+        ));
+    }
+    let mut policies: Vec<(String, Policy)> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let prefix = format!("policies[{i}].");
+        let Value::Object(object) = item else {
+            return Err(Problem::invalid(
+                &format!("policies[{i}]"),
+                "each policy must be an object",
+            ));
+        };
+        only_fields(object, &prefix, &["name", "limit", "window_ms"])?;
+        let name_field = format!("{prefix}name");
+        let name = match object.get("name") {
+            Some(Value::String(name)) => name.clone(),
+            _ => {
+                return Err(Problem::invalid(
+                    &name_field,
+                    "name is required and must be a string",
+                ))
+            }
+        };
+        validate_policy_name(&name).map_err(|e| Problem::invalid(&name_field, e))?;
+        if policies.iter().any(|(n, _)| *n == name) {
+            return Err(Problem::invalid(
+                &name_field,
+                format!("policy name {name:?} is used twice"),
+            ));
+        }
+        policies.push((name, policy_fields(object, &prefix)?));
+    }
+    Ok(policies)
+}
+
+/// Policy names travel in RateLimit headers as structured-field strings and
+/// in problem bodies; keeping them to a plain alphabet keeps both simple.
+pub fn validate_policy_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\", \"_\", \".\" or \":\""
+        ))
+    }
+}
+
+fn policy_fields(object: &Map<String, Value>, prefix: &str) -> Result<Policy, Problem> {
+    let limit_field = format!("{prefix}limit");
+    let window_field = format!("{prefix}window_ms");
+    let required = |field: &str, name: &str| {
+        object
+            .get(name)
+            .ok_or_else(|| Problem::invalid(field, format!("{name} is required")))
+    };
+    let limit = integer(
+        required(&limit_field, "limit")?,
+        &limit_field,
+        "a positive integer",
+    )?;
+    let window = integer(
+        required(&window_field, "window_ms")?,
+        &window_field,
+        "a positive integer number of milliseconds",
+    )?;
+    Policy::new(limit, window).map_err(|e| {
+        let field = format!("{prefix}{}", e.field());
+        Problem::invalid(&field, e.to_string())
+    })
+}
+
+fn integer(value: &Value, field: &str, expected: &str) -> Result<u64, Problem> {
+    value
+        .as_u64()
+        .ok_or_else(|| Problem::invalid(field, format!("{field} must be {expected}, got {value}")))
+}
+
+fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Result<(), Problem> {
+    match object.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(unknown) => Err(Problem::invalid(
+            &format!("{prefix}{unknown}"),
+            format!(
+                "unknown field {unknown:?}; expected one of {}",
+                known.join(", ")
+            ),
+        )),
+    }
+}
+
+/// The answer body: the single-policy form flat, the `policies` form per
+/// policy with the names of those that refused.
+pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
+    if !request.named {
+        if let Some(only) = outcome.policies.first() {
+            let d = &only.decision;
+            return json!({
+                "allowed": outcome.allowed,
+                "limit": d.limit,
+                "remaining": d.remaining,
+                "reset_ms": d.reset_ms,
+                "retry_after_ms": d.retry_after_ms,
+            });
+        }
+    }
+    let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+    let policies: Vec<Value> = outcome
+        .policies
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "allowed": p.decision.allowed,
+                "limit": p.decision.limit,
+                "window_ms": p.window_ms,
+                "remaining": p.decision.remaining,
+                "reset_ms": p.decision.reset_ms,
+                "retry_after_ms": p.decision.retry_after_ms,
+            })
+        })
+        .collect();
+    json!({
+        "allowed": outcome.allowed,
+        "violated": violated,
+        "retry_after_ms": if outcome.allowed { 0 } else { outcome.retry_after_ms() },
+        "policies": policies,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSON: Option<&str> = Some("application/json");
+
+    fn field_of(body: &str) -> String {
+        let problem = parse_limit_request(JSON, body.as_bytes()).unwrap_err();
+        assert_eq!(problem.status, 400, "{body}");
+        let json: Value = serde_json::from_str(&problem.to_json()).unwrap();
+        json["field"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn parses_the_single_policy_form() {
+        let r = parse_limit_request(
+            Some("application/json; charset=utf-8"),
+            br#"{"key":"u:1","limit":10,"window_ms":1000}"#,
+        )
+        .unwrap();
+        assert_eq!(r.key, "u:1");
+        assert_eq!(r.cost, 1);
+        assert_eq!(
+            r.policies,
+            vec![("default".to_string(), Policy::new(10, 1000).unwrap())]
+        );
+        assert!(!r.named);
+    }
+
+    #[test]
+    fn parses_the_policies_form() {
+        let r = parse_limit_request(
+            JSON,
+            br#"{"key":"k","cost":2,"policies":[{"name":"s","limit":10,"window_ms":1000},{"name":"d","limit":1000,"window_ms":86400000}]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.policies.len(), 2);
+        assert_eq!(r.cost, 2);
+        assert!(r.named);
+    }
+
+    #[test]
+    fn every_invalid_input_names_its_field() {
+        let cases = [
+            (r#"{"limit":10,"window_ms":1000}"#, "key"),
+            (r#"{"key":"","limit":10,"window_ms":1000}"#, "key"),
+            (r#"{"key":7,"limit":10,"window_ms":1000}"#, "key"),
+            (r#"{"key":"k","window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":0,"window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":-3,"window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":2.5,"window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":"10","window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":1e300,"window_ms":1000}"#, "limit"),
+            (r#"{"key":"k","limit":10}"#, "window_ms"),
+            (r#"{"key":"k","limit":10,"window_ms":0}"#, "window_ms"),
+            (
+                r#"{"key":"k","limit":10,"window_ms":2592000001}"#,
+                "window_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"cost":11}"#,
+                "cost",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"cost":-1}"#,
+                "cost",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"extra":1}"#,
+                "extra",
+            ),
+            (r#"{"key":"k","limit":10,"policies":[]}"#, "limit"),
+            (r#"{"key":"k","policies":[]}"#, "policies"),
+            (r#"{"key":"k","policies":{}}"#, "policies"),
+            (r#"{"key":"k","policies":[1]}"#, "policies[0]"),
+            (
+                r#"{"key":"k","policies":[{"limit":1,"window_ms":1}]}"#,
+                "policies[0].name",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a b","limit":1,"window_ms":1}]}"#,
+                "policies[0].name",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a","limit":1,"window_ms":1},{"name":"a","limit":1,"window_ms":1}]}"#,
+                "policies[1].name",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a","limit":0,"window_ms":1}]}"#,
+                "policies[0].limit",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a","limit":1,"window_ms":1,"x":0}]}"#,
+                "policies[0].x",
+            ),
+            (r#"{"key":"k""#, "body"),
+            ("[1,2]", "body"),
+            ("", "body"),
+        ];
+        for (body, field) in cases {
+            assert_eq!(field_of(body), field, "for {body}");
+        }
+        let long_key = format!(r#"{{"key":"{}","limit":1,"window_ms":1}}"#, "k".repeat(513));
+        assert_eq!(field_of(&long_key), "key");
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(field_of(&deep), "body");
+    }
+
+    #[test]
+    fn content_type_and_size_are_checked_first() {
+        let body = br#"{"key":"k","limit":1,"window_ms":1}"#;
+        for ct in [None, Some("text/plain"), Some("application/jsonx")] {
+            let p = parse_limit_request(ct, body).unwrap_err();
+            assert_eq!(p.status, 400);
+            assert!(p.to_json().contains("content-type"));
+        }
+        let huge = vec![b' '; MAX_BODY_BYTES + 1];
+        assert_eq!(parse_limit_request(JSON, &huge).unwrap_err().status, 413);
+    }
+}
