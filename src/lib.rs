@@ -3,4 +3,11 @@
 //! `limit` holds the algorithms (pure, host-tested); everything that touches
 //! the Workers runtime lives in `edge`, compiled only for wasm32.
 
+pub mod config;
+pub mod http;
+pub mod ledger;
 pub mod limit;
+pub mod protocol;
+
+#[cfg(target_arch = "wasm32")]
+pub mod edge;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what is missing, checks
+# style for the host and wasm32, runs the Rust unit and property tests, builds
+# the release worker, and runs the end-to-end suite against it on workerd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "style: cargo fmt, clippy (host and wasm32)"
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+
+step "unit and property tests (host)"
+cargo test
+
+step "release build (worker-build)"
+bash scripts/build.sh
+
+step "end-to-end tests on workerd"
+node --test --test-reporter=spec tests/e2e/*.test.mjs

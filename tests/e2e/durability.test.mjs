@@ -1,0 +1,64 @@
+// State that must outlive an instance: admissions across a runtime restart,
+// and the alarm sweep that frees an idle key's storage.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Sluice, freshKey, tempDir, eventually } from "./harness.mjs";
+
+test("admissions survive a restart of the runtime with persisted state", async () => {
+  const { dir, remove } = tempDir();
+  const key = freshKey("restart");
+  const ask = (s) => s.post("/_sluice/v1/limit", { key, limit: 3, window_ms: 600_000 }).then((r) => r.json());
+  try {
+    let sluice = await Sluice.start({ persist: dir });
+    for (let i = 0; i < 3; i++) assert.equal((await ask(sluice)).allowed, true);
+    await sluice.stop();
+
+    sluice = await Sluice.start({ persist: dir });
+    try {
+      const answer = await ask(sluice);
+      assert.equal(answer.allowed, false, "the key is still full after the restart");
+      assert.equal(answer.remaining, 0);
+      assert.ok(answer.retry_after_ms > 590_000);
+      const state = await sluice.inspect(`api:${key}`);
+      assert.equal(state.slots[0].held, 3);
+      assert.equal(state.stored_rows > 0, true);
+    } finally {
+      await sluice.stop();
+    }
+  } finally {
+    remove();
+  }
+});
+
+test("the alarm sweeps an idle key and frees its storage", async () => {
+  const sluice = await Sluice.start();
+  try {
+    const key = freshKey("sweep");
+    const object = `api:${key}`;
+    const before = await sluice.inspect(object);
+    assert.equal(before.has_storage, false, "reading a new object creates no storage");
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) {
+      await sluice.post("/_sluice/v1/limit", { key, limit: 5, window_ms: 300 });
+    }
+    const full = await sluice.inspect(object);
+    assert.equal(full.has_storage, true);
+    assert.equal(full.slots[0].held, 3);
+    assert.ok(full.stored_rows >= 1);
+    assert.ok(full.alarm_ms >= started + 300 && full.alarm_ms <= Date.now() + 300, `alarm at ${full.alarm_ms}`);
+
+    const empty = await eventually(async () => {
+      const state = await sluice.inspect(object);
+      return state.has_storage ? null : state;
+    });
+    assert.deepEqual(empty.slots, []);
+    assert.equal(empty.stored_rows, 0);
+    assert.equal(empty.alarm_ms, null, "no alarm once nothing remains");
+
+    const again = await (await sluice.post("/_sluice/v1/limit", { key, limit: 5, window_ms: 300 })).json();
+    assert.equal(again.allowed, true);
+    assert.equal(again.remaining, 4, "the swept key starts afresh");
+  } finally {
+    await sluice.stop();
+  }
+});
