@@ -5,9 +5,12 @@
 //! algorithms testable on the host with an injected clock, and keeps
 //! `std::time::SystemTime` (which panics in wasm) out of the worker.
 
+pub mod fixed_window;
+pub mod gcra;
 pub mod policy;
 pub mod sliding_log;
 
+pub use fixed_window::FixedWindow;
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
 pub use sliding_log::SlidingLog;
 
