@@ -1,0 +1,560 @@
+//! HS256 JWT verification, to tell registered callers (a valid token in
+//! `Authorization: Bearer`) from anonymous ones, and to key their limits on
+//! claims such as `sub`.
+//!
+//! Only HS256 is accepted, whatever the token's header says: letting the
+//! header pick the algorithm is how `alg: none` and RS256/HS256 confusion
+//! attacks work, and Sluice only ever holds one shared secret. Headers with
+//! `crit` are refused because no extension is understood. Signatures are
+//! checked in constant time so that response timing reveals nothing about
+//! how much of a forged signature was right. A token that fails any check is
+//! never treated as valid; the caller decides whether that means 401 or
+//! anonymous limits.
+//!
+//! Time is passed in rather than read from a clock, so expiry is tested on
+//! the host without waiting.
+
+use std::fmt;
+
+use hmac::digest::Key;
+use hmac::{Hmac, Mac};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Longest token looked at. Real tokens are a few hundred bytes; the bound
+/// caps the decoding and JSON work a hostile header can cause.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The shared secret, held as the keyed HMAC state so each verification
+/// starts from it instead of re-deriving the padded key.
+#[derive(Clone)]
+pub struct Hs256Key {
+    mac: HmacSha256,
+}
+
+impl Hs256Key {
+    /// Derives the HMAC block key as RFC 2104 does (a key longer than the
+    /// block is hashed first, then zero-padded), which makes construction
+    /// infallible for a secret of any length.
+    pub fn new(secret: &[u8]) -> Hs256Key {
+        let mut block = Key::<HmacSha256>::default();
+        if secret.len() > block.len() {
+            for (b, d) in block.iter_mut().zip(Sha256::digest(secret)) {
+                *b = d;
+            }
+        } else {
+            for (b, s) in block.iter_mut().zip(secret) {
+                *b = *s;
+            }
+        }
+        Hs256Key {
+            mac: <HmacSha256 as Mac>::new(&block),
+        }
+    }
+}
+
+/// Never prints the secret: configuration and errors get logged.
+impl fmt::Debug for Hs256Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hs256Key(..)")
+    }
+}
+
+/// The payload of a verified token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claims(Map<String, Value>);
+
+impl Claims {
+    /// A claim as a key part. Integers and booleans have one spelling, so
+    /// their JSON text is used; floats, objects and arrays do not make stable
+    /// identifiers, and an empty or null claim would lump callers together,
+    /// so those are `None`, as is a missing claim.
+    pub fn get_str(&self, name: &str) -> Option<String> {
+        match self.0.get(name)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Claims from plain JSON, for tests elsewhere in the crate that need a
+/// verified caller without signing a token.
+#[cfg(test)]
+impl From<Map<String, Value>> for Claims {
+    fn from(map: Map<String, Value>) -> Claims {
+        Claims(map)
+    }
+}
+
+/// Why a token was refused. Messages may reach a 401 body, so none of them
+/// quotes the token or the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtError {
+    TooLong,
+    Malformed(&'static str),
+    /// The header's `alg`, when it is a short alphanumeric name, else
+    /// "unrecognised", so the message cannot carry arbitrary token text.
+    Algorithm(String),
+    CriticalHeader,
+    Signature,
+    Expired,
+    NotYetValid,
+}
+
+impl fmt::Display for JwtError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JwtError::TooLong => write!(f, "token is longer than {MAX_TOKEN_BYTES} bytes"),
+            JwtError::Malformed(why) => write!(f, "malformed token: {why}"),
+            JwtError::Algorithm(alg) => {
+                write!(f, "token algorithm {alg} is not accepted; only HS256 is")
+            }
+            JwtError::CriticalHeader => {
+                f.write_str("token header has critical extensions, which are not supported")
+            }
+            JwtError::Signature => f.write_str("token signature is not valid"),
+            JwtError::Expired => f.write_str("token has expired"),
+            JwtError::NotYetValid => f.write_str("token is not valid yet"),
+        }
+    }
+}
+
+impl std::error::Error for JwtError {}
+
+/// Verifies a compact HS256 token and returns its claims. The signature is
+/// checked before the payload is parsed, so an unsigned payload is never read.
+/// `leeway_s` absorbs clock skew between the issuer and the edge.
+pub fn verify(token: &str, key: &Hs256Key, now_s: u64, leeway_s: u64) -> Result<Claims, JwtError> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(JwtError::TooLong);
+    }
+    const PARTS: JwtError = JwtError::Malformed("expected three dot-separated parts");
+    let (signing_input, signature) = token.rsplit_once('.').ok_or(PARTS)?;
+    let (header, payload) = signing_input.split_once('.').ok_or(PARTS)?;
+    if payload.contains('.') {
+        return Err(PARTS);
+    }
+
+    let header = decode_object(
+        header,
+        "header is not base64url",
+        "header is not a JSON object",
+    )?;
+    match header.get("alg") {
+        Some(Value::String(alg)) if alg == "HS256" => {}
+        Some(Value::String(alg)) => return Err(JwtError::Algorithm(describe_alg(alg))),
+        _ => return Err(JwtError::Malformed("header has no alg")),
+    }
+    if header.contains_key("crit") {
+        return Err(JwtError::CriticalHeader);
+    }
+
+    let signature =
+        decode_base64url(signature).ok_or(JwtError::Malformed("signature is not base64url"))?;
+    let mut mac = key.mac.clone();
+    mac.update(signing_input.as_bytes());
+    mac.verify_slice(&signature)
+        .map_err(|_| JwtError::Signature)?;
+
+    let claims = decode_object(
+        payload,
+        "payload is not base64url",
+        "payload is not a JSON object",
+    )?;
+    let now = now_s as f64;
+    let leeway = leeway_s as f64;
+    if let Some(exp) = numeric_date(&claims, "exp", "exp is not a number")? {
+        if exp <= now - leeway {
+            return Err(JwtError::Expired);
+        }
+    }
+    if let Some(nbf) = numeric_date(&claims, "nbf", "nbf is not a number")? {
+        if nbf > now + leeway {
+            return Err(JwtError::NotYetValid);
+        }
+    }
+    Ok(Claims(claims))
+}
+
+/// The token from an `Authorization` value. RFC 9110 allows several spaces
+/// after the scheme, but clients send one; anything other than
+/// `Bearer <token>` with exactly one space is treated as no token, so the
+/// caller is anonymous rather than half-parsed.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    let valid = scheme.eq_ignore_ascii_case("Bearer")
+        && !token.is_empty()
+        && !token.contains(|c: char| c.is_ascii_whitespace());
+    valid.then_some(token)
+}
+
+fn decode_object(
+    part: &str,
+    not_base64: &'static str,
+    not_object: &'static str,
+) -> Result<Map<String, Value>, JwtError> {
+    let bytes = decode_base64url(part).ok_or(JwtError::Malformed(not_base64))?;
+    serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed(not_object))
+}
+
+/// A NumericDate claim (RFC 7519 §2): seconds, possibly fractional.
+fn numeric_date(
+    claims: &Map<String, Value>,
+    name: &str,
+    not_number: &'static str,
+) -> Result<Option<f64>, JwtError> {
+    match claims.get(name) {
+        None => Ok(None),
+        Some(value) => value
+            .as_f64()
+            .map(Some)
+            .ok_or(JwtError::Malformed(not_number)),
+    }
+}
+
+fn describe_alg(alg: &str) -> String {
+    if !alg.is_empty() && alg.len() <= 16 && alg.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        alg.to_string()
+    } else {
+        "unrecognised".to_string()
+    }
+}
+
+/// Unpadded base64url (RFC 4648 §5), as JWS requires. Non-zero leftover bits
+/// are refused so that each byte string has one encoding, and a signature
+/// cannot be altered in its last character and still verify.
+fn decode_base64url(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 2);
+    let mut acc: u32 = 0;
+    let mut bits: u32 = 0;
+    for byte in text.bytes() {
+        let sextet = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(sextet);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    (acc == 0).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SECRET: &[u8] = b"a test secret of reasonable length";
+    const NOW: u64 = 1_700_000_000;
+
+    /// The jwt.io HS256 example, signed with "your-256-bit-secret"
+    /// (checked independently with Python's hmac module).
+    const JWT_IO: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+
+    fn encode(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b))
+                << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    fn sign_raw(header: &str, payload: &str, secret: &[u8]) -> String {
+        let input = format!(
+            "{}.{}",
+            encode(header.as_bytes()),
+            encode(payload.as_bytes())
+        );
+        let mut mac = HmacSha256::new_from_slice(secret).unwrap();
+        mac.update(input.as_bytes());
+        format!("{input}.{}", encode(&mac.finalize().into_bytes()))
+    }
+
+    fn sign(payload: Value) -> String {
+        sign_raw(
+            r#"{"alg":"HS256","typ":"JWT"}"#,
+            &payload.to_string(),
+            SECRET,
+        )
+    }
+
+    fn check(token: &str) -> Result<Claims, JwtError> {
+        verify(token, &Hs256Key::new(SECRET), NOW, 0)
+    }
+
+    #[test]
+    fn accepts_a_signed_token_and_reads_its_claims() {
+        let token = sign(json!({"sub": "user-42", "tier": 3, "exp": NOW + 60, "nbf": NOW}));
+        let claims = check(&token).unwrap();
+        assert_eq!(claims.get_str("sub").as_deref(), Some("user-42"));
+        assert_eq!(claims.get_str("tier").as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn jwt_io_example_verifies() {
+        let claims = verify(JWT_IO, &Hs256Key::new(b"your-256-bit-secret"), NOW, 0).unwrap();
+        assert_eq!(claims.get_str("sub").as_deref(), Some("1234567890"));
+        assert_eq!(claims.get_str("name").as_deref(), Some("John Doe"));
+        assert_eq!(claims.get_str("iat").as_deref(), Some("1516239022"));
+    }
+
+    #[test]
+    fn wrong_secret_is_rejected() {
+        let err = verify(JWT_IO, &Hs256Key::new(b"your-256-bit-secreT"), NOW, 0);
+        assert_eq!(err, Err(JwtError::Signature));
+        let token = sign_raw(r#"{"alg":"HS256"}"#, "{}", b"another secret");
+        assert_eq!(check(&token), Err(JwtError::Signature));
+    }
+
+    #[test]
+    fn key_derivation_matches_hmac_for_any_secret_length() {
+        for len in [0, 1, 32, 63, 64, 65, 200] {
+            let secret = vec![0x5a; len];
+            let token = sign_raw(r#"{"alg":"HS256"}"#, r#"{"sub":"x"}"#, &secret);
+            assert!(
+                verify(&token, &Hs256Key::new(&secret), NOW, 0).is_ok(),
+                "length {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn tampered_payload_is_rejected() {
+        let token = sign(json!({"sub": "alice"}));
+        let (header, rest) = token.split_once('.').unwrap();
+        let (_, signature) = rest.split_once('.').unwrap();
+        let forged = format!("{header}.{}.{signature}", encode(br#"{"sub":"admin"}"#));
+        assert_eq!(check(&forged), Err(JwtError::Signature));
+    }
+
+    #[test]
+    fn tampered_signature_is_rejected() {
+        let token = sign(json!({"sub": "alice"}));
+        let (input, signature) = token.rsplit_once('.').unwrap();
+        let flipped = if signature.starts_with('A') { 'B' } else { 'A' };
+        let forged = format!("{input}.{flipped}{}", &signature[1..]);
+        assert_eq!(check(&forged), Err(JwtError::Signature));
+        let truncated = format!("{input}.{}", &signature[..40]);
+        assert_eq!(check(&truncated), Err(JwtError::Signature));
+    }
+
+    #[test]
+    fn signature_with_non_canonical_last_character_is_rejected() {
+        // 'c' and 'd' differ only in the two bits past the 32-byte signature.
+        let forged = format!("{}d", JWT_IO.strip_suffix('c').unwrap());
+        let err = verify(&forged, &Hs256Key::new(b"your-256-bit-secret"), NOW, 0);
+        assert_eq!(err, Err(JwtError::Malformed("signature is not base64url")));
+    }
+
+    #[test]
+    fn alg_none_with_empty_signature_is_rejected() {
+        let token = format!(
+            "{}.{}.",
+            encode(br#"{"alg":"none","typ":"JWT"}"#),
+            encode(br#"{"sub":"admin"}"#)
+        );
+        assert_eq!(check(&token), Err(JwtError::Algorithm("none".into())));
+    }
+
+    #[test]
+    fn other_algorithms_are_rejected_even_when_hmac_signed() {
+        for alg in ["HS512", "HS384", "RS256", "hs256", "HS256 "] {
+            let token = sign_raw(&json!({ "alg": alg }).to_string(), "{}", SECRET);
+            assert!(
+                matches!(check(&token), Err(JwtError::Algorithm(_))),
+                "{alg}"
+            );
+        }
+        let token = sign_raw(r#"{"alg":"HS512"}"#, "{}", SECRET);
+        assert_eq!(check(&token), Err(JwtError::Algorithm("HS512".into())));
+    }
+
+    #[test]
+    fn missing_or_non_string_alg_is_rejected() {
+        for header in [r#"{"typ":"JWT"}"#, r#"{"alg":null}"#, r#"{"alg":256}"#] {
+            let token = sign_raw(header, "{}", SECRET);
+            assert_eq!(check(&token), Err(JwtError::Malformed("header has no alg")));
+        }
+    }
+
+    #[test]
+    fn crit_header_is_rejected() {
+        let token = sign_raw(
+            r#"{"alg":"HS256","crit":["b64"],"b64":false}"#,
+            "{}",
+            SECRET,
+        );
+        assert_eq!(check(&token), Err(JwtError::CriticalHeader));
+    }
+
+    #[test]
+    fn expired_token_is_rejected_unless_within_leeway() {
+        let token = sign(json!({"exp": NOW - 30}));
+        let key = Hs256Key::new(SECRET);
+        assert_eq!(verify(&token, &key, NOW, 0), Err(JwtError::Expired));
+        assert_eq!(verify(&token, &key, NOW, 30), Err(JwtError::Expired));
+        assert!(verify(&token, &key, NOW, 31).is_ok());
+        let at_now = sign(json!({ "exp": NOW }));
+        assert_eq!(check(&at_now), Err(JwtError::Expired));
+    }
+
+    #[test]
+    fn fractional_and_negative_dates_are_numbers() {
+        assert!(check(&sign(json!({"exp": NOW as f64 + 0.5}))).is_ok());
+        assert_eq!(
+            check(&sign(json!({"exp": NOW as f64 - 0.5}))),
+            Err(JwtError::Expired)
+        );
+        assert_eq!(check(&sign(json!({"exp": -1}))), Err(JwtError::Expired));
+        assert!(check(&sign(json!({"nbf": -1}))).is_ok());
+    }
+
+    #[test]
+    fn not_yet_valid_token_is_rejected_unless_within_leeway() {
+        let token = sign(json!({"nbf": NOW + 30}));
+        let key = Hs256Key::new(SECRET);
+        assert_eq!(verify(&token, &key, NOW, 0), Err(JwtError::NotYetValid));
+        assert_eq!(verify(&token, &key, NOW, 29), Err(JwtError::NotYetValid));
+        assert!(verify(&token, &key, NOW, 30).is_ok());
+        assert!(check(&sign(json!({ "nbf": NOW }))).is_ok());
+    }
+
+    #[test]
+    fn dates_that_are_not_numbers_are_rejected() {
+        let exp = sign(json!({"exp": (NOW + 60).to_string()}));
+        assert_eq!(check(&exp), Err(JwtError::Malformed("exp is not a number")));
+        let nbf = sign(json!({"nbf": null}));
+        assert_eq!(check(&nbf), Err(JwtError::Malformed("nbf is not a number")));
+    }
+
+    #[test]
+    fn wrong_number_of_parts_is_rejected() {
+        let token = sign(json!({}));
+        let parts = JwtError::Malformed("expected three dot-separated parts");
+        let (two, _) = token.rsplit_once('.').unwrap();
+        assert_eq!(check(two), Err(parts.clone()));
+        assert_eq!(
+            check(&format!("{token}.{}", encode(b"x"))),
+            Err(parts.clone())
+        );
+        assert_eq!(check(""), Err(parts));
+    }
+
+    #[test]
+    fn bad_base64_is_rejected() {
+        let token = sign(json!({"sub": "alice"}));
+        let (header, rest) = token.split_once('.').unwrap();
+        let not_base64 = JwtError::Malformed("header is not base64url");
+        assert_eq!(check(&format!("{header}=.{rest}")), Err(not_base64.clone()));
+        assert_eq!(check(&format!("+{header}.{rest}")), Err(not_base64.clone()));
+        assert_eq!(check(&format!("{header}A.{rest}")), Err(not_base64));
+        let (input, signature) = token.rsplit_once('.').unwrap();
+        assert_eq!(
+            check(&format!("{input}.{signature}=")),
+            Err(JwtError::Malformed("signature is not base64url"))
+        );
+    }
+
+    #[test]
+    fn headers_and_payloads_must_be_json_objects() {
+        let header = sign_raw(r#"["alg","HS256"]"#, "{}", SECRET);
+        assert_eq!(
+            check(&header),
+            Err(JwtError::Malformed("header is not a JSON object"))
+        );
+        let not_object = JwtError::Malformed("payload is not a JSON object");
+        for payload in ["[]", "42", r#""sub""#, "{not json", ""] {
+            let token = sign_raw(r#"{"alg":"HS256"}"#, payload, SECRET);
+            assert_eq!(check(&token), Err(not_object.clone()), "{payload}");
+        }
+    }
+
+    #[test]
+    fn oversized_token_is_rejected_before_decoding() {
+        let token = sign(json!({ "pad": "x".repeat(MAX_TOKEN_BYTES) }));
+        assert_eq!(check(&token), Err(JwtError::TooLong));
+        assert_eq!(
+            check(&"!".repeat(MAX_TOKEN_BYTES + 1)),
+            Err(JwtError::TooLong)
+        );
+        let fits = sign(json!({ "pad": "x".repeat(MAX_TOKEN_BYTES / 2) }));
+        assert!(fits.len() <= MAX_TOKEN_BYTES && check(&fits).is_ok());
+    }
+
+    #[test]
+    fn claims_as_key_parts() {
+        let token = sign(json!({
+            "s": "abc", "i": -7, "u": u64::MAX, "t": true, "f": 1.5,
+            "e": "", "n": null, "o": {"a": 1}, "a": [1]
+        }));
+        let claims = check(&token).unwrap();
+        assert_eq!(claims.get_str("s").as_deref(), Some("abc"));
+        assert_eq!(claims.get_str("i").as_deref(), Some("-7"));
+        assert_eq!(claims.get_str("u").as_deref(), Some("18446744073709551615"));
+        assert_eq!(claims.get_str("t").as_deref(), Some("true"));
+        for name in ["f", "e", "n", "o", "a", "missing"] {
+            assert_eq!(claims.get_str(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn debug_and_errors_do_not_leak_secrets_or_token_text() {
+        assert_eq!(format!("{:?}", Hs256Key::new(b"hunter2")), "Hs256Key(..)");
+        let token = sign_raw(r#"{"alg":"<script>secret-stuff</script>"}"#, "{}", SECRET);
+        let err = check(&token).unwrap_err();
+        assert_eq!(err, JwtError::Algorithm("unrecognised".into()));
+        assert!(!err.to_string().contains("script"));
+        assert_eq!(
+            JwtError::Algorithm("HS512".into()).to_string(),
+            "token algorithm HS512 is not accepted; only HS256 is"
+        );
+    }
+
+    #[test]
+    fn base64url_round_trips_every_length() {
+        let data: Vec<u8> = (0..=255).collect();
+        for len in 0..40 {
+            let bytes = &data[200 - len..200];
+            assert_eq!(decode_base64url(&encode(bytes)).as_deref(), Some(bytes));
+        }
+        assert_eq!(decode_base64url("-_8"), Some(vec![0xfb, 0xff]));
+        assert_eq!(decode_base64url("A"), None);
+        assert_eq!(decode_base64url("AAAAA"), None);
+        assert_eq!(decode_base64url("AA=="), None);
+        assert_eq!(decode_base64url("A/8"), None);
+    }
+
+    #[test]
+    fn bearer_takes_exactly_one_token_after_the_scheme() {
+        assert_eq!(bearer("Bearer x"), Some("x"));
+        assert_eq!(bearer("bearer x"), Some("x"));
+        assert_eq!(bearer("BEARER a.b.c"), Some("a.b.c"));
+        assert_eq!(bearer("Bearer  x"), None);
+        assert_eq!(bearer("Basic x"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer "), None);
+        assert_eq!(bearer("Bearer x y"), None);
+        assert_eq!(bearer("Bearer x\ty"), None);
+        assert_eq!(bearer("Bearerx y"), None);
+    }
+}
