@@ -1,17 +1,24 @@
 //! What one container object holds, independent of how it is stored: for each
-//! key, one sliding log per named policy (a "slot"). It decides, tells the
-//! caller which rows to write, and says when the next sweep is due.
+//! key, one limiter per named policy (a "slot") and the key's ban record. It
+//! decides, tells the caller which rows to write, and says when the next
+//! sweep is due.
 //!
 //! The Durable Object glue in `edge::container` only executes what the ledger
 //! returns, so the rules about persistence and sweeping are tested here on the
 //! host.
 
+pub mod ban;
+
 use std::collections::HashMap;
 
-use crate::limit::{Decision, Policy, SlidingLog};
+use serde::{Deserialize, Serialize};
+
+use crate::limit::gcra::{GcraPolicy, Throttle};
+use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
+pub use ban::{Ban, BanNotice, BanPolicy};
 
 /// One policy's part of an outcome.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyDecision {
     pub name: String,
     pub window_ms: u64,
@@ -20,21 +27,39 @@ pub struct PolicyDecision {
 }
 
 /// The answer to one check across all of a request's policies.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub allowed: bool,
     pub policies: Vec<PolicyDecision>,
+    /// Set when the key is banned, before or by this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban: Option<BanNotice>,
+    /// 0 when allowed; otherwise how long until the whole request could
+    /// pass: the ban must end and every refusing policy must have room
+    /// (windows only free up while nothing is admitted).
+    pub retry_after_ms: u64,
 }
 
 impl Outcome {
-    /// How long until the whole request could pass: every refusing policy
-    /// must have room, and windows only free up while nothing is admitted.
-    pub fn retry_after_ms(&self) -> u64 {
-        self.policies
-            .iter()
-            .map(|p| p.decision.retry_after_ms)
-            .max()
-            .unwrap_or(0)
+    fn new(
+        allowed: bool,
+        policies: Vec<PolicyDecision>,
+        ban: Option<BanNotice>,
+        now_ms: u64,
+    ) -> Outcome {
+        let retry_after_ms = if allowed {
+            0
+        } else {
+            let refusing = policies.iter().map(|p| p.decision.retry_after_ms);
+            let banned = ban.iter().map(|b| b.until_ms.saturating_sub(now_ms));
+            refusing.chain(banned).max().unwrap_or(0)
+        };
+        Outcome {
+            allowed,
+            policies,
+            ban,
+            retry_after_ms,
+        }
     }
 
     pub fn violated(&self) -> impl Iterator<Item = &PolicyDecision> {
@@ -42,51 +67,83 @@ impl Outcome {
     }
 }
 
-/// A row the caller must write for an admission to survive a restart.
+/// A row the caller must write for the state to survive a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
-    /// The slot's policy (new, or changed since it was last stored).
-    Policy {
+    /// The slot's spec and, for one-row algorithms, its whole state.
+    Slot {
         key: String,
         name: String,
-        policy: Policy,
+        spec: Spec,
+        state: (u64, u64),
     },
-    /// `count` more units admitted at `at_ms`; rows with the same slot and
-    /// timestamp add up.
+    /// `count` more units admitted at `at_ms` into a sliding log; rows with
+    /// the same slot and timestamp add up.
     Hit {
         key: String,
         name: String,
         at_ms: u64,
         count: u32,
     },
+    /// The key's ban record, to insert or overwrite.
+    Ban { key: String, ban: Ban },
 }
 
-/// What a sweep removed from one slot, for the caller to delete from storage.
+/// What a sweep or reset removed, for the caller to delete from storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expired {
-    /// Delete the slot's hits at or before `cutoff_ms`.
-    Before {
+    /// Delete the slot's log rows at or before `cutoff_ms`.
+    Hits {
         key: String,
         name: String,
         cutoff_ms: u64,
     },
-    /// The slot is empty: delete its policy and every hit.
+    /// The slot is empty: delete its row and every log row.
     Slot { key: String, name: String },
+    /// The key's ban is over and its offences forgiven.
+    Ban { key: String },
 }
 
 #[derive(Debug)]
 struct Slot {
     name: String,
-    log: SlidingLog,
-    /// The policy storage holds for this slot, if it holds any rows: a
-    /// policy changed by a refused request is written with the next
-    /// admission, and a slot with rows stays until the sweep deletes them.
-    stored: Option<Policy>,
+    limiter: Limiter,
+    /// The spec storage holds for this slot, if it holds any rows: a spec
+    /// changed by a refused request is written with the next admission, and
+    /// a slot with rows stays until the sweep deletes them.
+    stored: Option<Spec>,
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    slots: Vec<Slot>,
+    ban: Option<Ban>,
+    /// Recent refusals, counted toward a ban (memory only).
+    strikes: Option<SlidingLog>,
+}
+
+impl KeyState {
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.ban.is_none()
+    }
+}
+
+/// A slot's state as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotReport {
+    pub key: String,
+    pub policy: String,
+    pub limit: u64,
+    pub window_ms: u64,
+    /// Units that count now (limit minus remaining).
+    pub used: u64,
+    pub remaining: u64,
+    pub reset_ms: u64,
 }
 
 #[derive(Debug, Default)]
 pub struct Ledger {
-    keys: HashMap<String, Vec<Slot>>,
+    keys: HashMap<String, KeyState>,
 }
 
 impl Ledger {
@@ -95,157 +152,259 @@ impl Ledger {
     }
 
     /// Checks `cost` units against every policy; admits them into all of the
-    /// policies' logs or into none. A refusal and a peek (cost 0) write
-    /// nothing and leave no new state behind.
+    /// policies or into none. A refusal and a peek (cost 0) write nothing
+    /// and leave no new state behind, except that a refusal counts toward
+    /// `ban`, and the refusal that completes the count starts a ban.
     pub fn check(
         &mut self,
         key: &str,
-        policies: &[(String, Policy)],
+        specs: &[(String, Spec)],
         now_ms: u64,
         cost: u32,
+        ban: Option<&BanPolicy>,
     ) -> (Outcome, Vec<Write>) {
-        let mut slots = self.keys.remove(key).unwrap_or_default();
-        let indices: Vec<usize> = policies
+        let mut state = self.keys.remove(key).unwrap_or_default();
+        let indices: Vec<usize> = specs
             .iter()
-            .map(|(name, policy)| slot_for(&mut slots, name, *policy))
+            .map(|(name, spec)| slot_for(&mut state.slots, name, *spec))
             .collect();
-        let decisions: Vec<Decision> = indices
-            .iter()
-            .map(|&i| slots[i].log.decide(now_ms, cost))
-            .collect();
-        let allowed = decisions.iter().all(|d| d.allowed);
         let mut writes = Vec::new();
-        let reported: Vec<Decision> = if allowed {
-            if cost > 0 {
-                for &i in &indices {
-                    admit(key, &mut slots[i], now_ms, cost, &mut writes);
-                }
-            }
-            decisions
-        } else {
-            // Policies that had room report the state they keep, since this
-            // request is not logged in them either.
-            decisions
-                .into_iter()
-                .zip(&indices)
-                .map(|(d, &i)| {
-                    if d.allowed {
-                        slots[i].log.decide(now_ms, 0)
-                    } else {
-                        d
+        let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
+            Some(active) => Outcome::new(
+                false,
+                report(&mut state.slots, &indices, now_ms, |_| None),
+                Some(BanNotice::of(active, false)),
+                now_ms,
+            ),
+            None => {
+                let decisions: Vec<Decision> = indices
+                    .iter()
+                    .map(|&i| state.slots[i].limiter.decide(now_ms, cost))
+                    .collect();
+                let allowed = decisions.iter().all(|d| d.allowed);
+                if allowed && cost > 0 {
+                    for &i in &indices {
+                        admit(key, &mut state.slots[i], now_ms, cost, &mut writes);
                     }
-                })
-                .collect()
+                }
+                // A refused request is logged in no policy, so policies that
+                // had room report the state they keep.
+                let policies = report(&mut state.slots, &indices, now_ms, |n| {
+                    let d = decisions[n];
+                    (allowed || !d.allowed).then_some(d)
+                });
+                let started = match ban {
+                    Some(policy) if !allowed => {
+                        strike(key, &mut state, policy, now_ms, &mut writes)
+                    }
+                    _ => None,
+                };
+                Outcome::new(allowed, policies, started, now_ms)
+            }
         };
-        let outcome = Outcome {
-            allowed,
-            policies: indices
-                .iter()
-                .zip(reported)
-                .map(|(&i, decision)| PolicyDecision {
-                    name: slots[i].name.clone(),
-                    window_ms: slots[i].log.policy().window_ms(),
-                    decision,
-                })
-                .collect(),
-        };
-        slots.retain(|slot| slot.stored.is_some() || !slot.log.is_empty());
-        if !slots.is_empty() {
-            self.keys.insert(key.to_string(), slots);
+        state
+            .slots
+            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
+        if !state.is_empty() {
+            self.keys.insert(key.to_string(), state);
         }
         (outcome, writes)
     }
 
-    /// Restores a slot's policy from storage. Returns false (and keeps
+    /// `CL.THROTTLE`: a GCRA check of `quantity` units in the slot `name`,
+    /// answered as redis-cell answers it; admitted units are recorded as by
+    /// [`check`](Self::check).
+    pub fn throttle(
+        &mut self,
+        key: &str,
+        name: &str,
+        policy: GcraPolicy,
+        now_ms: u64,
+        quantity: u32,
+    ) -> Option<(Throttle, Vec<Write>)> {
+        let spec = Spec::Gcra(policy);
+        let answer = {
+            let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
+            let i = slot_for(slots, name, spec);
+            slots[i].limiter.throttle(now_ms, u64::from(quantity))
+        };
+        let (_, writes) = self.check(key, &[(name.to_string(), spec)], now_ms, quantity, None);
+        answer.map(|throttle| (throttle, writes))
+    }
+
+    /// Restores a slot from its storage row. Returns false (and keeps
     /// nothing) for a row that no longer validates.
-    pub fn restore_policy(&mut self, key: &str, name: &str, limit: u64, window_ms: u64) -> bool {
-        let Ok(policy) = Policy::new(limit, window_ms) else {
+    pub fn restore_slot(
+        &mut self,
+        key: &str,
+        name: &str,
+        encoded: (u64, u64, u64, u64),
+        state: (u64, u64),
+    ) -> bool {
+        let (kind, a, b, c) = encoded;
+        let Some(spec) = Spec::decode(kind, a, b, c) else {
             return false;
         };
-        let slots = self.keys.entry(key.to_string()).or_default();
-        let i = slot_for(slots, name, policy);
-        slots[i].stored = Some(policy);
+        let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
+        let i = slot_for(slots, name, spec);
+        slots[i].limiter.restore_state(state.0, state.1);
+        slots[i].stored = Some(spec);
         true
     }
 
-    /// Restores admitted units from storage; rows must come in time order
-    /// per slot. Hits of a slot without a policy are ignored.
+    /// Restores a sliding-log row; rows must come in time order per slot.
+    /// Rows of a slot without a slot row are ignored.
     pub fn restore_hit(&mut self, key: &str, name: &str, at_ms: u64, count: u32) {
         if let Some(slot) = self
             .keys
             .get_mut(key)
-            .and_then(|slots| slots.iter_mut().find(|s| s.name == name))
+            .and_then(|state| state.slots.iter_mut().find(|s| s.name == name))
         {
-            slot.log.record(at_ms, count);
+            slot.limiter.restore_hit(at_ms, count);
         }
     }
 
-    /// Expires what no longer counts, forgets empty slots and keys, and says
-    /// which stored rows to delete. Running it twice at the same time changes
-    /// nothing the second time, so an alarm that fires twice is harmless.
+    pub fn restore_ban(&mut self, key: &str, ban: Ban) {
+        self.keys.entry(key.to_string()).or_default().ban = Some(ban);
+    }
+
+    /// Expires what no longer counts, forgets empty slots, forgiven bans and
+    /// empty keys, and says which stored rows to delete. Running it twice at
+    /// the same time changes nothing the second time, so an alarm that fires
+    /// twice is harmless.
     pub fn sweep(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired = Vec::new();
-        for (key, slots) in &mut self.keys {
-            for slot in slots.iter_mut() {
-                slot.log.expire(now_ms);
-                let key = key.clone();
-                let name = slot.name.clone();
-                expired.push(if slot.log.is_empty() {
-                    Expired::Slot { key, name }
-                } else {
-                    let window = slot.log.policy().window_ms();
-                    Expired::Before {
+        for (key, state) in &mut self.keys {
+            for slot in &mut state.slots {
+                slot.limiter.expire(now_ms);
+                let (key, name) = (key.clone(), slot.name.clone());
+                if slot.limiter.is_idle(now_ms) {
+                    expired.push(Expired::Slot { key, name });
+                } else if slot.limiter.is_log() {
+                    let cutoff_ms = now_ms.saturating_sub(slot.limiter.spec().window_ms());
+                    expired.push(Expired::Hits {
                         key,
                         name,
-                        cutoff_ms: now_ms.saturating_sub(window),
-                    }
-                });
+                        cutoff_ms,
+                    });
+                }
             }
-            slots.retain(|slot| !slot.log.is_empty());
+            state.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
+            if state
+                .ban
+                .as_ref()
+                .is_some_and(|ban| now_ms >= ban.forget_ms)
+            {
+                state.ban = None;
+                expired.push(Expired::Ban { key: key.clone() });
+            }
         }
-        self.keys.retain(|_, slots| !slots.is_empty());
+        self.keys.retain(|_, state| !state.is_empty());
         expired
     }
 
     /// When the next sweep is due, if anything is held. A slot is due when
-    /// its oldest admission expires, but at most once per window: under
-    /// steady traffic that batches a window's rows into one delete, and an
-    /// idle slot is empty by its second sweep.
+    /// its oldest state expires, but at most once per window: under steady
+    /// traffic that batches a window's rows into one delete, and an idle
+    /// slot is empty by its second sweep. A ban is due when it ends (the
+    /// sweep lifts it) and when its offences are forgiven.
     pub fn next_sweep(&self, now_ms: u64) -> Option<u64> {
-        self.slots()
-            .filter_map(|(_, _, log)| {
-                let window = log.policy().window_ms();
-                let oldest = log.oldest_expiry()?;
-                Some(oldest.max(now_ms.saturating_add(window)))
+        let slots = self
+            .keys
+            .values()
+            .flat_map(|state| &state.slots)
+            .filter_map(|slot| {
+                let window = slot.limiter.spec().window_ms();
+                let expiry = slot.limiter.next_expiry()?;
+                Some(expiry.max(now_ms.saturating_add(window)))
+            });
+        let bans = self
+            .keys
+            .values()
+            .filter_map(|state| state.ban.as_ref())
+            .map(|ban| {
+                if ban.is_active(now_ms) {
+                    ban.until_ms
+                } else {
+                    ban.forget_ms
+                }
+            });
+        slots.chain(bans).min()
+    }
+
+    /// Forgets everything about `key` (an operator's reset) and says which
+    /// rows to delete.
+    pub fn reset(&mut self, key: &str) -> Vec<Expired> {
+        let Some(state) = self.keys.remove(key) else {
+            return Vec::new();
+        };
+        let slots = state.slots.into_iter().map(|slot| Expired::Slot {
+            key: key.to_string(),
+            name: slot.name,
+        });
+        let ban = state.ban.map(|_| Expired::Ban {
+            key: key.to_string(),
+        });
+        slots.chain(ban).collect()
+    }
+
+    /// The state of `key` at `now_ms`, changing nothing.
+    pub fn peek(&mut self, key: &str, now_ms: u64) -> (Vec<SlotReport>, Option<BanNotice>) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return (Vec::new(), None);
+        };
+        let slots = state
+            .slots
+            .iter_mut()
+            .map(|slot| {
+                let d = slot.limiter.decide(now_ms, 0);
+                SlotReport {
+                    key: key.to_string(),
+                    policy: slot.name.clone(),
+                    limit: d.limit,
+                    window_ms: slot.limiter.spec().window_ms(),
+                    used: d.limit.saturating_sub(d.remaining),
+                    remaining: d.remaining,
+                    reset_ms: d.reset_ms,
+                }
             })
-            .min()
+            .collect();
+        let ban = state
+            .ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false));
+        (slots, ban)
     }
 
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
-    /// Every slot as `(key, policy name, log)`.
-    pub fn slots(&self) -> impl Iterator<Item = (&str, &str, &SlidingLog)> {
-        self.keys.iter().flat_map(|(key, slots)| {
-            slots
-                .iter()
-                .map(move |slot| (key.as_str(), slot.name.as_str(), &slot.log))
-        })
+    /// Whether anything is held for `key`.
+    pub fn holds(&self, key: &str) -> bool {
+        self.keys.contains_key(key)
+    }
+
+    /// Every key held.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.keys.keys().map(String::as_str)
     }
 }
 
-/// The index of the slot named `name`, created or updated to `policy`.
-fn slot_for(slots: &mut Vec<Slot>, name: &str, policy: Policy) -> usize {
+/// The index of the slot named `name`, created or updated to `spec`.
+fn slot_for(slots: &mut Vec<Slot>, name: &str, spec: Spec) -> usize {
     match slots.iter().position(|slot| slot.name == name) {
         Some(i) => {
-            slots[i].log.set_policy(policy);
+            if slots[i].limiter.spec() != spec {
+                slots[i].limiter.set_spec(spec);
+            }
             i
         }
         None => {
             slots.push(Slot {
                 name: name.to_string(),
-                log: SlidingLog::new(policy),
+                limiter: Limiter::new(spec),
                 stored: None,
             });
             slots.len() - 1
@@ -253,190 +412,84 @@ fn slot_for(slots: &mut Vec<Slot>, name: &str, policy: Policy) -> usize {
     }
 }
 
+/// Each requested policy's decision: `kept(n)` for the n-th when it is to be
+/// reported as decided, otherwise the state it holds (a peek).
+fn report(
+    slots: &mut [Slot],
+    indices: &[usize],
+    now_ms: u64,
+    kept: impl Fn(usize) -> Option<Decision>,
+) -> Vec<PolicyDecision> {
+    indices
+        .iter()
+        .enumerate()
+        .map(|(n, &i)| {
+            let slot = &mut slots[i];
+            PolicyDecision {
+                name: slot.name.clone(),
+                window_ms: slot.limiter.spec().window_ms(),
+                decision: kept(n).unwrap_or_else(|| slot.limiter.decide(now_ms, 0)),
+            }
+        })
+        .collect()
+}
+
 fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
-    let policy = slot.log.policy();
-    if slot.stored != Some(policy) {
-        writes.push(Write::Policy {
-            key: key.to_string(),
-            name: slot.name.clone(),
-            policy,
-        });
-        slot.stored = Some(policy);
+    let spec = slot.limiter.spec();
+    let (key, name) = (key.to_string(), slot.name.clone());
+    match slot.limiter.admit(now_ms, cost) {
+        Recorded::Hit { at_ms, count } => {
+            if slot.stored != Some(spec) {
+                writes.push(Write::Slot {
+                    key: key.clone(),
+                    name: name.clone(),
+                    spec,
+                    state: (0, 0),
+                });
+            }
+            writes.push(Write::Hit {
+                key,
+                name,
+                at_ms,
+                count,
+            });
+        }
+        Recorded::State(a, b) => writes.push(Write::Slot {
+            key,
+            name,
+            spec,
+            state: (a, b),
+        }),
     }
-    let at_ms = slot.log.admit(now_ms, cost);
-    writes.push(Write::Hit {
+    slot.stored = Some(spec);
+}
+
+/// Counts a refusal toward a ban; returns the ban it starts, if any.
+fn strike(
+    key: &str,
+    state: &mut KeyState,
+    policy: &BanPolicy,
+    now_ms: u64,
+    writes: &mut Vec<Write>,
+) -> Option<BanNotice> {
+    let strikes = state
+        .strikes
+        .get_or_insert_with(|| SlidingLog::new(policy.strikes()));
+    strikes.set_policy(policy.strikes());
+    let counted = strikes.check(now_ms, 1);
+    if !counted.allowed || counted.remaining > 0 {
+        return None;
+    }
+    state.strikes = None;
+    let ban = Ban::start(policy, state.ban.as_ref(), now_ms);
+    let notice = BanNotice::of(&ban, true);
+    writes.push(Write::Ban {
         key: key.to_string(),
-        name: slot.name.clone(),
-        at_ms,
-        count: cost,
+        ban: ban.clone(),
     });
+    state.ban = Some(ban);
+    Some(notice)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy(name: &str, limit: u64, window_ms: u64) -> (String, Policy) {
-        (name.to_string(), Policy::new(limit, window_ms).unwrap())
-    }
-
-    #[test]
-    fn the_first_admission_writes_the_policy_then_only_hits() {
-        let mut ledger = Ledger::new();
-        let p = [policy("api", 2, 1000)];
-        let (outcome, writes) = ledger.check("k", &p, 10, 1);
-        assert!(outcome.allowed);
-        assert!(matches!(
-            writes[..],
-            [
-                Write::Policy { .. },
-                Write::Hit {
-                    at_ms: 10,
-                    count: 1,
-                    ..
-                }
-            ]
-        ));
-        let (_, writes) = ledger.check("k", &p, 11, 1);
-        assert!(matches!(writes[..], [Write::Hit { at_ms: 11, .. }]));
-    }
-
-    #[test]
-    fn refusals_and_peeks_write_nothing_and_keep_nothing() {
-        let mut ledger = Ledger::new();
-        let (outcome, writes) = ledger.check("k", &[policy("api", 1, 1000)], 0, 0);
-        assert!(outcome.allowed);
-        assert!(writes.is_empty());
-        assert!(ledger.is_empty());
-        ledger.check("k", &[policy("api", 1, 1000)], 0, 1);
-        let (outcome, writes) = ledger.check("k", &[policy("api", 1, 1000)], 1, 1);
-        assert!(!outcome.allowed);
-        assert!(writes.is_empty());
-    }
-
-    #[test]
-    fn several_policies_admit_all_or_nothing() {
-        let mut ledger = Ledger::new();
-        let p = [policy("second", 2, 1000), policy("day", 3, 86_400_000)];
-        assert!(ledger.check("k", &p, 0, 1).0.allowed);
-        assert!(ledger.check("k", &p, 1, 1).0.allowed);
-        let (refused, writes) = ledger.check("k", &p, 2, 1);
-        assert!(!refused.allowed);
-        assert!(writes.is_empty());
-        let names: Vec<_> = refused.violated().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["second"]);
-        // The day policy had room, and reports it unchanged.
-        assert_eq!(refused.policies[1].decision.remaining, 1);
-        assert_eq!(refused.retry_after_ms(), 998);
-        assert!(ledger.check("k", &p, 1000, 1).0.allowed);
-        let (refused, _) = ledger.check("k", &p, 2000, 1);
-        let names: Vec<_> = refused.violated().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["day"]);
-        assert_eq!(refused.retry_after_ms(), 86_400_000 - 2000);
-    }
-
-    #[test]
-    fn a_changed_policy_is_stored_with_the_next_admission() {
-        let mut ledger = Ledger::new();
-        ledger.check("k", &[policy("api", 1, 1000)], 0, 1);
-        let (refused, writes) = ledger.check("k", &[policy("api", 1, 500)], 100, 1);
-        assert!(!refused.allowed);
-        assert!(writes.is_empty());
-        let (allowed, writes) = ledger.check("k", &[policy("api", 1, 500)], 500, 1);
-        assert!(allowed.allowed);
-        assert!(
-            matches!(&writes[..], [Write::Policy { policy, .. }, Write::Hit { .. }]
-            if policy.window_ms() == 500)
-        );
-    }
-
-    #[test]
-    fn a_stored_slot_stays_until_the_sweep_deletes_its_rows() {
-        let mut ledger = Ledger::new();
-        ledger.check("k", &[policy("api", 1, 100)], 0, 1);
-        // Expired in memory and changed by a refusal, but its rows remain.
-        ledger.check("k", &[policy("api", 1, 50)], 500, 0);
-        assert_eq!(ledger.slots().count(), 1);
-        assert_eq!(
-            ledger.sweep(500),
-            [Expired::Slot {
-                key: "k".into(),
-                name: "api".into()
-            }]
-        );
-        assert!(ledger.is_empty());
-    }
-
-    #[test]
-    fn restoring_rows_rebuilds_the_same_state() {
-        let mut ledger = Ledger::new();
-        assert!(ledger.restore_policy("k", "api", 3, 1000));
-        ledger.restore_hit("k", "api", 100, 2);
-        ledger.restore_hit("k", "ghost", 100, 2);
-        assert!(!ledger.restore_policy("k", "bad", 0, 1000));
-        let (outcome, writes) = ledger.check("k", &[policy("api", 3, 1000)], 200, 2);
-        assert!(!outcome.allowed);
-        assert!(writes.is_empty());
-        let (outcome, writes) = ledger.check("k", &[policy("api", 3, 1000)], 200, 1);
-        assert!(outcome.allowed);
-        assert!(
-            matches!(writes[..], [Write::Hit { .. }]),
-            "policy row is already stored"
-        );
-        assert_eq!(ledger.slots().count(), 1);
-    }
-
-    #[test]
-    fn the_sweep_deletes_expired_rows_and_forgets_empty_slots() {
-        let mut ledger = Ledger::new();
-        ledger.check("a", &[policy("api", 5, 1000)], 0, 1);
-        ledger.check("a", &[policy("api", 5, 1000)], 600, 1);
-        ledger.check("b", &[policy("api", 5, 1000)], 100, 1);
-        assert_eq!(ledger.next_sweep(600), Some(1600));
-        let mut expired = ledger.sweep(1200);
-        expired.sort_by_key(|e| format!("{e:?}"));
-        assert_eq!(
-            expired,
-            [
-                Expired::Before {
-                    key: "a".into(),
-                    name: "api".into(),
-                    cutoff_ms: 200
-                },
-                Expired::Slot {
-                    key: "b".into(),
-                    name: "api".into()
-                },
-            ]
-        );
-        assert_eq!(
-            ledger.sweep(1200),
-            [Expired::Before {
-                key: "a".into(),
-                name: "api".into(),
-                cutoff_ms: 200
-            }]
-        );
-        assert_eq!(ledger.next_sweep(1200), Some(2200));
-        ledger.sweep(2200);
-        assert!(ledger.is_empty());
-        assert_eq!(ledger.next_sweep(2200), None);
-    }
-
-    #[test]
-    fn an_idle_key_is_empty_by_its_second_sweep() {
-        let mut ledger = Ledger::new();
-        let mut alarm = None;
-        for t in (0..1000).step_by(7) {
-            ledger.check("k", &[policy("api", 1000, 1000)], t, 1);
-            alarm = alarm.or(ledger.next_sweep(t));
-        }
-        let first = alarm.unwrap();
-        assert_eq!(first, 1000);
-        ledger.sweep(first);
-        let second = ledger.next_sweep(first).unwrap();
-        assert_eq!(second, 2000);
-        ledger.sweep(second);
-        assert!(ledger.is_empty());
-    }
-}
+mod tests;

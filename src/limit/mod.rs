@@ -7,10 +7,12 @@
 
 pub mod fixed_window;
 pub mod gcra;
+pub mod limiter;
 pub mod policy;
 pub mod sliding_log;
 
 pub use fixed_window::FixedWindow;
+pub use limiter::{Limiter, Recorded, Spec};
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
 pub use sliding_log::SlidingLog;
 

@@ -1,0 +1,361 @@
+use super::*;
+use crate::limit::gcra::GcraPolicy;
+use crate::limit::Policy;
+
+fn log(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
+    (
+        name.to_string(),
+        Spec::SlidingLog(Policy::new(limit, window_ms).unwrap()),
+    )
+}
+
+fn check(
+    ledger: &mut Ledger,
+    key: &str,
+    specs: &[(String, Spec)],
+    now: u64,
+    cost: u32,
+) -> (Outcome, Vec<Write>) {
+    ledger.check(key, specs, now, cost, None)
+}
+
+fn violated(outcome: &Outcome) -> Vec<&str> {
+    outcome.violated().map(|p| p.name.as_str()).collect()
+}
+
+#[test]
+fn the_first_admission_writes_the_slot_then_only_hits() {
+    let mut ledger = Ledger::new();
+    let p = [log("api", 2, 1000)];
+    let (outcome, writes) = check(&mut ledger, "k", &p, 10, 1);
+    assert!(outcome.allowed);
+    assert!(matches!(
+        writes[..],
+        [
+            Write::Slot { .. },
+            Write::Hit {
+                at_ms: 10,
+                count: 1,
+                ..
+            }
+        ]
+    ));
+    let (_, writes) = check(&mut ledger, "k", &p, 11, 1);
+    assert!(matches!(writes[..], [Write::Hit { at_ms: 11, .. }]));
+}
+
+#[test]
+fn one_row_algorithms_write_their_state_each_admission() {
+    let mut ledger = Ledger::new();
+    let fixed = [(
+        "w".to_string(),
+        Spec::FixedWindow(Policy::new(2, 1000).unwrap()),
+    )];
+    let (_, writes) = check(&mut ledger, "k", &fixed, 10, 1);
+    assert!(matches!(writes[..], [Write::Slot { state: (10, 1), .. }]));
+    let (_, writes) = check(&mut ledger, "k", &fixed, 20, 1);
+    assert!(matches!(writes[..], [Write::Slot { state: (10, 2), .. }]));
+    let (refused, writes) = check(&mut ledger, "k", &fixed, 30, 1);
+    assert!(!refused.allowed);
+    assert!(writes.is_empty());
+    let cell = [(
+        "c".to_string(),
+        Spec::Gcra(GcraPolicy::new(1, 1, 1000).unwrap()),
+    )];
+    let (_, writes) = check(&mut ledger, "g", &cell, 5, 1);
+    assert!(matches!(
+        writes[..],
+        [Write::Slot {
+            state: (1005, 0),
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn refusals_and_peeks_write_nothing_and_keep_nothing() {
+    let mut ledger = Ledger::new();
+    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 0);
+    assert!(outcome.allowed);
+    assert!(writes.is_empty());
+    assert!(ledger.is_empty());
+    check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 1);
+    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], 1, 1);
+    assert!(!outcome.allowed);
+    assert!(writes.is_empty());
+}
+
+#[test]
+fn several_policies_admit_all_or_nothing() {
+    let mut ledger = Ledger::new();
+    let p = [log("second", 2, 1000), log("day", 3, 86_400_000)];
+    assert!(check(&mut ledger, "k", &p, 0, 1).0.allowed);
+    assert!(check(&mut ledger, "k", &p, 1, 1).0.allowed);
+    let (refused, writes) = check(&mut ledger, "k", &p, 2, 1);
+    assert!(!refused.allowed);
+    assert!(writes.is_empty());
+    assert_eq!(violated(&refused), ["second"]);
+    // The day policy had room, and reports it unchanged.
+    assert_eq!(refused.policies[1].decision.remaining, 1);
+    assert_eq!(refused.retry_after_ms, 998);
+    assert!(check(&mut ledger, "k", &p, 1000, 1).0.allowed);
+    let (refused, _) = check(&mut ledger, "k", &p, 2000, 1);
+    assert_eq!(violated(&refused), ["day"]);
+    assert_eq!(refused.retry_after_ms, 86_400_000 - 2000);
+}
+
+#[test]
+fn a_changed_spec_is_stored_with_the_next_admission() {
+    let mut ledger = Ledger::new();
+    check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 1);
+    let (refused, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 100, 1);
+    assert!(!refused.allowed);
+    assert!(writes.is_empty());
+    let (allowed, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 500, 1);
+    assert!(allowed.allowed);
+    assert!(
+        matches!(&writes[..], [Write::Slot { spec, .. }, Write::Hit { .. }]
+        if spec.window_ms() == 500)
+    );
+}
+
+#[test]
+fn a_stored_slot_stays_until_the_sweep_deletes_its_rows() {
+    let mut ledger = Ledger::new();
+    check(&mut ledger, "k", &[log("api", 1, 100)], 0, 1);
+    // Expired in memory and changed by a peek, but its rows remain.
+    check(&mut ledger, "k", &[log("api", 1, 50)], 500, 0);
+    assert_eq!(ledger.keys().count(), 1);
+    assert_eq!(
+        ledger.sweep(500),
+        [Expired::Slot {
+            key: "k".into(),
+            name: "api".into()
+        }]
+    );
+    assert!(ledger.is_empty());
+}
+
+#[test]
+fn restoring_rows_rebuilds_the_same_state() {
+    let mut ledger = Ledger::new();
+    let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
+    assert!(ledger.restore_slot("k", "api", spec.encode(), (0, 0)));
+    ledger.restore_hit("k", "api", 100, 2);
+    ledger.restore_hit("k", "ghost", 100, 2);
+    assert!(!ledger.restore_slot("k", "bad", (0, 0, 1000, 0), (0, 0)));
+    assert!(!ledger.restore_slot("k", "bad", (7, 1, 1, 1), (0, 0)));
+    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 2);
+    assert!(!outcome.allowed);
+    assert!(writes.is_empty());
+    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 1);
+    assert!(outcome.allowed);
+    assert!(
+        matches!(writes[..], [Write::Hit { .. }]),
+        "the slot row is already stored"
+    );
+}
+
+#[test]
+fn the_sweep_deletes_expired_rows_and_forgets_idle_slots() {
+    let mut ledger = Ledger::new();
+    check(&mut ledger, "a", &[log("api", 5, 1000)], 0, 1);
+    check(&mut ledger, "a", &[log("api", 5, 1000)], 600, 1);
+    check(&mut ledger, "b", &[log("api", 5, 1000)], 100, 1);
+    assert_eq!(ledger.next_sweep(600), Some(1600));
+    let mut expired = ledger.sweep(1200);
+    expired.sort_by_key(|e| format!("{e:?}"));
+    let hits_a = Expired::Hits {
+        key: "a".into(),
+        name: "api".into(),
+        cutoff_ms: 200,
+    };
+    assert_eq!(
+        expired,
+        [
+            hits_a.clone(),
+            Expired::Slot {
+                key: "b".into(),
+                name: "api".into()
+            }
+        ]
+    );
+    assert_eq!(
+        ledger.sweep(1200),
+        [hits_a],
+        "a second sweep changes nothing new"
+    );
+    assert_eq!(ledger.next_sweep(1200), Some(2200));
+    ledger.sweep(2200);
+    assert!(ledger.is_empty());
+    assert_eq!(ledger.next_sweep(2200), None);
+}
+
+#[test]
+fn an_idle_key_is_empty_by_its_second_sweep() {
+    let mut ledger = Ledger::new();
+    let mut alarm = None;
+    for t in (0..1000).step_by(7) {
+        check(&mut ledger, "k", &[log("api", 1000, 1000)], t, 1);
+        alarm = alarm.or(ledger.next_sweep(t));
+    }
+    let first = alarm.unwrap();
+    assert_eq!(first, 1000);
+    ledger.sweep(first);
+    let second = ledger.next_sweep(first).unwrap();
+    assert_eq!(second, 2000);
+    ledger.sweep(second);
+    assert!(ledger.is_empty());
+}
+
+fn ban_policy() -> BanPolicy {
+    // Banned at the third refusal within 10 s, for 1 min, then 2 min, capped at 3 min.
+    BanPolicy::new(3, 10_000, 60_000, 2, 180_000).unwrap()
+}
+
+/// Fills a limit-1 key at `now` and refuses it until a ban starts; returns
+/// the refused outcomes.
+fn offend(ledger: &mut Ledger, now: u64) -> Vec<Outcome> {
+    let p = [log("api", 1, 1000)];
+    let policy = ban_policy();
+    let (first, _) = ledger.check("k", &p, now, 1, Some(&policy));
+    assert!(first.allowed);
+    (1..=3)
+        .map(|i| ledger.check("k", &p, now + i, 1, Some(&policy)).0)
+        .collect()
+}
+
+#[test]
+fn a_ban_starts_at_the_threshold_and_escalates() {
+    let mut ledger = Ledger::new();
+    let refused = offend(&mut ledger, 0);
+    assert!(refused[0].ban.is_none() && refused[1].ban.is_none());
+    let notice = refused[2].ban.clone().unwrap();
+    assert!(notice.started);
+    assert_eq!((notice.until_ms, notice.offences), (60_003, 1));
+    // Banned: refused even once the policy has room again.
+    let (banned, writes) =
+        ledger.check("k", &[log("api", 1, 1000)], 30_000, 1, Some(&ban_policy()));
+    assert!(!banned.allowed);
+    assert!(writes.is_empty());
+    assert!(!banned.ban.as_ref().unwrap().started);
+    assert_eq!(banned.retry_after_ms, 30_003);
+    assert_eq!(
+        ledger.next_sweep(30_000),
+        Some(60_003),
+        "the alarm lifts it"
+    );
+    ledger.sweep(60_003);
+    assert_eq!(ledger.peek("k", 60_003).1, None, "lifted, but remembered");
+    let second = offend(&mut ledger, 70_000);
+    let notice = second[2].ban.clone().unwrap();
+    assert_eq!((notice.offences, notice.until_ms), (2, 70_003 + 120_000));
+}
+
+#[test]
+fn bans_are_written_and_forgiven_by_the_sweep() {
+    let mut ledger = Ledger::new();
+    let p = [log("api", 1, 1000)];
+    ledger.check("k", &p, 0, 1, Some(&ban_policy()));
+    ledger.check("k", &p, 1, 1, Some(&ban_policy()));
+    ledger.check("k", &p, 2, 1, Some(&ban_policy()));
+    let (_, writes) = ledger.check("k", &p, 3, 1, Some(&ban_policy()));
+    assert!(matches!(&writes[..], [Write::Ban { ban, .. }] if ban.forget_ms == 60_003 + 180_000));
+    assert!(ledger.sweep(100_000).contains(&Expired::Slot {
+        key: "k".into(),
+        name: "api".into()
+    }));
+    assert!(!ledger.is_empty(), "the ban record outlives the slot");
+    assert_eq!(ledger.sweep(240_003), [Expired::Ban { key: "k".into() }]);
+    assert!(ledger.is_empty());
+}
+
+#[test]
+fn restored_bans_still_refuse() {
+    let mut ledger = Ledger::new();
+    ledger.restore_ban(
+        "k",
+        Ban {
+            until_ms: 5000,
+            offences: 1,
+            forget_ms: 9000,
+            reason: "r".into(),
+        },
+    );
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 10, 1000)], 100, 1);
+    assert!(!outcome.allowed);
+    assert_eq!(outcome.ban.unwrap().until_ms, 5000);
+    assert!(
+        check(&mut ledger, "k", &[log("api", 10, 1000)], 5000, 1)
+            .0
+            .allowed
+    );
+}
+
+#[test]
+fn reset_forgets_everything_about_a_key() {
+    let mut ledger = Ledger::new();
+    offend(&mut ledger, 0);
+    check(&mut ledger, "other", &[log("api", 1, 1000)], 0, 1);
+    let mut expired = ledger.reset("k");
+    expired.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        expired,
+        [
+            Expired::Ban { key: "k".into() },
+            Expired::Slot {
+                key: "k".into(),
+                name: "api".into()
+            }
+        ]
+    );
+    assert!(ledger.reset("k").is_empty());
+    assert!(
+        check(&mut ledger, "k", &[log("api", 1, 1000)], 10, 1)
+            .0
+            .allowed
+    );
+    assert_eq!(ledger.keys().count(), 2);
+}
+
+#[test]
+fn peek_reports_use_without_changing_it() {
+    let mut ledger = Ledger::new();
+    check(&mut ledger, "k", &[log("api", 5, 1000)], 0, 2);
+    let (slots, ban) = ledger.peek("k", 100);
+    assert_eq!(ban, None);
+    assert_eq!(slots.len(), 1);
+    assert_eq!(
+        (slots[0].used, slots[0].remaining, slots[0].reset_ms),
+        (2, 3, 900)
+    );
+    assert_eq!(ledger.peek("k", 100).0, slots);
+    assert_eq!(ledger.peek("nobody", 100), (Vec::new(), None));
+}
+
+#[test]
+fn throttle_answers_as_redis_cell_and_records_like_check() {
+    let mut ledger = Ledger::new();
+    let policy = GcraPolicy::new(15, 30, 60_000).unwrap();
+    let (first, writes) = ledger.throttle("k", "throttle", policy, 1_000, 1).unwrap();
+    assert_eq!(
+        (
+            first.limited,
+            first.limit,
+            first.remaining,
+            first.retry_after_s,
+            first.reset_after_s
+        ),
+        (false, 16, 15, -1, 2)
+    );
+    assert!(matches!(writes[..], [Write::Slot { .. }]));
+    let (peek, writes) = ledger.throttle("k", "throttle", policy, 1_000, 0).unwrap();
+    assert_eq!(peek.remaining, 15);
+    assert!(writes.is_empty());
+    let (huge, writes) = ledger.throttle("k", "throttle", policy, 1_000, 17).unwrap();
+    assert!(huge.limited);
+    assert_eq!(huge.retry_after_s, -1);
+    assert!(writes.is_empty());
+    let (slots, _) = ledger.peek("k", 1_000);
+    assert_eq!(slots[0].remaining, 15);
+}

@@ -1,0 +1,290 @@
+//! One policy's state, whichever algorithm enforces it, behind one
+//! interface: the container holds a `Limiter` per (key, policy) and does not
+//! care which algorithm is inside.
+
+use super::gcra::{Gcra, GcraPolicy, Throttle};
+use super::{Decision, FixedWindow, Policy, SlidingLog, NEVER};
+
+/// Which algorithm, with what parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spec {
+    /// Exact: at most `limit` in any window. O(limit) memory.
+    SlidingLog(Policy),
+    /// `INCR` + `EXPIRE`: at most `limit` per window, up to 2x across a
+    /// boundary. One counter.
+    FixedWindow(Policy),
+    /// redis-cell's `CL.THROTTLE`: a rate with a burst. One timestamp.
+    Gcra(GcraPolicy),
+}
+
+impl Spec {
+    pub fn limit(&self) -> u64 {
+        match self {
+            Spec::SlidingLog(p) | Spec::FixedWindow(p) => u64::from(p.limit()),
+            Spec::Gcra(p) => p.limit(),
+        }
+    }
+
+    /// The window the RateLimit-Policy `w` parameter announces. For GCRA,
+    /// the time an empty bucket takes to earn its whole burst back.
+    pub fn window_ms(&self) -> u64 {
+        match self {
+            Spec::SlidingLog(p) | Spec::FixedWindow(p) => p.window_ms(),
+            Spec::Gcra(p) => {
+                let refill =
+                    u128::from(p.period_ms()) * u128::from(p.limit()) / u128::from(p.count());
+                u64::try_from(refill).unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// `(kind, a, b, c)` for a storage row.
+    pub fn encode(&self) -> (u64, u64, u64, u64) {
+        match self {
+            Spec::SlidingLog(p) => (0, u64::from(p.limit()), p.window_ms(), 0),
+            Spec::FixedWindow(p) => (1, u64::from(p.limit()), p.window_ms(), 0),
+            Spec::Gcra(p) => (2, p.max_burst(), p.count(), p.period_ms()),
+        }
+    }
+
+    /// The spec a storage row holds, if it still validates.
+    pub fn decode(kind: u64, a: u64, b: u64, c: u64) -> Option<Spec> {
+        match kind {
+            0 => Policy::new(a, b).ok().map(Spec::SlidingLog),
+            1 => Policy::new(a, b).ok().map(Spec::FixedWindow),
+            2 => GcraPolicy::new(a, b, c).ok().map(Spec::Gcra),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Limiter {
+    Log(SlidingLog),
+    Window(FixedWindow),
+    Cell(Gcra),
+}
+
+/// What an admission must write for storage to match memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// A sliding-log entry: `count` more units at `at_ms`.
+    Hit { at_ms: u64, count: u32 },
+    /// The whole state of a one-row algorithm, to overwrite.
+    State(u64, u64),
+}
+
+impl Limiter {
+    pub fn new(spec: Spec) -> Limiter {
+        match spec {
+            Spec::SlidingLog(p) => Limiter::Log(SlidingLog::new(p)),
+            Spec::FixedWindow(p) => Limiter::Window(FixedWindow::new(p)),
+            Spec::Gcra(p) => Limiter::Cell(Gcra::new(p)),
+        }
+    }
+
+    pub fn spec(&self) -> Spec {
+        match self {
+            Limiter::Log(log) => Spec::SlidingLog(log.policy()),
+            Limiter::Window(window) => Spec::FixedWindow(window.policy()),
+            Limiter::Cell(cell) => Spec::Gcra(cell.policy()),
+        }
+    }
+
+    /// Applies new parameters. The same algorithm keeps what it counted, so
+    /// a changed limit applies to past admissions too; another algorithm
+    /// starts afresh, having nothing it could carry over.
+    pub fn set_spec(&mut self, spec: Spec) {
+        match (self, spec) {
+            (Limiter::Log(log), Spec::SlidingLog(p)) => log.set_policy(p),
+            (Limiter::Window(window), Spec::FixedWindow(p)) => window.set_policy(p),
+            (Limiter::Cell(cell), Spec::Gcra(p)) => cell.set_policy(p),
+            (this, spec) => *this = Limiter::new(spec),
+        }
+    }
+
+    /// The decision for `cost` units at `now_ms`, recording nothing.
+    pub fn decide(&mut self, now_ms: u64, cost: u32) -> Decision {
+        match self {
+            Limiter::Log(log) => log.decide(now_ms, cost),
+            Limiter::Window(window) => window.decide(now_ms, cost),
+            Limiter::Cell(cell) => from_throttle(cell.decide(now_ms, u64::from(cost))),
+        }
+    }
+
+    /// redis-cell's own answer, with its whole-second rounding, for a GCRA
+    /// limiter; `None` for the other algorithms.
+    pub fn throttle(&self, now_ms: u64, quantity: u64) -> Option<Throttle> {
+        match self {
+            Limiter::Cell(cell) => Some(cell.decide(now_ms, quantity)),
+            Limiter::Log(_) | Limiter::Window(_) => None,
+        }
+    }
+
+    /// Records `cost` units that [`decide`](Self::decide) allowed.
+    pub fn admit(&mut self, now_ms: u64, cost: u32) -> Recorded {
+        match self {
+            Limiter::Log(log) => Recorded::Hit {
+                at_ms: log.admit(now_ms, cost),
+                count: cost,
+            },
+            Limiter::Window(window) => {
+                window.admit(now_ms, cost);
+                let (opened, count) = window.state();
+                Recorded::State(opened, count)
+            }
+            Limiter::Cell(cell) => {
+                cell.check(now_ms, u64::from(cost));
+                let (ms, ns) = split_ns(cell.tat_ns().unwrap_or(0));
+                Recorded::State(ms, ns)
+            }
+        }
+    }
+
+    /// Restores a one-row state written as [`Recorded::State`].
+    pub fn restore_state(&mut self, a: u64, b: u64) {
+        match self {
+            Limiter::Log(_) => {}
+            Limiter::Window(window) => *window = FixedWindow::restored(window.policy(), a, b),
+            Limiter::Cell(cell) => cell.restore(a.saturating_mul(1_000_000).saturating_add(b)),
+        }
+    }
+
+    /// Restores a sliding-log entry written as [`Recorded::Hit`].
+    pub fn restore_hit(&mut self, at_ms: u64, count: u32) {
+        if let Limiter::Log(log) = self {
+            log.record(at_ms, count);
+        }
+    }
+
+    /// Drops what no longer counts at `now_ms`.
+    pub fn expire(&mut self, now_ms: u64) {
+        if let Limiter::Log(log) = self {
+            log.expire(now_ms);
+        }
+    }
+
+    /// Whether nothing counts any more, so the slot can be forgotten.
+    pub fn is_idle(&self, now_ms: u64) -> bool {
+        match self {
+            Limiter::Log(log) => log.oldest_expiry().is_none_or(|expiry| expiry <= now_ms),
+            Limiter::Window(window) => window.is_idle(now_ms),
+            Limiter::Cell(cell) => cell.is_idle(now_ms),
+        }
+    }
+
+    /// When the next part of the state expires: the oldest log entry, the
+    /// window's end, or the moment the bucket is full again.
+    pub fn next_expiry(&self) -> Option<u64> {
+        match self {
+            Limiter::Log(log) => log.oldest_expiry(),
+            Limiter::Window(window) => window.expiry(),
+            Limiter::Cell(cell) => cell.idle_at_ms(),
+        }
+    }
+
+    /// Whether admissions write one row each (a log) rather than overwrite
+    /// one state row.
+    pub fn is_log(&self) -> bool {
+        matches!(self, Limiter::Log(_))
+    }
+}
+
+/// A GCRA answer in the shape every algorithm shares.
+fn from_throttle(t: Throttle) -> Decision {
+    Decision {
+        allowed: !t.limited,
+        limit: t.limit,
+        remaining: t.remaining,
+        reset_ms: t.reset_after_ms,
+        retry_after_ms: match (t.limited, u64::try_from(t.retry_after_ms)) {
+            (false, _) => 0,
+            (true, Ok(ms)) => ms,
+            (true, Err(_)) => NEVER,
+        },
+    }
+}
+
+/// Nanoseconds as `(ms, ns below the ms)`: each part fits a JS-safe
+/// integer, which a whole epoch in ns does not.
+fn split_ns(ns: u64) -> (u64, u64) {
+    (ns / 1_000_000, ns % 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs() -> [Spec; 3] {
+        [
+            Spec::SlidingLog(Policy::new(3, 1000).unwrap()),
+            Spec::FixedWindow(Policy::new(3, 1000).unwrap()),
+            Spec::Gcra(GcraPolicy::new(2, 3, 1000).unwrap()),
+        ]
+    }
+
+    #[test]
+    fn specs_round_trip_through_storage() {
+        for spec in specs() {
+            let (kind, a, b, c) = spec.encode();
+            assert_eq!(Spec::decode(kind, a, b, c), Some(spec));
+        }
+        assert_eq!(Spec::decode(9, 1, 1, 1), None);
+        assert_eq!(Spec::decode(0, 0, 1, 0), None);
+    }
+
+    #[test]
+    fn every_algorithm_admits_its_limit_at_once_then_refuses() {
+        for spec in specs() {
+            let mut limiter = Limiter::new(spec);
+            for _ in 0..3 {
+                let d = limiter.decide(1_000, 1);
+                assert!(d.allowed, "{spec:?}");
+                limiter.admit(1_000, 1);
+            }
+            let refused = limiter.decide(1_000, 1);
+            assert!(!refused.allowed, "{spec:?}");
+            assert!(
+                refused.retry_after_ms > 0 && refused.retry_after_ms <= 1000,
+                "{spec:?}"
+            );
+            assert!(!limiter.is_idle(1_000));
+            assert!(limiter.is_idle(3_000), "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn one_row_state_survives_a_restore() {
+        for spec in specs().into_iter().skip(1) {
+            let mut limiter = Limiter::new(spec);
+            limiter.admit(1_000, 1);
+            let Recorded::State(a, b) = limiter.admit(1_200, 1) else {
+                panic!("{spec:?} records its state");
+            };
+            let mut restored = Limiter::new(spec);
+            restored.restore_state(a, b);
+            assert_eq!(
+                restored.decide(1_300, 1),
+                limiter.decide(1_300, 1),
+                "{spec:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn changing_the_algorithm_starts_afresh() {
+        let mut limiter = Limiter::new(specs()[0]);
+        limiter.admit(0, 3);
+        limiter.set_spec(specs()[1]);
+        assert!(limiter.decide(1, 3).allowed);
+        limiter.set_spec(Spec::FixedWindow(Policy::new(5, 1000).unwrap()));
+        assert_eq!(limiter.spec().limit(), 5);
+    }
+
+    #[test]
+    fn gcra_announces_its_refill_time_as_the_window() {
+        assert_eq!(specs()[2].window_ms(), 1000);
+        let spec = Spec::Gcra(GcraPolicy::new(15, 30, 60_000).unwrap());
+        assert_eq!(spec.window_ms(), 32_000);
+    }
+}

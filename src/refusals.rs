@@ -1,0 +1,188 @@
+//! The isolate's memory of refusals: "this object refuses until T".
+//!
+//! A flood from a banned or exhausted key is answered from here without a
+//! Durable Object call. It can only refuse, never admit, so a stale entry
+//! errs on the strict side; and it is only filled with refusals that stay
+//! refusals until T whatever else happens (a window frees up no sooner while
+//! nothing is admitted, a ban does not end early), so it refuses nothing the
+//! object would admit, short of an operator's reset. It is bounded: when
+//! full, expired entries go first, then those that end soonest.
+
+use std::collections::HashMap;
+
+use crate::ledger::Outcome;
+
+pub const CAPACITY: usize = 4096;
+
+#[derive(Debug)]
+struct Entry {
+    until_ms: u64,
+    decided_ms: u64,
+    outcome: Outcome,
+}
+
+#[derive(Debug)]
+pub struct RefusalCache {
+    entries: HashMap<String, Entry>,
+    capacity: usize,
+}
+
+impl RefusalCache {
+    pub fn new(capacity: usize) -> RefusalCache {
+        RefusalCache {
+            entries: HashMap::new(),
+            capacity,
+        }
+    }
+
+    /// The refusal for `object` if it still holds at `now_ms`, with its
+    /// times counted down to now.
+    pub fn get(&mut self, object: &str, now_ms: u64) -> Option<Outcome> {
+        let entry = self.entries.get(object)?;
+        if now_ms >= entry.until_ms {
+            self.entries.remove(object);
+            return None;
+        }
+        let elapsed = now_ms.saturating_sub(entry.decided_ms);
+        let mut outcome = entry.outcome.clone();
+        outcome.retry_after_ms = entry.until_ms - now_ms;
+        for policy in &mut outcome.policies {
+            let d = &mut policy.decision;
+            d.reset_ms = d.reset_ms.saturating_sub(elapsed);
+            d.retry_after_ms = d.retry_after_ms.saturating_sub(elapsed);
+        }
+        if let Some(ban) = &mut outcome.ban {
+            ban.started = false;
+        }
+        Some(outcome)
+    }
+
+    /// Remembers a refusal decided at `now_ms`; allowed outcomes and
+    /// refusals with nothing to wait for are ignored.
+    pub fn insert(&mut self, object: &str, outcome: &Outcome, now_ms: u64) {
+        if outcome.allowed || outcome.retry_after_ms == 0 {
+            return;
+        }
+        let until_ms = now_ms.saturating_add(outcome.retry_after_ms);
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(object) {
+            self.entries.retain(|_, e| e.until_ms > now_ms);
+            if self.entries.len() >= self.capacity {
+                let soonest = self
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, e)| e.until_ms)
+                    .map(|(k, _)| k.clone());
+                if let Some(soonest) = soonest {
+                    self.entries.remove(&soonest);
+                }
+            }
+        }
+        self.entries.insert(
+            object.to_string(),
+            Entry {
+                until_ms,
+                decided_ms: now_ms,
+                outcome: outcome.clone(),
+            },
+        );
+    }
+
+    /// Forgets `object`, after an operator reset it.
+    pub fn remove(&mut self, object: &str) {
+        self.entries.remove(object);
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{Ledger, PolicyDecision};
+    use crate::limit::{Decision, Policy, Spec};
+
+    fn refused(retry_after_ms: u64) -> Outcome {
+        let decision = Decision {
+            allowed: false,
+            limit: 1,
+            remaining: 0,
+            reset_ms: retry_after_ms,
+            retry_after_ms,
+        };
+        Outcome {
+            allowed: false,
+            policies: vec![PolicyDecision {
+                name: "api".into(),
+                window_ms: 1000,
+                decision,
+            }],
+            ban: None,
+            retry_after_ms,
+        }
+    }
+
+    #[test]
+    fn refuses_until_the_retry_time_counting_down() {
+        let mut cache = RefusalCache::new(8);
+        cache.insert("k", &refused(1000), 5000);
+        let later = cache.get("k", 5400).unwrap();
+        assert_eq!(later.retry_after_ms, 600);
+        assert_eq!(later.policies[0].decision.reset_ms, 600);
+        assert!(cache.get("k", 5999).is_some());
+        assert!(cache.get("k", 6000).is_none());
+        assert!(cache.is_empty(), "an expired entry is dropped when seen");
+    }
+
+    #[test]
+    fn never_remembers_an_admission() {
+        let mut cache = RefusalCache::new(8);
+        let mut ledger = Ledger::new();
+        let policy = [(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(1, 1000).unwrap()),
+        )];
+        let (allowed, _) = ledger.check("k", &policy, 0, 1, None);
+        cache.insert("k", &allowed, 0);
+        assert!(cache.is_empty());
+        let (denied, _) = ledger.check("k", &policy, 10, 1, None);
+        cache.insert("k", &denied, 10);
+        // The object itself refuses until exactly the cached time.
+        for t in [10, 500, 999] {
+            assert!(cache.get("k", t).is_some());
+            assert!(!ledger.check("k", &policy, t, 1, None).0.allowed);
+        }
+        assert!(cache.get("k", 1000).is_none());
+        assert!(ledger.check("k", &policy, 1000, 1, None).0.allowed);
+    }
+
+    #[test]
+    fn stays_bounded_dropping_what_ends_soonest() {
+        let mut cache = RefusalCache::new(3);
+        cache.insert("a", &refused(100), 0);
+        cache.insert("b", &refused(5000), 0);
+        cache.insert("c", &refused(9000), 0);
+        cache.insert("d", &refused(7000), 0);
+        assert_eq!(cache.len(), 3);
+        assert!(
+            cache.get("a", 1).is_none(),
+            "the soonest to end was dropped"
+        );
+        cache.insert("e", &refused(100), 200);
+        assert_eq!(cache.len(), 3);
+        for key in ["c", "d", "e"] {
+            assert!(cache.get(key, 201).is_some(), "{key}");
+        }
+        cache.remove("c");
+        assert!(cache.get("c", 201).is_none());
+        for i in 0..10_000 {
+            cache.insert(&format!("flood-{i}"), &refused(60_000), 300);
+        }
+        assert_eq!(cache.len(), 3);
+    }
+}
