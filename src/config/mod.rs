@@ -5,24 +5,35 @@
 
 pub mod duration;
 pub mod pattern;
+pub mod rule;
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::http::api::validate_policy_name;
-use crate::http::key::KeySpec;
-use crate::limit::Policy;
-use pattern::Pattern;
+use crate::http::cidr::CidrList;
+pub use rule::{OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
+
+/// The secret a JWT is verified with, unless `jwt.secret` names another.
+pub const DEFAULT_JWT_SECRET: &str = "JWT_SECRET";
 
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where Sluice's own endpoints live, so they never shadow origin paths.
     pub prefix: String,
     pub origin: Origin,
+    /// Leading bits of an IPv6 address that identify one client.
+    pub ipv6_prefix: u8,
+    /// How long a container object may take to decide.
+    pub timeout_ms: u64,
+    /// Callers that skip every rule.
+    pub allow: CidrList,
+    /// Callers refused with 403 before anything else.
+    pub deny: CidrList,
+    pub jwt: Option<JwtConfig>,
     /// Matched in order; the first match applies.
     pub rules: Vec<Rule>,
 }
@@ -39,14 +50,21 @@ pub enum Origin {
     Url(String),
 }
 
-#[derive(Debug, Clone)]
-pub struct Rule {
-    pub id: String,
-    pub path: Pattern,
-    /// Upper-case method names; `None` matches every method.
-    pub methods: Option<Vec<String>>,
-    pub key: KeySpec,
-    pub policy: Policy,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtConfig {
+    /// The name of the secret binding that holds the HS256 key.
+    pub secret: String,
+    pub leeway_s: u64,
+    pub on_invalid: OnInvalid,
+}
+
+/// What a token that fails verification gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnInvalid {
+    /// Treated as no token at all.
+    Anonymous,
+    /// 401.
+    Reject,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +87,11 @@ impl Default for Config {
         Config {
             prefix: DEFAULT_PREFIX.to_string(),
             origin: Origin::Demo,
+            ipv6_prefix: 64,
+            timeout_ms: 2_000,
+            allow: CidrList::default(),
+            deny: CidrList::default(),
+            jwt: None,
             rules: Vec::new(),
         }
     }
@@ -77,39 +100,26 @@ impl Default for Config {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    #[serde(default = "default_prefix")]
-    prefix: String,
+    prefix: Option<String>,
     #[serde(default)]
     origin: String,
+    ipv6_prefix: Option<u8>,
+    timeout: Option<String>,
     #[serde(default)]
-    rules: Vec<RawRule>,
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    jwt: Option<RawJwt>,
+    #[serde(default)]
+    rules: Vec<rule::RawRule>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRule {
-    id: String,
-    #[serde(rename = "match", default)]
-    matcher: RawMatch,
-    #[serde(default = "default_key")]
-    key: String,
-    limit: u64,
-    window: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawMatch {
-    path: Option<String>,
-    methods: Option<Vec<String>>,
-}
-
-fn default_prefix() -> String {
-    DEFAULT_PREFIX.to_string()
-}
-
-fn default_key() -> String {
-    "ip".to_string()
+struct RawJwt {
+    secret: Option<String>,
+    leeway: Option<String>,
+    on_invalid: Option<String>,
 }
 
 impl Config {
@@ -140,15 +150,48 @@ impl Config {
     }
 
     fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
-        let prefix = validate_prefix(&raw.prefix).map_err(|m| error("SLUICE.prefix", m))?;
+        let defaults = Config::default();
+        let prefix = match raw.prefix {
+            Some(prefix) => validate_prefix(&prefix).map_err(|m| error("SLUICE.prefix", m))?,
+            None => defaults.prefix,
+        };
         let origin = validate_origin(&raw.origin).map_err(|m| error("SLUICE.origin", m))?;
+        let ipv6_prefix = raw.ipv6_prefix.unwrap_or(defaults.ipv6_prefix);
+        if !(1..=128).contains(&ipv6_prefix) {
+            return Err(error(
+                "SLUICE.ipv6_prefix",
+                format!("ipv6_prefix must be from 1 to 128, got {ipv6_prefix}"),
+            ));
+        }
+        let timeout_ms = match raw.timeout {
+            Some(text) => {
+                let ms = duration::parse_ms(&text).map_err(|m| error("SLUICE.timeout", m))?;
+                if !(1..=60_000).contains(&ms) {
+                    return Err(error("SLUICE.timeout", "timeout must be from 1 ms to 60 s"));
+                }
+                ms
+            }
+            None => defaults.timeout_ms,
+        };
+        let allow = CidrList::parse(&raw.allow)
+            .map_err(|(i, m)| error(&format!("SLUICE.allow[{i}]"), m))?;
+        let deny =
+            CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
+        let jwt = raw.jwt.map(validate_jwt).transpose()?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
-        for (i, rule) in raw.rules.into_iter().enumerate() {
-            let rule = validate_rule(rule, &format!("SLUICE.rules[{i}]"))?;
+        for (i, raw_rule) in raw.rules.into_iter().enumerate() {
+            let at = format!("SLUICE.rules[{i}]");
+            let rule = rule::validate_rule(raw_rule, &at)?;
             if rules.iter().any(|r| r.id == rule.id) {
                 return Err(error(
-                    &format!("SLUICE.rules[{i}].id"),
+                    &format!("{at}.id"),
                     format!("rule id {:?} is used by an earlier rule", rule.id),
+                ));
+            }
+            if rule.uses_jwt() && jwt.is_none() {
+                return Err(error(
+                    &format!("{at}.tiers"),
+                    "this rule tells callers apart by JWT (a \"registered\" tier or a claim in a key); configure SLUICE.jwt",
                 ));
             }
             rules.push(rule);
@@ -156,13 +199,24 @@ impl Config {
         Ok(Config {
             prefix,
             origin,
+            ipv6_prefix,
+            timeout_ms,
+            allow,
+            deny,
+            jwt,
             rules,
         })
     }
 
-    /// The first rule that matches, if any.
-    pub fn rule_for(&self, method: &str, path: &str) -> Option<&Rule> {
-        self.rules.iter().find(|rule| rule.matches(method, path))
+    /// The first rule that matches, with the path parameters it captured.
+    pub fn rule_for<'p>(
+        &self,
+        method: &str,
+        path: &'p str,
+    ) -> Option<(&Rule, Vec<(&str, &'p str)>)> {
+        self.rules
+            .iter()
+            .find_map(|rule| rule.captures(method, path).map(|params| (rule, params)))
     }
 
     /// The part of `path` below Sluice's prefix, if it is one of Sluice's
@@ -173,68 +227,44 @@ impl Config {
     }
 }
 
-impl Rule {
-    pub fn matches(&self, method: &str, path: &str) -> bool {
-        self.methods
-            .as_ref()
-            .is_none_or(|methods| methods.iter().any(|m| m == method))
-            && self.path.matches(path)
-    }
-}
-
-fn error(field: &str, message: impl Into<String>) -> ConfigError {
+pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         field: field.to_string(),
         message: message.into(),
     }
 }
 
-fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError> {
-    validate_policy_name(&raw.id).map_err(|m| error(&format!("{at}.id"), m))?;
-    let path = Pattern::parse(raw.matcher.path.as_deref().unwrap_or("/*"))
-        .map_err(|m| error(&format!("{at}.match.path"), m))?;
-    let methods = raw
-        .matcher
-        .methods
-        .map(|methods| {
-            validate_methods(methods).map_err(|m| error(&format!("{at}.match.methods"), m))
-        })
-        .transpose()?;
-    let key = KeySpec::parse(&raw.key).map_err(|m| error(&format!("{at}.key"), m))?;
-    let window_ms =
-        duration::parse_ms(&raw.window).map_err(|m| error(&format!("{at}.window"), m))?;
-    let policy = Policy::new(raw.limit, window_ms).map_err(|e| {
-        let field = match e.field() {
-            "limit" => "limit",
-            _ => "window",
-        };
-        error(&format!("{at}.{field}"), e.to_string())
-    })?;
-    Ok(Rule {
-        id: raw.id,
-        path,
-        methods,
-        key,
-        policy,
-    })
-}
-
-fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
-    if methods.is_empty() {
-        return Err(
-            "methods must list at least one method, or be left out to match every method".into(),
-        );
+fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
+    let secret = raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string());
+    if secret.is_empty()
+        || !secret
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Err(error(
+            "SLUICE.jwt.secret",
+            "secret must name a secret binding (letters, digits, _), e.g. \"JWT_SECRET\"",
+        ));
     }
-    methods
-        .into_iter()
-        .map(|m| {
-            if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                Ok(m.to_ascii_uppercase())
-            } else {
-                Err(format!("{m:?} is not an HTTP method"))
-            }
-        })
-        .collect()
+    let leeway_s = match raw.leeway {
+        Some(text) => duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))? / 1000,
+        None => 0,
+    };
+    let on_invalid = match raw.on_invalid.as_deref() {
+        None | Some("anonymous") => OnInvalid::Anonymous,
+        Some("reject") => OnInvalid::Reject,
+        Some(other) => {
+            return Err(error(
+                "SLUICE.jwt.on_invalid",
+                format!("{other:?} is not a choice: use \"anonymous\" or \"reject\""),
+            ))
+        }
+    };
+    Ok(JwtConfig {
+        secret,
+        leeway_s,
+        on_invalid,
+    })
 }
 
 fn validate_prefix(prefix: &str) -> Result<String, String> {
@@ -262,11 +292,7 @@ fn validate_origin(origin: &str) -> Result<Origin, String> {
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
             match rest {
-                Some(rest)
-                    if !rest.is_empty()
-                        && !rest.starts_with('/')
-                        && !rest.contains(['?', '#', ' ']) =>
-                {
+                Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(['?', '#', ' ']) => {
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
                 _ => Err(format!(
@@ -278,128 +304,4 @@ fn validate_origin(origin: &str) -> Result<Origin, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn error_field(value: Value) -> String {
-        let e = Config::from_value(value).unwrap_err();
-        assert!(!e.message.is_empty());
-        e.field
-    }
-
-    fn rule(extra: Value) -> Value {
-        let mut rule = json!({"id": "api", "limit": 10, "window": "1m"});
-        rule.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        json!({ "rules": [rule] })
-    }
-
-    #[test]
-    fn a_full_config_parses() {
-        let config = Config::from_value(json!({
-            "prefix": "/_limits",
-            "origin": "https://api.example.com/",
-            "rules": [
-                {"id": "api", "match": {"path": "/api/*", "methods": ["get", "POST"]},
-                 "key": "ip+path", "limit": 10, "window": "1m"},
-                {"id": "login", "match": {"path": "/login"}, "key": "header:x-user", "limit": 5, "window": "500ms"}
-            ]
-        }))
-        .unwrap();
-        assert_eq!(config.prefix, "/_limits");
-        assert_eq!(config.origin, Origin::Url("https://api.example.com".into()));
-        assert_eq!(
-            config.rules[0].methods,
-            Some(vec!["GET".into(), "POST".into()])
-        );
-        assert_eq!(config.rules[1].policy, Policy::new(5, 500).unwrap());
-        assert_eq!(config.rule_for("GET", "/api/x").unwrap().id, "api");
-        assert!(config.rule_for("DELETE", "/api/x").is_none());
-        assert_eq!(config.rule_for("PUT", "/login").unwrap().id, "login");
-        assert!(config.rule_for("GET", "/other").is_none());
-    }
-
-    #[test]
-    fn defaults_apply() {
-        let config = Config::from_value(Value::Null).unwrap();
-        assert_eq!(config.prefix, DEFAULT_PREFIX);
-        assert_eq!(config.origin, Origin::Demo);
-        let config =
-            Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]}))
-                .unwrap();
-        assert!(config.rule_for("PATCH", "/anything").is_some());
-        let from_string = Config::from_value(json!(r#"{"origin": "route"}"#)).unwrap();
-        assert_eq!(from_string.origin, Origin::Route);
-    }
-
-    #[test]
-    fn own_paths_sit_below_the_prefix() {
-        let config = Config::default();
-        assert_eq!(config.own_path("/_sluice/health"), Some("/health"));
-        assert_eq!(config.own_path("/_sluice"), Some(""));
-        assert_eq!(config.own_path("/_sluicex/health"), None);
-        assert_eq!(config.own_path("/api"), None);
-    }
-
-    #[test]
-    fn every_bad_field_is_named() {
-        let cases = [
-            (json!({"prefix": "nope"}), "SLUICE.prefix"),
-            (json!({"prefix": "/a/"}), "SLUICE.prefix"),
-            (json!({"prefix": 5}), "SLUICE.prefix"),
-            (json!({"origin": "ftp://x"}), "SLUICE.origin"),
-            (json!({"origin": "https://"}), "SLUICE.origin"),
-            (json!({"origin": "https://x/?q=1"}), "SLUICE.origin"),
-            (json!({"extra": 1}), "SLUICE.extra"),
-            (json!({"rules": {}}), "SLUICE.rules"),
-            (
-                json!({"rules": [{"limit": 1, "window": "1s"}]}),
-                "SLUICE.rules[0]",
-            ),
-            (rule(json!({"id": ""})), "SLUICE.rules[0].id"),
-            (rule(json!({"id": "a b"})), "SLUICE.rules[0].id"),
-            (rule(json!({"limit": 0})), "SLUICE.rules[0].limit"),
-            (rule(json!({"limit": -1})), "SLUICE.rules[0].limit"),
-            (rule(json!({"limit": 1.5})), "SLUICE.rules[0].limit"),
-            (rule(json!({"limit": "10"})), "SLUICE.rules[0].limit"),
-            (rule(json!({"limit": 10_000_000})), "SLUICE.rules[0].limit"),
-            (rule(json!({"window": "10"})), "SLUICE.rules[0].window"),
-            (rule(json!({"window": "0s"})), "SLUICE.rules[0].window"),
-            (rule(json!({"window": "31d"})), "SLUICE.rules[0].window"),
-            (rule(json!({"window": 60})), "SLUICE.rules[0].window"),
-            (rule(json!({"key": "ip+nose"})), "SLUICE.rules[0].key"),
-            (
-                rule(json!({"match": {"path": "api/*"}})),
-                "SLUICE.rules[0].match.path",
-            ),
-            (
-                rule(json!({"match": {"methods": []}})),
-                "SLUICE.rules[0].match.methods",
-            ),
-            (
-                rule(json!({"match": {"methods": ["G T"]}})),
-                "SLUICE.rules[0].match.methods",
-            ),
-            (
-                rule(json!({"match": {"methods": "GET"}})),
-                "SLUICE.rules[0].match.methods",
-            ),
-            (
-                rule(json!({"match": {"host": "x"}})),
-                "SLUICE.rules[0].match.host",
-            ),
-            (rule(json!({"limt": 3})), "SLUICE.rules[0].limt"),
-        ];
-        for (value, field) in cases {
-            assert_eq!(error_field(value.clone()), field, "for {value}");
-        }
-        let dup = json!({"rules": [
-            {"id": "a", "limit": 1, "window": "1s"},
-            {"id": "a", "limit": 1, "window": "1s"}
-        ]});
-        assert_eq!(error_field(dup), "SLUICE.rules[1].id");
-        assert_eq!(error_field(json!("{not json")), "SLUICE");
-    }
-}
+mod tests;

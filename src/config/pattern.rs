@@ -90,10 +90,6 @@ impl Pattern {
         rest.is_empty().then_some(captured)
     }
 
-    pub fn matches(&self, path: &str) -> bool {
-        self.captures(path).is_some()
-    }
-
     /// Whether the pattern captures a parameter called `name`.
     pub fn has_param(&self, name: &str) -> bool {
         self.tokens
@@ -114,6 +110,12 @@ mod tests {
 
     fn p(text: &str) -> Pattern {
         Pattern::parse(text).unwrap()
+    }
+
+    impl Pattern {
+        fn matches(&self, path: &str) -> bool {
+            self.captures(path).is_some()
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The decision API's request bodies and answers.
 //!
 //! `POST {prefix}/v1/limit` takes either one policy
-//! (`{"key", "limit", "window_ms", "cost"?}`) or several
-//! (`{"key", "policies": [{"name", "limit", "window_ms"}, ...], "cost"?}`).
+//! (`{"key", "limit", "window_ms", "algorithm"?, "cost"?}`) or several
+//! (`{"key", "policies": [{"name", "limit", "window_ms", "algorithm"?}, ...], "cost"?}`).
 //! Everything is validated here, field by field, so a bad body gets a 400
 //! that names the field instead of reaching a Durable Object.
 
@@ -10,7 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::problem::Problem;
 use crate::ledger::Outcome;
-use crate::limit::Policy;
+use crate::limit::gcra::GcraPolicy;
+use crate::limit::{Policy, Spec};
 
 /// Largest body the API reads; anything larger is refused with 413 before
 /// it is parsed.
@@ -28,7 +29,7 @@ pub const DEFAULT_POLICY: &str = "default";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitRequest {
     pub key: String,
-    pub policies: Vec<(String, Policy)>,
+    pub policies: Vec<(String, Spec)>,
     pub cost: u32,
     /// Whether the request used the `policies` form, which is answered
     /// per policy.
@@ -67,6 +68,58 @@ pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Map<String
     }
 }
 
+/// `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE key max_burst
+/// count period quantity` over HTTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThrottleCall {
+    pub key: String,
+    pub policy: GcraPolicy,
+    pub quantity: u32,
+}
+
+/// `{"key", "max_burst", "count", "period_s", "quantity"?}`; `quantity`
+/// defaults to 1, and 0 only peeks.
+pub fn parse_throttle_request(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<ThrottleCall, Problem> {
+    let object = json_object(content_type, body)?;
+    only_fields(
+        &object,
+        "",
+        &["key", "max_burst", "count", "period_s", "quantity"],
+    )?;
+    let key = key_field(&object)?;
+    let field = |name: &str, expected: &str| match object.get(name) {
+        Some(value) => integer(value, name, expected),
+        None => Err(Problem::invalid(name, format!("{name} is required"))),
+    };
+    let max_burst = field("max_burst", "an integer from 0 to 1000000")?;
+    let count = field("count", "an integer from 1 to 1000000")?;
+    let period_s = field("period_s", "a whole number of seconds from 1 to 2592000")?;
+    let quantity = match object.get("quantity") {
+        None => 1,
+        Some(value) => u32::try_from(integer(value, "quantity", "a non-negative integer")?)
+            .map_err(|_| Problem::invalid("quantity", "quantity is too large"))?,
+    };
+    let period_ms = period_s
+        .checked_mul(1000)
+        .ok_or_else(|| Problem::invalid("period_s", "period_s is too large"))?;
+    let policy = GcraPolicy::new(max_burst, count, period_ms).map_err(|e| {
+        let name = if e.field() == "period" {
+            "period_s"
+        } else {
+            e.field()
+        };
+        Problem::invalid(name, e.to_string())
+    })?;
+    Ok(ThrottleCall {
+        key,
+        policy,
+        quantity,
+    })
+}
+
 pub fn too_large() -> Problem {
     Problem::new(
         413,
@@ -79,16 +132,16 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
     only_fields(
         object,
         "",
-        &["key", "limit", "window_ms", "policies", "cost"],
+        &["key", "limit", "window_ms", "algorithm", "policies", "cost"],
     )?;
     let key = key_field(object)?;
     let named = object.contains_key("policies");
     let policies = if named {
-        for field in ["limit", "window_ms"] {
+        for field in ["limit", "window_ms", "algorithm"] {
             if object.contains_key(field) {
                 return Err(Problem::invalid(
                     field,
-                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given)"),
+                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given; set algorithm per policy)"),
                 ));
             }
         }
@@ -101,7 +154,7 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
         None => 1,
         Some(value) => {
             let cost = integer(value, "cost", "an integer from 0 to the limit")?;
-            if cost > u64::from(smallest) {
+            if cost > smallest {
                 return Err(Problem::invalid(
                     "cost",
                     format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
@@ -136,7 +189,7 @@ fn key_field(object: &Map<String, Value>) -> Result<String, Problem> {
     }
 }
 
-fn policies_field(value: &Value) -> Result<Vec<(String, Policy)>, Problem> {
+fn policies_field(value: &Value) -> Result<Vec<(String, Spec)>, Problem> {
     let Value::Array(items) = value else {
         return Err(Problem::invalid(
             "policies",
@@ -152,7 +205,7 @@ fn policies_field(value: &Value) -> Result<Vec<(String, Policy)>, Problem> {
             ),
         ));
     }
-    let mut policies: Vec<(String, Policy)> = Vec::with_capacity(items.len());
+    let mut policies: Vec<(String, Spec)> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let prefix = format!("policies[{i}].");
         let Value::Object(object) = item else {
@@ -161,7 +214,11 @@ fn policies_field(value: &Value) -> Result<Vec<(String, Policy)>, Problem> {
                 "each policy must be an object",
             ));
         };
-        only_fields(object, &prefix, &["name", "limit", "window_ms"])?;
+        only_fields(
+            object,
+            &prefix,
+            &["name", "limit", "window_ms", "algorithm"],
+        )?;
         let name_field = format!("{prefix}name");
         let name = match object.get("name") {
             Some(Value::String(name)) => name.clone(),
@@ -200,7 +257,9 @@ pub fn validate_policy_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn policy_fields(object: &Map<String, Value>, prefix: &str) -> Result<Policy, Problem> {
+/// `limit`, `window_ms` and `algorithm` (sliding_log by default; GCRA has
+/// its own endpoint, since its parameters differ).
+fn policy_fields(object: &Map<String, Value>, prefix: &str) -> Result<Spec, Problem> {
     let limit_field = format!("{prefix}limit");
     let window_field = format!("{prefix}window_ms");
     let required = |field: &str, name: &str| {
@@ -218,10 +277,19 @@ fn policy_fields(object: &Map<String, Value>, prefix: &str) -> Result<Policy, Pr
         &window_field,
         "a positive integer number of milliseconds",
     )?;
-    Policy::new(limit, window).map_err(|e| {
+    let policy = Policy::new(limit, window).map_err(|e| {
         let field = format!("{prefix}{}", e.field());
         Problem::invalid(&field, e.to_string())
-    })
+    })?;
+    match object.get("algorithm") {
+        None => Ok(Spec::SlidingLog(policy)),
+        Some(Value::String(name)) if name == "sliding_log" => Ok(Spec::SlidingLog(policy)),
+        Some(Value::String(name)) if name == "fixed_window" => Ok(Spec::FixedWindow(policy)),
+        Some(other) => Err(Problem::invalid(
+            &format!("{prefix}algorithm"),
+            format!("algorithm must be \"sliding_log\" or \"fixed_window\" (GCRA is POST /v1/throttle), got {other}"),
+        )),
+    }
 }
 
 fn integer(value: &Value, field: &str, expected: &str) -> Result<u64, Problem> {
@@ -277,7 +345,7 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
     json!({
         "allowed": outcome.allowed,
         "violated": violated,
-        "retry_after_ms": if outcome.allowed { 0 } else { outcome.retry_after_ms() },
+        "retry_after_ms": outcome.retry_after_ms,
         "policies": policies,
     })
 }
@@ -296,6 +364,22 @@ mod tests {
     }
 
     #[test]
+    fn the_single_policy_form_takes_an_algorithm() {
+        let r = parse_limit_request(
+            JSON,
+            br#"{"key":"k","limit":3,"window_ms":10,"algorithm":"fixed_window"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.policies,
+            vec![(
+                "default".to_string(),
+                Spec::FixedWindow(Policy::new(3, 10).unwrap())
+            )]
+        );
+    }
+
+    #[test]
     fn parses_the_single_policy_form() {
         let r = parse_limit_request(
             Some("application/json; charset=utf-8"),
@@ -306,7 +390,10 @@ mod tests {
         assert_eq!(r.cost, 1);
         assert_eq!(
             r.policies,
-            vec![("default".to_string(), Policy::new(10, 1000).unwrap())]
+            vec![(
+                "default".to_string(),
+                Spec::SlidingLog(Policy::new(10, 1000).unwrap())
+            )]
         );
         assert!(!r.named);
     }
@@ -315,10 +402,11 @@ mod tests {
     fn parses_the_policies_form() {
         let r = parse_limit_request(
             JSON,
-            br#"{"key":"k","cost":2,"policies":[{"name":"s","limit":10,"window_ms":1000},{"name":"d","limit":1000,"window_ms":86400000}]}"#,
+            br#"{"key":"k","cost":2,"policies":[{"name":"s","limit":10,"window_ms":1000},{"name":"d","limit":1000,"window_ms":86400000,"algorithm":"fixed_window"}]}"#,
         )
         .unwrap();
         assert_eq!(r.policies.len(), 2);
+        assert!(matches!(r.policies[1].1, Spec::FixedWindow(_)));
         assert_eq!(r.cost, 2);
         assert!(r.named);
     }
@@ -388,6 +476,72 @@ mod tests {
         assert_eq!(field_of(&long_key), "key");
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
         assert_eq!(field_of(&deep), "body");
+    }
+
+    #[test]
+    fn throttle_calls_parse_and_name_bad_fields() {
+        let call = parse_throttle_request(
+            JSON,
+            br#"{"key":"user123","max_burst":15,"count":30,"period_s":60}"#,
+        )
+        .unwrap();
+        assert_eq!((call.key.as_str(), call.quantity), ("user123", 1));
+        assert_eq!(
+            (
+                call.policy.max_burst(),
+                call.policy.count(),
+                call.policy.period_ms()
+            ),
+            (15, 30, 60_000)
+        );
+        let field = |body: &str| {
+            let problem = parse_throttle_request(JSON, body.as_bytes()).unwrap_err();
+            serde_json::from_str::<Value>(&problem.to_json()).unwrap()["field"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let cases = [
+            (r#"{"max_burst":1,"count":1,"period_s":1}"#, "key"),
+            (r#"{"key":"k","count":1,"period_s":1}"#, "max_burst"),
+            (r#"{"key":"k","max_burst":1,"period_s":1}"#, "count"),
+            (r#"{"key":"k","max_burst":1,"count":1}"#, "period_s"),
+            (
+                r#"{"key":"k","max_burst":-1,"count":1,"period_s":1}"#,
+                "max_burst",
+            ),
+            (
+                r#"{"key":"k","max_burst":2000000,"count":1,"period_s":1}"#,
+                "max_burst",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":0,"period_s":1}"#,
+                "count",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":1,"period_s":0}"#,
+                "period_s",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":1,"period_s":99999999999999999}"#,
+                "period_s",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":1,"period_s":1,"quantity":1.5}"#,
+                "quantity",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":1,"period_s":1,"quantity":5000000000}"#,
+                "quantity",
+            ),
+            (
+                r#"{"key":"k","max_burst":1,"count":1,"period_s":1,"burst":1}"#,
+                "burst",
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(field(body), expected, "{body}");
+        }
     }
 
     #[test]

@@ -1,15 +1,26 @@
 //! Rule keys: which parts of a request identify the caller.
 //!
-//! A key spec is parts joined by `+`: `ip`, `header:<name>`,
-//! `cookie:<name>`, `path`, `method`. The client IP comes from
-//! `CF-Connecting-IP` only: Cloudflare sets it at the edge and a client
-//! cannot forge it, unlike `X-Forwarded-For`, which is never read.
+//! Two spellings, one meaning:
+//! - parts joined by `+`: `ip`, `ip+path`, `header:x-api-key+method`;
+//! - a template: `{sub}:{action}`, `{ip}/{param:id}`, literal text between.
+//!
+//! Parts: `ip`, `method`, `path`, `action` (the rule's `action`), `sub` (the
+//! JWT subject), `header:<name>`, `cookie:<name>`, `param:<name>` (a path
+//! parameter), `claim:<name>` (a JWT claim); in a template a bare `{name}`
+//! that is none of the words above is a path parameter.
+//!
+//! The client IP comes from `CF-Connecting-IP` only: Cloudflare sets it at
+//! the edge and a client cannot forge it, unlike `X-Forwarded-For`, which is
+//! never read. IPv6 clients are keyed by their network (a /64 by default), so
+//! rotating addresses within one allocation does not dodge a limit.
 
 use std::fmt;
 use std::net::IpAddr;
 
 use sha2::{Digest, Sha256};
 
+use super::cidr::client_network;
+use super::jwt::Claims;
 use super::Incoming;
 
 /// Longest key kept verbatim; longer derived keys are replaced by a SHA-256
@@ -17,29 +28,55 @@ use super::Incoming;
 pub const MAX_KEY_BYTES: usize = 512;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
+pub enum Part {
     Ip,
+    Method,
+    Path,
+    Action,
     Header(String),
     Cookie(String),
-    Path,
-    Method,
+    Param(String),
+    Claim(String),
 }
 
 impl fmt::Display for Part {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Part::Ip => f.write_str("ip"),
+            Part::Method => f.write_str("method"),
+            Part::Path => f.write_str("path"),
+            Part::Action => f.write_str("action"),
             Part::Header(name) => write!(f, "header:{name}"),
             Part::Cookie(name) => write!(f, "cookie:{name}"),
-            Part::Path => f.write_str("path"),
-            Part::Method => f.write_str("method"),
+            Part::Param(name) => write!(f, "param:{name}"),
+            Part::Claim(name) => write!(f, "claim:{name}"),
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Literal(String),
+    Part(Part),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpec {
-    parts: Vec<Part>,
+    pieces: Vec<Piece>,
+    /// Characters escaped in values: `%` and every character of the literal
+    /// text, so that different values can never build the same key.
+    escaped: Vec<char>,
+}
+
+/// What a key is built from, besides the request itself.
+pub struct KeyInputs<'a> {
+    /// Path parameters the rule's pattern captured.
+    pub params: &'a [(&'a str, &'a str)],
+    /// The verified JWT's claims, for registered callers.
+    pub claims: Option<&'a Claims>,
+    pub action: Option<&'a str>,
+    /// How many leading bits of an IPv6 address identify a client.
+    pub ipv6_prefix: u8,
 }
 
 /// The request lacks a part its rule keys on; it is refused with 400
@@ -65,38 +102,56 @@ impl fmt::Display for MissingKey {
 
 impl KeySpec {
     pub fn parse(text: &str) -> Result<KeySpec, String> {
-        let parts = text
-            .split('+')
-            .map(|part| match part.split_once(':') {
-                None if part == "ip" => Ok(Part::Ip),
-                None if part == "path" => Ok(Part::Path),
-                None if part == "method" => Ok(Part::Method),
-                Some(("header", name)) if is_token(name) => Ok(Part::Header(name.to_ascii_lowercase())),
-                Some(("cookie", name)) if is_token(name) => Ok(Part::Cookie(name.to_string())),
-                _ => Err(format!(
-                    "{part:?} is not a key part: use ip, path, method, header:<name> or cookie:<name>, joined by \"+\""
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(KeySpec { parts })
+        let pieces = if text.contains(['{', '}']) {
+            parse_template(text)?
+        } else {
+            let mut pieces = Vec::new();
+            for (i, word) in text.split('+').enumerate() {
+                if i > 0 {
+                    pieces.push(Piece::Literal("|".into()));
+                }
+                pieces.push(Piece::Part(parse_part(word, false)?));
+            }
+            pieces
+        };
+        let mut escaped = vec!['%'];
+        for piece in &pieces {
+            if let Piece::Literal(text) = piece {
+                escaped.extend(text.chars().filter(|c| *c != '%'));
+            }
+        }
+        escaped.sort_unstable();
+        escaped.dedup();
+        Ok(KeySpec { pieces, escaped })
     }
 
-    /// The caller's key: the parts' values joined by `|` (with `%` and `|`
-    /// escaped in each, so different values never join to the same key).
-    pub fn build(&self, req: &impl Incoming) -> Result<String, MissingKey> {
+    /// The parts the key needs, so config validation can check that a rule
+    /// provides them (a path parameter its pattern captures, an action, a
+    /// JWT for claims).
+    pub fn parts(&self) -> impl Iterator<Item = &Part> {
+        self.pieces.iter().filter_map(|piece| match piece {
+            Piece::Part(part) => Some(part),
+            Piece::Literal(_) => None,
+        })
+    }
+
+    /// The caller's key.
+    pub fn build(&self, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Result<String, MissingKey> {
         let mut key = String::new();
-        for (i, part) in self.parts.iter().enumerate() {
-            let value = value_of(part, req).ok_or_else(|| MissingKey {
-                part: part.to_string(),
-            })?;
-            if i > 0 {
-                key.push('|');
-            }
-            for c in value.chars() {
-                match c {
-                    '%' => key.push_str("%25"),
-                    '|' => key.push_str("%7C"),
-                    _ => key.push(c),
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(text) => key.push_str(text),
+                Piece::Part(part) => {
+                    let value = value_of(part, req, inputs).ok_or_else(|| MissingKey {
+                        part: part.to_string(),
+                    })?;
+                    for c in value.chars() {
+                        if self.escaped.contains(&c) {
+                            key.push_str(&format!("%{:02X}", u32::from(c)));
+                        } else {
+                            key.push(c);
+                        }
+                    }
                 }
             }
         }
@@ -107,14 +162,77 @@ impl KeySpec {
     }
 }
 
-fn value_of(part: &Part, req: &impl Incoming) -> Option<String> {
-    match part {
-        Part::Ip => client_ip(req).map(|ip| ip.to_string()),
-        Part::Header(name) => req.header(name).filter(|v| !v.is_empty()),
-        Part::Cookie(name) => cookie(req, name),
-        Part::Path => Some(req.path().to_string()),
-        Part::Method => Some(req.method().to_string()),
+fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        match rest.find(['{', '}']) {
+            Some(0) if rest.starts_with('{') => {
+                let end = rest
+                    .find('}')
+                    .ok_or_else(|| format!("in {text:?}, a \"{{\" is never closed"))?;
+                pieces.push(Piece::Part(parse_part(&rest[1..end], true)?));
+                rest = &rest[end + 1..];
+            }
+            Some(0) => return Err(format!("in {text:?}, a \"}}\" closes nothing")),
+            Some(at) => {
+                pieces.push(Piece::Literal(rest[..at].to_string()));
+                rest = &rest[at..];
+            }
+            None => {
+                pieces.push(Piece::Literal(rest.to_string()));
+                rest = "";
+            }
+        }
     }
+    if !pieces.iter().any(|p| matches!(p, Piece::Part(_))) {
+        return Err(format!("{text:?} names no part of the request"));
+    }
+    Ok(pieces)
+}
+
+fn parse_part(word: &str, in_template: bool) -> Result<Part, String> {
+    let part = match word.split_once(':') {
+        None => match word {
+            "ip" => Part::Ip,
+            "method" => Part::Method,
+            "path" => Part::Path,
+            "action" => Part::Action,
+            "sub" => Part::Claim("sub".into()),
+            _ if in_template && is_param_name(word) => Part::Param(word.into()),
+            _ => return Err(unknown(word)),
+        },
+        Some(("header", name)) if is_token(name) => Part::Header(name.to_ascii_lowercase()),
+        Some(("cookie", name)) if is_token(name) => Part::Cookie(name.into()),
+        Some(("param", name)) if is_param_name(name) => Part::Param(name.into()),
+        Some(("claim", name)) if is_token(name) => Part::Claim(name.into()),
+        _ => return Err(unknown(word)),
+    };
+    Ok(part)
+}
+
+fn unknown(word: &str) -> String {
+    format!(
+        "{word:?} is not a key part: use ip, method, path, action, sub, header:<name>, cookie:<name>, param:<name> or claim:<name>, joined by \"+\" or in a template such as \"{{sub}}:{{action}}\""
+    )
+}
+
+fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<String> {
+    let value = match part {
+        Part::Ip => client_ip(req).map(|ip| client_network(ip, inputs.ipv6_prefix)),
+        Part::Method => Some(req.method().to_string()),
+        Part::Path => Some(req.path().to_string()),
+        Part::Action => inputs.action.map(str::to_string),
+        Part::Header(name) => req.header(name),
+        Part::Cookie(name) => cookie(req, name),
+        Part::Param(name) => inputs
+            .params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.to_string()),
+        Part::Claim(name) => inputs.claims.and_then(|claims| claims.get_str(name)),
+    };
+    value.filter(|v| !v.is_empty())
 }
 
 /// The client address from `CF-Connecting-IP`, with IPv4-mapped IPv6
@@ -131,7 +249,6 @@ fn cookie(req: &impl Incoming, name: &str) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(n, _)| *n == name)
         .map(|(_, v)| v.trim_matches('"').to_string())
-        .filter(|v| !v.is_empty())
 }
 
 fn digest(key: &str) -> String {
@@ -151,13 +268,24 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+fn is_param_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::http::tests::FakeRequest;
 
+    const PLAIN: KeyInputs<'static> = KeyInputs {
+        params: &[],
+        claims: None,
+        action: None,
+        ipv6_prefix: 64,
+    };
+
     fn build(spec: &str, req: &FakeRequest) -> Result<String, MissingKey> {
-        KeySpec::parse(spec).unwrap().build(req)
+        KeySpec::parse(spec).unwrap().build(req, &PLAIN)
     }
 
     #[test]
@@ -175,19 +303,74 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_clients_are_keyed_by_their_network() {
+        let a = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2::1");
+        let b = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2:ffff::9");
+        assert_eq!(build("ip", &a).unwrap(), "2001:db8:1:2::/64");
+        assert_eq!(build("ip", &a).unwrap(), build("ip", &b).unwrap());
+        let exact = KeyInputs {
+            ipv6_prefix: 128,
+            ..PLAIN
+        };
+        let spec = KeySpec::parse("ip").unwrap();
+        assert_ne!(
+            spec.build(&a, &exact).unwrap(),
+            spec.build(&b, &exact).unwrap()
+        );
+    }
+
+    #[test]
     fn parts_combine_and_escape() {
         let req = FakeRequest::get("/api/a|b")
-            .with("CF-Connecting-IP", "2001:db8::1")
+            .with("CF-Connecting-IP", "203.0.113.9")
             .with("X-Api-Key", "k%1")
             .with("Cookie", "theme=dark; session=\"s|1\"");
-        assert_eq!(build("ip+path", &req).unwrap(), "2001:db8::1|/api/a%7Cb");
+        assert_eq!(build("ip+path", &req).unwrap(), "203.0.113.9|/api/a%7Cb");
         assert_eq!(build("header:x-api-key+method", &req).unwrap(), "k%251|GET");
-        assert_eq!(build("cookie:session", &req).unwrap(), "s%7C1");
+        assert_eq!(
+            build("cookie:session", &req).unwrap(),
+            "s|1",
+            "one part needs no separator escaped"
+        );
         assert_eq!(
             build("cookie:missing", &req).unwrap_err().part,
             "cookie:missing"
         );
         assert_eq!(build("header:X-API-KEY", &req).unwrap(), "k%251");
+    }
+
+    #[test]
+    fn templates_take_params_claims_and_the_action() {
+        let serde_json::Value::Object(map) = serde_json::json!({"sub": "u:42", "org": 7}) else {
+            unreachable!()
+        };
+        let claims = Claims::from(map);
+        let inputs = KeyInputs {
+            params: &[("id", "99")],
+            claims: Some(&claims),
+            action: Some("reply"),
+            ipv6_prefix: 64,
+        };
+        let req = FakeRequest::new("POST", "/threads/99/reply");
+        let key = |spec: &str| KeySpec::parse(spec).unwrap().build(&req, &inputs);
+        assert_eq!(key("{sub}:{action}").unwrap(), "u%3A42:reply");
+        assert_eq!(key("{claim:org}/{id}/{method}").unwrap(), "7/99/POST");
+        assert_eq!(key("{param:id}").unwrap(), "99");
+        assert_eq!(key("sub+action").unwrap(), "u:42|reply");
+        assert_eq!(key("{claim:missing}").unwrap_err().part, "claim:missing");
+        let anonymous = KeyInputs {
+            claims: None,
+            ..inputs
+        };
+        let spec = KeySpec::parse("{sub}").unwrap();
+        assert_eq!(spec.build(&req, &anonymous).unwrap_err().part, "claim:sub");
+    }
+
+    #[test]
+    fn a_spec_lists_the_parts_it_needs() {
+        let spec = KeySpec::parse("{sub}:{id}:{action}").unwrap();
+        let parts: Vec<String> = spec.parts().map(Part::to_string).collect();
+        assert_eq!(parts, ["claim:sub", "param:id", "action"]);
     }
 
     #[test]
@@ -211,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn rejects_unknown_parts() {
+    fn rejects_malformed_specs() {
         for bad in [
             "",
             "ip+",
@@ -221,8 +404,21 @@ mod tests {
             "cookie:",
             "query:x",
             "ip++path",
+            "id",
+            "{",
+            "}",
+            "{ip",
+            "ip}",
+            "{}",
+            "{bad-name}",
+            "plain text {",
+            "no parts here}",
         ] {
             assert!(KeySpec::parse(bad).is_err(), "{bad:?} was accepted");
         }
+        assert!(
+            KeySpec::parse("static text").is_err(),
+            "a + part list of one unknown word"
+        );
     }
 }

@@ -2,10 +2,15 @@
 //! keyed, what the decision API accepts, and how answers are written
 //! (RateLimit headers, problem details).
 
+pub mod admin;
 pub mod api;
+pub mod auth;
+pub mod cidr;
 pub mod headers;
+pub mod jwt;
 pub mod key;
 pub mod problem;
+pub mod time;
 
 /// The parts of an incoming request that rules and keys look at. The edge
 /// implements it over `worker::Request`; tests implement it over a plain

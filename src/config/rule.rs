@@ -1,0 +1,543 @@
+//! One rule: which requests it matches, who the caller is (tiers and keys),
+//! and what it allows them (policies, bans, lists, shadow mode, failure
+//! policy).
+
+use serde::Deserialize;
+
+use super::duration::parse_ms;
+use super::pattern::Pattern;
+use super::{error, ConfigError};
+use crate::http::api::validate_policy_name;
+use crate::http::cidr::CidrList;
+use crate::http::key::{KeySpec, Part};
+use crate::ledger::BanPolicy;
+use crate::limit::gcra::GcraPolicy;
+use crate::limit::{Policy, Spec};
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub id: String,
+    pub path: Pattern,
+    /// Upper-case method names; `None` matches every method.
+    pub methods: Option<Vec<String>>,
+    /// What `{action}` in a key stands for.
+    pub action: Option<String>,
+    /// Tried in order; the first whose `when` holds applies. A rule without
+    /// tiers has one, unnamed.
+    pub tiers: Vec<Tier>,
+    pub ban: Option<RuleBan>,
+    /// Callers that skip this rule.
+    pub allow: CidrList,
+    /// Callers refused with 403 when this rule matches.
+    pub deny: CidrList,
+    /// Decide and record, but refuse nothing: report what would happen.
+    pub shadow: bool,
+    pub on_error: OnError,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tier {
+    pub name: Option<String>,
+    pub when: When,
+    pub key: KeySpec,
+    /// Policies as named in the RateLimit headers, all enforced together.
+    pub policies: Vec<(String, Spec)>,
+    /// Prefix of the container objects' names, unique per rule and tier.
+    pub scope: String,
+}
+
+/// Which callers a tier is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Always,
+    /// Callers with a valid JWT.
+    Registered,
+    /// Callers without one.
+    Anonymous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleBan {
+    pub policy: BanPolicy,
+    /// 429 or 403.
+    pub status: u16,
+}
+
+/// What to do when the key's container cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail open: forward the request.
+    Allow,
+    /// Fail closed: 503 with Retry-After.
+    Deny,
+}
+
+impl Rule {
+    /// The path parameters captured, if the rule matches the request.
+    pub fn captures<'p>(&self, method: &str, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
+        let method_matches = self
+            .methods
+            .as_ref()
+            .is_none_or(|methods| methods.iter().any(|m| m == method));
+        if method_matches {
+            self.path.captures(path)
+        } else {
+            None
+        }
+    }
+
+    /// The first tier for a caller with (or without) a valid JWT.
+    pub fn tier_for(&self, registered: bool) -> Option<&Tier> {
+        self.tiers.iter().find(|tier| match tier.when {
+            When::Always => true,
+            When::Registered => registered,
+            When::Anonymous => !registered,
+        })
+    }
+
+    /// Whether any tier needs a JWT verified.
+    pub fn uses_jwt(&self) -> bool {
+        self.tiers.iter().any(|tier| {
+            tier.when != When::Always || tier.key.parts().any(|p| matches!(p, Part::Claim(_)))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    id: String,
+    #[serde(rename = "match", default)]
+    matcher: RawMatch,
+    key: Option<String>,
+    action: Option<String>,
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+    tiers: Option<Vec<RawTier>>,
+    ban: Option<RawBan>,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    shadow: bool,
+    on_error: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMatch {
+    path: Option<String>,
+    methods: Option<Vec<String>>,
+}
+
+/// One policy in shorthand (`limit`, `window`) or several (`policies`).
+struct RawLimits {
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: Option<String>,
+    limit: u64,
+    window: String,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTier {
+    name: String,
+    when: Option<String>,
+    key: Option<String>,
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBan {
+    after: u64,
+    within: String,
+    #[serde(rename = "for")]
+    duration: String,
+    multiplier: Option<u64>,
+    max: Option<String>,
+    status: Option<u16>,
+}
+
+pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError> {
+    let field = |name: &str| format!("{at}.{name}");
+    validate_rule_id(&raw.id).map_err(|m| error(&field("id"), m))?;
+    let path = Pattern::parse(raw.matcher.path.as_deref().unwrap_or("/*"))
+        .map_err(|m| error(&field("match.path"), m))?;
+    let methods = raw
+        .matcher
+        .methods
+        .map(|methods| validate_methods(methods).map_err(|m| error(&field("match.methods"), m)))
+        .transpose()?;
+    if raw.action.as_deref() == Some("") {
+        return Err(error(&field("action"), "action must not be empty"));
+    }
+    let limits = RawLimits {
+        limit: raw.limit,
+        window: raw.window,
+        algorithm: raw.algorithm,
+        burst: raw.burst,
+        policies: raw.policies,
+    };
+    let tiers = match raw.tiers {
+        None => {
+            let key = raw.key.as_deref().unwrap_or("ip");
+            let key = KeySpec::parse(key).map_err(|m| error(&field("key"), m))?;
+            let policies = validate_limits(limits, &raw.id, at)?;
+            vec![Tier {
+                name: None,
+                when: When::Always,
+                key,
+                policies,
+                scope: format!("rule:{}", raw.id),
+            }]
+        }
+        Some(tiers) => {
+            if limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some() {
+                return Err(error(
+                    &field("tiers"),
+                    "a rule with tiers sets limits in each tier, not at the rule level",
+                ));
+            }
+            validate_tiers(tiers, raw.key.as_deref(), &raw.id, at)?
+        }
+    };
+    for (i, tier) in tiers.iter().enumerate() {
+        let key_field = if tier.name.is_some() {
+            format!("{at}.tiers[{i}].key")
+        } else {
+            field("key")
+        };
+        check_key_parts(&tier.key, &path, raw.action.is_some(), &key_field)?;
+    }
+    let ban = raw
+        .ban
+        .map(|ban| validate_ban(ban, &field("ban")))
+        .transpose()?;
+    let allow =
+        CidrList::parse(&raw.allow).map_err(|(i, m)| error(&format!("{at}.allow[{i}]"), m))?;
+    let deny = CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("{at}.deny[{i}]"), m))?;
+    let on_error = match raw.on_error.as_deref() {
+        None | Some("deny") => OnError::Deny,
+        Some("allow") => OnError::Allow,
+        Some(other) => {
+            return Err(error(
+                &field("on_error"),
+                format!("{other:?} is not a failure policy: use \"allow\" (fail open) or \"deny\" (fail closed)"),
+            ))
+        }
+    };
+    Ok(Rule {
+        id: raw.id,
+        path,
+        methods,
+        action: raw.action,
+        tiers,
+        ban,
+        allow,
+        deny,
+        shadow: raw.shadow,
+        on_error,
+    })
+}
+
+fn validate_tiers(
+    raw: Vec<RawTier>,
+    rule_key: Option<&str>,
+    rule_id: &str,
+    at: &str,
+) -> Result<Vec<Tier>, ConfigError> {
+    if raw.is_empty() {
+        return Err(error(
+            &format!("{at}.tiers"),
+            "tiers must list at least one tier",
+        ));
+    }
+    let mut tiers: Vec<Tier> = Vec::with_capacity(raw.len());
+    for (i, tier) in raw.into_iter().enumerate() {
+        let here = format!("{at}.tiers[{i}]");
+        validate_policy_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
+        if tiers
+            .iter()
+            .any(|t| t.name.as_deref() == Some(tier.name.as_str()))
+        {
+            return Err(error(
+                &format!("{here}.name"),
+                format!("tier name {:?} is used twice", tier.name),
+            ));
+        }
+        let when = match tier.when.as_deref() {
+            None => When::Always,
+            Some("registered") => When::Registered,
+            Some("anonymous") => When::Anonymous,
+            Some(other) => {
+                return Err(error(
+                    &format!("{here}.when"),
+                    format!("{other:?} is not a caller class: use \"registered\" (a valid JWT) or \"anonymous\""),
+                ))
+            }
+        };
+        let default_key = if when == When::Registered {
+            "{sub}"
+        } else {
+            rule_key.unwrap_or("ip")
+        };
+        let key = KeySpec::parse(tier.key.as_deref().unwrap_or(default_key))
+            .map_err(|m| error(&format!("{here}.key"), m))?;
+        let base = format!("{rule_id}.{}", tier.name);
+        let limits = RawLimits {
+            limit: tier.limit,
+            window: tier.window,
+            algorithm: tier.algorithm,
+            burst: tier.burst,
+            policies: tier.policies,
+        };
+        let policies = validate_limits(limits, &base, &here)?;
+        tiers.push(Tier {
+            name: Some(tier.name),
+            when,
+            key,
+            policies,
+            scope: format!("rule:{base}"),
+        });
+    }
+    let covers = |w: When| tiers.iter().any(|t| t.when == When::Always || t.when == w);
+    if !covers(When::Registered) || !covers(When::Anonymous) {
+        return Err(error(
+            &format!("{at}.tiers"),
+            "tiers must cover every caller: add a tier for \"registered\" and one for \"anonymous\" callers (or one without \"when\")",
+        ));
+    }
+    Ok(tiers)
+}
+
+/// The policies of a rule or tier, named for the RateLimit headers:
+/// `base` for a single unnamed policy, `base.name` for named ones.
+fn validate_limits(
+    raw: RawLimits,
+    base: &str,
+    at: &str,
+) -> Result<Vec<(String, Spec)>, ConfigError> {
+    let shorthand = raw.limit.is_some() || raw.window.is_some();
+    match (raw.policies, shorthand) {
+        (Some(_), true) => Err(error(
+            &format!("{at}.policies"),
+            "give either \"policies\" or \"limit\" and \"window\", not both",
+        )),
+        (None, false) => Err(error(
+            &format!("{at}.limit"),
+            "limit and window are required (or a list of policies)",
+        )),
+        (None, true) => {
+            let limit = raw
+                .limit
+                .ok_or_else(|| error(&format!("{at}.limit"), "limit is required with window"))?;
+            let window = raw
+                .window
+                .ok_or_else(|| error(&format!("{at}.window"), "window is required with limit"))?;
+            let spec = validate_spec(limit, &window, raw.algorithm.as_deref(), raw.burst, at)?;
+            Ok(vec![(base.to_string(), spec)])
+        }
+        (Some(policies), false) => {
+            if raw.algorithm.is_some() || raw.burst.is_some() {
+                return Err(error(
+                    &format!("{at}.algorithm"),
+                    "with \"policies\", set algorithm and burst in each policy",
+                ));
+            }
+            if policies.is_empty() || policies.len() > 8 {
+                return Err(error(
+                    &format!("{at}.policies"),
+                    "policies must list 1 to 8 policies",
+                ));
+            }
+            let mut out: Vec<(String, Spec)> = Vec::with_capacity(policies.len());
+            let several = policies.len() > 1;
+            for (i, policy) in policies.into_iter().enumerate() {
+                let here = format!("{at}.policies[{i}]");
+                let name = match (&policy.name, several) {
+                    (Some(name), _) => {
+                        validate_policy_name(name)
+                            .map_err(|m| error(&format!("{here}.name"), m))?;
+                        format!("{base}.{name}")
+                    }
+                    (None, false) => base.to_string(),
+                    (None, true) => {
+                        return Err(error(
+                            &format!("{here}.name"),
+                            "each of several policies needs a name",
+                        ))
+                    }
+                };
+                if out.iter().any(|(n, _)| *n == name) {
+                    return Err(error(
+                        &format!("{here}.name"),
+                        "policy names must be unique",
+                    ));
+                }
+                let spec = validate_spec(
+                    policy.limit,
+                    &policy.window,
+                    policy.algorithm.as_deref(),
+                    policy.burst,
+                    &here,
+                )?;
+                out.push((name, spec));
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn validate_spec(
+    limit: u64,
+    window: &str,
+    algorithm: Option<&str>,
+    burst: Option<u64>,
+    at: &str,
+) -> Result<Spec, ConfigError> {
+    let window_ms = parse_ms(window).map_err(|m| error(&format!("{at}.window"), m))?;
+    let policy = Policy::new(limit, window_ms).map_err(|e| {
+        let name = if e.field() == "limit" {
+            "limit"
+        } else {
+            "window"
+        };
+        error(&format!("{at}.{name}"), e.to_string())
+    })?;
+    if burst.is_some() && algorithm != Some("gcra") {
+        return Err(error(
+            &format!("{at}.burst"),
+            "burst applies to algorithm = \"gcra\" only",
+        ));
+    }
+    match algorithm {
+        None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
+        Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
+        Some("gcra") => {
+            let max_burst = burst.unwrap_or(limit - 1);
+            GcraPolicy::new(max_burst, limit, window_ms)
+                .map(Spec::Gcra)
+                .map_err(|e| error(&format!("{at}.burst"), e.to_string()))
+        }
+        Some(other) => Err(error(
+            &format!("{at}.algorithm"),
+            format!(
+                "{other:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\""
+            ),
+        )),
+    }
+}
+
+fn validate_ban(raw: RawBan, at: &str) -> Result<RuleBan, ConfigError> {
+    let ms = |text: &str, name: &str| parse_ms(text).map_err(|m| error(&format!("{at}.{name}"), m));
+    let within = ms(&raw.within, "within")?;
+    let duration = ms(&raw.duration, "for")?;
+    let max = match &raw.max {
+        Some(max) => ms(max, "max")?,
+        None => duration,
+    };
+    let policy = BanPolicy::new(
+        raw.after,
+        within,
+        duration,
+        raw.multiplier.unwrap_or(1),
+        max,
+    )
+    .map_err(|e| error(&format!("{at}.{}", e.field), e.message))?;
+    let status = match raw.status {
+        None | Some(429) => 429,
+        Some(403) => 403,
+        Some(other) => {
+            return Err(error(
+                &format!("{at}.status"),
+                format!("status must be 429 or 403, got {other}"),
+            ))
+        }
+    };
+    Ok(RuleBan { policy, status })
+}
+
+/// Every part a key names must be something the rule can provide.
+fn check_key_parts(
+    key: &KeySpec,
+    path: &Pattern,
+    has_action: bool,
+    at: &str,
+) -> Result<(), ConfigError> {
+    for part in key.parts() {
+        match part {
+            Part::Param(name) if !path.has_param(name) => {
+                return Err(error(
+                    at,
+                    format!(
+                        "the key uses path parameter {name:?}, which match.path does not capture"
+                    ),
+                ))
+            }
+            Part::Action if !has_action => {
+                return Err(error(
+                    at,
+                    "the key uses {action}, and the rule sets no action",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Rule ids name container objects (`rule:<id>.<tier>:<key>`) and policies
+/// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own
+/// names.
+fn validate_rule_id(id: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&id.len())
+        && !id.starts_with('_')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{id:?} is not a valid rule id: use 1 to 64 letters, digits, \"-\" or \"_\", not starting with \"_\""
+        ))
+    }
+}
+
+fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
+    if methods.is_empty() {
+        return Err(
+            "methods must list at least one method, or be left out to match every method".into(),
+        );
+    }
+    methods
+        .into_iter()
+        .map(|m| {
+            if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic()) {
+                Ok(m.to_ascii_uppercase())
+            } else {
+                Err(format!("{m:?} is not an HTTP method"))
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,422 @@
+use serde_json::{json, Value};
+
+use super::*;
+use crate::limit::{Policy, Spec};
+
+fn error_field(value: Value) -> String {
+    let e = match Config::from_value(value.clone()) {
+        Ok(_) => panic!("accepted {value}"),
+        Err(e) => e,
+    };
+    assert!(!e.message.is_empty());
+    e.field
+}
+
+fn with_rule(extra: Value) -> Value {
+    let mut rule = json!({"id": "api", "limit": 10, "window": "1m"});
+    rule.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    json!({ "rules": [rule] })
+}
+
+/// A rule of its own fields, with nothing filled in.
+fn bare_rule(rule: Value) -> Value {
+    json!({ "jwt": {}, "rules": [rule] })
+}
+
+#[test]
+fn a_full_config_parses() {
+    let config = Config::from_value(json!({
+        "prefix": "/_limits",
+        "origin": "https://api.example.com/",
+        "rules": [
+            {"id": "api", "match": {"path": "/api/*", "methods": ["get", "POST"]},
+             "key": "ip+path", "limit": 10, "window": "1m"},
+            {"id": "login", "match": {"path": "/login"}, "key": "header:x-user", "limit": 5, "window": "500ms"}
+        ]
+    }))
+    .unwrap();
+    assert_eq!(config.prefix, "/_limits");
+    assert_eq!(config.origin, Origin::Url("https://api.example.com".into()));
+    assert_eq!(
+        config.rules[0].methods,
+        Some(vec!["GET".into(), "POST".into()])
+    );
+    let login = &config.rules[1].tiers[0];
+    assert_eq!(
+        login.policies,
+        [(
+            "login".to_string(),
+            Spec::SlidingLog(Policy::new(5, 500).unwrap())
+        )]
+    );
+    assert_eq!(login.scope, "rule:login");
+    assert_eq!(config.rule_for("GET", "/api/x").unwrap().0.id, "api");
+    assert!(config.rule_for("DELETE", "/api/x").is_none());
+    assert_eq!(config.rule_for("PUT", "/login").unwrap().0.id, "login");
+    assert!(config.rule_for("GET", "/other").is_none());
+}
+
+#[test]
+fn defaults_apply() {
+    let config = Config::from_value(Value::Null).unwrap();
+    assert_eq!(config.prefix, DEFAULT_PREFIX);
+    assert_eq!(config.origin, Origin::Demo);
+    assert_eq!((config.ipv6_prefix, config.timeout_ms), (64, 2000));
+    let config =
+        Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]})).unwrap();
+    let (rule, _) = config.rule_for("PATCH", "/anything").unwrap();
+    assert_eq!(rule.on_error, OnError::Deny);
+    assert!(!rule.shadow);
+    let from_string = Config::from_value(json!(r#"{"origin": "route"}"#)).unwrap();
+    assert_eq!(from_string.origin, Origin::Route);
+}
+
+#[test]
+fn own_paths_sit_below_the_prefix() {
+    let config = Config::default();
+    assert_eq!(config.own_path("/_sluice/health"), Some("/health"));
+    assert_eq!(config.own_path("/_sluice"), Some(""));
+    assert_eq!(config.own_path("/_sluicex/health"), None);
+    assert_eq!(config.own_path("/api"), None);
+}
+
+#[test]
+fn several_policies_are_named_for_the_headers() {
+    let config = Config::from_value(with_rule(json!({
+        "limit": null, "window": null,
+        "policies": [
+            {"name": "second", "limit": 10, "window": "1s"},
+            {"name": "day", "limit": 1000, "window": "1d", "algorithm": "fixed_window"},
+        ]
+    })))
+    .unwrap();
+    let names: Vec<&str> = config.rules[0].tiers[0]
+        .policies
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["api.second", "api.day"]);
+    assert!(matches!(
+        config.rules[0].tiers[0].policies[1].1,
+        Spec::FixedWindow(_)
+    ));
+}
+
+#[test]
+fn gcra_takes_limit_per_window_with_a_burst() {
+    let config = Config::from_value(with_rule(json!({"algorithm": "gcra", "burst": 4}))).unwrap();
+    let Spec::Gcra(cell) = config.rules[0].tiers[0].policies[0].1 else {
+        panic!("a gcra spec");
+    };
+    assert_eq!(
+        (cell.max_burst(), cell.count(), cell.period_ms()),
+        (4, 10, 60_000)
+    );
+    let config = Config::from_value(with_rule(json!({"algorithm": "gcra"}))).unwrap();
+    let Spec::Gcra(cell) = config.rules[0].tiers[0].policies[0].1 else {
+        panic!("a gcra spec");
+    };
+    assert_eq!(cell.limit(), 10, "the burst defaults to the whole limit");
+}
+
+#[test]
+fn tiers_tell_registered_from_anonymous_callers() {
+    let config = Config::from_value(json!({
+        "jwt": {"secret": "API_JWT", "leeway": "30s", "on_invalid": "reject"},
+        "rules": [{
+            "id": "api", "match": {"path": "/api/*"},
+            "tiers": [
+                {"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
+                {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
+            ]
+        }]
+    }))
+    .unwrap();
+    assert_eq!(
+        config.jwt,
+        Some(JwtConfig {
+            secret: "API_JWT".into(),
+            leeway_s: 30,
+            on_invalid: OnInvalid::Reject
+        })
+    );
+    let rule = &config.rules[0];
+    let registered = rule.tier_for(true).unwrap();
+    assert_eq!(registered.policies[0].0, "api.registered");
+    assert_eq!(registered.scope, "rule:api.registered");
+    assert_eq!(
+        registered
+            .key
+            .parts()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["claim:sub"]
+    );
+    let anonymous = rule.tier_for(false).unwrap();
+    assert_eq!(anonymous.policies[0].0, "api.anonymous");
+    assert_eq!(
+        anonymous
+            .key
+            .parts()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["ip"]
+    );
+}
+
+#[test]
+fn rule_options_parse() {
+    let config = Config::from_value(json!({
+        "ipv6_prefix": 56, "timeout": "250ms",
+        "allow": ["10.0.0.0/8"], "deny": ["192.0.2.0/24", "2001:db8::/32"],
+        "rules": [{
+            "id": "reply", "match": {"path": "/threads/:id/reply"}, "action": "reply",
+            "key": "{header:x-user}:{action}:{id}", "limit": 5, "window": "10s",
+            "ban": {"after": 3, "within": "1m", "for": "10m", "multiplier": 2, "max": "1d", "status": 403},
+            "allow": ["10.1.0.0/16"], "deny": ["203.0.113.7"], "shadow": true, "on_error": "allow"
+        }]
+    }))
+    .unwrap();
+    assert_eq!((config.ipv6_prefix, config.timeout_ms), (56, 250));
+    let rule = &config.rules[0];
+    let ban = rule.ban.unwrap();
+    assert_eq!(
+        (ban.status, ban.policy.for_ms(), ban.policy.max_ms()),
+        (403, 600_000, 86_400_000)
+    );
+    assert!(rule.shadow);
+    assert_eq!(rule.on_error, OnError::Allow);
+    assert!(rule.deny.contains("203.0.113.7".parse().unwrap()));
+    assert!(config.deny.contains("2001:db8::1".parse().unwrap()));
+    let (_, params) = config.rule_for("POST", "/threads/7/reply").unwrap();
+    assert_eq!(params, [("id", "7")]);
+}
+
+#[test]
+fn every_bad_field_is_named() {
+    let cases = [
+        (json!({"prefix": "nope"}), "SLUICE.prefix"),
+        (json!({"prefix": "/a/"}), "SLUICE.prefix"),
+        (json!({"prefix": 5}), "SLUICE.prefix"),
+        (json!({"origin": "ftp://x"}), "SLUICE.origin"),
+        (json!({"origin": "https://"}), "SLUICE.origin"),
+        (json!({"origin": "https://x/?q=1"}), "SLUICE.origin"),
+        (json!({"extra": 1}), "SLUICE.extra"),
+        (json!({"ipv6_prefix": 0}), "SLUICE.ipv6_prefix"),
+        (json!({"ipv6_prefix": 129}), "SLUICE.ipv6_prefix"),
+        (json!({"ipv6_prefix": 300}), "SLUICE.ipv6_prefix"),
+        (json!({"timeout": "2m"}), "SLUICE.timeout"),
+        (json!({"timeout": "soon"}), "SLUICE.timeout"),
+        (json!({"allow": ["10.0.0.1/8"]}), "SLUICE.allow[0]"),
+        (json!({"deny": ["::1", "nope"]}), "SLUICE.deny[1]"),
+        (json!({"jwt": {"secret": ""}}), "SLUICE.jwt.secret"),
+        (json!({"jwt": {"leeway": "x"}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"on_invalid": "ignore"}}),
+            "SLUICE.jwt.on_invalid",
+        ),
+        (json!({"jwt": {"claim": "sub"}}), "SLUICE.jwt.claim"),
+        (json!({"rules": {}}), "SLUICE.rules"),
+        (
+            json!({"rules": [{"limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0]",
+        ),
+        (with_rule(json!({"id": ""})), "SLUICE.rules[0].id"),
+        (with_rule(json!({"id": "a b"})), "SLUICE.rules[0].id"),
+        (with_rule(json!({"id": "_api"})), "SLUICE.rules[0].id"),
+        (with_rule(json!({"id": "v1.search"})), "SLUICE.rules[0].id"),
+        (with_rule(json!({"id": "a:b"})), "SLUICE.rules[0].id"),
+        (with_rule(json!({"limit": 0})), "SLUICE.rules[0].limit"),
+        (with_rule(json!({"limit": -1})), "SLUICE.rules[0].limit"),
+        (with_rule(json!({"limit": 1.5})), "SLUICE.rules[0].limit"),
+        (with_rule(json!({"limit": "10"})), "SLUICE.rules[0].limit"),
+        (
+            with_rule(json!({"limit": 10_000_000})),
+            "SLUICE.rules[0].limit",
+        ),
+        (with_rule(json!({"limit": null})), "SLUICE.rules[0].limit"),
+        (with_rule(json!({"window": null})), "SLUICE.rules[0].window"),
+        (with_rule(json!({"window": "10"})), "SLUICE.rules[0].window"),
+        (with_rule(json!({"window": "0s"})), "SLUICE.rules[0].window"),
+        (
+            with_rule(json!({"window": "31d"})),
+            "SLUICE.rules[0].window",
+        ),
+        (with_rule(json!({"window": 60})), "SLUICE.rules[0].window"),
+        (
+            with_rule(json!({"algorithm": "leaky"})),
+            "SLUICE.rules[0].algorithm",
+        ),
+        (with_rule(json!({"burst": 3})), "SLUICE.rules[0].burst"),
+        (
+            with_rule(json!({"algorithm": "gcra", "burst": 2_000_000})),
+            "SLUICE.rules[0].burst",
+        ),
+        (with_rule(json!({"key": "ip+nose"})), "SLUICE.rules[0].key"),
+        (with_rule(json!({"key": "{id}"})), "SLUICE.rules[0].key"),
+        (with_rule(json!({"key": "{action}"})), "SLUICE.rules[0].key"),
+        (with_rule(json!({"action": ""})), "SLUICE.rules[0].action"),
+        (with_rule(json!({"key": "{sub}"})), "SLUICE.rules[0].tiers"),
+        (
+            with_rule(json!({"match": {"path": "api/*"}})),
+            "SLUICE.rules[0].match.path",
+        ),
+        (
+            with_rule(json!({"match": {"methods": []}})),
+            "SLUICE.rules[0].match.methods",
+        ),
+        (
+            with_rule(json!({"match": {"methods": ["G T"]}})),
+            "SLUICE.rules[0].match.methods",
+        ),
+        (
+            with_rule(json!({"match": {"methods": "GET"}})),
+            "SLUICE.rules[0].match.methods",
+        ),
+        (
+            with_rule(json!({"match": {"host": "x"}})),
+            "SLUICE.rules[0].match.host",
+        ),
+        (with_rule(json!({"limt": 3})), "SLUICE.rules[0].limt"),
+        (
+            with_rule(json!({"policies": [{"limit": 1, "window": "1s"}]})),
+            "SLUICE.rules[0].policies",
+        ),
+        (
+            with_rule(json!({"allow": ["300.0.0.1"]})),
+            "SLUICE.rules[0].allow[0]",
+        ),
+        (
+            with_rule(json!({"deny": ["10.0.0.0/33"]})),
+            "SLUICE.rules[0].deny[0]",
+        ),
+        (
+            with_rule(json!({"shadow": "yes"})),
+            "SLUICE.rules[0].shadow",
+        ),
+        (
+            with_rule(json!({"on_error": "retry"})),
+            "SLUICE.rules[0].on_error",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m"}})),
+            "SLUICE.rules[0].ban",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 0, "within": "1m", "for": "1m"}})),
+            "SLUICE.rules[0].ban.after",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1y", "for": "1m"}})),
+            "SLUICE.rules[0].ban.within",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m", "for": "0s"}})),
+            "SLUICE.rules[0].ban.for",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m", "for": "1m", "multiplier": 0}})),
+            "SLUICE.rules[0].ban.multiplier",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m", "for": "1h", "max": "1m"}})),
+            "SLUICE.rules[0].ban.max",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m", "for": "1m", "status": 404}})),
+            "SLUICE.rules[0].ban.status",
+        ),
+        (
+            with_rule(json!({"ban": {"after": 3, "within": "1m", "for": "1m", "until": "x"}})),
+            "SLUICE.rules[0].ban.until",
+        ),
+    ];
+    for (value, field) in cases {
+        assert_eq!(error_field(value.clone()), field, "for {value}");
+    }
+    let dup = json!({"rules": [
+        {"id": "a", "limit": 1, "window": "1s"},
+        {"id": "a", "limit": 1, "window": "1s"}
+    ]});
+    assert_eq!(error_field(dup), "SLUICE.rules[1].id");
+    assert_eq!(error_field(json!("{not json")), "SLUICE");
+}
+
+#[test]
+fn bad_policy_lists_and_tiers_are_named() {
+    let policies = |list: Value| bare_rule(json!({"id": "api", "policies": list}));
+    let tiers = |list: Value| bare_rule(json!({"id": "api", "tiers": list}));
+    let cases = [
+        (policies(json!([])), "SLUICE.rules[0].policies"),
+        (
+            policies(
+                json!([{"name": "a", "limit": 1, "window": "1s"}, {"limit": 1, "window": "1s"}]),
+            ),
+            "SLUICE.rules[0].policies[1].name",
+        ),
+        (
+            policies(
+                json!([{"name": "a", "limit": 1, "window": "1s"}, {"name": "a", "limit": 1, "window": "1s"}]),
+            ),
+            "SLUICE.rules[0].policies[1].name",
+        ),
+        (
+            policies(json!([{"name": "a b", "limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].policies[0].name",
+        ),
+        (
+            policies(json!([{"limit": 0, "window": "1s"}])),
+            "SLUICE.rules[0].policies[0].limit",
+        ),
+        (
+            policies(json!([{"limit": 1, "window": "1w"}])),
+            "SLUICE.rules[0].policies[0].window",
+        ),
+        (
+            policies(json!([{"limit": 1}])),
+            "SLUICE.rules[0].policies[0]",
+        ),
+        (tiers(json!([])), "SLUICE.rules[0].tiers"),
+        (
+            tiers(json!([{"name": "x", "when": "registered", "limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].tiers",
+        ),
+        (
+            tiers(json!([{"name": "x", "when": "sometimes", "limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].tiers[0].when",
+        ),
+        (
+            tiers(
+                json!([{"name": "x", "limit": 1, "window": "1s"}, {"name": "x", "limit": 1, "window": "1s"}]),
+            ),
+            "SLUICE.rules[0].tiers[1].name",
+        ),
+        (
+            tiers(json!([{"name": "x"}])),
+            "SLUICE.rules[0].tiers[0].limit",
+        ),
+        (
+            tiers(json!([{"name": "x", "key": "ip+", "limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].tiers[0].key",
+        ),
+        (
+            tiers(json!([{"name": "x", "key": "{id}", "limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].tiers[0].key",
+        ),
+        (
+            tiers(json!([{"limit": 1, "window": "1s"}])),
+            "SLUICE.rules[0].tiers[0]",
+        ),
+        (
+            bare_rule(
+                json!({"id": "api", "limit": 1, "window": "1s", "tiers": [{"name": "x", "limit": 1, "window": "1s"}]}),
+            ),
+            "SLUICE.rules[0].tiers",
+        ),
+    ];
+    for (value, field) in cases {
+        assert_eq!(error_field(value.clone()), field, "for {value}");
+    }
+}
