@@ -3,11 +3,14 @@
 //! `limit` holds the algorithms (pure, host-tested); everything that touches
 //! the Workers runtime lives in `edge`, compiled only for wasm32.
 
+pub mod banlist;
 pub mod config;
 pub mod http;
 pub mod ledger;
 pub mod limit;
 pub mod protocol;
+pub mod refusals;
+pub mod stats;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

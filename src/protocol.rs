@@ -5,95 +5,181 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::limit::{Policy, PolicyError};
+use crate::ledger::{BanNotice, BanPolicy, SlotReport};
+use crate::limit::Spec;
 
+/// A policy as sent: its name and its spec in storage encoding, which
+/// [`Spec::decode`] validates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WirePolicy {
+pub struct WireSpec {
     pub name: String,
-    pub limit: u64,
-    pub window_ms: u64,
+    pub spec: (u64, u64, u64, u64),
 }
 
-/// `POST /check`: admit `cost` units for `key` under every policy, or none.
-/// Answered with a [`crate::ledger::Outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireBan {
+    pub after: u64,
+    pub within_ms: u64,
+    pub for_ms: u64,
+    pub multiplier: u64,
+    pub max_ms: u64,
+}
+
+/// `POST /check`: admit `cost` units for `key` under every policy, or none;
+/// count a refusal toward `ban`. Answered with a [`crate::ledger::Outcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckRequest {
     pub key: String,
-    pub policies: Vec<WirePolicy>,
+    pub policies: Vec<WireSpec>,
     pub cost: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban: Option<WireBan>,
 }
 
+/// Why a check request cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub String);
+
 impl CheckRequest {
-    pub fn new(key: &str, policies: &[(String, Policy)], cost: u32) -> CheckRequest {
+    pub fn new(
+        key: &str,
+        policies: &[(String, Spec)],
+        cost: u32,
+        ban: Option<&BanPolicy>,
+    ) -> CheckRequest {
         CheckRequest {
             key: key.to_string(),
             policies: policies
                 .iter()
-                .map(|(name, policy)| WirePolicy {
+                .map(|(name, spec)| WireSpec {
                     name: name.clone(),
-                    limit: u64::from(policy.limit()),
-                    window_ms: policy.window_ms(),
+                    spec: spec.encode(),
                 })
                 .collect(),
             cost,
+            ban: ban.map(|b| WireBan {
+                after: u64::from(b.strikes().limit()),
+                within_ms: b.strikes().window_ms(),
+                for_ms: b.for_ms(),
+                multiplier: b.multiplier(),
+                max_ms: b.max_ms(),
+            }),
         }
     }
 
-    pub fn policies(&self) -> Result<Vec<(String, Policy)>, PolicyError> {
+    pub fn policies(&self) -> Result<Vec<(String, Spec)>, Invalid> {
         self.policies
             .iter()
-            .map(|p| Ok((p.name.clone(), Policy::new(p.limit, p.window_ms)?)))
+            .map(|p| {
+                let (kind, a, b, c) = p.spec;
+                Spec::decode(kind, a, b, c)
+                    .map(|spec| (p.name.clone(), spec))
+                    .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
+            })
             .collect()
     }
+
+    pub fn ban(&self) -> Result<Option<BanPolicy>, Invalid> {
+        self.ban
+            .map(|b| BanPolicy::new(b.after, b.within_ms, b.for_ms, b.multiplier, b.max_ms))
+            .transpose()
+            .map_err(|e| Invalid(e.message))
+    }
+}
+
+/// `POST /throttle`: redis-cell's `CL.THROTTLE key max_burst count period
+/// quantity`, with the period in milliseconds. Answered with a
+/// [`crate::limit::gcra::Throttle`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThrottleRequest {
+    pub key: String,
+    pub max_burst: u64,
+    pub count: u64,
+    pub period_ms: u64,
+    pub quantity: u32,
+}
+
+/// `POST /peek` and `POST /reset`: one key, by its name in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRequest {
+    pub key: String,
+}
+
+/// The answer to `/peek`: a key's state for an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyState {
+    pub slots: Vec<SlotReport>,
+    pub ban: Option<BanNotice>,
 }
 
 /// `GET /inspect`: what a container object holds, in memory and on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inspection {
-    pub slots: Vec<SlotState>,
-    /// Rows in the hits table (0 when the table does not exist).
+    pub keys: Vec<String>,
+    /// Rows in the object's tables (0 when they do not exist).
     pub stored_rows: u64,
     /// Whether the object has any SQLite tables at all; false once the
     /// sweep has freed its storage.
     pub has_storage: bool,
     pub alarm_ms: Option<u64>,
+    /// Checks served since this instance started.
+    pub checks: u64,
 }
 
+/// `POST /unban` to the registry: lift the ban `source` placed on `key`
+/// (`manual`, or a rule's scope after an operator's reset).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlotState {
+pub struct UnbanRequest {
     pub key: String,
-    pub policy: String,
-    pub limit: u64,
-    pub window_ms: u64,
-    /// Units logged, including any not yet expired by a check or sweep.
-    pub held: u64,
+    pub source: String,
+}
+
+/// `POST /live` to the registry: a container key started or stopped holding
+/// state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveReport {
+    pub key: String,
+    pub live: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::Policy;
 
     #[test]
-    fn a_check_request_round_trips_its_policies() {
-        let policies = vec![("api".to_string(), Policy::new(10, 1000).unwrap())];
-        let request = CheckRequest::new("k", &policies, 2);
+    fn a_check_request_round_trips() {
+        let policies = vec![(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(10, 1000).unwrap()),
+        )];
+        let ban = BanPolicy::new(3, 1000, 60_000, 2, 600_000).unwrap();
+        let request = CheckRequest::new("k", &policies, 2, Some(&ban));
         let wire = serde_json::to_string(&request).unwrap();
         let back: CheckRequest = serde_json::from_str(&wire).unwrap();
         assert_eq!(back.policies().unwrap(), policies);
+        assert_eq!(back.ban().unwrap(), Some(ban));
         assert_eq!(back.cost, 2);
     }
 
     #[test]
-    fn an_invalid_policy_is_an_error_not_a_panic() {
+    fn invalid_values_are_errors_not_panics() {
         let request = CheckRequest {
             key: "k".into(),
-            policies: vec![WirePolicy {
+            policies: vec![WireSpec {
                 name: "x".into(),
-                limit: 0,
-                window_ms: 1,
+                spec: (0, 0, 1, 0),
             }],
             cost: 1,
+            ban: Some(WireBan {
+                after: 0,
+                within_ms: 1,
+                for_ms: 1,
+                multiplier: 1,
+                max_ms: 1,
+            }),
         };
         assert!(request.policies().is_err());
+        assert!(request.ban().is_err());
     }
 }

@@ -1,38 +1,167 @@
-//! Calls from the worker to container objects.
+//! Calls from the worker to Durable Objects (key containers and the
+//! registry), each bounded by the configured timeout so that a slow object
+//! cannot hold a request forever.
 
-use worker::{Env, Method, Request, RequestInit, Response, Result};
+use std::time::Duration;
 
-use crate::ledger::Outcome;
-use crate::limit::Policy;
-use crate::protocol::CheckRequest;
+use futures_util::future::{select, Either};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use worker::{Delay, Env, Method, Request, RequestInit, Result};
 
-/// The Durable Object namespace binding in wrangler.toml.
-pub const BINDING: &str = "LIMITER";
+use crate::banlist::BanRecord;
+use crate::ledger::{BanPolicy, Outcome};
+use crate::limit::gcra::Throttle;
+use crate::limit::Spec;
+use crate::protocol::{
+    CheckRequest, KeyRequest, KeyState, LiveReport, ThrottleRequest, UnbanRequest,
+};
+use crate::stats::{StatRow, StatsAnswer};
 
-/// Checks `cost` units for `key` in the key's own container object. The
-/// object is named after the key, so each key gets one object.
-pub async fn check(
-    env: &Env,
-    key: &str,
-    policies: &[(String, Policy)],
-    cost: u32,
-) -> Result<Outcome> {
-    let body = serde_json::to_string(&CheckRequest::new(key, policies, cost))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    let request = Request::new_with_init("https://container/check", &init)?;
-    let mut response = send(env, key, request).await?;
-    response.json().await
+/// The container objects' namespace binding in wrangler.toml.
+pub const CONTAINERS: &str = "LIMITER";
+/// The registry's namespace binding, and the name of its one object.
+pub const REGISTRY: &str = "REGISTRY";
+const REGISTRY_OBJECT: &str = "registry";
+
+/// Durable Objects, reached with a deadline.
+#[derive(Clone)]
+pub struct Objects {
+    env: Env,
+    timeout_ms: u64,
 }
 
-async fn send(env: &Env, key: &str, request: Request) -> Result<Response> {
-    let stub = env.durable_object(BINDING)?.id_from_name(key)?.get_stub()?;
-    let response = stub.fetch_with_request(request).await?;
-    if response.status_code() != 200 {
-        return Err(worker::Error::RustError(format!(
-            "container answered {}",
-            response.status_code()
-        )));
+impl Objects {
+    pub fn new(env: &Env, timeout_ms: u64) -> Objects {
+        Objects {
+            env: env.clone(),
+            timeout_ms,
+        }
     }
-    Ok(response)
+
+    /// Checks `cost` units for `key` in the object named `key`, so each key
+    /// gets one object.
+    pub async fn check(
+        &self,
+        key: &str,
+        policies: &[(String, Spec)],
+        cost: u32,
+        ban: Option<&BanPolicy>,
+    ) -> Result<Outcome> {
+        let body = CheckRequest::new(key, policies, cost, ban);
+        self.call(CONTAINERS, key, Method::Post, "check", Some(&body))
+            .await
+    }
+
+    /// redis-cell's `CL.THROTTLE` in the key's object.
+    pub async fn throttle(&self, request: &ThrottleRequest) -> Result<Throttle> {
+        self.call(
+            CONTAINERS,
+            &request.key,
+            Method::Post,
+            "throttle",
+            Some(request),
+        )
+        .await
+    }
+
+    /// A key's state, changing nothing.
+    pub async fn peek(&self, key: &str) -> Result<KeyState> {
+        let body = KeyRequest {
+            key: key.to_string(),
+        };
+        self.call(CONTAINERS, key, Method::Post, "peek", Some(&body))
+            .await
+    }
+
+    /// Forgets everything about a key; true if there was anything.
+    pub async fn reset(&self, key: &str) -> Result<bool> {
+        let body = KeyRequest {
+            key: key.to_string(),
+        };
+        let answer: serde_json::Value = self
+            .call(CONTAINERS, key, Method::Post, "reset", Some(&body))
+            .await?;
+        Ok(answer["reset"].as_bool().unwrap_or(false))
+    }
+
+    pub async fn ban(&self, record: &BanRecord) -> Result<serde_json::Value> {
+        self.registry(Method::Post, "bans", Some(record)).await
+    }
+
+    /// Lifts a ban from the registry's list; true if there was one.
+    pub async fn unban(&self, key: &str, source: &str) -> Result<bool> {
+        let body = UnbanRequest {
+            key: key.to_string(),
+            source: source.to_string(),
+        };
+        let answer: serde_json::Value = self.registry(Method::Post, "unban", Some(&body)).await?;
+        Ok(answer["removed"].as_bool().unwrap_or(false))
+    }
+
+    pub async fn bans(&self) -> Result<Vec<BanRecord>> {
+        self.registry::<(), _>(Method::Get, "bans", None).await
+    }
+
+    pub async fn record_stats(&self, rows: &[StatRow]) -> Result<serde_json::Value> {
+        self.registry(Method::Post, "stats", Some(&rows)).await
+    }
+
+    pub async fn stats(&self, since_ms: u64) -> Result<StatsAnswer> {
+        self.registry::<(), _>(Method::Get, &format!("stats?since={since_ms}"), None)
+            .await
+    }
+
+    pub async fn report_live(&self, reports: &[LiveReport]) -> Result<serde_json::Value> {
+        self.registry(Method::Post, "live", Some(&reports)).await
+    }
+
+    async fn registry<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        route: &str,
+        body: Option<&B>,
+    ) -> Result<T> {
+        self.call(REGISTRY, REGISTRY_OBJECT, method, route, body)
+            .await
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        binding: &str,
+        object: &str,
+        method: Method,
+        route: &str,
+        body: Option<&B>,
+    ) -> Result<T> {
+        let mut init = RequestInit::new();
+        init.with_method(method);
+        if let Some(body) = body {
+            init.with_body(Some(serde_json::to_string(body)?.into()));
+        }
+        let request = Request::new_with_init(&format!("https://object/{route}"), &init)?;
+        let stub = self
+            .env
+            .durable_object(binding)?
+            .id_from_name(object)?
+            .get_stub()?;
+        let exchange = async move {
+            let mut response = stub.fetch_with_request(request).await?;
+            if response.status_code() != 200 {
+                return Err(worker::Error::RustError(format!(
+                    "{binding} answered {}",
+                    response.status_code()
+                )));
+            }
+            response.json::<T>().await
+        };
+        let deadline = Delay::from(Duration::from_millis(self.timeout_ms));
+        match select(Box::pin(exchange), deadline).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(_) => Err(worker::Error::RustError(format!(
+                "{binding} did not answer within {} ms",
+                self.timeout_ms
+            ))),
+        }
+    }
 }

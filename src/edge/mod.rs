@@ -1,23 +1,31 @@
 //! Everything that touches the Workers runtime: the fetch entry point
-//! (proxy, decision API), the container Durable Object and its alarm.
+//! (proxy, decision API, admin API), the container and registry Durable
+//! Objects and their alarms, and what an isolate keeps between requests.
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
+mod admin;
 mod client;
 mod container;
 mod endpoints;
+mod gate;
 mod incoming;
+mod isolate;
 mod proxy;
+mod registry;
 mod respond;
 mod settings;
+mod storage;
 
 pub use container::Limiter;
+pub use registry::Registry;
 
-use worker::{console_error, event, Context, Env, Request, Response, Result};
+use worker::{event, Context, Env, Request, Response, Result};
 
-use crate::config::Rule;
+use crate::http::key::client_ip;
 use crate::http::problem::Problem;
+use client::Objects;
 use incoming::Parts;
-use proxy::Admission;
+use proxy::Forward;
 
 /// Milliseconds since the epoch from JS `Date.now()`; `SystemTime` panics
 /// in wasm. Inside Workers it only advances across I/O.
@@ -26,9 +34,9 @@ pub fn now_ms() -> u64 {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let config = match settings::config(&env) {
-        Ok(config) => config,
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let settings = match settings::settings(&env) {
+        Ok(settings) => settings,
         Err(e) => {
             let problem = Problem::new(
                 500,
@@ -39,50 +47,19 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             return respond::problem(&problem);
         }
     };
+    let config = &settings.config;
+    let objects = Objects::new(&env, config.timeout_ms);
+    isolate::upkeep(&objects, &ctx).await;
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
-        return endpoints::serve(req, &env, own).await;
+        return endpoints::serve(req, &env, &objects, own).await;
+    }
+    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
+        return gate::denied("*");
     }
     let method = req.method().to_string();
     match config.rule_for(&method, &path) {
-        None => proxy::forward(req, &config, None).await,
-        Some(rule) => limited(req, &env, &config, rule).await,
+        None => proxy::forward(req, config, Forward::untouched()).await,
+        Some((rule, params)) => gate::limited(req, &ctx, &objects, &settings, rule, &params).await,
     }
-}
-
-/// A request that a rule matched: key it, decide in the key's container,
-/// then refuse or forward.
-async fn limited(
-    req: Request,
-    env: &Env,
-    config: &crate::config::Config,
-    rule: &Rule,
-) -> Result<Response> {
-    let key = match rule.key.build(&Parts::of(&req)) {
-        Ok(key) => key,
-        Err(missing) => {
-            return respond::problem(
-                &Problem::new(400, "missing-key", missing.to_string())
-                    .with("rule", rule.id.as_str()),
-            );
-        }
-    };
-    let object = format!("rule:{}:{key}", rule.id);
-    let policies = [(rule.id.clone(), rule.policy)];
-    let outcome = match client::check(env, &object, &policies, 1).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            console_error!("sluice: rule {} could not decide: {e}", rule.id);
-            return endpoints::unavailable();
-        }
-    };
-    if !outcome.allowed {
-        return respond::refused(&rule.id, &outcome);
-    }
-    let admission = Admission {
-        rule_id: &rule.id,
-        key: &key,
-        outcome: &outcome,
-    };
-    proxy::forward(req, config, Some(admission)).await
 }

@@ -1,5 +1,5 @@
-//! Forwarding admitted requests to the origin, or answering them with the
-//! built-in demo origin.
+//! Forwarding requests to the origin, or answering them with the built-in
+//! demo origin.
 
 use serde_json::json;
 use worker::{
@@ -9,24 +9,31 @@ use worker::{
 use super::{now_ms, respond};
 use crate::config::{Config, Origin};
 use crate::http::problem::Problem;
-use crate::ledger::Outcome;
 
-/// What a rule decided about a request it admitted.
-pub struct Admission<'a> {
-    pub rule_id: &'a str,
-    pub key: &'a str,
-    pub outcome: &'a Outcome,
+/// What Sluice adds on the way back, and what the demo origin echoes.
+pub struct Forward<'a> {
+    pub rule_id: Option<&'a str>,
+    pub key: Option<&'a str>,
+    /// Fields added to the origin's response (RateLimit, Sluice-Shadow...).
+    pub headers: Headers,
 }
 
-/// Sends the request on, untouched, and adds the RateLimit fields of the
-/// rule that admitted it to the response.
-pub async fn forward(
-    req: Request,
-    config: &Config,
-    admission: Option<Admission<'_>>,
-) -> Result<Response> {
+impl Forward<'_> {
+    /// A request no rule limits.
+    pub fn untouched() -> Forward<'static> {
+        Forward {
+            rule_id: None,
+            key: None,
+            headers: Headers::new(),
+        }
+    }
+}
+
+/// Sends the request on, untouched, and adds `forward.headers` to the
+/// response.
+pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Result<Response> {
     let response = match &config.origin {
-        Origin::Demo => return demo(&req, admission),
+        Origin::Demo => return demo(&req, forward),
         Origin::Route => Fetch::Request(req).send().await,
         Origin::Url(base) => match upstream(&req, base) {
             Ok(upstream) => Fetch::Request(upstream).send().await,
@@ -44,14 +51,14 @@ pub async fn forward(
             ));
         }
     };
-    match admission {
-        None => Ok(response),
-        Some(admission) => {
-            let response = respond::with_mutable_headers(response);
-            respond::limit_headers(response.headers(), admission.outcome)?;
-            Ok(response)
-        }
+    if forward.headers.entries().next().is_none() {
+        return Ok(response);
     }
+    let response = respond::with_mutable_headers(response);
+    for (name, value) in forward.headers.entries() {
+        response.headers().set(&name, &value)?;
+    }
+    Ok(response)
 }
 
 /// The same request aimed at `base` + path + query.
@@ -71,18 +78,14 @@ fn upstream(req: &Request, base: &str) -> Result<Request> {
 
 /// The demo origin: a small JSON echo, so `npm run dev` shows Sluice
 /// working with nothing else set up.
-fn demo(req: &Request, admission: Option<Admission<'_>>) -> Result<Response> {
+fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
     let body = json!({
         "origin": "sluice demo",
         "method": req.method().to_string(),
         "path": req.path(),
-        "rule": admission.as_ref().map(|a| a.rule_id),
-        "key": admission.as_ref().map(|a| a.key),
+        "rule": forward.rule_id,
+        "key": forward.key,
         "time_ms": now_ms(),
     });
-    let headers = Headers::new();
-    if let Some(admission) = &admission {
-        respond::limit_headers(&headers, admission.outcome)?;
-    }
-    respond::json(&body, headers)
+    respond::json(&body, forward.headers)
 }

@@ -3,8 +3,10 @@
 use serde::Serialize;
 use worker::{Headers, Response, Result};
 
+use crate::config::Rule;
 use crate::http::headers::{ratelimit, ratelimit_policy, retry_after};
 use crate::http::problem::{Problem, CONTENT_TYPE};
+use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
 
 pub fn problem(problem: &Problem) -> Result<Response> {
@@ -29,21 +31,54 @@ pub fn limit_headers(headers: &Headers, outcome: &Outcome) -> Result<()> {
     headers.set("ratelimit-policy", &ratelimit_policy(&outcome.policies))?;
     headers.set("ratelimit", &ratelimit(&outcome.policies))?;
     if !outcome.allowed {
-        headers.set("retry-after", &retry_after(outcome.retry_after_ms()))?;
+        headers.set("retry-after", &retry_after(outcome.retry_after_ms))?;
     }
     Ok(())
 }
 
-/// The 429 for a refused proxied request.
-pub fn refused(rule_id: &str, outcome: &Outcome) -> Result<Response> {
-    let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
-    let detail = format!(
-        "rate limit {rule_id} exceeded; retry in {} s",
-        retry_after(outcome.retry_after_ms())
-    );
+/// The answer to a request a rule refused: banned (429 or 403, as the rule
+/// says) or over quota (429).
+pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> {
     let headers = Headers::new();
     limit_headers(&headers, outcome)?;
-    problem_with(&Problem::quota_exceeded(detail, violated), headers)
+    let problem = match &outcome.ban {
+        Some(ban) => {
+            let status = rule.ban.map_or(429, |b| b.status);
+            let until = rfc3339(ban.until_ms.max(now_ms));
+            Problem::new(
+                status,
+                "banned",
+                format!("banned by rule {} until {until}: {}", rule.id, ban.reason),
+            )
+            .with("banned-until", until)
+            .with("offences", ban.offences)
+        }
+        None => {
+            let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+            let detail = format!(
+                "rate limit {} exceeded; retry in {} s",
+                violated.join(", "),
+                retry_after(outcome.retry_after_ms)
+            );
+            Problem::quota_exceeded(detail, violated)
+        }
+    };
+    problem_with(&problem, headers)
+}
+
+/// What a shadow rule would have done, for the `Sluice-Shadow` field:
+/// `allow`, or `refuse` with the policies and the retry time.
+pub fn shadow_header(outcome: &Outcome) -> String {
+    if outcome.allowed {
+        return "allow".to_string();
+    }
+    let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+    let banned = if outcome.ban.is_some() { ";banned" } else { "" };
+    format!(
+        "refuse;violated=\"{}\";retry={}{banned}",
+        violated.join(" "),
+        retry_after(outcome.retry_after_ms)
+    )
 }
 
 /// A response whose headers can be changed: responses from `fetch` carry

@@ -12,28 +12,64 @@ import { randomUUID } from "node:crypto";
 const root = new URL("../../", import.meta.url).pathname;
 
 export class Sluice {
-  /** @param {{sluice?: object, persist?: string, secrets?: object}} options */
+  /**
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean}} options
+   * `faults` binds LIMITER to tests/e2e/fixtures/faulty-limiter.mjs, which
+   * passes calls through to the real container or injects failures.
+   */
   static async start(options = {}) {
     const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, "wrangler.toml"));
     const bindings = { ...workerOptions.bindings, ...(options.secrets ?? {}) };
     if (options.sluice !== undefined) bindings.SLUICE = options.sluice;
-    const mf = new Miniflare({
+    const sluiceWorker = {
       ...workerOptions,
+      name: "sluice",
       rootPath: root,
       scriptPath: join(root, "build/index.js"),
       modules: true,
       bindings,
+    };
+    const workers = [sluiceWorker];
+    if (options.faults) {
+      sluiceWorker.durableObjects = { LIMITER: { className: "FaultyLimiter", scriptName: "faults" } };
+      workers.push({
+        name: "faults",
+        modules: true,
+        scriptPath: join(root, "tests/e2e/fixtures/faulty-limiter.mjs"),
+        compatibilityDate: workerOptions.compatibilityDate,
+        durableObjects: { REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true } },
+      });
+    }
+    const logs = [];
+    const mf = new Miniflare({
+      workers,
       durableObjectsPersist: options.persist ?? false,
       host: "127.0.0.1",
       port: 0,
+      handleRuntimeStdio(stdout, stderr) {
+        for (const stream of [stdout, stderr]) stream.on("data", (chunk) => logs.push(chunk.toString()));
+      },
     });
     const url = await mf.ready;
-    return new Sluice(mf, url);
+    return new Sluice(mf, url, logs);
   }
 
-  constructor(mf, url) {
+  constructor(mf, url, logs) {
     this.mf = mf;
     this.base = url.toString().replace(/\/$/, "");
+    this.logs = logs;
+  }
+
+  /** Everything the runtime printed (console.log and console.error). */
+  output() {
+    return this.logs.join("");
+  }
+
+  /** Sets the fault fixture's mode: pass, throw, error or hang. */
+  async fault(mode) {
+    const worker = await this.mf.getWorker("faults");
+    const response = await worker.fetch(`http://faults/mode?set=${mode}`);
+    return response.json();
   }
 
   /** A plain HTTP request to the worker. */

@@ -1,0 +1,151 @@
+//! The admin API below `{prefix}/admin/`: inspect and reset keys, manual
+//! bans, and stats. It exists only when the `ADMIN_TOKEN` secret is set
+//! (otherwise every admin path is a 404, like any unknown path), and every
+//! call must carry that token as a bearer token; a wrong or missing one
+//! gets a 401 that says nothing about keys.
+
+use serde_json::json;
+use worker::{console_error, Env, Headers, Method, Request, Response, Result};
+
+use super::client::Objects;
+use super::endpoints::{self, not_allowed, read_body};
+use super::{isolate, now_ms, respond};
+use crate::banlist::BanRecord;
+use crate::http::admin::{object_name, parse_manual_ban, AdminRoute};
+use crate::http::api::json_object;
+use crate::http::auth::authorized;
+use crate::http::problem::Problem;
+use crate::http::time::rfc3339;
+
+/// The secret that holds the admin token.
+pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+
+pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
+    let token = env
+        .secret(ADMIN_TOKEN)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if token.is_empty() {
+        return endpoints::not_found(&format!("/admin{path}"));
+    }
+    let authorization = req.headers().get("authorization")?;
+    if !authorized(authorization.as_deref(), &token) {
+        let headers = Headers::new();
+        headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
+        let problem = Problem::new(
+            401,
+            "unauthorized",
+            "the admin API needs the admin token as a bearer token",
+        );
+        return respond::problem_with(&problem, headers);
+    }
+    let Some(route) = AdminRoute::parse(path) else {
+        return endpoints::not_found(&format!("/admin{path}"));
+    };
+    let answer = match (req.method(), route) {
+        (Method::Get, AdminRoute::Key { rule, key }) => inspect_key(objects, &rule, &key).await,
+        (Method::Delete, AdminRoute::Key { rule, key }) => reset_key(objects, &rule, &key).await,
+        (_, AdminRoute::Key { .. }) => return not_allowed("GET, DELETE"),
+        (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
+        (_, AdminRoute::Bans) => return not_allowed("GET"),
+        (Method::Put, AdminRoute::Ban { key }) => {
+            let content_type = req.headers().get("content-type")?;
+            let ban = read_body(&mut req)
+                .await
+                .and_then(|body| json_object(content_type.as_deref(), &body))
+                .and_then(|object| parse_manual_ban(&object));
+            match ban {
+                Ok(ban) => put_ban(objects, key, ban.for_ms, ban.reason).await,
+                Err(problem) => return respond::problem(&problem),
+            }
+        }
+        (Method::Delete, AdminRoute::Ban { key }) => lift_ban(objects, &key).await,
+        (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Stats) => {
+            let since = req
+                .url()?
+                .query_pairs()
+                .find(|(name, _)| name == "since")
+                .and_then(|(_, value)| value.parse::<u64>().ok())
+                .unwrap_or(0);
+            isolate::flush_stats(objects).await;
+            objects
+                .stats(since)
+                .await
+                .and_then(|stats| respond::json(&stats, Headers::new()))
+        }
+        (_, AdminRoute::Stats) => return not_allowed("GET"),
+    };
+    answer.or_else(|e| {
+        console_error!("sluice: admin call failed: {e}");
+        endpoints::unavailable()
+    })
+}
+
+async fn inspect_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
+    let object = object_name(rule, key);
+    let state = objects.peek(&object).await?;
+    let manual_ban = isolate::manual_ban(&[key], now_ms());
+    let body = json!({
+        "rule": rule,
+        "key": key,
+        "object": object,
+        "slots": state.slots,
+        "ban": state.ban,
+        "manual_ban": manual_ban,
+    });
+    respond::json(&body, Headers::new())
+}
+
+async fn reset_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
+    let object = object_name(rule, key);
+    let reset = objects.reset(&object).await?;
+    isolate::forget_refusal(&object);
+    objects.unban(key, &format!("rule:{rule}")).await?;
+    respond::json(&json!({"object": object, "reset": reset}), Headers::new())
+}
+
+async fn list_bans(objects: &Objects) -> Result<Response> {
+    let bans: Vec<serde_json::Value> = objects
+        .bans()
+        .await?
+        .into_iter()
+        .map(|ban| {
+            json!({
+                "key": ban.key,
+                "source": ban.source,
+                "until_ms": ban.until_ms,
+                "until": rfc3339(ban.until_ms),
+                "reason": ban.reason,
+            })
+        })
+        .collect();
+    respond::json(&json!({ "bans": bans }), Headers::new())
+}
+
+async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) -> Result<Response> {
+    let until_ms = now_ms().saturating_add(for_ms);
+    let record = BanRecord {
+        key,
+        until_ms,
+        reason,
+        source: "manual".into(),
+    };
+    objects.ban(&record).await?;
+    let body = json!({"key": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    isolate::remember_manual_ban(record);
+    respond::json(&body, Headers::new())
+}
+
+async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
+    let removed = objects.unban(key, "manual").await?;
+    isolate::forget_manual_ban(key);
+    if !removed {
+        return respond::problem(&Problem::new(
+            404,
+            "not-found",
+            format!("no manual ban on {key:?}"),
+        ));
+    }
+    respond::json(&json!({"key": key, "removed": true}), Headers::new())
+}

@@ -1,0 +1,276 @@
+// The other algorithms over HTTP (redis-cell's throttle, the fixed window)
+// and the admin API, end to end on workerd.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { Sluice, freshKey, eventually, sleepUntil } from "./harness.mjs";
+
+const TOKEN = "admin-token-for-e2e-0123456789";
+const admin = { Authorization: `Bearer ${TOKEN}` };
+
+const config = {
+  rules: [
+    { id: "api", match: { path: "/api/*" }, limit: 3, window: "1m" },
+    {
+      id: "login", match: { path: "/login" }, limit: 1, window: "1m",
+      ban: { after: 2, within: "1m", for: "1m" },
+    },
+    { id: "fixed", match: { path: "/fixed" }, limit: 2, window: "1m", algorithm: "fixed_window" },
+    { id: "cell", match: { path: "/cell" }, limit: 2, window: "1m", algorithm: "gcra" },
+  ],
+};
+
+let sluice;
+before(async () => {
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+});
+after(() => sluice?.stop());
+
+let n = 0;
+const freshIp = () => {
+  n += 1;
+  return `198.51.100.${n}`;
+};
+const from = (ip, path) => sluice.fetch(path, { headers: { "CF-Connecting-IP": ip } });
+const throttle = (body) => sluice.post("/_sluice/v1/throttle", body);
+
+describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
+  test("answers as redis-cell does, with millisecond fields", async () => {
+    const key = freshKey("user123");
+    const first = await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 1 });
+    assert.equal(first.status, 200);
+    assert.deepEqual(await first.json(), {
+      limited: false, limit: 16, remaining: 15,
+      retry_after_s: -1, reset_after_s: 2, retry_after_ms: -1, reset_after_ms: 2000,
+    });
+    const rest = await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 15 });
+    assert.equal((await rest.json()).remaining, 0);
+    const limited = await (await throttle({ key, max_burst: 15, count: 30, period_s: 60 })).json();
+    assert.equal(limited.limited, true);
+    assert.equal(limited.retry_after_s, 2);
+    assert.ok(limited.retry_after_ms > 1900 && limited.retry_after_ms <= 2000);
+    const peek = await (await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 0 })).json();
+    assert.equal(peek.remaining, 0);
+    const oversized = await (await throttle({ key: freshKey(), max_burst: 1, count: 1, period_s: 1, quantity: 3 })).json();
+    assert.deepEqual([oversized.limited, oversized.retry_after_s], [true, -1]);
+  });
+
+  test("validates every field by name", async () => {
+    const cases = [
+      [{ max_burst: 1, count: 1, period_s: 1 }, "key"],
+      [{ key: "k", count: 1, period_s: 1 }, "max_burst"],
+      [{ key: "k", max_burst: 1, count: 0, period_s: 1 }, "count"],
+      [{ key: "k", max_burst: 1, count: 1, period_s: 0 }, "period_s"],
+      [{ key: "k", max_burst: 1, count: 1, period_s: 1, quantity: -1 }, "quantity"],
+      [{ key: "k", max_burst: 1, count: 1, period_s: 1, extra: true }, "extra"],
+    ];
+    for (const [body, field] of cases) {
+      const response = await throttle(body);
+      assert.equal(response.status, 400, JSON.stringify(body));
+      assert.equal((await response.json()).field, field);
+    }
+  });
+});
+
+test("a fixed window lets up to 2N through across its boundary; the sliding log does not", async () => {
+  const fixedKey = freshKey("fixed");
+  const logKey = freshKey("log");
+  const ask = (key, algorithm) =>
+    sluice.post("/_sluice/v1/limit", { key, limit: 10, window_ms: 1000, algorithm }).then((r) => r.json());
+  const start = Date.now();
+  // One request opens each window at t = 0; then nine near its end and ten
+  // just after it, all within [700 ms, 1700 ms): one interval of length W.
+  const late = { fixed_window: 0, sliding_log: 0 };
+  const round = async (count) => {
+    for (let i = 0; i < count; i++) {
+      late.fixed_window += (await ask(fixedKey, "fixed_window")).allowed ? 1 : 0;
+      late.sliding_log += (await ask(logKey, "sliding_log")).allowed ? 1 : 0;
+    }
+  };
+  await ask(fixedKey, "fixed_window");
+  await ask(logKey, "sliding_log");
+  await sleepUntil(start + 700);
+  await round(9);
+  await sleepUntil(start + 1050);
+  await round(10);
+  assert.ok(Date.now() - start < 1650, "the late requests all fall within one window's length");
+  assert.equal(late.fixed_window, 19, "nine before the boundary and ten after it");
+  assert.equal(late.sliding_log, 10, "never more than ten in any second");
+});
+
+test("rules can use the fixed window and GCRA", async () => {
+  const ip = freshIp();
+  const statuses = async (path) => {
+    const out = [];
+    for (let i = 0; i < 3; i++) out.push((await from(ip, path)).status);
+    return out;
+  };
+  assert.deepEqual(await statuses("/fixed"), [200, 200, 429]);
+  assert.deepEqual(await statuses("/cell"), [200, 200, 429]);
+  const refused = await from(ip, "/cell");
+  assert.equal(refused.headers.get("ratelimit-policy"), '"cell";q=2;w=60');
+  assert.ok(Number(refused.headers.get("retry-after")) <= 30, "GCRA earns a unit back every 30 s");
+});
+
+describe("admin API authorisation", () => {
+  test("without the token, or with a wrong one: 401, and nothing about keys", async () => {
+    for (const headers of [{}, { Authorization: "Bearer wrong" }, { Authorization: `Basic ${TOKEN}` }, { Authorization: `Bearer ${TOKEN}x` }]) {
+      for (const [method, path] of [["GET", "/bans"], ["GET", "/keys/api/1.2.3.4"], ["DELETE", "/keys/api/1.2.3.4"], ["PUT", "/bans/x"], ["GET", "/stats"]]) {
+        const response = await sluice.fetch(`/_sluice/admin${path}`, { method, headers });
+        assert.equal(response.status, 401, `${method} ${path} ${JSON.stringify(headers)}`);
+        assert.match(response.headers.get("www-authenticate"), /^Bearer/);
+        const body = await response.text();
+        assert.ok(!body.includes("1.2.3.4") && !body.includes("ban"), body);
+      }
+    }
+  });
+
+  test("with no ADMIN_TOKEN secret, the admin API does not exist", async () => {
+    const bare = await Sluice.start({ sluice: config });
+    try {
+      for (const headers of [{}, admin]) {
+        const response = await bare.fetch("/_sluice/admin/bans", { headers });
+        assert.equal(response.status, 404);
+        assert.equal((await response.json()).code, "not-found");
+      }
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  test("unknown admin paths and wrong methods", async () => {
+    assert.equal((await sluice.fetch("/_sluice/admin/nothing", { headers: admin })).status, 404);
+    const wrong = await sluice.fetch("/_sluice/admin/bans", { method: "POST", headers: admin });
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get("allow"), "GET");
+  });
+});
+
+test("inspect and reset a key", async () => {
+  const ip = freshIp();
+  for (let i = 0; i < 3; i++) await from(ip, "/api/x");
+  assert.equal((await from(ip, "/api/x")).status, 429);
+  const inspected = await sluice.fetch(`/_sluice/admin/keys/api/${ip}`, { headers: admin });
+  assert.equal(inspected.status, 200);
+  const state = await inspected.json();
+  assert.equal(state.object, `rule:api:${ip}`);
+  assert.equal(state.slots.length, 1);
+  assert.deepEqual([state.slots[0].policy, state.slots[0].used, state.slots[0].remaining], ["api", 3, 0]);
+  assert.ok(state.slots[0].reset_ms > 50_000);
+  assert.equal(state.ban, null);
+
+  const reset = await sluice.fetch(`/_sluice/admin/keys/api/${ip}`, { method: "DELETE", headers: admin });
+  assert.deepEqual(await reset.json(), { object: `rule:api:${ip}`, reset: true });
+  const again = await from(ip, "/api/x");
+  assert.equal(again.status, 200, "the reset key starts afresh, cache included");
+  assert.equal(again.headers.get("ratelimit"), '"api";r=2;t=60');
+  const unknown = await (await sluice.fetch("/_sluice/admin/keys/api/203.0.113.250", { headers: admin })).json();
+  assert.deepEqual(unknown.slots, []);
+});
+
+test("decision-API keys are addressed under _api", async () => {
+  const key = freshKey("user:42");
+  await sluice.post("/_sluice/v1/limit", { key, limit: 5, window_ms: 60_000, cost: 2 });
+  const state = await (await sluice.fetch(`/_sluice/admin/keys/_api/${encodeURIComponent(key)}`, { headers: admin })).json();
+  assert.equal(state.object, `api:${key}`);
+  assert.equal(state.slots[0].used, 2);
+});
+
+describe("bans", () => {
+  const putBan = (key, body) =>
+    sluice.fetch(`/_sluice/admin/bans/${encodeURIComponent(key)}`, {
+      method: "PUT",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const listed = async () => (await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json()).bans;
+
+  test("a manual ban refuses the key on every rule until it is lifted", async () => {
+    const ip = freshIp();
+    const put = await putBan(ip, { for: "10m", reason: "scraping" });
+    assert.equal(put.status, 200);
+    const placed = await put.json();
+    assert.equal(placed.reason, "scraping");
+    for (const path of ["/api/x", "/login", "/fixed"]) {
+      const response = await from(ip, path);
+      assert.equal(response.status, 429, path);
+      const problem = await response.json();
+      assert.equal(problem.code, "banned");
+      assert.match(problem.detail, /scraping/);
+      assert.ok(Number(response.headers.get("retry-after")) > 590);
+    }
+    assert.equal((await from(ip, "/elsewhere")).status, 200, "paths no rule limits are not refused");
+    const ban = (await listed()).find((b) => b.key === ip);
+    assert.deepEqual([ban.source, ban.reason], ["manual", "scraping"]);
+    assert.equal(ban.until, new Date(ban.until_ms).toISOString());
+    const inspected = await (await sluice.fetch(`/_sluice/admin/keys/api/${ip}`, { headers: admin })).json();
+    assert.equal(inspected.manual_ban.reason, "scraping");
+
+    const lifted = await sluice.fetch(`/_sluice/admin/bans/${ip}`, { method: "DELETE", headers: admin });
+    assert.equal(lifted.status, 200);
+    assert.equal((await from(ip, "/api/x")).status, 200);
+    assert.equal((await listed()).find((b) => b.key === ip), undefined);
+    const again = await sluice.fetch(`/_sluice/admin/bans/${ip}`, { method: "DELETE", headers: admin });
+    assert.equal(again.status, 404);
+  });
+
+  test("bans are listed with their end and reason, and drop off when they expire", async () => {
+    const key = freshKey("short");
+    await putBan(key, { for: "1s", reason: "brief" });
+    assert.ok((await listed()).some((b) => b.key === key && b.reason === "brief"));
+    await eventually(async () => !(await listed()).some((b) => b.key === key), 5000);
+  });
+
+  test("automatic bans from rules are listed too", async () => {
+    const ip = freshIp();
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await from(ip, "/login")).status);
+    assert.deepEqual(statuses, [200, 429, 429]);
+    const ban = await eventually(async () => (await listed()).find((b) => b.key === ip), 5000);
+    assert.equal(ban.source, "rule:login");
+    assert.match(ban.reason, /2 refusals/);
+    // A reset lifts it, in the container and in the listing.
+    await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { method: "DELETE", headers: admin });
+    assert.equal((await listed()).find((b) => b.key === ip), undefined);
+    assert.equal((await from(ip, "/login")).status, 200);
+  });
+
+  test("a ban needs a valid duration", async () => {
+    for (const [body, field] of [[{}, "for"], [{ for: "forever" }, "for"], [{ for: "1m", reason: 1 }, "reason"]]) {
+      const response = await putBan("k", body);
+      assert.equal(response.status, 400);
+      assert.equal((await response.json()).field, field);
+    }
+  });
+});
+
+test("stats add up to the requests sent", async () => {
+  const fresh = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  try {
+    const since = Date.now() - 1000;
+    const ips = ["192.0.2.11", "192.0.2.12"];
+    for (const ip of ips) {
+      for (let i = 0; i < 5; i++) await fresh.fetch("/api/x", { headers: { "CF-Connecting-IP": ip } });
+    }
+    for (let i = 0; i < 4; i++) await fresh.post("/_sluice/v1/limit", { key: "s", limit: 3, window_ms: 60_000 });
+    const stats = async () => {
+      const response = await fresh.fetch(`/_sluice/admin/stats?since=${since}`, { headers: admin });
+      assert.equal(response.status, 200);
+      return response.json();
+    };
+    const answer = await stats();
+    const api = answer.rules.find((r) => r.rule === "api");
+    assert.deepEqual([api.admitted, api.refused, api.failed], [6, 4, 0]);
+    const minutes = api.per_minute.reduce((sum, m) => sum + m.admitted + m.refused, 0);
+    assert.equal(minutes, 10, "the last hour per minute adds up to the same");
+    const decisions = answer.rules.find((r) => r.rule === "_api");
+    assert.deepEqual([decisions.admitted, decisions.refused], [3, 1]);
+    await eventually(async () => {
+      const now = await stats();
+      return now.rules.find((r) => r.rule === "api")?.live_keys === 2;
+    }, 5000);
+    const later = await (await fresh.fetch(`/_sluice/admin/stats?since=${Date.now() + 120_000}`, { headers: admin })).json();
+    assert.equal(later.rules.find((r) => r.rule === "api").admitted, 0, "nothing since a later time");
+  } finally {
+    await fresh.stop();
+  }
+});
