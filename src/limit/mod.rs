@@ -7,6 +7,7 @@
 
 pub mod fixed_window;
 pub mod gcra;
+pub mod lease;
 pub mod limiter;
 pub mod policy;
 pub mod sliding_log;
