@@ -9,6 +9,7 @@ pub mod http;
 pub mod ledger;
 pub mod limit;
 pub mod protocol;
+pub mod queue;
 pub mod refusals;
 pub mod stats;
 

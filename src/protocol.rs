@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{BanNotice, BanPolicy, SlotReport};
+use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, SlotReport};
+use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
 /// A policy as sent: its name and its spec in storage encoding, which
@@ -34,6 +35,20 @@ pub struct CheckRequest {
     pub cost: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ban: Option<WireBan>,
+    /// A lease under a concurrency limit, taken with the units or not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseAsk>,
+    /// How long to wait for a lease when none is free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueAsk>,
+}
+
+/// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
+/// at most `max_len` waiting per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAsk {
+    pub max_wait_ms: u64,
+    pub max_len: u32,
 }
 
 /// Why a check request cannot be served.
@@ -64,6 +79,8 @@ impl CheckRequest {
                 multiplier: b.multiplier(),
                 max_ms: b.max_ms(),
             }),
+            lease: None,
+            queue: None,
         }
     }
 
@@ -110,6 +127,18 @@ pub struct KeyRequest {
 pub struct KeyState {
     pub slots: Vec<SlotReport>,
     pub ban: Option<BanNotice>,
+    pub leases: Vec<Lease>,
+}
+
+/// `POST /renew` and `POST /release`: one lease of a key. Answered with
+/// the [`Lease`] as it now is, or 404 for an unknown or lapsed lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRequest {
+    pub key: String,
+    pub id: String,
+    /// For a renewal: how long from now the lease should last.
+    #[serde(default)]
+    pub ttl_ms: u64,
 }
 
 /// `GET /inspect`: what a container object holds, in memory and on disk.
@@ -178,6 +207,8 @@ mod tests {
                 multiplier: 1,
                 max_ms: 1,
             }),
+            lease: None,
+            queue: None,
         };
         assert!(request.policies().is_err());
         assert!(request.ban().is_err());

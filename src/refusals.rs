@@ -104,7 +104,7 @@ impl RefusalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Ledger, PolicyDecision};
+    use crate::ledger::{Ask, Ledger, PolicyDecision};
     use crate::limit::{Decision, Policy, Spec};
 
     fn refused(retry_after_ms: u64) -> Outcome {
@@ -123,6 +123,7 @@ mod tests {
                 decision,
             }],
             ban: None,
+            lease: None,
             retry_after_ms,
         }
     }
@@ -147,18 +148,24 @@ mod tests {
             "api".to_string(),
             Spec::SlidingLog(Policy::new(1, 1000).unwrap()),
         )];
-        let (allowed, _) = ledger.check("k", &policy, 0, 1, None);
+        let ask = Ask {
+            specs: &policy,
+            cost: 1,
+            ban: None,
+            lease: None,
+        };
+        let (allowed, _) = ledger.check("k", &ask, 0);
         cache.insert("k", &allowed, 0);
         assert!(cache.is_empty());
-        let (denied, _) = ledger.check("k", &policy, 10, 1, None);
+        let (denied, _) = ledger.check("k", &ask, 10);
         cache.insert("k", &denied, 10);
         // The object itself refuses until exactly the cached time.
         for t in [10, 500, 999] {
             assert!(cache.get("k", t).is_some());
-            assert!(!ledger.check("k", &policy, t, 1, None).0.allowed);
+            assert!(!ledger.check("k", &ask, t).0.allowed);
         }
         assert!(cache.get("k", 1000).is_none());
-        assert!(ledger.check("k", &policy, 1000, 1, None).0.allowed);
+        assert!(ledger.check("k", &ask, 1000).0.allowed);
     }
 
     #[test]

@@ -33,7 +33,25 @@ pub struct Rule {
     /// Decide and record, but refuse nothing: report what would happen.
     pub shadow: bool,
     pub on_error: OnError,
+    /// At most this many of the key's requests at the origin at once.
+    pub concurrency: Option<Concurrency>,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Concurrency {
+    pub limit: u32,
+    /// A lease lapses after this long even if its request never finishes,
+    /// so a worker that dies cannot leak capacity.
+    pub lease_ttl_ms: u64,
+    /// Wait up to this long for a slot (first come, first served) instead
+    /// of refusing at once; 0 refuses at once.
+    pub max_wait_ms: u64,
+    /// At most this many requests wait per key; more are refused.
+    pub max_queue: u32,
+}
+
+/// The most requests one key may have in flight.
+pub const MAX_CONCURRENCY: u64 = 100_000;
 
 #[derive(Debug, Clone)]
 pub struct Tier {
@@ -125,6 +143,16 @@ pub(super) struct RawRule {
     #[serde(default)]
     shadow: bool,
     on_error: Option<String>,
+    concurrency: Option<u64>,
+    lease_ttl: Option<String>,
+    queue: Option<RawQueue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    max_wait: String,
+    max_len: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -202,7 +230,15 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
         None => {
             let key = raw.key.as_deref().unwrap_or("ip");
             let key = KeySpec::parse(key).map_err(|m| error(&field("key"), m))?;
-            let policies = validate_limits(limits, &raw.id, at)?;
+            let only_concurrency = raw.concurrency.is_some()
+                && limits.limit.is_none()
+                && limits.window.is_none()
+                && limits.policies.is_none();
+            let policies = if only_concurrency {
+                Vec::new()
+            } else {
+                validate_limits(limits, &raw.id, at)?
+            };
             vec![Tier {
                 name: None,
                 when: When::Always,
@@ -246,6 +282,8 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
             ))
         }
     };
+    let concurrency =
+        validate_concurrency(raw.concurrency, raw.lease_ttl.as_deref(), raw.queue, at)?;
     Ok(Rule {
         id: raw.id,
         path,
@@ -257,7 +295,74 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
         deny,
         shadow: raw.shadow,
         on_error,
+        concurrency,
     })
+}
+
+fn validate_concurrency(
+    limit: Option<u64>,
+    lease_ttl: Option<&str>,
+    queue: Option<RawQueue>,
+    at: &str,
+) -> Result<Option<Concurrency>, ConfigError> {
+    let Some(limit) = limit else {
+        if lease_ttl.is_some() || queue.is_some() {
+            return Err(error(
+                &format!("{at}.concurrency"),
+                "lease_ttl and queue need concurrency = N",
+            ));
+        }
+        return Ok(None);
+    };
+    let limit = u32::try_from(limit)
+        .ok()
+        .filter(|n| (1..=MAX_CONCURRENCY).contains(&u64::from(*n)))
+        .ok_or_else(|| {
+            error(
+                &format!("{at}.concurrency"),
+                format!("concurrency must be from 1 to {MAX_CONCURRENCY}, got {limit}"),
+            )
+        })?;
+    let lease_ttl_ms = match lease_ttl {
+        None => 30_000,
+        Some(text) => {
+            let ms = parse_ms(text).map_err(|m| error(&format!("{at}.lease_ttl"), m))?;
+            if !(1..=24 * 3_600_000).contains(&ms) {
+                return Err(error(
+                    &format!("{at}.lease_ttl"),
+                    "lease_ttl must be from 1 ms to 1 day",
+                ));
+            }
+            ms
+        }
+    };
+    let (max_wait_ms, max_queue) = match queue {
+        None => (0, 0),
+        Some(queue) => {
+            let wait =
+                parse_ms(&queue.max_wait).map_err(|m| error(&format!("{at}.queue.max_wait"), m))?;
+            if !(1..=60_000).contains(&wait) {
+                return Err(error(
+                    &format!("{at}.queue.max_wait"),
+                    "max_wait must be from 1 ms to 60 s",
+                ));
+            }
+            let len = queue.max_len.unwrap_or(100);
+            if !(1..=10_000).contains(&len) {
+                return Err(error(
+                    &format!("{at}.queue.max_len"),
+                    "max_len must be from 1 to 10000",
+                ));
+            }
+            (wait, len as u32)
+        }
+    };
+    Ok(Some(Concurrency {
+        limit,
+        lease_ttl_ms,
+        max_wait_ms,
+        max_queue,
+    }))
 }
 
 fn validate_tiers(

@@ -420,3 +420,87 @@ fn bad_policy_lists_and_tiers_are_named() {
         assert_eq!(error_field(value.clone()), field, "for {value}");
     }
 }
+
+#[test]
+fn concurrency_limits_parse_with_or_without_rates() {
+    let config = Config::from_value(json!({"rules": [
+        {"id": "report", "match": {"path": "/report"}, "concurrency": 10},
+        {"id": "both", "limit": 5, "window": "1s", "concurrency": 2, "lease_ttl": "5s",
+         "queue": {"max_wait": "2s", "max_len": 50}},
+    ]}))
+    .unwrap();
+    let only = config.rules[0].concurrency.as_ref().unwrap();
+    assert_eq!(
+        (only.limit, only.lease_ttl_ms, only.max_wait_ms),
+        (10, 30_000, 0)
+    );
+    assert!(config.rules[0].tiers[0].policies.is_empty());
+    let both = config.rules[1].concurrency.as_ref().unwrap();
+    assert_eq!(
+        (
+            both.limit,
+            both.lease_ttl_ms,
+            both.max_wait_ms,
+            both.max_queue
+        ),
+        (2, 5000, 2000, 50)
+    );
+    assert_eq!(config.rules[1].tiers[0].policies.len(), 1);
+}
+
+#[test]
+fn bad_concurrency_fields_are_named() {
+    let rule = |extra: Value| {
+        let mut rule = json!({"id": "c"});
+        rule.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({ "rules": [rule] })
+    };
+    let cases = [
+        (rule(json!({})), "SLUICE.rules[0].limit"),
+        (
+            rule(json!({"concurrency": 0})),
+            "SLUICE.rules[0].concurrency",
+        ),
+        (
+            rule(json!({"concurrency": 200_000})),
+            "SLUICE.rules[0].concurrency",
+        ),
+        (
+            rule(json!({"concurrency": -1})),
+            "SLUICE.rules[0].concurrency",
+        ),
+        (
+            rule(json!({"concurrency": 2, "lease_ttl": "0s"})),
+            "SLUICE.rules[0].lease_ttl",
+        ),
+        (
+            rule(json!({"concurrency": 2, "lease_ttl": "2d"})),
+            "SLUICE.rules[0].lease_ttl",
+        ),
+        (
+            rule(json!({"concurrency": 2, "queue": {"max_wait": "soon"}})),
+            "SLUICE.rules[0].queue.max_wait",
+        ),
+        (
+            rule(json!({"concurrency": 2, "queue": {"max_wait": "2m"}})),
+            "SLUICE.rules[0].queue.max_wait",
+        ),
+        (
+            rule(json!({"concurrency": 2, "queue": {"max_wait": "1s", "max_len": 0}})),
+            "SLUICE.rules[0].queue.max_len",
+        ),
+        (
+            rule(json!({"concurrency": 2, "queue": {"max_wait": "1s", "size": 3}})),
+            "SLUICE.rules[0].queue.size",
+        ),
+        (
+            rule(json!({"limit": 1, "window": "1s", "lease_ttl": "5s"})),
+            "SLUICE.rules[0].concurrency",
+        ),
+    ];
+    for (value, field) in cases {
+        assert_eq!(error_field(value.clone()), field, "for {value}");
+    }
+}

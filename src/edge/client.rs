@@ -12,9 +12,10 @@ use worker::{Delay, Env, Method, Request, RequestInit, Result};
 use crate::banlist::BanRecord;
 use crate::ledger::{BanPolicy, Outcome};
 use crate::limit::gcra::Throttle;
+use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, KeyRequest, KeyState, LiveReport, ThrottleRequest, UnbanRequest,
+    CheckRequest, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest, UnbanRequest,
 };
 use crate::stats::{StatRow, StatsAnswer};
 
@@ -48,9 +49,48 @@ impl Objects {
         cost: u32,
         ban: Option<&BanPolicy>,
     ) -> Result<Outcome> {
-        let body = CheckRequest::new(key, policies, cost, ban);
-        self.call(CONTAINERS, key, Method::Post, "check", Some(&body))
+        self.check_request(&CheckRequest::new(key, policies, cost, ban))
             .await
+    }
+
+    /// A check with everything a request may ask (a lease, a queue).
+    pub async fn check_request(&self, request: &CheckRequest) -> Result<Outcome> {
+        self.call(
+            CONTAINERS,
+            &request.key,
+            Method::Post,
+            "check",
+            Some(request),
+        )
+        .await
+    }
+
+    /// Extends a live lease; `None` if it is unknown or has lapsed.
+    pub async fn renew(&self, key: &str, id: &str, ttl_ms: u64) -> Result<Option<Lease>> {
+        let body = LeaseRequest {
+            key: key.to_string(),
+            id: id.to_string(),
+            ttl_ms,
+        };
+        self.call_maybe(CONTAINERS, key, "renew", &body).await
+    }
+
+    /// Drops one hold on a lease; `None` if it is unknown or has lapsed.
+    pub async fn release(&self, key: &str, id: &str) -> Result<Option<Lease>> {
+        let body = LeaseRequest {
+            key: key.to_string(),
+            id: id.to_string(),
+            ttl_ms: 0,
+        };
+        self.call_maybe(CONTAINERS, key, "release", &body).await
+    }
+
+    /// The same objects with a longer deadline, for a call that may wait.
+    pub fn with_timeout(&self, timeout_ms: u64) -> Objects {
+        Objects {
+            env: self.env.clone(),
+            timeout_ms,
+        }
     }
 
     /// redis-cell's `CL.THROTTLE` in the key's object.
@@ -134,6 +174,42 @@ impl Objects {
         route: &str,
         body: Option<&B>,
     ) -> Result<T> {
+        let (status, answer) = self
+            .exchange::<B, T>(binding, object, method, route, body)
+            .await?;
+        answer.ok_or_else(|| worker::Error::RustError(format!("{binding} answered {status}")))
+    }
+
+    /// Like `call`, but a 404 from the object is `None`, not an error.
+    async fn call_maybe<B: Serialize, T: DeserializeOwned>(
+        &self,
+        binding: &str,
+        object: &str,
+        route: &str,
+        body: &B,
+    ) -> Result<Option<T>> {
+        let (status, answer) = self
+            .exchange::<B, T>(binding, object, Method::Post, route, Some(body))
+            .await?;
+        match (status, answer) {
+            (_, Some(answer)) => Ok(Some(answer)),
+            (404, None) => Ok(None),
+            (status, None) => Err(worker::Error::RustError(format!(
+                "{binding} answered {status}"
+            ))),
+        }
+    }
+
+    /// One request to an object within the deadline: the status, and the
+    /// parsed body when the status is 200.
+    async fn exchange<B: Serialize, T: DeserializeOwned>(
+        &self,
+        binding: &str,
+        object: &str,
+        method: Method,
+        route: &str,
+        body: Option<&B>,
+    ) -> Result<(u16, Option<T>)> {
         let mut init = RequestInit::new();
         init.with_method(method);
         if let Some(body) = body {
@@ -147,13 +223,11 @@ impl Objects {
             .get_stub()?;
         let exchange = async move {
             let mut response = stub.fetch_with_request(request).await?;
-            if response.status_code() != 200 {
-                return Err(worker::Error::RustError(format!(
-                    "{binding} answered {}",
-                    response.status_code()
-                )));
+            let status = response.status_code();
+            if status != 200 {
+                return Ok((status, None));
             }
-            response.json::<T>().await
+            Ok((status, Some(response.json::<T>().await?)))
         };
         let deadline = Delay::from(Duration::from_millis(self.timeout_ms));
         match select(Box::pin(exchange), deadline).await {
@@ -164,4 +238,12 @@ impl Objects {
             ))),
         }
     }
+}
+
+/// A lease id nobody can guess, so nobody can release someone else's lease.
+pub fn new_lease_id() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| worker::Error::RustError(format!("no randomness: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

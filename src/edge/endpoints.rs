@@ -4,13 +4,15 @@
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
-use super::client::Objects;
+use super::client::{new_lease_id, Objects};
 use super::{admin, isolate, respond};
 use crate::http::api::{
-    self, limit_response, parse_limit_request, parse_throttle_request, MAX_BODY_BYTES,
+    self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
+    parse_renew_body, parse_throttle_request, MAX_BODY_BYTES,
 };
 use crate::http::problem::Problem;
-use crate::protocol::ThrottleRequest;
+use crate::ledger::LeaseAsk;
+use crate::protocol::{CheckRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
@@ -37,7 +39,103 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
             Method::Post => throttle(req, objects).await,
             _ => not_allowed("POST"),
         },
-        _ => not_found(path),
+        "/v1/leases" => match method {
+            Method::Post => acquire(req, objects).await,
+            _ => not_allowed("POST"),
+        },
+        _ => match path.strip_prefix("/v1/leases/") {
+            Some(rest) => lease_route(req, objects, rest).await,
+            None => not_found(path),
+        },
+    }
+}
+
+/// `POST /v1/leases`: a lease under a concurrency limit, or a lock.
+async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
+    let content_type = req.headers().get("content-type")?;
+    let call = match read_body(&mut req).await {
+        Ok(body) => parse_lease_request(content_type.as_deref(), &body),
+        Err(problem) => Err(problem),
+    };
+    let call = match call {
+        Ok(call) => call,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let mut request = CheckRequest::new(&format!("api:{}", call.key), &[], 1, None);
+    request.lease = Some(LeaseAsk {
+        name: "concurrency".into(),
+        limit: call.limit,
+        ttl_ms: call.ttl_ms,
+        owner: call.owner,
+        new_id: new_lease_id()?,
+    });
+    match objects.check_request(&request).await {
+        Ok(outcome) => {
+            isolate::record(API_RULE, verdict(outcome.allowed));
+            let headers = Headers::new();
+            respond::limit_headers(&headers, &outcome)?;
+            respond::json(&lease_response(&outcome), headers)
+        }
+        Err(e) => {
+            isolate::record(API_RULE, Verdict::Failed);
+            console_error!("sluice: lease for the API failed: {e}");
+            unavailable()
+        }
+    }
+}
+
+/// `POST /v1/leases/{id}/renew` and `DELETE /v1/leases/{id}`, with the key
+/// in the query (`?key=...`).
+async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<Response> {
+    let key = key_param(
+        req.url()?
+            .query_pairs()
+            .find(|(name, _)| name == "key")
+            .map(|(_, value)| value.into_owned()),
+    );
+    let key = match key {
+        Ok(key) => format!("api:{key}"),
+        Err(problem) => return respond::problem(&problem),
+    };
+    let answer = match (req.method(), rest.strip_suffix("/renew")) {
+        (Method::Post, Some(id)) if !id.is_empty() && !id.contains('/') => {
+            let content_type = req.headers().get("content-type")?;
+            let ttl = match read_body(&mut req).await {
+                Ok(body) => parse_renew_body(content_type.as_deref(), &body),
+                Err(problem) => Err(problem),
+            };
+            let ttl = match ttl {
+                Ok(ttl) => ttl,
+                Err(problem) => return respond::problem(&problem),
+            };
+            objects.renew(&key, id, ttl).await
+        }
+        (Method::Delete, None) if !rest.is_empty() && !rest.contains('/') => {
+            objects.release(&key, rest).await
+        }
+        (_, Some(_)) => return not_allowed("POST"),
+        (_, None) => return not_allowed("DELETE"),
+    };
+    match answer {
+        Ok(Some(lease)) => respond::json(
+            &json!({
+                "lease_id": lease.id,
+                "fence": lease.fence,
+                "expires_ms": lease.expires_ms,
+                "holds": lease.holds,
+                "released": req.method() == Method::Delete && lease.holds == 0,
+            }),
+            Headers::new(),
+        ),
+        Ok(None) => respond::problem(&Problem::new(
+            404,
+            "no-such-lease",
+            "no live lease with that id for that key; it may have lapsed or been released",
+        )),
+        Err(e) => {
+            console_error!("sluice: lease call failed: {e}");
+            unavailable()
+        }
     }
 }
 

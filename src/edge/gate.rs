@@ -5,7 +5,8 @@
 
 use worker::{console_error, console_log, Context, Headers, Request, Response, Result};
 
-use super::client::Objects;
+use super::client::{new_lease_id, Objects};
+use super::delivery::{hold_until_delivered, release_on_drop};
 use super::endpoints::verdict;
 use super::incoming::Parts;
 use super::proxy::{self, Forward};
@@ -19,6 +20,8 @@ use crate::http::key::{client_ip, KeyInputs};
 use crate::http::problem::Problem;
 use crate::http::time::rfc3339;
 use crate::http::Incoming;
+use crate::ledger::LeaseAsk;
+use crate::protocol::{CheckRequest, QueueAsk};
 use crate::stats::Verdict;
 
 pub async fn limited(
@@ -84,7 +87,25 @@ pub async fn limited(
         }
     }
     let ban = rule.ban.as_ref().map(|b| &b.policy);
-    let outcome = match objects.check(&object, &tier.policies, 1, ban).await {
+    let mut request = CheckRequest::new(&object, &tier.policies, 1, ban);
+    let mut deadline = config.timeout_ms;
+    if let Some(concurrency) = &rule.concurrency {
+        request.lease = Some(LeaseAsk {
+            name: format!("{}.concurrency", rule.id),
+            limit: concurrency.limit,
+            ttl_ms: concurrency.lease_ttl_ms,
+            owner: None,
+            new_id: new_lease_id()?,
+        });
+        if concurrency.max_wait_ms > 0 {
+            request.queue = Some(QueueAsk {
+                max_wait_ms: concurrency.max_wait_ms,
+                max_len: concurrency.max_queue,
+            });
+            deadline += concurrency.max_wait_ms;
+        }
+    }
+    let outcome = match objects.with_timeout(deadline).check_request(&request).await {
         Ok(outcome) => outcome,
         Err(e) => {
             isolate::record(&rule.id, Verdict::Failed);
@@ -135,8 +156,10 @@ pub async fn limited(
     } else if !outcome.allowed {
         let now = now_ms();
         // Under a ban policy, refusals must reach the object to count toward
-        // a ban; only the ban itself is answered from the isolate.
-        if rule.ban.is_none() || outcome.ban.is_some() {
+        // a ban; only the ban itself is answered from the isolate. A refused
+        // lease may free up any moment, so it is never cached.
+        let cacheable = rule.ban.is_none() || outcome.ban.is_some();
+        if cacheable && outcome.refusal_holds_until_retry() {
             isolate::cache_refusal(&object, &outcome, now);
         }
         return respond::refused(rule, &outcome, now);
@@ -148,7 +171,16 @@ pub async fn limited(
         key: Some(&key),
         headers,
     };
-    proxy::forward(req, config, forward).await
+    let guard = outcome
+        .lease
+        .as_ref()
+        .and_then(|l| l.lease.as_ref())
+        .map(|lease| release_on_drop(ctx, objects.clone(), object, lease.id.clone()));
+    let response = proxy::forward(req, config, forward).await?;
+    match guard {
+        Some(guard) => hold_until_delivered(response, guard),
+        None => Ok(response),
+    }
 }
 
 /// A caller refused before any decision: deny-listed.

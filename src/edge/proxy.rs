@@ -1,9 +1,12 @@
 //! Forwarding requests to the origin, or answering them with the built-in
 //! demo origin.
 
+use std::cell::Cell;
+use std::time::Duration;
+
 use serde_json::json;
 use worker::{
-    console_error, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
+    console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
 };
 
 use super::{now_ms, respond};
@@ -33,7 +36,7 @@ impl Forward<'_> {
 /// response.
 pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Result<Response> {
     let response = match &config.origin {
-        Origin::Demo => return demo(&req, forward),
+        Origin::Demo => return demo(&req, forward).await,
         Origin::Route => Fetch::Request(req).send().await,
         Origin::Url(base) => match upstream(&req, base) {
             Ok(upstream) => Fetch::Request(upstream).send().await,
@@ -76,9 +79,55 @@ fn upstream(req: &Request, base: &str) -> Result<Request> {
     Request::new_with_init(&target, &init)
 }
 
+/// The longest the demo origin holds a request (`?hold_ms=`).
+const MAX_HOLD_MS: u64 = 10_000;
+
+thread_local! {
+    /// Requests the demo origin is serving now, and the most it ever served
+    /// at once: what a concurrency limit in front of it is meant to bound.
+    static DEMO_IN_FLIGHT: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// Counts a request in flight at the demo origin while it lives.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> (InFlight, u32) {
+        let now = DEMO_IN_FLIGHT.with(|cell| {
+            let (current, peak) = cell.get();
+            cell.set((current + 1, peak.max(current + 1)));
+            current + 1
+        });
+        (InFlight, now)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        DEMO_IN_FLIGHT.with(|cell| {
+            let (current, peak) = cell.get();
+            cell.set((current.saturating_sub(1), peak));
+        });
+    }
+}
+
 /// The demo origin: a small JSON echo, so `npm run dev` shows Sluice
-/// working with nothing else set up.
-fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
+/// working with nothing else set up. `?hold_ms=N` makes it take N ms
+/// (at most 10 s), standing in for a slow endpoint; it reports how many
+/// requests it was serving when this one arrived, and the peak.
+async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
+    let hold_ms = req
+        .url()?
+        .query_pairs()
+        .find(|(name, _)| name == "hold_ms")
+        .and_then(|(_, value)| value.parse::<u64>().ok())
+        .unwrap_or(0)
+        .min(MAX_HOLD_MS);
+    let (_in_flight, arrived_with) = InFlight::enter();
+    if hold_ms > 0 {
+        Delay::from(Duration::from_millis(hold_ms)).await;
+    }
+    let peak = DEMO_IN_FLIGHT.with(|cell| cell.get().1);
     let body = json!({
         "origin": "sluice demo",
         "method": req.method().to_string(),
@@ -86,6 +135,8 @@ fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
         "rule": forward.rule_id,
         "key": forward.key,
         "time_ms": now_ms(),
+        "in_flight": arrived_with,
+        "peak_in_flight": peak,
     });
     respond::json(&body, forward.headers)
 }

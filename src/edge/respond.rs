@@ -28,8 +28,8 @@ pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
 /// The RateLimit fields for every policy of an outcome, and `Retry-After`
 /// when it refused.
 pub fn limit_headers(headers: &Headers, outcome: &Outcome) -> Result<()> {
-    headers.set("ratelimit-policy", &ratelimit_policy(&outcome.policies))?;
-    headers.set("ratelimit", &ratelimit(&outcome.policies))?;
+    headers.set("ratelimit-policy", &ratelimit_policy(outcome))?;
+    headers.set("ratelimit", &ratelimit(outcome))?;
     if !outcome.allowed {
         headers.set("retry-after", &retry_after(outcome.retry_after_ms))?;
     }
@@ -54,7 +54,7 @@ pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> 
             .with("offences", ban.offences)
         }
         None => {
-            let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+            let violated = outcome.violated_names();
             let detail = format!(
                 "rate limit {} exceeded; retry in {} s",
                 violated.join(", "),
@@ -72,7 +72,7 @@ pub fn shadow_header(outcome: &Outcome) -> String {
     if outcome.allowed {
         return "allow".to_string();
     }
-    let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+    let violated = outcome.violated_names();
     let banned = if outcome.ban.is_some() { ";banned" } else { "" };
     format!(
         "refuse;violated=\"{}\";retry={}{banned}",

@@ -120,6 +120,121 @@ pub fn parse_throttle_request(
     })
 }
 
+/// `POST {prefix}/v1/leases`: a lease under a concurrency limit, or a lock
+/// (limit 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseCall {
+    pub key: String,
+    pub limit: u32,
+    pub ttl_ms: u64,
+    pub owner: Option<String>,
+}
+
+/// The longest a lease may be asked to last in one go: a day.
+pub const MAX_LEASE_TTL_MS: u64 = 86_400_000;
+
+/// `{"key", "limit", "ttl_ms", "owner"?}`.
+pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
+    let object = json_object(content_type, body)?;
+    only_fields(&object, "", &["key", "limit", "ttl_ms", "owner"])?;
+    let key = key_field(&object)?;
+    let limit = match object.get("limit") {
+        Some(value) => integer(value, "limit", "an integer from 1 to 100000")?,
+        None => {
+            return Err(Problem::invalid(
+                "limit",
+                "limit is required (1 for a lock)",
+            ))
+        }
+    };
+    let limit = u32::try_from(limit)
+        .ok()
+        .filter(|n| (1..=100_000).contains(n))
+        .ok_or_else(|| {
+            Problem::invalid(
+                "limit",
+                format!("limit must be from 1 to 100000, got {limit}"),
+            )
+        })?;
+    let ttl_ms = ttl_field(object.get("ttl_ms"), true)?;
+    let owner = match object.get("owner") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(owner)) if !owner.is_empty() && owner.len() <= 256 => {
+            Some(owner.clone())
+        }
+        Some(_) => {
+            return Err(Problem::invalid(
+                "owner",
+                "owner must be a string of 1 to 256 bytes",
+            ))
+        }
+    };
+    Ok(LeaseCall {
+        key,
+        limit,
+        ttl_ms,
+        owner,
+    })
+}
+
+/// A renewal's body: `{"ttl_ms"}`, optional, 30 s by default. An empty
+/// body is fine.
+pub fn parse_renew_body(content_type: Option<&str>, body: &[u8]) -> Result<u64, Problem> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(30_000);
+    }
+    let object = json_object(content_type, body)?;
+    only_fields(&object, "", &["ttl_ms"])?;
+    match object.get("ttl_ms") {
+        None => Ok(30_000),
+        value => ttl_field(value, false),
+    }
+}
+
+/// The `key` query parameter of the lease routes, validated like a body key.
+pub fn key_param(query: Option<String>) -> Result<String, Problem> {
+    let mut object = Map::new();
+    if let Some(key) = query {
+        object.insert("key".into(), Value::String(key));
+    }
+    key_field(&object)
+}
+
+fn ttl_field(value: Option<&Value>, required: bool) -> Result<u64, Problem> {
+    let Some(value) = value else {
+        return if required {
+            Err(Problem::invalid("ttl_ms", "ttl_ms is required"))
+        } else {
+            Ok(30_000)
+        };
+    };
+    let ttl = integer(value, "ttl_ms", "a positive integer number of milliseconds")?;
+    if (1..=MAX_LEASE_TTL_MS).contains(&ttl) {
+        Ok(ttl)
+    } else {
+        Err(Problem::invalid(
+            "ttl_ms",
+            format!("ttl_ms must be from 1 to {MAX_LEASE_TTL_MS}, got {ttl}"),
+        ))
+    }
+}
+
+/// The answer to an acquire: the lease when granted, the occupancy and the
+/// wait otherwise.
+pub fn lease_response(outcome: &Outcome) -> Value {
+    let lease = outcome.lease.as_ref();
+    let held = lease.and_then(|l| l.lease.as_ref());
+    json!({
+        "granted": outcome.allowed,
+        "lease_id": held.map(|l| l.id.as_str()),
+        "fence": held.map(|l| l.fence),
+        "expires_ms": held.map(|l| l.expires_ms),
+        "holds": held.map(|l| l.holds),
+        "in_flight": lease.map_or(0, |l| l.in_flight),
+        "retry_after_ms": outcome.retry_after_ms,
+    })
+}
+
 pub fn too_large() -> Problem {
     Problem::new(
         413,
@@ -326,7 +441,7 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
             });
         }
     }
-    let violated: Vec<&str> = outcome.violated().map(|p| p.name.as_str()).collect();
+    let violated = outcome.violated_names();
     let policies: Vec<Value> = outcome
         .policies
         .iter()
@@ -542,6 +657,51 @@ mod tests {
         for (body, expected) in cases {
             assert_eq!(field(body), expected, "{body}");
         }
+    }
+
+    #[test]
+    fn lease_calls_parse_and_name_bad_fields() {
+        let call = parse_lease_request(
+            JSON,
+            br#"{"key":"job","limit":1,"ttl_ms":5000,"owner":"w1"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            call,
+            LeaseCall {
+                key: "job".into(),
+                limit: 1,
+                ttl_ms: 5000,
+                owner: Some("w1".into())
+            }
+        );
+        let field = |body: &str| {
+            let problem = parse_lease_request(JSON, body.as_bytes()).unwrap_err();
+            serde_json::from_str::<Value>(&problem.to_json()).unwrap()["field"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        for (body, expected) in [
+            (r#"{"limit":1,"ttl_ms":1}"#, "key"),
+            (r#"{"key":"k","ttl_ms":1}"#, "limit"),
+            (r#"{"key":"k","limit":0,"ttl_ms":1}"#, "limit"),
+            (r#"{"key":"k","limit":100001,"ttl_ms":1}"#, "limit"),
+            (r#"{"key":"k","limit":1}"#, "ttl_ms"),
+            (r#"{"key":"k","limit":1,"ttl_ms":0}"#, "ttl_ms"),
+            (r#"{"key":"k","limit":1,"ttl_ms":86400001}"#, "ttl_ms"),
+            (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":""}"#, "owner"),
+            (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":7}"#, "owner"),
+            (r#"{"key":"k","limit":1,"ttl_ms":1,"lease":"x"}"#, "lease"),
+        ] {
+            assert_eq!(field(body), expected, "{body}");
+        }
+        assert_eq!(parse_renew_body(None, b""), Ok(30_000));
+        assert_eq!(parse_renew_body(JSON, br#"{"ttl_ms":900}"#), Ok(900));
+        assert!(parse_renew_body(JSON, br#"{"ttl_ms":0}"#).is_err());
+        assert_eq!(key_param(Some("k".into())), Ok("k".into()));
+        assert!(key_param(None).is_err());
+        assert!(key_param(Some(String::new())).is_err());
     }
 
     #[test]

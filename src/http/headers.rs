@@ -7,28 +7,49 @@
 //! lists, one member per policy. Seconds are rounded up, so a client that
 //! waits `t` or `Retry-After` seconds never comes back too early.
 
-use crate::ledger::PolicyDecision;
+use crate::ledger::{Outcome, PolicyDecision};
 
-pub fn ratelimit_policy(policies: &[PolicyDecision]) -> String {
-    join(policies, |p| {
+/// One member per rate policy, and one for a concurrency limit:
+/// `"api.concurrency";q=10;qu="concurrent-requests"` (no window).
+pub fn ratelimit_policy(outcome: &Outcome) -> String {
+    let rates = outcome.policies.iter().map(|p| {
         format!(
             "{};q={};w={}",
             sf_string(&p.name),
             p.decision.limit,
             ceil_secs(p.window_ms)
         )
-    })
+    });
+    let lease = outcome.lease.iter().map(|l| {
+        format!(
+            "{};q={};qu=\"concurrent-requests\"",
+            sf_string(&l.name),
+            l.limit
+        )
+    });
+    rates.chain(lease).collect::<Vec<_>>().join(", ")
 }
 
-pub fn ratelimit(policies: &[PolicyDecision]) -> String {
-    join(policies, |p| {
+/// What remains of each policy, and the free slots of a concurrency limit.
+pub fn ratelimit(outcome: &Outcome) -> String {
+    let rates = outcome.policies.iter().map(member);
+    let lease = outcome.lease.iter().map(|l| {
         format!(
-            "{};r={};t={}",
-            sf_string(&p.name),
-            p.decision.remaining,
-            ceil_secs(p.decision.reset_ms)
+            "{};r={}",
+            sf_string(&l.name),
+            l.limit.saturating_sub(l.in_flight)
         )
-    })
+    });
+    rates.chain(lease).collect::<Vec<_>>().join(", ")
+}
+
+fn member(p: &PolicyDecision) -> String {
+    format!(
+        "{};r={};t={}",
+        sf_string(&p.name),
+        p.decision.remaining,
+        ceil_secs(p.decision.reset_ms)
+    )
 }
 
 /// `Retry-After` in whole seconds, at least 1 so a client never spins.
@@ -38,10 +59,6 @@ pub fn retry_after(ms: u64) -> String {
 
 pub fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
-}
-
-fn join(policies: &[PolicyDecision], member: impl Fn(&PolicyDecision) -> String) -> String {
-    policies.iter().map(member).collect::<Vec<_>>().join(", ")
 }
 
 /// A structured-field string: quoted, with `"` and `\` escaped. Policy names
@@ -62,6 +79,7 @@ fn sf_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::LeaseOutcome;
     use crate::limit::Decision;
 
     fn policy(
@@ -84,24 +102,52 @@ mod tests {
         }
     }
 
+    fn outcome(policies: Vec<PolicyDecision>) -> Outcome {
+        Outcome {
+            allowed: true,
+            policies,
+            ban: None,
+            lease: None,
+            retry_after_ms: 0,
+        }
+    }
+
     #[test]
     fn one_member_per_policy() {
-        let p = [
+        let o = outcome(vec![
             policy("api", 100, 60_000, 42, 16_001),
             policy("day", 1000, 86_400_000, 900, 500),
-        ];
+        ]);
         assert_eq!(
-            ratelimit_policy(&p),
+            ratelimit_policy(&o),
             r#""api";q=100;w=60, "day";q=1000;w=86400"#
         );
-        assert_eq!(ratelimit(&p), r#""api";r=42;t=17, "day";r=900;t=1"#);
+        assert_eq!(ratelimit(&o), r#""api";r=42;t=17, "day";r=900;t=1"#);
     }
 
     #[test]
     fn sub_second_windows_round_up() {
-        let p = [policy("burst", 5, 500, 0, 0)];
-        assert_eq!(ratelimit_policy(&p), r#""burst";q=5;w=1"#);
-        assert_eq!(ratelimit(&p), r#""burst";r=0;t=0"#);
+        let o = outcome(vec![policy("burst", 5, 500, 0, 0)]);
+        assert_eq!(ratelimit_policy(&o), r#""burst";q=5;w=1"#);
+        assert_eq!(ratelimit(&o), r#""burst";r=0;t=0"#);
+    }
+
+    #[test]
+    fn a_concurrency_limit_counts_concurrent_requests() {
+        let mut o = outcome(vec![policy("api", 10, 1000, 9, 1000)]);
+        o.lease = Some(LeaseOutcome {
+            name: "api.concurrency".into(),
+            limit: 10,
+            in_flight: 3,
+            lease: None,
+            refused: false,
+            retry_after_ms: 0,
+        });
+        assert_eq!(
+            ratelimit_policy(&o),
+            r#""api";q=10;w=1, "api.concurrency";q=10;qu="concurrent-requests""#
+        );
+        assert_eq!(ratelimit(&o), r#""api";r=9;t=1, "api.concurrency";r=7"#);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
+use crate::limit::lease::{Grant, Lease, LeaseTable};
 use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 
@@ -34,9 +35,29 @@ pub struct Outcome {
     /// Set when the key is banned, before or by this request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ban: Option<BanNotice>,
+    /// The concurrency limit's part, when the request asked for a lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseOutcome>,
     /// 0 when allowed; otherwise how long until the whole request could
     /// pass: the ban must end and every refusing policy must have room
-    /// (windows only free up while nothing is admitted).
+    /// (windows only free up while nothing is admitted). A refused lease
+    /// counts its first lapse, though a release may come sooner.
+    pub retry_after_ms: u64,
+}
+
+/// A concurrency limit's answer, named like a policy for the headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseOutcome {
+    pub name: String,
+    pub limit: u32,
+    /// Leases held after this request.
+    pub in_flight: u32,
+    /// The lease this request holds, when one was granted.
+    pub lease: Option<Lease>,
+    /// Whether the concurrency limit refused; it is not asked when a rate
+    /// policy has already refused.
+    pub refused: bool,
+    /// When refused, ms until the first lease lapses.
     pub retry_after_ms: u64,
 }
 
@@ -45,6 +66,7 @@ impl Outcome {
         allowed: bool,
         policies: Vec<PolicyDecision>,
         ban: Option<BanNotice>,
+        lease: Option<LeaseOutcome>,
         now_ms: u64,
     ) -> Outcome {
         let retry_after_ms = if allowed {
@@ -52,14 +74,34 @@ impl Outcome {
         } else {
             let refusing = policies.iter().map(|p| p.decision.retry_after_ms);
             let banned = ban.iter().map(|b| b.until_ms.saturating_sub(now_ms));
-            refusing.chain(banned).max().unwrap_or(0)
+            let leased = lease.iter().filter(|l| l.refused).map(|l| l.retry_after_ms);
+            refusing.chain(banned).chain(leased).max().unwrap_or(0)
         };
         Outcome {
             allowed,
             policies,
             ban,
+            lease,
             retry_after_ms,
         }
+    }
+
+    /// The names of what refused: rate policies, and the concurrency limit.
+    pub fn violated_names(&self) -> Vec<&str> {
+        let policies = self.violated().map(|p| p.name.as_str());
+        let lease = self
+            .lease
+            .iter()
+            .filter(|l| l.refused)
+            .map(|l| l.name.as_str());
+        policies.chain(lease).collect()
+    }
+
+    /// Whether waiting for the retry time is sure to be enough: a window
+    /// frees up no sooner while nothing is admitted and a ban does not end
+    /// early, but a lease may be released before it lapses.
+    pub fn refusal_holds_until_retry(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| !l.refused)
     }
 
     pub fn violated(&self) -> impl Iterator<Item = &PolicyDecision> {
@@ -87,6 +129,8 @@ pub enum Write {
     },
     /// The key's ban record, to insert or overwrite.
     Ban { key: String, ban: Ban },
+    /// A lease, new or with changed holds or expiry.
+    Lease { key: String, lease: Lease },
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.
@@ -102,6 +146,8 @@ pub enum Expired {
     Slot { key: String, name: String },
     /// The key's ban is over and its offences forgiven.
     Ban { key: String },
+    /// A lease was released or lapsed.
+    Lease { key: String, id: String },
 }
 
 #[derive(Debug)]
@@ -120,12 +166,36 @@ struct KeyState {
     ban: Option<Ban>,
     /// Recent refusals, counted toward a ban (memory only).
     strikes: Option<SlidingLog>,
+    leases: LeaseTable,
 }
 
 impl KeyState {
     fn is_empty(&self) -> bool {
-        self.slots.is_empty() && self.ban.is_none()
+        self.slots.is_empty() && self.ban.is_none() && self.leases.is_empty()
     }
+}
+
+/// What a request asks of its key: units under rate policies, optionally a
+/// lease under a concurrency limit, and the ban policy refusals count toward.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub specs: &'a [(String, Spec)],
+    pub cost: u32,
+    pub ban: Option<&'a BanPolicy>,
+    pub lease: Option<&'a LeaseAsk>,
+}
+
+/// A request for a lease under a concurrency limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseAsk {
+    /// How the limit is named in headers and refusals.
+    pub name: String,
+    pub limit: u32,
+    pub ttl_ms: u64,
+    pub owner: Option<String>,
+    /// The id a new lease gets; chosen by the caller (randomly) so the
+    /// ledger stays deterministic.
+    pub new_id: String,
 }
 
 /// A slot's state as an operator sees it.
@@ -151,40 +221,60 @@ impl Ledger {
         Ledger::default()
     }
 
-    /// Checks `cost` units against every policy; admits them into all of the
-    /// policies or into none. A refusal and a peek (cost 0) write nothing
-    /// and leave no new state behind, except that a refusal counts toward
-    /// `ban`, and the refusal that completes the count starts a ban.
-    pub fn check(
-        &mut self,
-        key: &str,
-        specs: &[(String, Spec)],
-        now_ms: u64,
-        cost: u32,
-        ban: Option<&BanPolicy>,
-    ) -> (Outcome, Vec<Write>) {
+    /// Checks `ask.cost` units against every policy and, when asked, takes a
+    /// lease; admits into all of them or into none. A refusal and a peek
+    /// (cost 0) write nothing and leave no new state behind, except that a
+    /// refusal counts toward `ask.ban`, and the refusal that completes the
+    /// count starts a ban.
+    pub fn check(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
         let mut state = self.keys.remove(key).unwrap_or_default();
-        let indices: Vec<usize> = specs
+        let indices: Vec<usize> = ask
+            .specs
             .iter()
             .map(|(name, spec)| slot_for(&mut state.slots, name, *spec))
             .collect();
         let mut writes = Vec::new();
         let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
-            Some(active) => Outcome::new(
-                false,
-                report(&mut state.slots, &indices, now_ms, |_| None),
-                Some(BanNotice::of(active, false)),
-                now_ms,
-            ),
+            Some(active) => {
+                let policies = report(&mut state.slots, &indices, now_ms, |_| None);
+                let lease = ask.lease.map(|l| lease_report(&state.leases, l, None));
+                Outcome::new(
+                    false,
+                    policies,
+                    Some(BanNotice::of(active, false)),
+                    lease,
+                    now_ms,
+                )
+            }
             None => {
                 let decisions: Vec<Decision> = indices
                     .iter()
-                    .map(|&i| state.slots[i].limiter.decide(now_ms, cost))
+                    .map(|&i| state.slots[i].limiter.decide(now_ms, ask.cost))
                     .collect();
-                let allowed = decisions.iter().all(|d| d.allowed);
-                if allowed && cost > 0 {
+                let rates_allow = decisions.iter().all(|d| d.allowed);
+                let grant = match ask.lease {
+                    Some(lease) if rates_allow && ask.cost > 0 => {
+                        let grant = state.leases.acquire(
+                            now_ms,
+                            lease.limit,
+                            lease.ttl_ms,
+                            lease.owner.as_deref(),
+                            || lease.new_id.clone(),
+                        );
+                        if let Some(granted) = grant.lease.as_ref().filter(|_| grant.granted) {
+                            writes.push(Write::Lease {
+                                key: key.to_string(),
+                                lease: granted.clone(),
+                            });
+                        }
+                        Some(grant)
+                    }
+                    _ => None,
+                };
+                let allowed = rates_allow && grant.as_ref().is_none_or(|g| g.granted);
+                if allowed && ask.cost > 0 {
                     for &i in &indices {
-                        admit(key, &mut state.slots[i], now_ms, cost, &mut writes);
+                        admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
                     }
                 }
                 // A refused request is logged in no policy, so policies that
@@ -193,13 +283,16 @@ impl Ledger {
                     let d = decisions[n];
                     (allowed || !d.allowed).then_some(d)
                 });
-                let started = match ban {
-                    Some(policy) if !allowed => {
+                let lease = ask.lease.map(|l| lease_report(&state.leases, l, grant));
+                // Only rate refusals count toward a ban: a request refused
+                // (or queued) for want of a lease did nothing wrong.
+                let started = match ask.ban {
+                    Some(policy) if !rates_allow => {
                         strike(key, &mut state, policy, now_ms, &mut writes)
                     }
                     _ => None,
                 };
-                Outcome::new(allowed, policies, started, now_ms)
+                Outcome::new(allowed, policies, started, lease, now_ms)
             }
         };
         state
@@ -209,6 +302,73 @@ impl Ledger {
             self.keys.insert(key.to_string(), state);
         }
         (outcome, writes)
+    }
+
+    /// Extends a live lease of `key`.
+    pub fn renew(
+        &mut self,
+        key: &str,
+        id: &str,
+        ttl_ms: u64,
+        now_ms: u64,
+    ) -> (Option<Lease>, Vec<Write>) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return (None, Vec::new());
+        };
+        let renewed = state.leases.renew(id, now_ms, ttl_ms);
+        let writes = renewed
+            .iter()
+            .map(|lease| Write::Lease {
+                key: key.to_string(),
+                lease: lease.clone(),
+            })
+            .collect();
+        (renewed, writes)
+    }
+
+    /// Drops one hold on a live lease of `key`; `None`, changing nothing,
+    /// for an unknown or lapsed one.
+    pub fn release(
+        &mut self,
+        key: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> (Option<Lease>, Vec<Write>, Vec<Expired>) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return (None, Vec::new(), Vec::new());
+        };
+        let released = state.leases.release(id, now_ms);
+        let (mut writes, mut expired) = (Vec::new(), Vec::new());
+        match &released {
+            Some(lease) if lease.holds == 0 => expired.push(Expired::Lease {
+                key: key.to_string(),
+                id: id.to_string(),
+            }),
+            Some(lease) => writes.push(Write::Lease {
+                key: key.to_string(),
+                lease: lease.clone(),
+            }),
+            None => {}
+        }
+        if state.is_empty() {
+            self.keys.remove(key);
+        }
+        (released, writes, expired)
+    }
+
+    /// The leases `key` holds.
+    pub fn leases(&self, key: &str) -> &[Lease] {
+        self.keys
+            .get(key)
+            .map_or(&[], |state| state.leases.leases())
+    }
+
+    pub fn restore_lease(&mut self, key: &str, lease: Lease) {
+        self.keys
+            .entry(key.to_string())
+            .or_default()
+            .leases
+            .restore(lease);
     }
 
     /// `CL.THROTTLE`: a GCRA check of `quantity` units in the slot `name`,
@@ -228,7 +388,14 @@ impl Ledger {
             let i = slot_for(slots, name, spec);
             slots[i].limiter.throttle(now_ms, u64::from(quantity))
         };
-        let (_, writes) = self.check(key, &[(name.to_string(), spec)], now_ms, quantity, None);
+        let specs = [(name.to_string(), spec)];
+        let ask = Ask {
+            specs: &specs,
+            cost: quantity,
+            ban: None,
+            lease: None,
+        };
+        let (_, writes) = self.check(key, &ask, now_ms);
         answer.map(|throttle| (throttle, writes))
     }
 
@@ -290,6 +457,12 @@ impl Ledger {
                 }
             }
             state.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
+            for lapsed in state.leases.expire(now_ms) {
+                expired.push(Expired::Lease {
+                    key: key.clone(),
+                    id: lapsed.id,
+                });
+            }
             if state
                 .ban
                 .as_ref()
@@ -307,7 +480,8 @@ impl Ledger {
     /// its oldest state expires, but at most once per window: under steady
     /// traffic that batches a window's rows into one delete, and an idle
     /// slot is empty by its second sweep. A ban is due when it ends (the
-    /// sweep lifts it) and when its offences are forgiven.
+    /// sweep lifts it) and when its offences are forgiven; a lease, exactly
+    /// when it lapses, so its slot is reclaimed on time.
     pub fn next_sweep(&self, now_ms: u64) -> Option<u64> {
         let slots = self
             .keys
@@ -329,7 +503,11 @@ impl Ledger {
                     ban.forget_ms
                 }
             });
-        slots.chain(bans).min()
+        let leases = self
+            .keys
+            .values()
+            .filter_map(|state| state.leases.next_expiry());
+        slots.chain(bans).chain(leases).min()
     }
 
     /// Forgets everything about `key` (an operator's reset) and says which
@@ -345,7 +523,16 @@ impl Ledger {
         let ban = state.ban.map(|_| Expired::Ban {
             key: key.to_string(),
         });
-        slots.chain(ban).collect()
+        let leases: Vec<Expired> = state
+            .leases
+            .leases()
+            .iter()
+            .map(|lease| Expired::Lease {
+                key: key.to_string(),
+                id: lease.id.clone(),
+            })
+            .collect();
+        slots.chain(ban).chain(leases).collect()
     }
 
     /// The state of `key` at `now_ms`, changing nothing.
@@ -432,6 +619,23 @@ fn report(
             }
         })
         .collect()
+}
+
+/// The lease part of an outcome: the grant if one was tried, otherwise the
+/// table as it stands.
+fn lease_report(table: &LeaseTable, ask: &LeaseAsk, grant: Option<Grant>) -> LeaseOutcome {
+    let (lease, refused, retry_after_ms) = match grant {
+        Some(grant) => (grant.lease, !grant.granted, grant.retry_after_ms),
+        None => (None, false, 0),
+    };
+    LeaseOutcome {
+        name: ask.name.clone(),
+        limit: ask.limit,
+        in_flight: table.in_flight(),
+        lease,
+        refused,
+        retry_after_ms,
+    }
 }
 
 fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::limit::gcra::GcraPolicy;
+use crate::limit::lease::Lease;
 use crate::limit::Policy;
 
 fn log(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
@@ -16,7 +17,29 @@ fn check(
     now: u64,
     cost: u32,
 ) -> (Outcome, Vec<Write>) {
-    ledger.check(key, specs, now, cost, None)
+    let ask = Ask {
+        specs,
+        cost,
+        ban: None,
+        lease: None,
+    };
+    ledger.check(key, &ask, now)
+}
+
+fn check_banned(
+    ledger: &mut Ledger,
+    key: &str,
+    specs: &[(String, Spec)],
+    now: u64,
+    ban: &BanPolicy,
+) -> (Outcome, Vec<Write>) {
+    let ask = Ask {
+        specs,
+        cost: 1,
+        ban: Some(ban),
+        lease: None,
+    };
+    ledger.check(key, &ask, now)
 }
 
 fn violated(outcome: &Outcome) -> Vec<&str> {
@@ -218,10 +241,10 @@ fn ban_policy() -> BanPolicy {
 fn offend(ledger: &mut Ledger, now: u64) -> Vec<Outcome> {
     let p = [log("api", 1, 1000)];
     let policy = ban_policy();
-    let (first, _) = ledger.check("k", &p, now, 1, Some(&policy));
+    let (first, _) = check_banned(ledger, "k", &p, now, &policy);
     assert!(first.allowed);
     (1..=3)
-        .map(|i| ledger.check("k", &p, now + i, 1, Some(&policy)).0)
+        .map(|i| check_banned(ledger, "k", &p, now + i, &policy).0)
         .collect()
 }
 
@@ -234,8 +257,13 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
     assert!(notice.started);
     assert_eq!((notice.until_ms, notice.offences), (60_003, 1));
     // Banned: refused even once the policy has room again.
-    let (banned, writes) =
-        ledger.check("k", &[log("api", 1, 1000)], 30_000, 1, Some(&ban_policy()));
+    let (banned, writes) = check_banned(
+        &mut ledger,
+        "k",
+        &[log("api", 1, 1000)],
+        30_000,
+        &ban_policy(),
+    );
     assert!(!banned.allowed);
     assert!(writes.is_empty());
     assert!(!banned.ban.as_ref().unwrap().started);
@@ -256,10 +284,10 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
 fn bans_are_written_and_forgiven_by_the_sweep() {
     let mut ledger = Ledger::new();
     let p = [log("api", 1, 1000)];
-    ledger.check("k", &p, 0, 1, Some(&ban_policy()));
-    ledger.check("k", &p, 1, 1, Some(&ban_policy()));
-    ledger.check("k", &p, 2, 1, Some(&ban_policy()));
-    let (_, writes) = ledger.check("k", &p, 3, 1, Some(&ban_policy()));
+    check_banned(&mut ledger, "k", &p, 0, &ban_policy());
+    check_banned(&mut ledger, "k", &p, 1, &ban_policy());
+    check_banned(&mut ledger, "k", &p, 2, &ban_policy());
+    let (_, writes) = check_banned(&mut ledger, "k", &p, 3, &ban_policy());
     assert!(matches!(&writes[..], [Write::Ban { ban, .. }] if ban.forget_ms == 60_003 + 180_000));
     assert!(ledger.sweep(100_000).contains(&Expired::Slot {
         key: "k".into(),
@@ -358,4 +386,137 @@ fn throttle_answers_as_redis_cell_and_records_like_check() {
     assert!(writes.is_empty());
     let (slots, _) = ledger.peek("k", 1_000);
     assert_eq!(slots[0].remaining, 15);
+}
+
+fn leased<'a>(specs: &'a [(String, Spec)], lease: &'a LeaseAsk) -> Ask<'a> {
+    Ask {
+        specs,
+        cost: 1,
+        ban: None,
+        lease: Some(lease),
+    }
+}
+
+fn lease_ask(limit: u32, ttl_ms: u64, id: &str) -> LeaseAsk {
+    LeaseAsk {
+        name: "api.concurrency".into(),
+        limit,
+        ttl_ms,
+        owner: None,
+        new_id: id.into(),
+    }
+}
+
+#[test]
+fn a_lease_and_rate_policies_admit_together_or_not_at_all() {
+    let mut ledger = Ledger::new();
+    let specs = [log("api", 2, 60_000)];
+    let (first, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "a")), 0);
+    assert!(first.allowed);
+    assert_eq!(first.lease.as_ref().unwrap().in_flight, 1);
+    assert!(writes
+        .iter()
+        .any(|w| matches!(w, Write::Lease { lease, .. } if lease.id == "a")));
+    // The concurrency limit refuses: nothing is logged in the rate policy.
+    let (busy, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "b")), 10);
+    assert!(!busy.allowed);
+    assert!(writes.is_empty());
+    assert_eq!(busy.violated_names(), ["api.concurrency"]);
+    assert!(
+        !busy.refusal_holds_until_retry(),
+        "a release may come before the lapse"
+    );
+    assert_eq!(busy.policies[0].decision.remaining, 1);
+    let (released, _, expired) = ledger.release("k", "a", 20);
+    assert_eq!(released.unwrap().holds, 0);
+    assert_eq!(
+        expired,
+        [Expired::Lease {
+            key: "k".into(),
+            id: "a".into()
+        }]
+    );
+    assert!(
+        ledger
+            .check("k", &leased(&specs, &lease_ask(1, 30_000, "c")), 30)
+            .0
+            .allowed
+    );
+    // The rate policy refuses: no lease is taken.
+    ledger.release("k", "c", 40);
+    let (limited, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "d")), 50);
+    assert!(!limited.allowed);
+    assert_eq!(limited.violated_names(), ["api"]);
+    assert!(writes.is_empty());
+    assert!(ledger.leases("k").is_empty());
+}
+
+#[test]
+fn the_sweep_reclaims_lapsed_leases_on_time() {
+    let mut ledger = Ledger::new();
+    let ask = lease_ask(2, 1000, "a");
+    let specs: [(String, Spec); 0] = [];
+    ledger.check(
+        "k",
+        &Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: Some(&ask),
+        },
+        0,
+    );
+    assert_eq!(ledger.next_sweep(0), Some(1000), "exactly at the lapse");
+    let (renewed, writes) = ledger.renew("k", "a", 5000, 500);
+    assert_eq!(renewed.unwrap().expires_ms, 5500);
+    assert_eq!(writes.len(), 1);
+    assert!(ledger.sweep(1000).is_empty());
+    assert_eq!(
+        ledger.sweep(5500),
+        [Expired::Lease {
+            key: "k".into(),
+            id: "a".into()
+        }]
+    );
+    assert!(ledger.is_empty());
+    assert!(ledger.release("k", "a", 5500).0.is_none());
+}
+
+#[test]
+fn leases_restore_and_reset() {
+    let mut ledger = Ledger::new();
+    let lease = Lease {
+        id: "x".into(),
+        owner: Some("o".into()),
+        fence: 9_000,
+        expires_ms: 10_000,
+        holds: 2,
+    };
+    ledger.restore_lease("k", lease.clone());
+    assert_eq!(ledger.leases("k"), [lease]);
+    let specs: [(String, Spec); 0] = [];
+    let mut ask = lease_ask(1, 1000, "y");
+    ask.owner = Some("o".into());
+    let (again, _) = ledger.check(
+        "k",
+        &Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: Some(&ask),
+        },
+        100,
+    );
+    assert_eq!(
+        again.lease.unwrap().lease.unwrap().holds,
+        3,
+        "re-entrant across a restore"
+    );
+    assert_eq!(
+        ledger.reset("k"),
+        [Expired::Lease {
+            key: "k".into(),
+            id: "x".into()
+        }]
+    );
 }

@@ -1,44 +1,40 @@
 //! The Durable Object that holds keys' state: one per key by default. It is
 //! a single-threaded container, so a decision and its write happen with no
-//! other request in between; SQLite storage makes admissions and bans
-//! survive restarts and evictions, and one alarm sweeps what has expired.
+//! other request in between; SQLite storage makes admissions, bans and
+//! leases survive restarts and evictions, and one alarm sweeps what has
+//! expired.
 //!
-//! The ledger decides and says what to write; this file only runs SQL.
-//! Storage calls here are synchronous (SQLite in the object) or storage
-//! promises, so the input gate stays shut for the whole decision.
+//! The ledger decides and says what to write; `sql` runs it. Storage calls
+//! are synchronous (SQLite in the object) or storage promises, so the input
+//! gate stays shut for a whole decision. Only a request waiting for a lease
+//! awaits something else (a channel or a timer), which opens the gate so
+//! that the releases it waits for can come in.
+
+mod sql;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::time::Duration;
 
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use worker::{
-    console_error, durable_object, DurableObject, Env, Method, Request, Response, Result,
-    SqlStorage, SqlStorageValue, State,
+    console_error, durable_object, Delay, DurableObject, Env, Method, Request, Response, Result,
+    State,
 };
 
 use super::client::Objects;
-use super::storage::{int, set_alarm_at};
+use super::storage::set_alarm_at;
 use super::{now_ms, respond};
 use crate::http::problem::Problem;
-use crate::ledger::{Ban, Expired, Ledger, Write};
+use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
+use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LiveReport, ThrottleRequest,
+    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest,
 };
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS slots (
-  key TEXT NOT NULL, policy TEXT NOT NULL,
-  kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
-  s1 INTEGER NOT NULL, s2 INTEGER NOT NULL,
-  PRIMARY KEY (key, policy)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS hits (
-  key TEXT NOT NULL, policy TEXT NOT NULL, at INTEGER NOT NULL, n INTEGER NOT NULL,
-  PRIMARY KEY (key, policy, at)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bans (
-  key TEXT NOT NULL PRIMARY KEY, until_ms INTEGER NOT NULL, offences INTEGER NOT NULL,
-  forget_ms INTEGER NOT NULL, reason TEXT NOT NULL) WITHOUT ROWID;";
+use crate::queue::Queue;
 
 /// Reports to the registry are background work; they get a generous
 /// deadline of their own.
@@ -49,6 +45,32 @@ pub struct Limiter {
     state: State,
     env: Env,
     inner: RefCell<Inner>,
+}
+
+/// A check that waits for a lease, and where its answer goes.
+struct Waiting {
+    check: Parsed,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// A check request, validated.
+struct Parsed {
+    key: String,
+    specs: Vec<(String, Spec)>,
+    cost: u32,
+    ban: Option<BanPolicy>,
+    lease: Option<LeaseAsk>,
+}
+
+impl Parsed {
+    fn ask(&self) -> Ask<'_> {
+        Ask {
+            specs: &self.specs,
+            cost: self.cost,
+            ban: self.ban.as_ref(),
+            lease: self.lease.as_ref(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -67,40 +89,7 @@ struct Inner {
     /// Keys reported live to the registry, to report again when forgotten.
     /// Keys restored from storage count as reported.
     reported: HashSet<String>,
-}
-
-#[derive(Deserialize)]
-struct SlotRow {
-    key: String,
-    policy: String,
-    kind: u64,
-    a: u64,
-    b: u64,
-    c: u64,
-    s1: u64,
-    s2: u64,
-}
-
-#[derive(Deserialize)]
-struct HitRow {
-    key: String,
-    policy: String,
-    at: u64,
-    n: u32,
-}
-
-#[derive(Deserialize)]
-struct BanRow {
-    key: String,
-    until_ms: u64,
-    offences: u32,
-    forget_ms: u64,
-    reason: String,
-}
-
-#[derive(Deserialize)]
-struct Count {
-    n: u64,
+    waiting: Queue<Waiting>,
 }
 
 impl DurableObject for Limiter {
@@ -114,7 +103,8 @@ impl DurableObject for Limiter {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         self.load().await?;
-        match (req.method(), req.path().as_str()) {
+        let route = (req.method(), req.path());
+        match (route.0, route.1.as_str()) {
             (Method::Post, "/check") => match body::<CheckRequest>(&mut req).await {
                 Ok(check) => self.check(check).await,
                 Err(problem) => respond::problem(&problem),
@@ -123,10 +113,20 @@ impl DurableObject for Limiter {
                 Ok(request) => self.throttle(request).await,
                 Err(problem) => respond::problem(&problem),
             },
+            (Method::Post, "/renew") => match body::<LeaseRequest>(&mut req).await {
+                Ok(request) => self.renew(request).await,
+                Err(problem) => respond::problem(&problem),
+            },
+            (Method::Post, "/release") => match body::<LeaseRequest>(&mut req).await {
+                Ok(request) => self.release(request).await,
+                Err(problem) => respond::problem(&problem),
+            },
             (Method::Post, "/peek") => match body::<KeyRequest>(&mut req).await {
                 Ok(request) => {
-                    let (slots, ban) = self.inner.borrow_mut().ledger.peek(&request.key, now_ms());
-                    Response::from_json(&KeyState { slots, ban })
+                    let mut inner = self.inner.borrow_mut();
+                    let (slots, ban) = inner.ledger.peek(&request.key, now_ms());
+                    let leases = inner.ledger.leases(&request.key).to_vec();
+                    Response::from_json(&KeyState { slots, ban, leases })
                 }
                 Err(problem) => respond::problem(&problem),
             },
@@ -147,7 +147,11 @@ impl DurableObject for Limiter {
             inner.alarm_ms = None;
             inner.ledger.sweep(now)
         };
+        let freed_leases = expired.iter().any(|e| matches!(e, Expired::Lease { .. }));
         self.delete(expired).await?;
+        if freed_leases {
+            self.serve_waiting().await?;
+        }
         Response::empty()
     }
 }
@@ -161,20 +165,110 @@ async fn body<T: DeserializeOwned>(req: &mut Request) -> std::result::Result<T, 
 
 impl Limiter {
     async fn check(&self, check: CheckRequest) -> Result<Response> {
-        let (policies, ban) = match (check.policies(), check.ban()) {
-            (Ok(policies), Ok(ban)) => (policies, ban),
+        let parsed = match (check.policies(), check.ban()) {
+            (Ok(specs), Ok(ban)) => Parsed {
+                key: check.key,
+                specs,
+                cost: check.cost,
+                ban,
+                lease: check.lease,
+            },
             (Err(e), _) | (_, Err(e)) => return respond::problem(&Problem::invalid("body", e.0)),
         };
         let now = now_ms();
         let (outcome, writes) = {
             let mut inner = self.inner.borrow_mut();
             inner.checks += 1;
-            inner
-                .ledger
-                .check(&check.key, &policies, now, check.cost, ban.as_ref())
+            inner.ledger.check(&parsed.key, &parsed.ask(), now)
         };
-        self.persist(&check.key, writes, now).await?;
-        Response::from_json(&outcome)
+        self.persist(&parsed.key, writes, now).await?;
+        let queue = check
+            .queue
+            .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
+        let Some(queue) = queue else {
+            return Response::from_json(&outcome);
+        };
+        if self.inner.borrow().waiting.len_for(&parsed.key) >= queue.max_len as usize {
+            return Response::from_json(&outcome);
+        }
+        let answer = self.wait(parsed, queue.max_wait_ms).await;
+        Response::from_json(&answer.unwrap_or(outcome))
+    }
+
+    /// Waits, first come first served, for a release to grant the lease;
+    /// `None` if none came within `max_wait_ms`.
+    async fn wait(&self, check: Parsed, max_wait_ms: u64) -> Option<Outcome> {
+        let (reply, mut answer) = oneshot::channel();
+        let id = self
+            .inner
+            .borrow_mut()
+            .waiting
+            .push(&check.key.clone(), Waiting { check, reply });
+        let deadline = Delay::from(Duration::from_millis(max_wait_ms));
+        match select(&mut answer, deadline).await {
+            Either::Left((served, _)) => served.ok(),
+            Either::Right(_) => {
+                // Leave the queue first: after that nobody can answer, so
+                // anything not yet received never will be.
+                self.inner.borrow_mut().waiting.remove(id);
+                answer.try_recv().ok().flatten()
+            }
+        }
+    }
+
+    /// Offers capacity freed by a release or a lapse to waiting checks.
+    async fn serve_waiting(&self) -> Result<()> {
+        let now = now_ms();
+        let served = {
+            let mut inner = self.inner.borrow_mut();
+            let Inner {
+                ledger, waiting, ..
+            } = &mut *inner;
+            waiting.serve(|key, w| {
+                let (outcome, writes) = ledger.check(key, &w.check.ask(), now);
+                let still_waiting = outcome.lease.as_ref().is_some_and(|l| l.refused);
+                (!still_waiting).then_some((outcome, writes))
+            })
+        };
+        for (waiting, (outcome, writes)) in served {
+            self.persist(&waiting.check.key, writes, now).await?;
+            // A waiter that gave up has left the queue, so it cannot be here.
+            let _ = waiting.reply.send(outcome);
+        }
+        Ok(())
+    }
+
+    async fn renew(&self, request: LeaseRequest) -> Result<Response> {
+        let now = now_ms();
+        let (renewed, writes) =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .renew(&request.key, &request.id, request.ttl_ms, now);
+        self.persist(&request.key, writes, now).await?;
+        match renewed {
+            Some(lease) => Response::from_json(&lease),
+            None => respond::problem(&no_lease()),
+        }
+    }
+
+    async fn release(&self, request: LeaseRequest) -> Result<Response> {
+        let now = now_ms();
+        let (released, writes, expired) =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .release(&request.key, &request.id, now);
+        self.persist(&request.key, writes, now).await?;
+        let freed = !expired.is_empty();
+        self.delete(expired).await?;
+        if freed {
+            self.serve_waiting().await?;
+        }
+        match released {
+            Some(lease) => Response::from_json(&lease),
+            None => respond::problem(&no_lease()),
+        }
     }
 
     async fn throttle(&self, request: ThrottleRequest) -> Result<Response> {
@@ -201,20 +295,26 @@ impl Limiter {
         Response::from_json(&throttle)
     }
 
+    /// An operator's reset: forget the key, and free storage if it was the
+    /// last one.
+    async fn reset(&self, key: &str) -> Result<Response> {
+        let expired = self.inner.borrow_mut().ledger.reset(key);
+        let forgot = !expired.is_empty();
+        self.delete(expired).await?;
+        Response::from_json(&serde_json::json!({ "reset": forgot }))
+    }
+
     /// Writes what a decision recorded, re-arms the alarm, and reports a
     /// key that has just started holding state.
     async fn persist(&self, key: &str, writes: Vec<Write>, now: u64) -> Result<()> {
         if writes.is_empty() {
             return Ok(());
         }
-        let new_key = writes
-            .iter()
-            .any(|w| matches!(w, Write::Slot { .. } | Write::Ban { .. }))
-            && !self.inner.borrow().reported.contains(key);
-        let sql = self.state.storage().sql();
-        self.ensure_tables(&sql)?;
+        let new_key = !self.inner.borrow().reported.contains(key);
+        let storage_sql = self.state.storage().sql();
+        self.ensure_tables(&storage_sql)?;
         for write in writes {
-            put(&sql, write)?;
+            sql::put(&storage_sql, write)?;
         }
         self.rearm(now).await?;
         if new_key {
@@ -227,42 +327,24 @@ impl Limiter {
         Ok(())
     }
 
-    /// Tells the registry which keys started or stopped holding state, in
-    /// the background: the decision does not wait for it.
-    fn report(&self, reports: Vec<LiveReport>) {
-        let objects = Objects::new(&self.env, REPORT_TIMEOUT_MS);
-        self.state.wait_until(async move {
-            if let Err(e) = objects.report_live(&reports).await {
-                console_error!("sluice: could not report live keys: {e}");
-            }
-        });
-    }
-
-    /// An operator's reset: forget the key, and free storage if it was the
-    /// last one.
-    async fn reset(&self, key: &str) -> Result<Response> {
-        let expired = self.inner.borrow_mut().ledger.reset(key);
-        let forgot = !expired.is_empty();
-        self.delete(expired).await?;
-        Response::from_json(&serde_json::json!({ "reset": forgot }))
-    }
-
     /// Deletes what the ledger expired and reports keys it forgot; frees
     /// the whole storage once the ledger is empty, and otherwise re-arms for
     /// the next sweep.
     async fn delete(&self, expired: Vec<Expired>) -> Result<()> {
         let gone: Vec<LiveReport> = {
             let mut inner = self.inner.borrow_mut();
-            let forgotten: Vec<String> = inner
-                .reported
+            let Inner {
+                ledger, reported, ..
+            } = &mut *inner;
+            let forgotten: Vec<String> = reported
                 .iter()
-                .filter(|key| !inner.ledger.holds(key))
+                .filter(|key| !ledger.holds(key))
                 .cloned()
                 .collect();
             forgotten
                 .into_iter()
                 .map(|key| {
-                    inner.reported.remove(&key);
+                    reported.remove(&key);
                     LiveReport { key, live: false }
                 })
                 .collect()
@@ -287,23 +369,28 @@ impl Limiter {
             }
             return Ok(());
         }
-        let sql = self.state.storage().sql();
+        let storage_sql = self.state.storage().sql();
         for gone in expired {
-            remove(&sql, gone)?;
+            sql::remove(&storage_sql, gone)?;
         }
         self.rearm(now_ms()).await
+    }
+
+    /// Tells the registry which keys started or stopped holding state, in
+    /// the background: the decision does not wait for it.
+    fn report(&self, reports: Vec<LiveReport>) {
+        let objects = Objects::new(&self.env, REPORT_TIMEOUT_MS);
+        self.state.wait_until(async move {
+            if let Err(e) = objects.report_live(&reports).await {
+                console_error!("sluice: could not report live keys: {e}");
+            }
+        });
     }
 
     fn inspect(&self) -> Result<Inspection> {
         let inner = self.inner.borrow();
         let stored_rows = if inner.has_tables {
-            let sql = self.state.storage().sql();
-            sql.exec(
-                "SELECT (SELECT COUNT(*) FROM slots) + (SELECT COUNT(*) FROM hits) + (SELECT COUNT(*) FROM bans) AS n",
-                None,
-            )?
-            .one::<Count>()?
-            .n
+            sql::row_count(&self.state.storage().sql())?
         } else {
             0
         };
@@ -321,46 +408,14 @@ impl Limiter {
         if self.inner.borrow().loaded {
             return Ok(());
         }
-        let sql = self.state.storage().sql();
-        let has_tables =
-            sql.exec(
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'bans'",
-                None,
-            )?
-            .one::<Count>()?
-            .n > 0;
-        let mut ledger = Ledger::new();
-        if has_tables {
-            for row in
-                rows::<SlotRow>(&sql, "SELECT key, policy, kind, a, b, c, s1, s2 FROM slots")?
-            {
-                ledger.restore_slot(
-                    &row.key,
-                    &row.policy,
-                    (row.kind, row.a, row.b, row.c),
-                    (row.s1, row.s2),
-                );
-            }
-            for row in rows::<HitRow>(
-                &sql,
-                "SELECT key, policy, at, n FROM hits ORDER BY key, policy, at",
-            )? {
-                ledger.restore_hit(&row.key, &row.policy, row.at, row.n);
-            }
-            for row in rows::<BanRow>(
-                &sql,
-                "SELECT key, until_ms, offences, forget_ms, reason FROM bans",
-            )? {
-                let ban = Ban {
-                    until_ms: row.until_ms,
-                    offences: row.offences,
-                    forget_ms: row.forget_ms,
-                    reason: row.reason,
-                };
-                ledger.restore_ban(&row.key, ban);
-            }
-        }
-        let ledger_keys: HashSet<String> = ledger.keys().map(str::to_string).collect();
+        let storage_sql = self.state.storage().sql();
+        let has_tables = sql::has_tables(&storage_sql)?;
+        let ledger = if has_tables {
+            sql::load(&storage_sql)?
+        } else {
+            Ledger::new()
+        };
+        let reported: HashSet<String> = ledger.keys().map(str::to_string).collect();
         let alarm_ms = self
             .state
             .storage()
@@ -374,16 +429,16 @@ impl Limiter {
                 loaded: true,
                 has_tables,
                 alarm_ms,
-                checks: 0,
-                reported: ledger_keys,
+                reported,
+                ..Inner::default()
             };
         }
         Ok(())
     }
 
-    fn ensure_tables(&self, sql: &SqlStorage) -> Result<()> {
+    fn ensure_tables(&self, storage_sql: &worker::SqlStorage) -> Result<()> {
         if !self.inner.borrow().has_tables {
-            sql.exec(SCHEMA, None)?;
+            storage_sql.exec(sql::SCHEMA, None)?;
             self.inner.borrow_mut().has_tables = true;
         }
         Ok(())
@@ -404,79 +459,10 @@ impl Limiter {
     }
 }
 
-fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
-    sql.exec(query, None)?.to_array::<T>()
-}
-
-fn put(sql: &SqlStorage, write: Write) -> Result<()> {
-    match write {
-        Write::Slot {
-            key,
-            name,
-            spec,
-            state,
-        } => {
-            let (kind, a, b, c) = spec.encode();
-            sql.exec(
-                "INSERT INTO slots (key, policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (key, policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
-                 b = excluded.b, c = excluded.c, s1 = excluded.s1, s2 = excluded.s2",
-                vec![
-                    key.into(),
-                    name.into(),
-                    int(kind),
-                    int(a),
-                    int(b),
-                    int(c),
-                    int(state.0),
-                    int(state.1),
-                ],
-            )?
-        }
-        Write::Hit {
-            key,
-            name,
-            at_ms,
-            count,
-        } => sql.exec(
-            "INSERT INTO hits (key, policy, at, n) VALUES (?, ?, ?, ?)
-             ON CONFLICT (key, policy, at) DO UPDATE SET n = n + excluded.n",
-            vec![key.into(), name.into(), int(at_ms), int(u64::from(count))],
-        )?,
-        Write::Ban { key, ban } => sql.exec(
-            "INSERT OR REPLACE INTO bans (key, until_ms, offences, forget_ms, reason) VALUES (?, ?, ?, ?, ?)",
-            vec![
-                key.into(),
-                int(ban.until_ms),
-                int(u64::from(ban.offences)),
-                int(ban.forget_ms),
-                ban.reason.into(),
-            ],
-        )?,
-    };
-    Ok(())
-}
-
-fn remove(sql: &SqlStorage, expired: Expired) -> Result<()> {
-    match expired {
-        Expired::Hits {
-            key,
-            name,
-            cutoff_ms,
-        } => {
-            sql.exec(
-                "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
-                vec![key.into(), name.into(), int(cutoff_ms)],
-            )?;
-        }
-        Expired::Slot { key, name } => {
-            let bind = || -> Vec<SqlStorageValue> { vec![key.clone().into(), name.clone().into()] };
-            sql.exec("DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
-            sql.exec("DELETE FROM slots WHERE key = ? AND policy = ?", bind())?;
-        }
-        Expired::Ban { key } => {
-            sql.exec("DELETE FROM bans WHERE key = ?", vec![key.into()])?;
-        }
-    }
-    Ok(())
+fn no_lease() -> Problem {
+    Problem::new(
+        404,
+        "no-such-lease",
+        "no live lease with that id for that key",
+    )
 }
