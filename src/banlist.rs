@@ -61,6 +61,14 @@ impl BanList {
         self.bans.remove(key);
     }
 
+    pub fn len(&self) -> usize {
+        self.bans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bans.is_empty()
+    }
+
     /// Whether the list has never been fetched.
     pub fn is_unknown(&self) -> bool {
         self.refreshed_ms.is_none()

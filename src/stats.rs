@@ -71,6 +71,11 @@ impl Tally {
         !self.pending.is_empty() && now_ms.saturating_sub(self.flushed_ms) >= FLUSH_EVERY_MS
     }
 
+    /// Rows waiting for a flush.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Everything pending, which is then no longer pending.
     pub fn take(&mut self, now_ms: u64) -> Vec<StatRow> {
         self.flushed_ms = now_ms;

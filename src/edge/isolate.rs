@@ -12,7 +12,7 @@ use super::now_ms;
 use crate::banlist::{BanList, BanRecord};
 use crate::ledger::Outcome;
 use crate::refusals::{RefusalCache, CAPACITY};
-use crate::stats::{Tally, Verdict};
+use crate::stats::{Tally, Verdict, MAX_PENDING};
 
 thread_local! {
     static REFUSALS: RefCell<RefusalCache> = RefCell::new(RefusalCache::new(CAPACITY));
@@ -44,6 +44,20 @@ pub fn remember_manual_ban(record: BanRecord) {
 
 pub fn forget_manual_ban(key: &str) {
     BANS.with(|bans| bans.borrow_mut().remove(key));
+}
+
+/// What this isolate holds now, for operators: every figure is bounded.
+pub fn figures() -> serde_json::Value {
+    let refusals = REFUSALS.with(|cache| cache.borrow().len());
+    let manual_bans = BANS.with(|bans| bans.borrow().len());
+    let pending_stats = TALLY.with(|tally| tally.borrow().pending());
+    serde_json::json!({
+        "refusal_cache": refusals,
+        "refusal_cache_capacity": CAPACITY,
+        "manual_bans": manual_bans,
+        "pending_stats": pending_stats,
+        "pending_stats_capacity": MAX_PENDING,
+    })
 }
 
 pub fn record(rule: &str, verdict: Verdict) {

@@ -299,6 +299,10 @@ fn key_field(object: &Map<String, Value>) -> Result<String, Problem> {
                 key.len()
             ),
         )),
+        Some(Value::String(key)) if key.chars().any(char::is_control) => Err(Problem::invalid(
+            "key",
+            "key must not contain control characters",
+        )),
         Some(Value::String(key)) => Ok(key.clone()),
         Some(_) => Err(Problem::invalid("key", "key must be a string")),
     }
@@ -532,6 +536,11 @@ mod tests {
             (r#"{"limit":10,"window_ms":1000}"#, "key"),
             (r#"{"key":"","limit":10,"window_ms":1000}"#, "key"),
             (r#"{"key":7,"limit":10,"window_ms":1000}"#, "key"),
+            (r#"{"key":"a\u0000b","limit":10,"window_ms":1000}"#, "key"),
+            (
+                r#"{"key":"line\nbreak","limit":10,"window_ms":1000}"#,
+                "key",
+            ),
             (r#"{"key":"k","window_ms":1000}"#, "limit"),
             (r#"{"key":"k","limit":0,"window_ms":1000}"#, "limit"),
             (r#"{"key":"k","limit":-3,"window_ms":1000}"#, "limit"),

@@ -232,7 +232,9 @@ fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<
             .map(|(_, v)| v.to_string()),
         Part::Claim(name) => inputs.claims.and_then(|claims| claims.get_str(name)),
     };
-    value.filter(|v| !v.is_empty())
+    // An empty value would lump callers together, and control characters
+    // have no business in a header, cookie or claim a client is keyed by.
+    value.filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
 }
 
 /// The client address from `CF-Connecting-IP`, with IPv4-mapped IPv6
@@ -374,12 +376,21 @@ mod tests {
     }
 
     #[test]
-    fn empty_values_are_missing() {
+    fn empty_values_and_control_characters_are_not_keys() {
         let req = FakeRequest::get("/")
             .with("X-Api-Key", "")
             .with("Cookie", "s=");
         assert!(build("header:x-api-key", &req).is_err());
         assert!(build("cookie:s", &req).is_err());
+        let req = FakeRequest::get("/")
+            .with("X-Api-Key", "a\u{1}b")
+            .with("X-Latin", "caf\u{e9}");
+        assert!(build("header:x-api-key", &req).is_err());
+        assert_eq!(
+            build("header:x-latin", &req).unwrap(),
+            "caf\u{e9}",
+            "bytes beyond ASCII are fine"
+        );
     }
 
     #[test]

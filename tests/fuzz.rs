@@ -1,0 +1,398 @@
+//! Fuzzing the parsers a client or operator can reach: the config, the API
+//! bodies, keys, path patterns, durations, CIDRs and JWTs. Proptest drives
+//! them (so it runs on stable Rust), with hostile generators: random bytes,
+//! JSON-ish text, deep nesting, huge numbers, and valid inputs with one
+//! field replaced by garbage. Every input must come back as a value or an
+//! error, never a panic, and within a bounded amount of memory: a counting
+//! allocator measures each input's peak.
+//!
+//! `FUZZ_CASES` sets the cases per target (default 2 000, which is what
+//! `npm test` runs; `npm run fuzz` runs far more).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use serde_json::{json, Map, Value};
+use sluice::config::duration::parse_ms;
+use sluice::config::pattern::Pattern;
+use sluice::config::Config as SluiceConfig;
+use sluice::http::admin::{parse_manual_ban, AdminRoute};
+use sluice::http::api::{
+    json_object, parse_lease_request, parse_limit_request, parse_throttle_request,
+};
+use sluice::http::cidr::{Cidr, CidrList};
+use sluice::http::jwt::{self, Hs256Key};
+use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
+use sluice::http::Incoming;
+
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most one input may make the parsers allocate beyond the input itself.
+const MAX_EXTRA_BYTES: usize = 8 << 20;
+
+/// Tests run in parallel threads that share the allocator counters; the
+/// fuzz targets take turns so each measures only itself.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn cases() -> u32 {
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2_000)
+}
+
+/// Runs `target` on every generated input, failing on a panic (proptest
+/// catches it and shrinks the input) or on an allocation peak above the
+/// bound.
+fn fuzz<S: Strategy>(strategy: S, target: impl Fn(&S::Value))
+where
+    S::Value: std::fmt::Debug,
+{
+    let _turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |input| {
+            let baseline = CURRENT.load(Ordering::Relaxed);
+            PEAK.store(baseline, Ordering::Relaxed);
+            target(&input);
+            let extra = PEAK.load(Ordering::Relaxed).saturating_sub(baseline);
+            prop_assert!(extra <= MAX_EXTRA_BYTES, "allocated {} bytes", extra);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Strings a client might send: ordinary, empty, huge, control characters,
+/// multi-byte, and lookalikes of the values parsers expect.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-z0-9:._/*{}+-]{0,24}",
+        2 => any::<String>(),
+        1 => Just(String::new()),
+        1 => (1usize..20_000).prop_map(|n| "k".repeat(n)),
+        1 => Just("NaN".to_string()),
+        1 => Just("Infinity".to_string()),
+        1 => Just("-0".to_string()),
+        1 => Just("1e400".to_string()),
+        1 => Just("\u{0}\u{7f}\u{202e}".to_string()),
+        1 => prop::sample::select(vec!["1m", "500ms", "0s", "31d", "10", "-1s", "99999999999999999999d"]).prop_map(str::to_string),
+        1 => prop::sample::select(vec!["ip", "ip+path", "{sub}:{action}", "{", "header:", "cookie:a+param:b"]).prop_map(str::to_string),
+    ]
+}
+
+/// Numbers at and beyond every edge.
+fn number() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        prop::sample::select(vec![
+            0i64,
+            -1,
+            1,
+            2_592_000_000,
+            2_592_000_001,
+            1_000_000,
+            1_000_001
+        ])
+        .prop_map(Value::from),
+    ]
+}
+
+/// Arbitrary JSON, with object keys drawn mostly from the fields Sluice
+/// reads, so that the generator reaches past "unknown field" often.
+fn json_value() -> impl Strategy<Value = Value> {
+    let field = prop::sample::select(vec![
+        "key",
+        "limit",
+        "window",
+        "window_ms",
+        "cost",
+        "policies",
+        "name",
+        "algorithm",
+        "burst",
+        "rules",
+        "id",
+        "match",
+        "path",
+        "methods",
+        "tiers",
+        "when",
+        "ban",
+        "after",
+        "within",
+        "for",
+        "multiplier",
+        "max",
+        "status",
+        "allow",
+        "deny",
+        "shadow",
+        "on_error",
+        "concurrency",
+        "lease_ttl",
+        "queue",
+        "max_wait",
+        "max_len",
+        "prefix",
+        "origin",
+        "jwt",
+        "secret",
+        "leeway",
+        "on_invalid",
+        "ipv6_prefix",
+        "timeout",
+        "max_burst",
+        "count",
+        "period_s",
+        "quantity",
+        "ttl_ms",
+        "owner",
+        "reason",
+        "action",
+    ])
+    .prop_map(str::to_string);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        number(),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(6, 64, 8, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::vec((field.clone(), inner), 0..8)
+                .prop_map(|fields| Value::Object(fields.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// A valid value with one field somewhere replaced by garbage.
+fn mutated(valid: Value) -> impl Strategy<Value = Value> {
+    (any::<prop::sample::Index>(), json_value()).prop_map(move |(pick, garbage)| {
+        let mut value = valid.clone();
+        let mut slots = Vec::new();
+        collect_paths(&value, &mut Vec::new(), &mut slots);
+        if let Some(path) = slots.get(pick.index(slots.len().max(1))) {
+            if let Some(target) = walk(&mut value, path) {
+                *target = garbage;
+            }
+        }
+        value
+    })
+}
+
+fn collect_paths(value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    out.push(at.clone());
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                at.push(k.clone());
+                collect_paths(v, at, out);
+                at.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                at.push(i.to_string());
+                collect_paths(v, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn walk<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
+    path.iter().try_fold(value, |v, step| match v {
+        Value::Object(map) => map.get_mut(step),
+        Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+        _ => None,
+    })
+}
+
+fn full_config() -> Value {
+    json!({
+        "prefix": "/_sluice", "origin": "", "ipv6_prefix": 64, "timeout": "2s",
+        "allow": ["10.0.0.0/8"], "deny": ["2001:db8::/32"],
+        "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous"},
+        "rules": [
+            {"id": "api", "match": {"path": "/api/*", "methods": ["GET"]},
+             "tiers": [{"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
+                       {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"}]},
+            {"id": "reply", "match": {"path": "/t/:id/reply"}, "action": "reply", "key": "{sub}:{action}:{id}",
+             "policies": [{"name": "s", "limit": 5, "window": "10s", "algorithm": "gcra", "burst": 2},
+                          {"name": "d", "limit": 50, "window": "1d", "algorithm": "fixed_window"}],
+             "ban": {"after": 3, "within": "1m", "for": "1m", "multiplier": 2, "max": "1h", "status": 403},
+             "allow": ["10.1.0.0/16"], "deny": ["192.0.2.1"], "shadow": false, "on_error": "allow",
+             "concurrency": 5, "lease_ttl": "30s", "queue": {"max_wait": "1s", "max_len": 10}},
+        ]
+    })
+}
+
+#[test]
+fn the_config_parser_never_panics() {
+    fuzz(prop_oneof![json_value(), mutated(full_config())], |value| {
+        let _ = SluiceConfig::from_value(value.clone());
+    });
+    fuzz(text(), |raw| {
+        let _ = SluiceConfig::from_value(Value::String(raw.clone()));
+    });
+}
+
+/// Bodies as bytes: valid ones mutated, JSON-ish text, raw bytes, nesting.
+fn body() -> impl Strategy<Value = Vec<u8>> {
+    let valid = json!({"key": "k", "limit": 10, "window_ms": 1000, "cost": 1,
+        "policies": [{"name": "a", "limit": 1, "window_ms": 1}],
+        "max_burst": 1, "count": 1, "period_s": 1, "quantity": 1, "ttl_ms": 1, "owner": "o",
+        "for": "1m", "reason": "r"});
+    prop_oneof![
+        4 => mutated(valid).prop_map(|v| v.to_string().into_bytes()),
+        2 => json_value().prop_map(|v| v.to_string().into_bytes()),
+        2 => prop::collection::vec(any::<u8>(), 0..2048),
+        1 => (1usize..50_000).prop_map(|depth| format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes()),
+        1 => (1usize..50_000).prop_map(|depth| "{\"key\":".repeat(depth).into_bytes()),
+        1 => (0usize..70_000).prop_map(|n| format!("{{\"key\":\"{}\"}}", "x".repeat(n)).into_bytes()),
+    ]
+}
+
+#[test]
+fn the_api_body_parsers_never_panic() {
+    let types = [
+        Some("application/json"),
+        Some("application/json; charset=utf-8"),
+        Some("text/plain"),
+        None,
+    ];
+    fuzz(
+        (body(), prop::sample::select(types.to_vec())),
+        |(bytes, content_type)| {
+            let _ = parse_limit_request(*content_type, bytes);
+            let _ = parse_throttle_request(*content_type, bytes);
+            let _ = parse_lease_request(*content_type, bytes);
+            if let Ok(object) = json_object(*content_type, bytes) {
+                let _ = parse_manual_ban(&object);
+            }
+        },
+    );
+}
+
+struct Fuzzed {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Incoming for Fuzzed {
+    fn method(&self) -> &str {
+        &self.method
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    }
+}
+
+#[test]
+fn keys_patterns_and_routes_never_panic() {
+    let header = prop::sample::select(vec![
+        "cf-connecting-ip",
+        "cookie",
+        "x-api-key",
+        "x-forwarded-for",
+        "authorization",
+    ])
+    .prop_map(str::to_string);
+    let request = (
+        text(),
+        text(),
+        prop::collection::vec((header, text()), 0..6),
+    );
+    fuzz(
+        (text(), text(), request, 0u8..=200),
+        |(spec, pattern, (method, path, headers), prefix)| {
+            let req = Fuzzed {
+                method: method.clone(),
+                path: path.clone(),
+                headers: headers.clone(),
+            };
+            let params = Pattern::parse(pattern)
+                .ok()
+                .and_then(|p| {
+                    p.captures(path).map(|c| {
+                        c.into_iter()
+                            .map(|(n, v)| (n.to_string(), v.to_string()))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .unwrap_or_default();
+            let borrowed: Vec<(&str, &str)> = params
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            if let Ok(spec) = KeySpec::parse(spec) {
+                let inputs = KeyInputs {
+                    params: &borrowed,
+                    claims: None,
+                    action: Some("act"),
+                    ipv6_prefix: *prefix,
+                };
+                if let Ok(key) = spec.build(&req, &inputs) {
+                    assert!(key.len() <= MAX_KEY_BYTES, "a key of {} bytes", key.len());
+                }
+            }
+            let _ = AdminRoute::parse(path);
+        },
+    );
+}
+
+#[test]
+fn durations_cidrs_and_tokens_never_panic() {
+    let key = Hs256Key::new(b"fuzz-secret");
+    fuzz(
+        (text(), text(), any::<u64>(), any::<u64>()),
+        |(a, b, now, leeway)| {
+            let _ = parse_ms(a);
+            let _ = Cidr::parse(a);
+            let _ = CidrList::parse(&[a.as_str(), b.as_str()]);
+            let _ = jwt::verify(a, &key, *now, *leeway);
+            let _ = jwt::verify(&format!("{a}.{b}.{a}"), &key, *now, *leeway);
+            let _ = jwt::bearer(a);
+        },
+    );
+}
