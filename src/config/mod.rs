@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::cidr::CidrList;
-pub use rule::{OnError, Rule, RuleBan, Tier, When};
+pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
 

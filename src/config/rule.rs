@@ -12,6 +12,7 @@ use crate::http::cidr::CidrList;
 use crate::http::key::{KeySpec, Part};
 use crate::ledger::BanPolicy;
 use crate::limit::gcra::GcraPolicy;
+use crate::limit::split::{share_spec, MAX_PARTS};
 use crate::limit::{Policy, Spec};
 
 #[derive(Debug, Clone)]
@@ -35,6 +36,17 @@ pub struct Rule {
     pub on_error: OnError,
     /// At most this many of the key's requests at the origin at once.
     pub concurrency: Option<Concurrency>,
+    /// Set when every caller shares one quota (`scope = "global"`).
+    pub global: Option<Global>,
+}
+
+/// A quota every caller shares, possibly split across several objects
+/// (`split = K`) so that no single Durable Object carries all of it.
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// Each part's policies, with limits cut to the part's share; one entry
+    /// when the quota is not split.
+    pub parts: Vec<Vec<(String, Spec)>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +158,8 @@ pub(super) struct RawRule {
     concurrency: Option<u64>,
     lease_ttl: Option<String>,
     queue: Option<RawQueue>,
+    scope: Option<String>,
+    split: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -226,6 +240,7 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
         burst: raw.burst,
         policies: raw.policies,
     };
+    let has_tiers = raw.tiers.is_some();
     let tiers = match raw.tiers {
         None => {
             let key = raw.key.as_deref().unwrap_or("ip");
@@ -284,6 +299,16 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
     };
     let concurrency =
         validate_concurrency(raw.concurrency, raw.lease_ttl.as_deref(), raw.queue, at)?;
+    let scope = RawScope {
+        scope: raw.scope,
+        split: raw.split,
+        key: raw.key.is_some(),
+        tiers: has_tiers,
+        ban: ban.is_some(),
+        concurrency: concurrency.is_some(),
+    };
+    let policies = tiers.first().map_or(&[][..], |tier| &tier.policies);
+    let global = validate_scope(scope, policies, at)?;
     Ok(Rule {
         id: raw.id,
         path,
@@ -296,7 +321,88 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
         shadow: raw.shadow,
         on_error,
         concurrency,
+        global,
     })
+}
+
+/// What `scope` and `split` must agree with.
+struct RawScope {
+    scope: Option<String>,
+    split: Option<u64>,
+    key: bool,
+    tiers: bool,
+    ban: bool,
+    concurrency: bool,
+}
+
+fn validate_scope(
+    raw: RawScope,
+    policies: &[(String, Spec)],
+    at: &str,
+) -> Result<Option<Global>, ConfigError> {
+    let field = |name: &str| format!("{at}.{name}");
+    match raw.scope.as_deref() {
+        None | Some("key") => {
+            return match raw.split {
+                None => Ok(None),
+                Some(_) => Err(error(
+                    &field("split"),
+                    "split divides a shared quota: it needs scope = \"global\"",
+                )),
+            };
+        }
+        Some("global") => {}
+        Some(other) => {
+            return Err(error(
+                &field("scope"),
+                format!("{other:?} is not a scope: use \"key\" (one quota per caller, the default) or \"global\" (one quota for everyone)"),
+            ))
+        }
+    }
+    for (present, name) in [(raw.key, "key"), (raw.tiers, "tiers"), (raw.ban, "ban")] {
+        if present {
+            return Err(error(
+                &field(name),
+                format!("a rule with scope = \"global\" has one quota for every caller, so it takes no {name}"),
+            ));
+        }
+    }
+    let parts = raw.split.unwrap_or(1);
+    let parts = u32::try_from(parts)
+        .ok()
+        .filter(|k| (1..=MAX_PARTS).contains(k))
+        .ok_or_else(|| {
+            error(
+                &field("split"),
+                format!("split must be from 1 to {MAX_PARTS}, got {parts}"),
+            )
+        })?;
+    if parts > 1 && raw.concurrency {
+        return Err(error(
+            &field("split"),
+            "a concurrency limit cannot be split: leave split out or drop concurrency",
+        ));
+    }
+    let mut shares = vec![Vec::with_capacity(policies.len()); parts as usize];
+    for (name, spec) in policies {
+        for (index, part) in (0..parts).zip(shares.iter_mut()) {
+            let cut = if parts == 1 {
+                Some(*spec)
+            } else {
+                share_spec(spec, parts, index)
+            };
+            let cut = cut.ok_or_else(|| {
+                error(
+                    &field("split"),
+                    format!(
+                        "policy {name} cannot be split into {parts} parts: each part needs a share of at least 1 and a sliding_log or fixed_window algorithm"
+                    ),
+                )
+            })?;
+            part.push((name.clone(), cut));
+        }
+    }
+    Ok(Some(Global { parts: shares }))
 }
 
 fn validate_concurrency(

@@ -504,3 +504,76 @@ fn bad_concurrency_fields_are_named() {
         assert_eq!(error_field(value.clone()), field, "for {value}");
     }
 }
+
+#[test]
+fn a_global_quota_splits_into_shares_that_sum_to_the_limit() {
+    let config = Config::from_value(with_rule(json!({
+        "limit": 20_000, "window": "1s", "scope": "global", "split": 16
+    })))
+    .unwrap();
+    let global = config.rules[0].global.as_ref().unwrap();
+    assert_eq!(global.parts.len(), 16);
+    let total: u64 = global.parts.iter().map(|p| p[0].1.limit()).sum();
+    assert_eq!(total, 20_000);
+    assert!(global.parts.iter().all(|p| p[0].1.window_ms() == 1000));
+
+    let single = Config::from_value(with_rule(json!({"scope": "global"}))).unwrap();
+    let parts = &single.rules[0].global.as_ref().unwrap().parts;
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0], single.rules[0].tiers[0].policies);
+
+    let per_key = Config::from_value(with_rule(json!({"scope": "key"}))).unwrap();
+    assert!(per_key.rules[0].global.is_none());
+}
+
+#[test]
+fn bad_scope_and_split_fields_are_named() {
+    let cases = [
+        (
+            with_rule(json!({"scope": "world"})),
+            "SLUICE.rules[0].scope",
+        ),
+        (with_rule(json!({"scope": 3})), "SLUICE.rules[0].scope"),
+        (with_rule(json!({"split": 4})), "SLUICE.rules[0].split"),
+        (
+            with_rule(json!({"scope": "global", "split": 0})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "split": 65})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "split": -2})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "split": 11})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "split": 2, "algorithm": "gcra"})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "split": 2, "concurrency": 3})),
+            "SLUICE.rules[0].split",
+        ),
+        (
+            with_rule(json!({"scope": "global", "key": "ip"})),
+            "SLUICE.rules[0].key",
+        ),
+        (
+            with_rule(json!({"scope": "global", "ban": {"after": 3, "within": "1m", "for": "1m"}})),
+            "SLUICE.rules[0].ban",
+        ),
+    ];
+    for (value, field) in cases {
+        assert_eq!(error_field(value.clone()), field, "for {value}");
+    }
+    let tiers = bare_rule(json!({
+        "id": "t", "scope": "global",
+        "tiers": [{"name": "all", "limit": 1, "window": "1s"}]
+    }));
+    assert_eq!(error_field(tiers), "SLUICE.rules[0].tiers");
+}

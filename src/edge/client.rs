@@ -247,3 +247,15 @@ pub fn new_lease_id() -> Result<String> {
         .map_err(|e| worker::Error::RustError(format!("no randomness: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+/// Two random numbers, to route a request to the parts of a split quota.
+pub fn random_pair() -> Result<(u32, u32)> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| worker::Error::RustError(format!("no randomness: {e}")))?;
+    let [a0, a1, a2, a3, b0, b1, b2, b3] = bytes;
+    Ok((
+        u32::from_le_bytes([a0, a1, a2, a3]),
+        u32::from_le_bytes([b0, b1, b2, b3]),
+    ))
+}

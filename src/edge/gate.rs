@@ -5,7 +5,7 @@
 
 use worker::{console_error, console_log, Context, Headers, Request, Response, Result};
 
-use super::client::{new_lease_id, Objects};
+use super::client::{new_lease_id, random_pair, Objects};
 use super::delivery::{hold_until_delivered, release_on_drop};
 use super::endpoints::verdict;
 use super::incoming::Parts;
@@ -13,16 +13,20 @@ use super::proxy::{self, Forward};
 use super::settings::Settings;
 use super::{endpoints, isolate, now_ms, respond};
 use crate::banlist::BanRecord;
-use crate::config::{OnError, OnInvalid, Rule};
+use crate::config::{Global, OnError, OnInvalid, Rule, Tier};
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims};
 use crate::http::key::{client_ip, KeyInputs};
 use crate::http::problem::Problem;
 use crate::http::time::rfc3339;
 use crate::http::Incoming;
-use crate::ledger::LeaseAsk;
+use crate::ledger::{LeaseAsk, Outcome};
+use crate::limit::split;
 use crate::protocol::{CheckRequest, QueueAsk};
 use crate::stats::Verdict;
+
+/// The key of a rule whose quota every caller shares.
+const GLOBAL_KEY: &str = "*";
 
 pub async fn limited(
     req: Request,
@@ -61,10 +65,12 @@ pub async fn limited(
         ipv6_prefix: config.ipv6_prefix,
     };
     let key = match tier.key.build(&parts, &inputs) {
+        _ if rule.global.is_some() => GLOBAL_KEY.to_string(),
         Ok(key) => key,
         Err(missing) => {
             let problem = Problem::new(400, "missing-key", missing.to_string())
-                .with("rule", rule.id.as_str());
+                .with("rule", rule.id.as_str())
+                .with("field", missing.part.as_str());
             return respond::problem(&problem);
         }
     };
@@ -78,6 +84,33 @@ pub async fn limited(
     if let Some(ban) = isolate::manual_ban(&candidates, now) {
         isolate::record(&rule.id, Verdict::Refused);
         return manually_banned(rule, &ban, now);
+    }
+    if let Some(global) = rule.global.as_ref().filter(|g| g.parts.len() > 1) {
+        let (object, outcome) =
+            match split_check(objects, config.timeout_ms, rule, tier, global).await {
+                Checked::Refused(outcome) => {
+                    isolate::record(&rule.id, Verdict::Refused);
+                    return respond::refused(rule, &outcome, now_ms());
+                }
+                Checked::Decided(object, outcome) => (object, outcome),
+                Checked::Failed(object, e) => {
+                    return could_not_decide(req, settings, rule, &key, &object, e).await;
+                }
+            };
+        return answer(
+            req,
+            ctx,
+            objects,
+            settings,
+            rule,
+            tier,
+            Decided {
+                key,
+                object,
+                outcome,
+            },
+        )
+        .await;
     }
     let object = format!("{}:{key}", tier.scope);
     if !rule.shadow {
@@ -105,29 +138,43 @@ pub async fn limited(
             deadline += concurrency.max_wait_ms;
         }
     }
-    let outcome = match objects.with_timeout(deadline).check_request(&request).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            isolate::record(&rule.id, Verdict::Failed);
-            console_error!(
-                "sluice: rule {} could not decide for {object}: {e}",
-                rule.id
-            );
-            return match rule.on_error {
-                OnError::Deny => endpoints::unavailable(),
-                OnError::Allow => {
-                    let headers = Headers::new();
-                    headers.set("sluice-degraded", "fail-open")?;
-                    let forward = Forward {
-                        rule_id: Some(&rule.id),
-                        key: Some(&key),
-                        headers,
-                    };
-                    proxy::forward(req, config, forward).await
-                }
+    match objects.with_timeout(deadline).check_request(&request).await {
+        Ok(outcome) => {
+            let decided = Decided {
+                key,
+                object,
+                outcome,
             };
+            answer(req, ctx, objects, settings, rule, tier, decided).await
         }
-    };
+        Err(e) => could_not_decide(req, settings, rule, &key, &object, e).await,
+    }
+}
+
+/// What the key's container (or a part of a split quota) decided.
+struct Decided {
+    key: String,
+    object: String,
+    outcome: Outcome,
+}
+
+/// Refuses, forwards, or (in shadow mode) forwards and reports, after a
+/// container decided.
+async fn answer(
+    req: Request,
+    ctx: &Context,
+    objects: &Objects,
+    settings: &Settings,
+    rule: &Rule,
+    tier: &Tier,
+    decided: Decided,
+) -> Result<Response> {
+    let config = &settings.config;
+    let Decided {
+        key,
+        object,
+        outcome,
+    } = decided;
     isolate::record(&rule.id, verdict(outcome.allowed));
     if let Some(ban) = outcome.ban.as_ref().filter(|ban| ban.started) {
         let record = BanRecord {
@@ -183,6 +230,111 @@ pub async fn limited(
     }
 }
 
+/// The rule's `on_error` when the container could not decide: logged,
+/// counted, and then fail closed or fail open.
+async fn could_not_decide(
+    req: Request,
+    settings: &Settings,
+    rule: &Rule,
+    key: &str,
+    object: &str,
+    e: worker::Error,
+) -> Result<Response> {
+    isolate::record(&rule.id, Verdict::Failed);
+    console_error!(
+        "sluice: rule {} could not decide for {object}: {e}",
+        rule.id
+    );
+    match rule.on_error {
+        OnError::Deny => endpoints::unavailable(),
+        OnError::Allow => {
+            let headers = Headers::new();
+            headers.set("sluice-degraded", "fail-open")?;
+            let forward = Forward {
+                rule_id: Some(&rule.id),
+                key: Some(key),
+                headers,
+            };
+            proxy::forward(req, &settings.config, forward).await
+        }
+    }
+}
+
+/// How a split quota's check went.
+enum Checked {
+    /// Every part tried is full (known from the isolate's cache or just
+    /// found), and the refusal is the one that can be retried soonest.
+    Refused(Outcome),
+    Decided(String, Outcome),
+    Failed(String, worker::Error),
+}
+
+/// A split quota: a random part, and one other when that part is full.
+/// A part the isolate knows is full is skipped without a call, and a part
+/// found full is remembered, so a flood after a sell-out costs no calls.
+/// The answer announces the whole quota's limit; its `remaining` is the
+/// answering part's, a lower bound of the whole's.
+async fn split_check(
+    objects: &Objects,
+    timeout_ms: u64,
+    rule: &Rule,
+    tier: &Tier,
+    global: &Global,
+) -> Checked {
+    let parts = u32::try_from(global.parts.len()).unwrap_or(split::MAX_PARTS);
+    let object_of = |part: u32| format!("{}:{GLOBAL_KEY}#{part}", tier.scope);
+    let (first, second) = match random_pair() {
+        Ok((a, b)) => split::route(parts, a, b),
+        Err(e) => return Checked::Failed(object_of(0), e),
+    };
+    let mut refused: Option<Outcome> = None;
+    for part in [Some(first), second].into_iter().flatten() {
+        let object = object_of(part);
+        let now = now_ms();
+        if !rule.shadow {
+            if let Some(cached) = isolate::cached_refusal(&object, now) {
+                refused = sooner(refused, cached);
+                continue;
+            }
+        }
+        let Some(specs) = global.parts.get(part as usize) else {
+            continue;
+        };
+        let request = CheckRequest::new(&object, specs, 1, None);
+        let mut outcome = match objects
+            .with_timeout(timeout_ms)
+            .check_request(&request)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(e) => return Checked::Failed(object, e),
+        };
+        for (decision, (_, whole)) in outcome.policies.iter_mut().zip(&tier.policies) {
+            decision.decision.limit = whole.limit();
+        }
+        if outcome.allowed || rule.shadow {
+            return Checked::Decided(object, outcome);
+        }
+        isolate::cache_refusal(&object, &outcome, now_ms());
+        refused = sooner(refused, outcome);
+    }
+    match refused {
+        Some(outcome) => Checked::Refused(outcome),
+        None => Checked::Failed(
+            object_of(first),
+            worker::Error::RustError("no part to try".into()),
+        ),
+    }
+}
+
+/// Of two refusals, the one that can be retried sooner.
+fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
+    match a {
+        Some(a) if a.retry_after_ms <= b.retry_after_ms => Some(a),
+        _ => Some(b),
+    }
+}
+
 /// A caller refused before any decision: deny-listed.
 pub fn denied(rule_id: &str) -> Result<Response> {
     let problem =
@@ -222,13 +374,18 @@ fn caller(
     if !rule.uses_jwt() {
         return Ok(None);
     }
-    let Some(token) = parts
-        .header("authorization")
-        .and_then(|h| jwt::bearer(&h).map(str::to_string))
-    else {
+    // Another scheme (Basic, say) carries no JWT, but a Bearer header whose
+    // token is malformed (empty, or with spaces inside) fails verification
+    // like any other bad token.
+    let Some(header) = parts.header("authorization") else {
         return Ok(None);
     };
-    match jwt::verify(&token, key, now_ms() / 1000, jwt_config.leeway_s) {
+    let scheme = header.trim_start().split(' ').next().unwrap_or("");
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Ok(None);
+    }
+    let token = jwt::bearer(header.trim()).unwrap_or("");
+    match jwt::verify(token, key, now_ms() / 1000, jwt_config.leeway_s) {
         Ok(claims) => Ok(Some(claims)),
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),

@@ -11,6 +11,7 @@ pub mod lease;
 pub mod limiter;
 pub mod policy;
 pub mod sliding_log;
+pub mod split;
 
 pub use fixed_window::FixedWindow;
 pub use limiter::{Limiter, Recorded, Spec};

@@ -1,0 +1,127 @@
+//! The price of splitting a global quota: how often a split quota refuses a
+//! request while the whole still had room, against one exact log.
+//!
+//! Run with `cargo run --release --example split_price`. It replays the same
+//! random arrivals (Poisson, seeded, so every run prints the same table)
+//! through one log of N and through K parts with shares summing to N,
+//! routed as the worker routes them: a random part, then one other when that
+//! part is full. A refusal "with room left" is one where the parts together
+//! held fewer than N admissions in the window, so one object would have
+//! admitted it.
+
+use std::collections::VecDeque;
+
+use sluice::limit::split::{route, share};
+use sluice::limit::{Policy, SlidingLog};
+
+const LIMIT: u64 = 1_000;
+const WINDOW_MS: u64 = 1_000;
+const WINDOWS: u64 = 30;
+
+/// xorshift64*: deterministic, and good enough to draw arrivals and routes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Arrival times in ms for `load` times the limit's rate.
+fn arrivals(load: f64, seed: u64) -> Vec<u64> {
+    let mut rng = Rng(seed);
+    let per_ms = load * LIMIT as f64 / WINDOW_MS as f64;
+    let mut t = 0.0;
+    let mut times = Vec::new();
+    while t < (WINDOWS * WINDOW_MS) as f64 {
+        t += -rng.unit().ln() / per_ms;
+        times.push(t as u64);
+    }
+    times
+}
+
+#[derive(Default)]
+struct Tally {
+    admitted: u64,
+    refused: u64,
+    refused_with_room: u64,
+}
+
+fn run(times: &[u64], parts: u32, fallback: bool, seed: u64) -> Tally {
+    let mut rng = Rng(seed);
+    let mut logs: Vec<SlidingLog> = (0..parts)
+        .map(|i| {
+            let policy = Policy::new(share(LIMIT, parts, i), WINDOW_MS).expect("a valid share");
+            SlidingLog::new(policy)
+        })
+        .collect();
+    let mut window: VecDeque<u64> = VecDeque::new();
+    let mut tally = Tally::default();
+    for &now in times {
+        while window.front().is_some_and(|&t| t + WINDOW_MS <= now) {
+            window.pop_front();
+        }
+        let (one, other) = route(parts, rng.next() as u32, rng.next() as u32);
+        let mut allowed = logs[one as usize].check(now, 1).allowed;
+        if !allowed && fallback {
+            allowed = other.is_some_and(|o| logs[o as usize].check(now, 1).allowed);
+        }
+        if allowed {
+            tally.admitted += 1;
+            window.push_back(now);
+            assert!(
+                window.len() as u64 <= LIMIT,
+                "more than the limit in a window"
+            );
+        } else {
+            tally.refused += 1;
+            if (window.len() as u64) < LIMIT {
+                tally.refused_with_room += 1;
+            }
+        }
+    }
+    tally
+}
+
+fn main() {
+    println!("Global limit {LIMIT} per {WINDOW_MS} ms, {WINDOWS} windows of Poisson arrivals.");
+    println!();
+    println!("| load | K | routing | admitted | vs one object | refused with room left (% of requests) |");
+    println!("|---|---|---|---|---|---|");
+    for (load, seed) in [(0.8, 1), (1.0, 2), (1.5, 3), (3.0, 4)] {
+        let times = arrivals(load, seed);
+        let single = run(&times, 1, true, 7);
+        assert_eq!(single.refused_with_room, 0, "one exact log wastes nothing");
+        for parts in [1, 4, 16] {
+            for fallback in [false, true] {
+                if parts == 1 && fallback {
+                    continue;
+                }
+                let tally = run(&times, parts, fallback, 7);
+                let routing = if parts == 1 {
+                    "one object"
+                } else if fallback {
+                    "random + one other"
+                } else {
+                    "random only"
+                };
+                println!(
+                    "| {load:.1} | {parts} | {routing} | {} | {:.2}% | {} ({:.2}%) |",
+                    tally.admitted,
+                    100.0 * tally.admitted as f64 / single.admitted as f64,
+                    tally.refused_with_room,
+                    100.0 * tally.refused_with_room as f64 / times.len() as f64,
+                );
+                debug_assert_eq!(tally.admitted + tally.refused, times.len() as u64);
+            }
+        }
+    }
+}
