@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, checks
 # style for the host and wasm32, runs the Rust unit and property tests, builds
-# the release worker, and runs the end-to-end suite against it on workerd.
+# the release worker, and runs the end-to-end suite and the fast size of the
+# reliability suite against it on workerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,5 +21,5 @@ cargo test
 step "release build (worker-build)"
 bash scripts/build.sh
 
-step "end-to-end tests on workerd"
-node --test --test-reporter=spec tests/e2e/*.test.mjs
+step "end-to-end and reliability tests on workerd (fast size)"
+node --test --test-reporter=spec tests/e2e/*.test.mjs tests/reliability/*.test.mjs

@@ -9,9 +9,10 @@ use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::Objects;
 use super::endpoints::{self, not_allowed, read_body};
+use super::settings::settings;
 use super::{isolate, now_ms, respond};
 use crate::banlist::BanRecord;
-use crate::http::admin::{object_name, parse_manual_ban, AdminRoute};
+use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
 use crate::http::problem::Problem;
@@ -42,6 +43,17 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
     let Some(route) = AdminRoute::parse(path) else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
+    if let AdminRoute::Key { rule, .. } = &route {
+        if !known_rule(env, rule) {
+            let problem = Problem::new(
+                404,
+                "not-found",
+                format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
+            )
+            .with("field", "rule");
+            return respond::problem(&problem);
+        }
+    }
     let answer = match (req.method(), route) {
         (Method::Get, AdminRoute::Key { rule, key }) => inspect_key(objects, &rule, &key).await,
         (Method::Delete, AdminRoute::Key { rule, key }) => reset_key(objects, &rule, &key).await,
@@ -69,10 +81,11 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
                 .and_then(|(_, value)| value.parse::<u64>().ok())
                 .unwrap_or(0);
             isolate::flush_stats(objects).await;
-            objects
-                .stats(since)
-                .await
-                .and_then(|stats| respond::json(&stats, Headers::new()))
+            objects.stats(since).await.and_then(|stats| {
+                let mut body = serde_json::to_value(&stats)?;
+                body["isolate"] = isolate::figures();
+                respond::json(&body, Headers::new())
+            })
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
     };
@@ -90,8 +103,9 @@ async fn inspect_key(objects: &Objects, rule: &str, key: &str) -> Result<Respons
         "rule": rule,
         "key": key,
         "object": object,
-        "slots": state.slots,
+                "slots": state.slots,
         "ban": state.ban,
+        "leases": state.leases,
         "manual_ban": manual_ban,
     });
     respond::json(&body, Headers::new())
@@ -148,4 +162,21 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
         ));
     }
     respond::json(&json!({"key": key, "removed": true}), Headers::new())
+}
+
+/// Whether `rule` names the decision API or a rule (or a rule's tier) of
+/// the config, so that a typo answers 404 rather than an empty key.
+fn known_rule(env: &Env, rule: &str) -> bool {
+    if rule == API_RULE {
+        return true;
+    }
+    let scope = format!("rule:{rule}");
+    settings(env).is_ok_and(|settings| {
+        settings
+            .config
+            .rules
+            .iter()
+            .flat_map(|r| &r.tiers)
+            .any(|tier| tier.scope == scope)
+    })
 }

@@ -8,6 +8,9 @@
 use std::cell::OnceCell;
 use std::rc::Rc;
 
+use serde_json::Value;
+use wasm_bindgen::JsValue;
+use worker::js_sys::Reflect;
 use worker::{console_error, Env};
 
 use crate::config::{Config, ConfigError};
@@ -37,10 +40,7 @@ pub fn settings(env: &Env) -> Result<Rc<Settings>, ConfigError> {
 }
 
 fn load(env: &Env) -> Result<Settings, ConfigError> {
-    let value = env
-        .object_var::<serde_json::Value>("SLUICE")
-        .unwrap_or(serde_json::Value::Null);
-    let config = Config::from_value(value)?;
+    let config = Config::from_value(raw_config(env)?)?;
     let jwt_key = match &config.jwt {
         None => None,
         Some(jwt) => {
@@ -61,4 +61,22 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
         }
     };
     Ok(Settings { config, jwt_key })
+}
+
+/// The `SLUICE` var as JSON: absent (no rules), a JSON string (as the
+/// dashboard stores it), or a structured var. A var that is present but
+/// unreadable is an error, never a silent "no rules".
+fn raw_config(env: &Env) -> Result<Value, ConfigError> {
+    let raw =
+        Reflect::get(env.as_ref(), &JsValue::from_str("SLUICE")).unwrap_or(JsValue::UNDEFINED);
+    if raw.is_undefined() {
+        return Ok(Value::Null);
+    }
+    if let Some(text) = raw.as_string() {
+        return Ok(Value::String(text));
+    }
+    env.object_var::<Value>("SLUICE").map_err(|e| ConfigError {
+        field: "SLUICE".into(),
+        message: format!("must be a table of settings or a JSON string: {e}"),
+    })
 }

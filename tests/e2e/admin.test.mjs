@@ -173,6 +173,17 @@ test("decision-API keys are addressed under _api", async () => {
   const state = await (await sluice.fetch(`/_sluice/admin/keys/_api/${encodeURIComponent(key)}`, { headers: admin })).json();
   assert.equal(state.object, `api:${key}`);
   assert.equal(state.slots[0].used, 2);
+  assert.deepEqual(state.leases, []);
+
+  const lease = await (await sluice.post("/_sluice/v1/leases", { key, limit: 2, ttl_ms: 60_000, owner: "worker-1" })).json();
+  const held = await (await sluice.fetch(`/_sluice/admin/keys/_api/${encodeURIComponent(key)}`, { headers: admin })).json();
+  assert.deepEqual(held.leases.map((l) => [l.id, l.fence, l.owner]), [[lease.lease_id, lease.fence, "worker-1"]]);
+});
+
+test("a rule the config does not have is a 404, not an empty key", async () => {
+  const response = await sluice.fetch("/_sluice/admin/keys/no-such-rule/1.2.3.4", { headers: admin });
+  assert.equal(response.status, 404);
+  assert.equal((await response.json()).field, "rule");
 });
 
 describe("bans", () => {

@@ -1,15 +1,19 @@
 // Failure policies with injected faults: LIMITER is bound to a fixture that
 // passes calls through to the real container or fails them (exception, 500,
-// hang past the timeout). on_error = "allow" fails open, "deny" fails
-// closed; every failure is logged; the worker recovers when the fault stops.
+// hang past the timeout, a garbled answer). on_error = "allow" fails open,
+// "deny" fails closed; every failure is logged and counted; the worker
+// recovers when the fault stops, and no fault ever panics the wasm instance.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice } from "./harness.mjs";
 
+const TOKEN = "faults-admin-token";
+const FAULTS = ["throw", "error", "hang", "garbage"];
 let sluice;
 before(async () => {
   sluice = await Sluice.start({
     faults: true,
+    secrets: { ADMIN_TOKEN: TOKEN },
     sluice: {
       timeout: "300ms",
       rules: [
@@ -27,7 +31,7 @@ const get = (path) => {
   return sluice.fetch(path, { headers: { "CF-Connecting-IP": `198.19.0.${n}` } });
 };
 
-for (const fault of ["throw", "error", "hang"]) {
+for (const fault of FAULTS) {
   test(`${fault}: fail open and fail closed, logged`, async () => {
     await sluice.fault(fault);
     const started = Date.now();
@@ -56,4 +60,16 @@ test("the worker recovers when the fault stops", async () => {
   assert.equal(first.headers.get("ratelimit"), '"closed";r=1;t=60', "limits apply again");
   assert.equal((await send()).status, 200);
   assert.equal((await send()).status, 429);
+});
+
+test("every failure is counted, and none reached the runtime as a panic", async () => {
+  const response = await sluice.fetch("/_sluice/admin/stats", { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(response.status, 200);
+  const { rules } = await response.json();
+  const failed = Object.fromEntries(rules.map((r) => [r.rule, r.failed]));
+  assert.equal(failed.open, FAULTS.length, "one fail-open per fault");
+  assert.equal(failed.closed, FAULTS.length + 1, "one fail-closed per fault, and one more before recovery");
+  const output = sluice.output();
+  assert.doesNotMatch(output, /panicked/);
+  assert.doesNotMatch(output, /Reinitializing/i);
 });

@@ -31,7 +31,10 @@ export class Sluice {
     };
     const workers = [sluiceWorker];
     if (options.faults) {
-      sluiceWorker.durableObjects = { LIMITER: { className: "FaultyLimiter", scriptName: "faults" } };
+      sluiceWorker.durableObjects = {
+        ...workerOptions.durableObjects,
+        LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
+      };
       workers.push({
         name: "faults",
         modules: true,

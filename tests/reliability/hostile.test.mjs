@@ -1,0 +1,146 @@
+// Hostile clients:
+// - a flood of distinct keys (5 000 here, 100 000 with SLUICE_FULL=1), each
+//   admitted once and refused once, leaves the isolate's caches within their
+//   bounds and, once the windows pass, no storage behind: the sweep frees
+//   every object and the registry counts no live key;
+// - spoofed client-address headers change nothing: only CF-Connecting-IP
+//   names the caller;
+// - the admin API refuses every route without the right token.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Sluice, tempDir, eventually } from "../e2e/harness.mjs";
+import { FULL, objectsHoldingData } from "./support.mjs";
+
+const ADMIN_TOKEN = "hostile-admin-token";
+const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+const KEYS = FULL ? 100_000 : 5_000;
+
+let sluice;
+let persisted;
+before(async () => {
+  persisted = tempDir();
+  sluice = await Sluice.start({
+    persist: persisted.dir,
+    secrets: { ADMIN_TOKEN },
+    sluice: {
+      rules: [
+        { id: "many", match: { path: "/many" }, key: "header:x-client", limit: 1, window: "1s" },
+        { id: "ip", match: { path: "/ip" }, key: "ip", limit: 2, window: "1m" },
+      ],
+    },
+  });
+});
+after(async () => {
+  await sluice?.stop();
+  persisted?.remove();
+});
+
+/** Runs `work(i)` for i in [0, n) with at most `width` at a time. */
+async function pool(n, width, work) {
+  let next = 0;
+  const lanes = Array.from({ length: width }, async () => {
+    while (next < n) await work(next++);
+  });
+  await Promise.all(lanes);
+}
+
+const stats = async () => {
+  const response = await sluice.fetch("/_sluice/admin/stats", { headers: admin });
+  assert.equal(response.status, 200);
+  return response.json();
+};
+
+test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, no storage`, { timeout: 3_600_000 }, async () => {
+  const statuses = new Map();
+  await pool(KEYS, 32, async (i) => {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
+      await response.arrayBuffer();
+      statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+    }
+  });
+  assert.deepEqual(Object.fromEntries(statuses), { 200: KEYS, 429: KEYS }, "each key admitted once, then refused");
+
+  const { isolate } = await stats();
+  assert.ok(isolate.refusal_cache > 0, "refusals were cached");
+  assert.ok(isolate.refusal_cache <= isolate.refusal_cache_capacity, `refusal cache ${isolate.refusal_cache}`);
+  assert.ok(isolate.pending_stats <= isolate.pending_stats_capacity);
+
+  assert.ok(objectsHoldingData(persisted.dir, "Limiter") > 0, "the flood's objects hold their logs");
+
+  // Each object's alarm sweeps its key once the window has passed and frees
+  // its storage; it reports the key gone to the registry.
+  const holding = await eventually(
+    async () => {
+      const left = objectsHoldingData(persisted.dir, "Limiter");
+      return left === 0 ? "none" : false;
+    },
+    FULL ? 600_000 : 60_000,
+    500,
+  );
+  assert.equal(holding, "none");
+  await eventually(async () => {
+    const { rules } = await stats();
+    return (rules.find((r) => r.rule === "many")?.live_keys ?? 0) === 0;
+  }, 30_000, 200);
+});
+
+test("spoofed client-address headers change nothing", async () => {
+  const spoofs = [
+    { "X-Forwarded-For": "203.0.113.1" },
+    { "X-Forwarded-For": "203.0.113.2, 198.51.100.9" },
+    { "X-Real-IP": "203.0.113.3" },
+    { "True-Client-IP": "203.0.113.4" },
+    { Forwarded: "for=203.0.113.5;proto=https" },
+    { "X-Client-IP": "203.0.113.6" },
+    { "CF-Connecting-IPv6": "2001:db8::1" },
+  ];
+  const keys = new Set();
+  const statuses = [];
+  for (const spoof of spoofs) {
+    const response = await sluice.fetch("/ip", { headers: { "CF-Connecting-IP": "192.0.2.50", ...spoof } });
+    statuses.push(response.status);
+    if (response.status === 200) keys.add((await response.json()).key);
+    else await response.arrayBuffer();
+  }
+  assert.deepEqual(statuses, [200, 200, 429, 429, 429, 429, 429], "one caller, one limit of 2");
+  assert.deepEqual([...keys], ["192.0.2.50"]);
+});
+
+test("the admin API refuses every route without the right token", async () => {
+  const routes = [
+    ["GET", "/keys/many/client-1"],
+    ["DELETE", "/keys/many/client-1"],
+    ["GET", "/bans"],
+    ["PUT", "/bans/client-1"],
+    ["DELETE", "/bans/client-1"],
+    ["GET", "/stats"],
+    ["GET", "/nothing-here"],
+  ];
+  const tokens = [
+    undefined,
+    "",
+    "Bearer",
+    "Bearer ",
+    "Bearer wrong",
+    `Bearer ${ADMIN_TOKEN.slice(0, -1)}`,
+    `Bearer ${ADMIN_TOKEN}x`,
+    `Bearer  ${ADMIN_TOKEN} x`,
+    `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}`).toString("base64")}`,
+    ADMIN_TOKEN,
+    `Token ${ADMIN_TOKEN}`,
+  ];
+  for (const [method, route] of routes) {
+    for (const token of tokens) {
+      const headers = { "content-type": "application/json" };
+      if (token !== undefined) headers.Authorization = token;
+      const body = method === "PUT" ? JSON.stringify({ for: "1m", reason: "test" }) : undefined;
+      const response = await sluice.fetch(`/_sluice/admin${route}`, { method, headers, body });
+      const text = await response.text();
+      assert.equal(response.status, 401, `${method} ${route} with ${JSON.stringify(token)}`);
+      assert.doesNotMatch(text, /client-1/, "nothing about keys leaks");
+    }
+  }
+  const bans = await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json();
+  assert.equal(bans.bans.length, 0, "no refused request banned anyone");
+});

@@ -1,0 +1,51 @@
+// Helpers for the reliability suite.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { execFileSync } from "node:child_process";
+
+/** Whether to run the long version (npm run test:reliability). */
+export const FULL = process.env.SLUICE_FULL === "1";
+
+/** Starts runtime.mjs on `dir`; resolves to {url, kill()} once it serves. */
+export async function runtime(dir, options = {}) {
+  const child = spawn(process.execPath, [new URL("./runtime.mjs", import.meta.url).pathname, dir, JSON.stringify(options)], {
+    detached: true,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let buffered = "";
+  for await (const chunk of child.stdout) {
+    buffered += chunk;
+    const line = buffered.split("\n")[0];
+    if (buffered.includes("\n")) {
+      const { url } = JSON.parse(line);
+      child.stdout.resume();
+      return {
+        url,
+        /** SIGKILL to the whole group; a second call does nothing. */
+        async kill() {
+          if (child.exitCode !== null || child.signalCode !== null) return;
+          const exited = once(child, "exit");
+          process.kill(-child.pid, "SIGKILL");
+          await exited;
+        },
+      };
+    }
+  }
+  throw new Error("the runtime exited before serving");
+}
+
+/** Durable Object databases under `dir` that still hold any table. */
+export function objectsHoldingData(dir, className) {
+  const script = `
+import sqlite3, sys, pathlib
+held = 0
+for path in pathlib.Path(sys.argv[1]).glob(f"*-{sys.argv[2]}/*.sqlite"):
+    if path.name == "metadata.sqlite":
+        continue
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\\\_%' ESCAPE '\\\\'").fetchone()[0]
+    held += 1 if tables else 0
+    db.close()
+print(held)`;
+  return Number(execFileSync("python3", ["-c", script, dir, className]).toString().trim());
+}
