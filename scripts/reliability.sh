@@ -10,7 +10,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "fuzzing the parsers (${FUZZ_CASES:=200000} cases per target)"
+step "fuzzing the parsers (${FUZZ_CASES:=2000000} cases per target)"
 FUZZ_CASES="$FUZZ_CASES" cargo test --release --test fuzz
 
 step "release build (worker-build)"
