@@ -153,6 +153,24 @@ pub struct Inspection {
     pub alarm_ms: Option<u64>,
     /// Checks served since this instance started.
     pub checks: u64,
+    /// What every container in this isolate has cost since it started.
+    pub meter: Meter,
+}
+
+/// Counters of what the containers cost, for measuring the cost of a
+/// decision (BENCHMARKS.md): on the local runtime every object of the
+/// namespace shares one isolate, so the difference across a run, divided by
+/// the decisions made, is the cost of one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meter {
+    /// Requests the containers served (every route).
+    pub requests: u64,
+    /// Alarm invocations.
+    pub alarms: u64,
+    /// SQLite rows read and written, as the runtime reports them per
+    /// statement (`rowsRead`, `rowsWritten`, which is what Cloudflare bills).
+    pub rows_read: u64,
+    pub rows_written: u64,
 }
 
 /// `POST /unban` to the registry: lift the ban `source` placed on `key`

@@ -62,3 +62,26 @@ test("the alarm sweeps an idle key and frees its storage", async () => {
     await sluice.stop();
   }
 });
+
+test("an admission on a busy key writes one row, a refusal writes none", async () => {
+  const sluice = await Sluice.start();
+  try {
+    const key = freshKey("cost");
+    // The meter is the isolate's; read it through an object with no
+    // tables, whose inspection reads no rows.
+    const meter = async () => (await sluice.inspect(`probe:${key}`)).meter;
+    const ask = () => sluice.post("/_sluice/v1/limit", { key, limit: 4, window_ms: 600_000 }).then((r) => r.json());
+    assert.equal((await ask()).allowed, true, "the first admission creates the tables");
+    const before = await meter();
+    for (let i = 0; i < 3; i++) assert.equal((await ask()).allowed, true);
+    const admitted = await meter();
+    for (let i = 0; i < 5; i++) assert.equal((await ask()).allowed, false);
+    const refused = await meter();
+    assert.equal(admitted.rows_written - before.rows_written, 3, "one row per admission");
+    assert.equal(refused.rows_written - admitted.rows_written, 0, "refusals write nothing");
+    assert.equal(refused.rows_read - admitted.rows_read, 0, "and read nothing");
+    assert.equal(refused.requests - admitted.requests, 5 + 1, "one container request per decision, and the inspection");
+  } finally {
+    await sluice.stop();
+  }
+});

@@ -10,6 +10,7 @@
 //! awaits something else (a channel or a timer), which opens the gate so
 //! that the releases it waits for can come in.
 
+mod meter;
 mod sql;
 
 use std::cell::RefCell;
@@ -102,6 +103,7 @@ impl DurableObject for Limiter {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        meter::count(|m| m.requests += 1);
         self.load().await?;
         let route = (req.method(), req.path());
         match (route.0, route.1.as_str()) {
@@ -140,6 +142,7 @@ impl DurableObject for Limiter {
     }
 
     async fn alarm(&self) -> Result<Response> {
+        meter::count(|m| m.alarms += 1);
         self.load().await?;
         let now = now_ms();
         let expired = {
@@ -388,6 +391,9 @@ impl Limiter {
     }
 
     fn inspect(&self) -> Result<Inspection> {
+        // Read before counting the rows, so the meter leaves out the
+        // inspection's own reads.
+        let meter = meter::read();
         let inner = self.inner.borrow();
         let stored_rows = if inner.has_tables {
             sql::row_count(&self.state.storage().sql())?
@@ -400,6 +406,7 @@ impl Limiter {
             has_storage: inner.has_tables,
             alarm_ms: inner.alarm_ms,
             checks: inner.checks,
+            meter,
         })
     }
 
@@ -438,7 +445,7 @@ impl Limiter {
 
     fn ensure_tables(&self, storage_sql: &worker::SqlStorage) -> Result<()> {
         if !self.inner.borrow().has_tables {
-            storage_sql.exec(sql::SCHEMA, None)?;
+            sql::create(storage_sql)?;
             self.inner.borrow_mut().has_tables = true;
         }
         Ok(())

@@ -3,13 +3,14 @@
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use worker::{Result, SqlStorage, SqlStorageValue};
+use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 use super::super::storage::int;
+use super::meter;
 use crate::ledger::{Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
 
-pub const SCHEMA: &str = "
+const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS slots (
   key TEXT NOT NULL, policy TEXT NOT NULL,
   kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
@@ -72,25 +73,20 @@ struct Count {
 
 /// Whether the tables exist (the last one the schema creates).
 pub fn has_tables(sql: &SqlStorage) -> Result<bool> {
-    let count = sql
-        .exec(
-            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'",
-            None,
-        )?
-        .one::<Count>()?;
-    Ok(count.n > 0)
+    let count = one_count(
+        sql,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'",
+    )?;
+    Ok(count > 0)
 }
 
 /// Every row, for an operator's inspection.
 pub fn row_count(sql: &SqlStorage) -> Result<u64> {
-    let count = sql
-        .exec(
-            "SELECT (SELECT COUNT(*) FROM slots) + (SELECT COUNT(*) FROM hits)
-             + (SELECT COUNT(*) FROM bans) + (SELECT COUNT(*) FROM leases) AS n",
-            None,
-        )?
-        .one::<Count>()?;
-    Ok(count.n)
+    one_count(
+        sql,
+        "SELECT (SELECT COUNT(*) FROM slots) + (SELECT COUNT(*) FROM hits)
+         + (SELECT COUNT(*) FROM bans) + (SELECT COUNT(*) FROM leases) AS n",
+    )
 }
 
 /// The ledger as storage holds it.
@@ -138,8 +134,35 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
     Ok(ledger)
 }
 
+/// Every row a query answers, counted in the meter.
 fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
-    sql.exec(query, None)?.to_array::<T>()
+    let cursor = sql.exec(query, None)?;
+    let rows = cursor.to_array::<T>()?;
+    count_rows(&cursor);
+    Ok(rows)
+}
+
+fn one_count(sql: &SqlStorage, query: &str) -> Result<u64> {
+    Ok(rows::<Count>(sql, query)?.first().map_or(0, |c| c.n))
+}
+
+/// Runs a statement that answers no rows, counted in the meter.
+fn run(sql: &SqlStorage, statement: &str, bindings: Vec<SqlStorageValue>) -> Result<()> {
+    let cursor = sql.exec(statement, bindings)?;
+    count_rows(&cursor);
+    Ok(())
+}
+
+/// Creates the tables.
+pub fn create(sql: &SqlStorage) -> Result<()> {
+    run(sql, SCHEMA, Vec::new())
+}
+
+fn count_rows(cursor: &SqlCursor) {
+    meter::count(|m| {
+        m.rows_read += cursor.rows_read() as u64;
+        m.rows_written += cursor.rows_written() as u64;
+    });
 }
 
 pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
@@ -151,7 +174,8 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
             state,
         } => {
             let (kind, a, b, c) = spec.encode();
-            sql.exec(
+            run(
+                sql,
                 "INSERT INTO slots (key, policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (key, policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
                  b = excluded.b, c = excluded.c, s1 = excluded.s1, s2 = excluded.s2",
@@ -172,12 +196,14 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
             name,
             at_ms,
             count,
-        } => sql.exec(
+        } => run(
+            sql,
             "INSERT INTO hits (key, policy, at, n) VALUES (?, ?, ?, ?)
              ON CONFLICT (key, policy, at) DO UPDATE SET n = n + excluded.n",
             vec![key.into(), name.into(), int(at_ms), int(u64::from(count))],
         )?,
-        Write::Ban { key, ban } => sql.exec(
+        Write::Ban { key, ban } => run(
+            sql,
             "INSERT OR REPLACE INTO bans (key, until_ms, offences, forget_ms, reason) VALUES (?, ?, ?, ?, ?)",
             vec![
                 key.into(),
@@ -187,7 +213,8 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
                 ban.reason.into(),
             ],
         )?,
-        Write::Lease { key, lease } => sql.exec(
+        Write::Lease { key, lease } => run(
+            sql,
             "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds) VALUES (?, ?, ?, ?, ?, ?)",
             vec![
                 key.into(),
@@ -209,21 +236,27 @@ pub fn remove(sql: &SqlStorage, expired: Expired) -> Result<()> {
             name,
             cutoff_ms,
         } => {
-            sql.exec(
+            run(
+                sql,
                 "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
                 vec![key.into(), name.into(), int(cutoff_ms)],
             )?;
         }
         Expired::Slot { key, name } => {
             let bind = || -> Vec<SqlStorageValue> { vec![key.clone().into(), name.clone().into()] };
-            sql.exec("DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
-            sql.exec("DELETE FROM slots WHERE key = ? AND policy = ?", bind())?;
+            run(sql, "DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
+            run(
+                sql,
+                "DELETE FROM slots WHERE key = ? AND policy = ?",
+                bind(),
+            )?;
         }
         Expired::Ban { key } => {
-            sql.exec("DELETE FROM bans WHERE key = ?", vec![key.into()])?;
+            run(sql, "DELETE FROM bans WHERE key = ?", vec![key.into()])?;
         }
         Expired::Lease { key, id } => {
-            sql.exec(
+            run(
+                sql,
                 "DELETE FROM leases WHERE key = ? AND id = ?",
                 vec![key.into(), id.into()],
             )?;
