@@ -1,0 +1,133 @@
+// Writes the figures of one `npm run bench` into BENCHMARKS.md, between the
+// markers `<!-- bench:start -->` and `<!-- bench:end -->`; the hand-written
+// history around them (before and after of each change) stays.
+//   node bench/report.mjs <criterion log> <workerd JSON> <split table>
+import { readFileSync, writeFileSync, readdirSync, existsSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpus } from "node:os";
+
+const root = new URL("../", import.meta.url).pathname;
+const [criterionLog, workerdJson, splitTable] = process.argv.slice(2).map((p) => readFileSync(p, "utf8"));
+const workerd = JSON.parse(workerdJson);
+
+/** Criterion's median for group/case/N, in a readable unit. */
+function median(group, name, n) {
+  const path = `${root}target/criterion/${group}/${name}/${n}/new/estimates.json`;
+  if (!existsSync(path)) return null;
+  return JSON.parse(readFileSync(path, "utf8")).median.point_estimate;
+}
+const time = (ns) => {
+  if (ns === null) return "–";
+  if (ns < 1_000) return `${ns.toFixed(1)} ns`;
+  if (ns < 1_000_000) return `${(ns / 1_000).toFixed(1)} µs`;
+  return `${(ns / 1_000_000).toFixed(2)} ms`;
+};
+
+const sizes = readdirSync(`${root}target/criterion/sliding_log/admit_steady`)
+  .filter((d) => /^\d+$/.test(d))
+  .map(Number)
+  .sort((a, b) => a - b);
+const groups = ["sliding_log", "fixed_window", "gcra", "governor_keyed"];
+const header = `| check | ${sizes.map((n) => `N = ${n.toLocaleString("en-US")}`).join(" | ")} |`;
+const rule = `|---|${sizes.map(() => "---").join("|")}|`;
+const criterionRows = [];
+for (const name of ["admit_steady", "refuse_full"]) {
+  for (const group of groups) {
+    criterionRows.push(`| \`${group}\` ${name} | ${sizes.map((n) => time(median(group, name, n))).join(" | ")} |`);
+  }
+}
+criterionRows.push(`| \`sliding_log\` burst_same_ms (N checks) | ${sizes.map((n) => time(median("sliding_log", "burst_same_ms", n))).join(" | ")} |`);
+const ratios = sizes.map((n) => {
+  const ours = median("sliding_log", "admit_steady", n);
+  const reference = median("governor_keyed", "admit_steady", n);
+  return ours && reference ? (ours / reference).toFixed(2) : "–";
+});
+criterionRows.push(`| sliding_log admit ÷ governor admit | ${ratios.join(" | ")} |`);
+
+const stateBytes = criterionLog
+  .split("\n")
+  .filter((line) => line.startsWith("  "))
+  .filter((line) => /^\s+(sliding_log|fixed_window|gcra|governor)/.test(line))
+  .map((line) => `- ${line.trim()}`)
+  .join("\n");
+
+const date = new Date().toISOString().slice(0, 10);
+const machine = `${cpus().length} × ${cpus()[0].model.trim()}`;
+const wrkVersion = execFileSync("sh", ["-c", "wrk -v 2>&1 | head -1"], { encoding: "utf8" }).trim();
+const generated = `<!-- bench:start -->
+## Latest run
+
+Written by \`npm run bench\` (\`scripts/bench.sh\`) on ${date}, on ${machine}.
+Every figure in this section comes from that one run.
+
+### The algorithms on the host (criterion)
+
+\`\`\`sh
+cargo bench --bench algorithms -- --warm-up-time 1 --measurement-time 2
+\`\`\`
+
+Median time per check at limit N. governor's keyed GCRA, measured in the same
+run, is the reference for what an in-memory check can cost; its figure
+includes finding the key in its map, while Sluice's is the check on a key's
+state alone (the container finds the key in a hash map first).
+
+${header}
+${rule}
+${criterionRows.join("\n")}
+
+State per key:
+
+${stateBytes}
+
+### The worker on local workerd (wrk)
+
+\`\`\`sh
+taskset -c 0 node bench/workerd.mjs   # wrk runs pinned to core 1
+\`\`\`
+
+${wrkVersion.replace(/ Copyright.*/, "")}; 1 thread, ${process.env.BENCH_CONNECTIONS ?? 32} connections, ${process.env.BENCH_SECONDS ?? 6} s per target
+and round, ${process.env.BENCH_ROUNDS ?? 3} rounds that load every target in turn (all runtimes stay up),
+each figure the median of its rounds; the runtime (Node and workerd) on core 0,
+wrk on core 1. Runs of the same target differ by up to a third from one
+round to the next on this shared machine, which the last column shows.
+
+${workerd.load}
+
+### Cost per decision
+
+Counted by the containers' isolate-wide meter (\`/inspect\` on any Limiter
+object; SQLite rows are the runtime's \`rowsRead\` and \`rowsWritten\`, which is
+what Cloudflare bills), over 200 decisions each. A key that becomes live or
+empty also costs one background report to the registry, not counted here.
+
+${workerd.costs}
+
+### Cold start and size
+
+| | |
+|---|---|
+${workerd.cold}
+
+| release build | raw | gzip -9 |
+|---|---|---|
+${workerd.wasm}
+
+### The price of splitting a global quota
+
+\`\`\`sh
+cargo run --release --example split_price
+\`\`\`
+
+${splitTable.trim()}
+<!-- bench:end -->`;
+
+const path = `${root}BENCHMARKS.md`;
+const current = readFileSync(path, "utf8");
+const start = current.indexOf("<!-- bench:start -->");
+const end = current.indexOf("<!-- bench:end -->");
+const next =
+  start >= 0 && end > start
+    ? current.slice(0, start) + generated + current.slice(end + "<!-- bench:end -->".length)
+    : `${current.trimEnd()}\n\n${generated}\n`;
+writeFileSync(path, next);
+process.stderr.write(`bench: wrote ${path}\n`);

@@ -1,0 +1,221 @@
+// The worker benchmarks on local workerd (through Miniflare), with wrk as
+// the load generator: every target in one run, on one machine, so the
+// ratios compare like with like. Prints Markdown for BENCHMARKS.md.
+//   taskset -c 0 node bench/workerd.mjs   (the runtime on core 0)
+// wrk is pinned to the other core when the machine has two.
+import { Miniflare } from "miniflare";
+import { execFileSync } from "node:child_process";
+import { availableParallelism } from "node:os";
+import { statSync } from "node:fs";
+import { Sluice } from "../tests/e2e/harness.mjs";
+
+const here = new URL("./", import.meta.url).pathname;
+const root = new URL("../", import.meta.url).pathname;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const COMPAT = "2026-04-01";
+const ADMIN_TOKEN = "bench-admin-token";
+
+const BANNED_RULES = {
+  rules: [
+    {
+      id: "banned",
+      match: { path: "/banned" },
+      key: "header:x-key",
+      limit: 1,
+      window: "10m",
+      ban: { after: 1, within: "1m", for: "1h" },
+    },
+  ],
+};
+
+/** Runs wrk against `url`; answers requests per second, p50 and p99 in ms. */
+function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
+  const args = ["-t1", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "--timeout", "10s"];
+  for (const header of headers) args.push("-H", header);
+  if (script) args.push("-s", here + script);
+  args.push(url);
+  if (scriptArgs.length > 0) args.push("--", ...scriptArgs);
+  const pinned = availableParallelism() > 1 ? ["taskset", ["-c", "1", "wrk", ...args]] : ["wrk", args];
+  const out = execFileSync(pinned[0], pinned[1], { encoding: "utf8" });
+  const ms = (text) => {
+    const [, value, unit] = text.match(/([\d.]+)(us|ms|s)/);
+    return Number(value) * { us: 0.001, ms: 1, s: 1000 }[unit];
+  };
+  const non2xx = Number(out.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0);
+  const errors = out.match(/Socket errors: .*/)?.[0] ?? "";
+  return {
+    rps: Number(out.match(/Requests\/sec:\s+([\d.]+)/)[1]),
+    p50: ms(out.match(/\n\s+50%\s+(\S+)/)[1]),
+    p99: ms(out.match(/\n\s+99%\s+(\S+)/)[1]),
+    non2xx,
+    errors,
+  };
+}
+
+async function jsWorker(file, durableObjects = {}) {
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: here + file,
+    compatibilityDate: COMPAT,
+    durableObjects,
+    host: "127.0.0.1",
+    port: 0,
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  return { url, stop: () => mf.dispose() };
+}
+
+const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/** Every target up at once, then BENCH_ROUNDS rounds that load each in
+ * turn, so slow and fast moments of a shared machine fall on all of them;
+ * each figure is the median of its rounds. */
+async function load() {
+  const passthrough = await jsWorker("passthrough.mjs");
+  const sluice = await Sluice.start({ sluice: BANNED_RULES });
+  const js = await jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } });
+  for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
+  const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
+  if (banned.status !== 429 || !(await banned.text()).includes("banned")) throw new Error("the bench key is not banned");
+
+  const targets = [
+    ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}],
+    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua" }],
+    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+    ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"] }],
+    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua" }],
+    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+  ];
+  wrk(passthrough.url, {});
+  const results = targets.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    targets.forEach(([name, url, options], i) => {
+      const result = wrk(url, { ...options, args: [`${round}`] });
+      // Every answer must be the one the target exists to measure: 200s,
+      // or for the banned key, 429s only.
+      const refusals = options.headers !== undefined;
+      if (result.errors || (refusals ? result.non2xx === 0 : result.non2xx > 0)) {
+        throw new Error(`${name}: ${result.non2xx} non-2xx answers ${result.errors}`);
+      }
+      results[i].push(result);
+      process.stderr.write(`bench: round ${round + 1}: ${name}: ${fmt(result.rps, 0)} req/s\n`);
+    });
+  }
+  await Promise.all([passthrough.stop(), sluice.stop(), js.stop()]);
+
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const rows = targets.map(([name], i) => ({
+    name,
+    rps: median(results[i].map((r) => r.rps)),
+    p50: median(results[i].map((r) => r.p50)),
+    p99: median(results[i].map((r) => r.p99)),
+    spread: results[i].map((r) => fmt(r.rps, 0)).join(", "),
+  }));
+  const ceiling = rows[0];
+  const lines = [
+    "| target | requests/s | p50 | p99 | requests/s ÷ ceiling | p50 ÷ ceiling | p99 ÷ ceiling | requests/s in each round |",
+    "|---|---|---|---|---|---|---|---|",
+  ];
+  for (const row of rows) {
+    const ratios = [row.rps / ceiling.rps, row.p50 / ceiling.p50, row.p99 / ceiling.p99].map((r) => fmt(r));
+    lines.push(`| ${row.name} | ${fmt(row.rps, 0)} | ${fmt(row.p50)} ms | ${fmt(row.p99)} ms | ${ratios.join(" | ")} | ${row.spread} |`);
+  }
+  return lines.join("\n");
+}
+
+/** What one decision costs the containers: the isolate-wide meter that
+ * /inspect reports, read before and after each phase. */
+async function costs() {
+  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN } });
+  const meter = async () => (await sluice.inspect("bench:probe")).meter;
+  const phase = async (name, n, send) => {
+    const before = await meter();
+    for (let i = 0; i < n; i++) await send(i);
+    const after = await meter();
+    const per = (field) => (after[field] - before[field] - (field === "requests" ? 1 : 0)) / n;
+    return { name, requests: per("requests"), read: per("rows_read"), written: per("rows_written") };
+  };
+  const decide = async (key, limit, window_ms) => {
+    const response = await sluice.post("/_sluice/v1/limit", { key, limit, window_ms });
+    return response.json();
+  };
+  const N = 200;
+  const rows = [];
+  rows.push(await phase("admitted, a new key (creates its tables)", N, (i) => decide(`new-${i}`, 10, 60_000)));
+  await decide("busy", 1_000_000, 60_000);
+  rows.push(await phase("admitted, a busy key", N, () => decide("busy", 1_000_000, 60_000)));
+  await decide("full", 5, 600_000);
+  for (let i = 0; i < 5; i++) await decide("full", 5, 600_000);
+  rows.push(await phase("refused, a full key", N, () => decide("full", 5, 600_000)));
+  for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
+  rows.push(
+    await phase("refused, a banned key (isolate cache)", N, async () => {
+      await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
+    }),
+  );
+
+  // Alarm invocations per idle key: K keys admitted once with a short
+  // window, then left alone until their objects have freed their storage.
+  const K = 50;
+  const before = await meter();
+  for (let i = 0; i < K; i++) await decide(`idle-${i}`, 5, 300);
+  const deadline = Date.now() + 30_000;
+  for (let i = 0; i < K; i++) {
+    while ((await sluice.inspect(`api:idle-${i}`)).has_storage) {
+      if (Date.now() > deadline) throw new Error("idle keys were not swept");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  const after = await meter();
+  await sluice.stop();
+
+  const lines = [
+    "| decision | container requests | SQLite rows read | SQLite rows written |",
+    "|---|---|---|---|",
+  ];
+  for (const row of rows) lines.push(`| ${row.name} | ${fmt(row.requests)} | ${fmt(row.read)} | ${fmt(row.written)} |`);
+  lines.push("");
+  lines.push(
+    `Alarm invocations per idle key (${K} keys admitted once, 300 ms window, left until their storage was freed): ${fmt((after.alarms - before.alarms) / K)}.`,
+  );
+  return lines.join("\n");
+}
+
+/** Milliseconds from starting the runtime to the first answer, best of 3. */
+async function coldStart() {
+  const health = [];
+  const decision = [];
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    const sluice = await Sluice.start();
+    const response = await sluice.fetch("/_sluice/health");
+    await response.arrayBuffer();
+    health.push(performance.now() - started);
+    const first = performance.now();
+    await (await sluice.post("/_sluice/v1/limit", { key: "cold", limit: 5, window_ms: 1000 })).json();
+    decision.push(performance.now() - first);
+    await sluice.stop();
+  }
+  const best = (xs) => Math.min(...xs);
+  return [
+    `| to the first response (\`GET /_sluice/health\`), from starting the runtime | ${fmt(best(health), 0)} ms |`,
+    `| then the first decision (a new Durable Object and its SQLite) | ${fmt(best(decision), 1)} ms |`,
+  ].join("\n");
+}
+
+function wasmSize() {
+  const path = root + "build/index_bg.wasm";
+  const raw = statSync(path).size;
+  const gzip = Number(execFileSync("sh", ["-c", `gzip -9 -c ${path} | wc -c`], { encoding: "utf8" }).trim());
+  return `| \`build/index_bg.wasm\` | ${raw.toLocaleString("en-US")} B | ${gzip.toLocaleString("en-US")} B |`;
+}
+
+const sections = {
+  load: await load(),
+  costs: await costs(),
+  cold: await coldStart(),
+  wasm: wasmSize(),
+};
+process.stdout.write(JSON.stringify(sections));
