@@ -42,10 +42,15 @@ held = 0
 for path in pathlib.Path(sys.argv[1]).glob(f"*-{sys.argv[2]}/*.sqlite"):
     if path.name == "metadata.sqlite":
         continue
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\\\_%' ESCAPE '\\\\'").fetchone()[0]
+    # A database the runtime is writing may not open read-only (its WAL
+    # needs recovery); count it as holding data, and the caller asks again.
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\\\_%' ESCAPE '\\\\'").fetchone()[0]
+        db.close()
+    except sqlite3.Error:
+        tables = 1
     held += 1 if tables else 0
-    db.close()
 print(held)`;
   return Number(execFileSync("python3", ["-c", script, dir, className]).toString().trim());
 }
