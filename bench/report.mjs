@@ -88,8 +88,8 @@ taskset -c 0 node bench/workerd.mjs   # wrk runs pinned to core 1
 ${wrkVersion.replace(/ Copyright.*/, "")}; 1 thread, ${process.env.BENCH_CONNECTIONS ?? 32} connections, ${process.env.BENCH_SECONDS ?? 6} s per target
 and round, ${process.env.BENCH_ROUNDS ?? 3} rounds that load every target in turn (all runtimes stay up),
 each figure the median of its rounds; the runtime (Node and workerd) on core 0,
-wrk on core 1. Runs of the same target differ by up to a third from one
-round to the next on this shared machine, which the last column shows.
+wrk on core 1. Runs of the same target can differ several-fold from one
+round to the next on this shared machine; the last column shows each round.
 
 ${workerd.load}
 
