@@ -80,13 +80,13 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
   assert.ok(isolate.refusal_cache <= isolate.refusal_cache_capacity, `refusal cache ${isolate.refusal_cache}`);
   assert.ok(isolate.pending_stats <= isolate.pending_stats_capacity);
 
-  assert.ok(objectsHoldingData(persisted.dir, "Limiter") > 0, "the flood's objects hold their logs");
+  assert.ok((await objectsHoldingData(persisted.dir, "Limiter")) > 0, "the flood's objects hold their logs");
 
   // Each object's alarm sweeps its key once the window has passed and frees
   // its storage; it reports the key gone to the registry.
   const holding = await eventually(
     async () => {
-      const left = objectsHoldingData(persisted.dir, "Limiter");
+      const left = await objectsHoldingData(persisted.dir, "Limiter");
       return left === 0 ? "none" : false;
     },
     FULL ? 600_000 : 60_000,

@@ -1,7 +1,7 @@
 // Helpers for the reliability suite.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 
 /** Whether to run the long version (npm run test:reliability). */
 export const FULL = process.env.SLUICE_FULL === "1";
@@ -34,8 +34,11 @@ export async function runtime(dir, options = {}) {
   throw new Error("the runtime exited before serving");
 }
 
-/** Durable Object databases under `dir` that still hold any table. */
-export function objectsHoldingData(dir, className) {
+/** Durable Object databases under `dir` that still hold any table.
+ * Asynchronous on purpose: scanning 100 000 databases takes over a minute,
+ * and a synchronous scan would block the event loop so long that fetch
+ * reuses keep-alive sockets workerd has closed meanwhile (EPIPE). */
+export async function objectsHoldingData(dir, className) {
   const script = `
 import sqlite3, sys, pathlib
 held = 0
@@ -52,5 +55,6 @@ for path in pathlib.Path(sys.argv[1]).glob(f"*-{sys.argv[2]}/*.sqlite"):
         tables = 1
     held += 1 if tables else 0
 print(held)`;
-  return Number(execFileSync("python3", ["-c", script, dir, className]).toString().trim());
+  const { stdout } = await promisify(execFile)("python3", ["-c", script, dir, className]);
+  return Number(stdout.trim());
 }
