@@ -25,6 +25,10 @@ export class Sluice {
       ...workerOptions,
       name: "sluice",
       rootPath: root,
+      // Module names are paths relative to modulesRoot, which would default
+      // to the working directory: the runtime would fail to start when the
+      // tests are run from anywhere but the repository root.
+      modulesRoot: root,
       scriptPath: join(root, "build/index.js"),
       modules: true,
       bindings,
@@ -38,6 +42,7 @@ export class Sluice {
       workers.push({
         name: "faults",
         modules: true,
+        modulesRoot: root,
         scriptPath: join(root, "tests/e2e/fixtures/faulty-limiter.mjs"),
         compatibilityDate: workerOptions.compatibilityDate,
         durableObjects: { REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true } },
