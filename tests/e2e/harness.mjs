@@ -2,14 +2,54 @@
 // talks HTTP to it. Bindings, Durable Objects and compatibility settings come
 // from wrangler.toml, so the tests cannot drift from the deployed config; a
 // test may replace the SLUICE var to exercise other rules.
+//
+// Hermetic: the worker gets the vars wrangler.toml declares and the secrets
+// the test passes, nothing else. Not the developer's .dev.vars or .env files
+// (wrangler reads them next to wrangler.toml and announces them on stdout),
+// not process.env (CLOUDFLARE_INCLUDE_PROCESS_ENV), not an [env.*] section
+// (CLOUDFLARE_ENV); state is in memory or in a directory the test made, and
+// the runtime listens on a port the OS picks.
 import { Miniflare } from "miniflare";
-import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { unstable_getMiniflareWorkerOptions, unstable_readConfig } from "wrangler";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { devNull, tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 
 const root = new URL("../../", import.meta.url).pathname;
+
+/** wrangler's settings from the environment, as the harness needs them while
+ * it reads the config: no environment section, no process.env as secrets,
+ * no .env files as secrets. */
+const WRANGLER_ENV = {
+  CLOUDFLARE_ENV: undefined,
+  CLOUDFLARE_INCLUDE_PROCESS_ENV: undefined,
+  CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "false",
+};
+
+/** The worker options wrangler.toml gives, and nothing from elsewhere. */
+function workerOptionsFromConfig() {
+  const saved = Object.fromEntries(Object.keys(WRANGLER_ENV).map((name) => [name, process.env[name]]));
+  try {
+    for (const [name, value] of Object.entries(WRANGLER_ENV)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    const config = unstable_readConfig({ config: join(root, "wrangler.toml") });
+    // A non-empty envFiles makes wrangler skip .dev.vars; with .env loading
+    // off above it reads none of them (and the one named is empty anyway).
+    const { workerOptions } = unstable_getMiniflareWorkerOptions(config, undefined, { envFiles: [devNull] });
+    // Whatever a future wrangler adds on its own, only declared vars pass.
+    const declared = new Set(Object.keys(config.vars ?? {}));
+    const bindings = Object.fromEntries(Object.entries(workerOptions.bindings ?? {}).filter(([name]) => declared.has(name)));
+    return { ...workerOptions, bindings };
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
 
 export class Sluice {
   /**
@@ -18,7 +58,7 @@ export class Sluice {
    * passes calls through to the real container or injects failures.
    */
   static async start(options = {}) {
-    const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, "wrangler.toml"));
+    const workerOptions = workerOptionsFromConfig();
     const bindings = { ...workerOptions.bindings, ...(options.secrets ?? {}) };
     if (options.sluice !== undefined) bindings.SLUICE = options.sluice;
     const sluiceWorker = {

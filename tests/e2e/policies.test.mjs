@@ -115,6 +115,21 @@ describe("tiers: registered callers 100 a minute, anonymous callers 10", () => {
   });
 });
 
+test("a config naming a secret that is not set answers 500 naming the field", async () => {
+  // Only the secrets a test passes reach the worker: a JWT_SECRET in the
+  // developer's .dev.vars, .env or environment must not fill this gap.
+  const unset = await Sluice.start({ sluice: config });
+  try {
+    const response = await unset.fetch("/api/x", { headers: { "CF-Connecting-IP": freshIp() } });
+    assert.equal(response.status, 500);
+    const problem = await response.json();
+    assert.equal(problem.code, "invalid-config");
+    assert.equal(problem.field, "SLUICE.jwt.secret");
+  } finally {
+    await unset.stop();
+  }
+});
+
 test("an invalid token can be refused with 401 instead", async () => {
   const strict = await Sluice.start({
     sluice: { ...config, jwt: { secret: "JWT_SECRET", on_invalid: "reject" } },
