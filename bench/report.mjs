@@ -82,7 +82,7 @@ ${stateBytes}
 ### The worker on local workerd (wrk)
 
 \`\`\`sh
-taskset -c 0 node bench/workerd.mjs   # wrk runs pinned to core 1
+taskset -c 0 node bench/workerd.mjs workerd.json   # wrk runs pinned to core 1
 \`\`\`
 
 ${wrkVersion.replace(/ Copyright.*/, "")}; 1 thread, ${process.env.BENCH_CONNECTIONS ?? 32} connections, ${process.env.BENCH_SECONDS ?? 6} s per target

@@ -1,12 +1,15 @@
 // The worker benchmarks on local workerd (through Miniflare), with wrk as
 // the load generator: every target in one run, on one machine, so the
-// ratios compare like with like. Prints Markdown for BENCHMARKS.md.
-//   taskset -c 0 node bench/workerd.mjs   (the runtime on core 0)
+// ratios compare like with like. Writes Markdown sections for
+// BENCHMARKS.md, as JSON, to the file it is given (not stdout, which
+// belongs to wrangler, Miniflare and workerd and their chatter).
+//   taskset -c 0 node bench/workerd.mjs <out.json>   (the runtime on core 0)
 // wrk is pinned to the other core when the machine has two.
+// BENCH_SECTIONS=load,costs,cold,wasm picks sections (default: all).
 import { Miniflare } from "miniflare";
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
-import { statSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { Sluice } from "../tests/e2e/harness.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
@@ -212,10 +215,15 @@ function wasmSize() {
   return `| \`build/index_bg.wasm\` | ${raw.toLocaleString("en-US")} B | ${gzip.toLocaleString("en-US")} B |`;
 }
 
-const sections = {
-  load: await load(),
-  costs: await costs(),
-  cold: await coldStart(),
-  wasm: wasmSize(),
-};
-process.stdout.write(JSON.stringify(sections));
+const [out] = process.argv.slice(2);
+if (!out) {
+  process.stderr.write("usage: node bench/workerd.mjs <out.json>\n");
+  process.exit(2);
+}
+const all = { load, costs, cold: coldStart, wasm: wasmSize };
+const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(all).join(",")).split(",");
+const unknown = chosen.filter((name) => !(name in all));
+if (unknown.length > 0) throw new Error(`BENCH_SECTIONS: no section ${unknown.join(", ")}; there are ${Object.keys(all).join(", ")}`);
+const sections = {};
+for (const name of chosen) sections[name] = await all[name]();
+writeFileSync(out, JSON.stringify(sections));

@@ -30,6 +30,7 @@ bash scripts/build.sh
 step "the worker on local workerd"
 pin=()
 if [ "$(nproc)" -gt 1 ]; then pin=(taskset -c 0); fi
-"${pin[@]}" node bench/workerd.mjs > "$out/workerd.json"
+# The figures go to a file: stdout is for the tools' chatter.
+"${pin[@]}" node bench/workerd.mjs "$out/workerd.json"
 
 node bench/report.mjs "$out/criterion.log" "$out/workerd.json" "$out/split.md"

@@ -4,7 +4,7 @@
 // variables, the secrets themselves) or on port 8787 changes nothing.
 //
 // The test builds a temporary copy of what the suites need (wrangler.toml,
-// build/, tests/e2e, tests/reliability, node_modules linked), makes it as
+// build/, bench/, tests/e2e, tests/reliability, node_modules linked), makes it as
 // hostile as a developer's tree can be, and runs the harness and the suites
 // that secrets, state or the runtime's output could affect in it. The
 // developer's own tree is never touched.
@@ -47,7 +47,7 @@ let port8787;
 
 before(async () => {
   copy = mkdtempSync(join(tmpdir(), "sluice-hermetic-"));
-  for (const part of ["wrangler.toml", "package.json", "build", "tests/e2e", "tests/reliability"]) {
+  for (const part of ["wrangler.toml", "package.json", "build", "bench", "tests/e2e", "tests/reliability"]) {
     cpSync(join(root, part), join(copy, part), { recursive: true });
   }
   symlinkSync(join(root, "node_modules"), join(copy, "node_modules"), "dir");
@@ -199,4 +199,22 @@ test("the suites pass unchanged in a hostile tree", { timeout: 600_000 }, async 
   assert.doesNotMatch(output, /^\W*Using secrets defined in/m, "wrangler read secrets from the tree or the environment");
   assert.deepEqual(snapshot(join(copy, ".wrangler")), state, "the leftover state is left as it was");
   assert.equal(readFileSync(join(copy, ".dev.vars"), "utf8"), HOSTILE_VARS);
+});
+
+test("the workerd benchmark's figures come through in a hostile tree", { timeout: 300_000 }, async () => {
+  // The load phases need wrk and minutes; the cold start and the wasm size
+  // start the same harness and write the same file.
+  const out = join(copy, "workerd.json");
+  const { NODE_TEST_CONTEXT, ...env } = { ...process.env, ...HOSTILE_ENV, BENCH_SECTIONS: "cold,wasm" };
+  const child = spawn(process.execPath, ["bench/workerd.mjs", out], { cwd: copy, env, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  const code = await new Promise((resolve) => child.once("exit", resolve));
+  assert.equal(code, 0, output);
+  const sections = JSON.parse(readFileSync(out, "utf8"));
+  assert.deepEqual(Object.keys(sections), ["cold", "wasm"]);
+  assert.match(sections.cold, /to the first response/);
+  assert.match(sections.wasm, /index_bg\.wasm/);
+  assert.doesNotMatch(output, /^\W*Using secrets defined in/m, "wrangler read secrets from the tree or the environment");
 });
