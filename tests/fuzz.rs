@@ -26,6 +26,7 @@ use sluice::http::api::{
 use sluice::http::cidr::{Cidr, CidrList};
 use sluice::http::jwt::{self, Hs256Key};
 use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
+use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
 
 struct Counting;
@@ -307,17 +308,12 @@ fn the_api_body_parsers_never_panic() {
 
 struct Fuzzed {
     method: String,
-    path: String,
     headers: Vec<(String, String)>,
 }
 
 impl Incoming for Fuzzed {
     fn method(&self) -> &str {
         &self.method
-    }
-
-    fn path(&self) -> &str {
-        &self.path
     }
 
     fn header(&self, name: &str) -> Option<String> {
@@ -344,17 +340,22 @@ fn keys_patterns_and_routes_never_panic() {
         prop::collection::vec((header, text()), 0..6),
     );
     fuzz(
-        (text(), text(), request, 0u8..=200),
-        |(spec, pattern, (method, path, headers), prefix)| {
+        (text(), text(), request, 0u8..=200, any::<(bool, bool)>()),
+        |(spec, pattern, (method, path, headers), prefix, (case, slash))| {
             let req = Fuzzed {
                 method: method.clone(),
-                path: path.clone(),
                 headers: headers.clone(),
             };
+            let options = PathOptions {
+                case_insensitive: *case,
+                ignore_trailing_slash: *slash,
+            };
+            let request_path = RequestPath::new(path);
+            let form = request_path.form(options);
             let params = Pattern::parse(pattern)
                 .ok()
                 .and_then(|p| {
-                    p.captures(path).map(|c| {
+                    p.captures(form).map(|c| {
                         c.into_iter()
                             .map(|(n, v)| (n.to_string(), v.to_string()))
                             .collect::<Vec<_>>()
@@ -367,6 +368,7 @@ fn keys_patterns_and_routes_never_panic() {
                 .collect();
             if let Ok(spec) = KeySpec::parse(spec) {
                 let inputs = KeyInputs {
+                    path: form.text(),
                     params: &borrowed,
                     claims: None,
                     action: Some("act"),
@@ -379,6 +381,38 @@ fn keys_patterns_and_routes_never_panic() {
             let _ = AdminRoute::parse(path);
         },
     );
+}
+
+/// The canonical form is a fixed point, starts with `/`, and holds no
+/// empty, `.` or `..` segment and no `;` parameter, whatever the input.
+#[test]
+fn canonical_paths_are_canonical() {
+    let piece = prop::sample::select(vec![
+        "/", "//", ".", "..", "%2e", "%2E", "%2f", "%2F", "%", "%25", "%61", "%7E", ";", "a", "A",
+        "\u{e9}", "x=1", "%zz", "%c3%a9",
+    ]);
+    let path = (prop::collection::vec(piece, 0..12), text()).prop_map(|(pieces, noise)| {
+        let mut path = pieces.concat();
+        path.push_str(&noise);
+        path
+    });
+    fuzz(path, |raw| {
+        let strict = PathOptions {
+            case_insensitive: false,
+            ignore_trailing_slash: false,
+        };
+        let once = RequestPath::new(raw);
+        let text = once.form(strict).text();
+        assert!(text.starts_with('/'), "{raw:?} -> {text:?}");
+        assert_eq!(RequestPath::new(text).form(strict).text(), text, "{raw:?}");
+        for segment in text[1..].trim_end_matches('/').split('/') {
+            assert!(
+                text == "/" || !matches!(segment, "" | "." | ".."),
+                "{raw:?} -> {text:?}"
+            );
+            assert!(!segment.contains(';'), "{raw:?} -> {text:?}");
+        }
+    });
 }
 
 #[test]

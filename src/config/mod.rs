@@ -4,6 +4,7 @@
 //! runs without its limits is worse than one that refuses to start.
 
 pub mod duration;
+pub mod paths;
 pub mod pattern;
 pub mod rule;
 
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::cidr::CidrList;
+use crate::http::path::{PathOptions, RequestPath};
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
@@ -34,6 +36,8 @@ pub struct Config {
     /// Callers refused with 403 before anything else.
     pub deny: CidrList,
     pub jwt: Option<JwtConfig>,
+    /// How rules compare paths unless a rule says otherwise.
+    pub paths: PathOptions,
     /// Matched in order; the first match applies.
     pub rules: Vec<Rule>,
 }
@@ -92,6 +96,7 @@ impl Default for Config {
             allow: CidrList::default(),
             deny: CidrList::default(),
             jwt: None,
+            paths: PathOptions::default(),
             rules: Vec::new(),
         }
     }
@@ -110,6 +115,7 @@ struct RawConfig {
     #[serde(default)]
     deny: Vec<String>,
     jwt: Option<RawJwt>,
+    paths: Option<paths::RawPaths>,
     #[serde(default)]
     rules: Vec<rule::RawRule>,
 }
@@ -178,10 +184,11 @@ impl Config {
         let deny =
             CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
         let jwt = raw.jwt.map(validate_jwt).transpose()?;
+        let paths = paths::validate_paths(raw.paths, PathOptions::default(), "SLUICE.paths")?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
         for (i, raw_rule) in raw.rules.into_iter().enumerate() {
             let at = format!("SLUICE.rules[{i}]");
-            let rule = rule::validate_rule(raw_rule, &at)?;
+            let rule = rule::validate_rule(raw_rule, &at, paths)?;
             if rules.iter().any(|r| r.id == rule.id) {
                 return Err(error(
                     &format!("{at}.id"),
@@ -204,6 +211,7 @@ impl Config {
             allow,
             deny,
             jwt,
+            paths,
             rules,
         })
     }
@@ -212,7 +220,7 @@ impl Config {
     pub fn rule_for<'p>(
         &self,
         method: &str,
-        path: &'p str,
+        path: &'p RequestPath,
     ) -> Option<(&Rule, Vec<(&str, &'p str)>)> {
         self.rules
             .iter()

@@ -5,11 +5,13 @@
 use serde::Deserialize;
 
 use super::duration::parse_ms;
+use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::{error, ConfigError};
 use crate::http::api::validate_policy_name;
 use crate::http::cidr::CidrList;
 use crate::http::key::{KeySpec, Part};
+use crate::http::path::{PathOptions, RequestPath};
 use crate::ledger::BanPolicy;
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::split::{share_spec, MAX_PARTS};
@@ -18,7 +20,10 @@ use crate::limit::{Policy, Spec};
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub id: String,
+    /// Lower-cased when `paths` is case-insensitive.
     pub path: Pattern,
+    /// How this rule compares request paths.
+    pub paths: PathOptions,
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     /// What `{action}` in a key stands for.
@@ -104,13 +109,17 @@ pub enum OnError {
 
 impl Rule {
     /// The path parameters captured, if the rule matches the request.
-    pub fn captures<'p>(&self, method: &str, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
+    pub fn captures<'p>(
+        &self,
+        method: &str,
+        path: &'p RequestPath,
+    ) -> Option<Vec<(&str, &'p str)>> {
         let method_matches = self
             .methods
             .as_ref()
             .is_none_or(|methods| methods.iter().any(|m| m == method));
         if method_matches {
-            self.path.captures(path)
+            self.path.captures(path.form(self.paths))
         } else {
             None
         }
@@ -139,6 +148,7 @@ pub(super) struct RawRule {
     id: String,
     #[serde(rename = "match", default)]
     matcher: RawMatch,
+    paths: Option<RawPaths>,
     key: Option<String>,
     action: Option<String>,
     limit: Option<u64>,
@@ -220,11 +230,21 @@ struct RawBan {
     status: Option<u16>,
 }
 
-pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError> {
+pub(super) fn validate_rule(
+    raw: RawRule,
+    at: &str,
+    default_paths: PathOptions,
+) -> Result<Rule, ConfigError> {
     let field = |name: &str| format!("{at}.{name}");
     validate_rule_id(&raw.id).map_err(|m| error(&field("id"), m))?;
+    let paths = validate_paths(raw.paths, default_paths, &field("paths"))?;
     let path = Pattern::parse(raw.matcher.path.as_deref().unwrap_or("/*"))
         .map_err(|m| error(&field("match.path"), m))?;
+    let path = if paths.case_insensitive {
+        path.folded()
+    } else {
+        path
+    };
     let methods = raw
         .matcher
         .methods
@@ -312,6 +332,7 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
     Ok(Rule {
         id: raw.id,
         path,
+        paths,
         methods,
         action: raw.action,
         tiers,

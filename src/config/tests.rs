@@ -1,6 +1,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::http::path::RequestPath;
 use crate::limit::{Policy, Spec};
 
 fn error_field(value: Value) -> String {
@@ -52,10 +53,28 @@ fn a_full_config_parses() {
         )]
     );
     assert_eq!(login.scope, "rule:login");
-    assert_eq!(config.rule_for("GET", "/api/x").unwrap().0.id, "api");
-    assert!(config.rule_for("DELETE", "/api/x").is_none());
-    assert_eq!(config.rule_for("PUT", "/login").unwrap().0.id, "login");
-    assert!(config.rule_for("GET", "/other").is_none());
+    assert_eq!(
+        config
+            .rule_for("GET", &RequestPath::new("/api/x"))
+            .unwrap()
+            .0
+            .id,
+        "api"
+    );
+    assert!(config
+        .rule_for("DELETE", &RequestPath::new("/api/x"))
+        .is_none());
+    assert_eq!(
+        config
+            .rule_for("PUT", &RequestPath::new("/login"))
+            .unwrap()
+            .0
+            .id,
+        "login"
+    );
+    assert!(config
+        .rule_for("GET", &RequestPath::new("/other"))
+        .is_none());
 }
 
 #[test]
@@ -66,7 +85,8 @@ fn defaults_apply() {
     assert_eq!((config.ipv6_prefix, config.timeout_ms), (64, 2000));
     let config =
         Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]})).unwrap();
-    let (rule, _) = config.rule_for("PATCH", "/anything").unwrap();
+    let anything = RequestPath::new("/anything");
+    let (rule, _) = config.rule_for("PATCH", &anything).unwrap();
     assert_eq!(rule.on_error, OnError::Deny);
     assert!(!rule.shadow);
     let from_string = Config::from_value(json!(r#"{"origin": "route"}"#)).unwrap();
@@ -190,7 +210,8 @@ fn rule_options_parse() {
     assert_eq!(rule.on_error, OnError::Allow);
     assert!(rule.deny.contains("203.0.113.7".parse().unwrap()));
     assert!(config.deny.contains("2001:db8::1".parse().unwrap()));
-    let (_, params) = config.rule_for("POST", "/threads/7/reply").unwrap();
+    let reply = RequestPath::new("/threads/7/reply");
+    let (_, params) = config.rule_for("POST", &reply).unwrap();
     assert_eq!(params, [("id", "7")]);
 }
 
@@ -576,4 +597,123 @@ fn bad_scope_and_split_fields_are_named() {
         "tiers": [{"name": "all", "limit": 1, "window": "1s"}]
     }));
     assert_eq!(error_field(tiers), "SLUICE.rules[0].tiers");
+}
+
+/// Which rule each spelling of a path reaches, with the default `paths`
+/// (case-insensitive, trailing slash ignored) and with strict ones: no
+/// spelling an origin may treat as a protected path skips its rule.
+#[test]
+fn every_spelling_of_a_path_reaches_its_rule() {
+    let config = Config::from_value(json!({
+        "rules": [
+            {"id": "login", "match": {"path": "/login", "methods": ["POST"]}, "limit": 2, "window": "1m"},
+            {"id": "reply", "match": {"path": "/threads/:id/reply"}, "key": "{id}", "limit": 5, "window": "10s"},
+            {"id": "api", "match": {"path": "/api/*"}, "limit": 10, "window": "1m"},
+            {"id": "exact", "match": {"path": "/Exact/Case"}, "paths": {"case": "sensitive", "trailing_slash": "strict"}, "limit": 1, "window": "1m"},
+        ]
+    }))
+    .unwrap();
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        ("POST", "/login", Some("login")),
+        ("POST", "/Login", Some("login")),
+        ("POST", "/LOGIN", Some("login")),
+        ("POST", "/login/", Some("login")),
+        ("POST", "/LOGIN/", Some("login")),
+        ("POST", "//login", Some("login")),
+        ("POST", "/login//", Some("login")),
+        ("POST", "/%6cogin", Some("login")),
+        ("POST", "/%6Cogin", Some("login")),
+        ("POST", "/%4C%4F%47%49%4E", Some("login")),
+        ("POST", "/./login", Some("login")),
+        ("POST", "/x/../login", Some("login")),
+        ("POST", "/x/%2e%2e/login", Some("login")),
+        ("POST", "/../login", Some("login")),
+        ("POST", "/login;jsessionid=abc", Some("login")),
+        ("POST", "/login/.", Some("login")),
+        ("POST", "%2flogin", Some("login")),
+        ("GET", "/login", None),
+        ("POST", "/logins", None),
+        ("POST", "/login/x", None),
+        ("POST", "/log%69n%2F", Some("login")),
+        ("GET", "/api/hello", Some("api")),
+        ("GET", "/%61pi/hello", Some("api")),
+        ("GET", "//api/hello", Some("api")),
+        ("GET", "/API/hello", Some("api")),
+        ("GET", "/api%2fhello", Some("api")),
+        ("GET", "/api%2Fhello", Some("api")),
+        ("GET", "/Api/", Some("api")),
+        ("GET", "/api", Some("api")),
+        ("GET", "/api;x=1/hello", Some("api")),
+        ("GET", "/static/../api/hello", Some("api")),
+        ("GET", "/apix", None),
+        ("GET", "/threads/7/reply", Some("reply")),
+        ("GET", "/Threads/7/Reply/", Some("reply")),
+        ("GET", "/threads//7/reply", Some("reply")),
+        ("GET", "/threads/7/x/../reply", Some("reply")),
+        ("GET", "/threads/%37/reply", Some("reply")),
+        ("GET", "/threads/7/8/reply", None),
+        ("GET", "/Exact/Case", Some("exact")),
+        ("GET", "//Exact/./Case", Some("exact")),
+        ("GET", "/%45xact/Case", Some("exact")),
+        ("GET", "/exact/case", None),
+        ("GET", "/Exact/Case/", None),
+    ];
+    for (method, raw, expected) in cases {
+        let path = RequestPath::new(raw);
+        let found = config
+            .rule_for(method, &path)
+            .map(|(rule, _)| rule.id.as_str());
+        assert_eq!(found, *expected, "{method} {raw}");
+    }
+    let path = RequestPath::new("/THREADS/AbC/reply/");
+    let (rule, params) = config.rule_for("GET", &path).unwrap();
+    assert_eq!(rule.id, "reply");
+    assert_eq!(
+        params,
+        [("id", "abc")],
+        "case-insensitive rules key on folded captures"
+    );
+}
+
+#[test]
+fn paths_options_are_validated_and_inherited() {
+    assert_eq!(
+        error_field(json!({"paths": {"case": "upper"}})),
+        "SLUICE.paths.case"
+    );
+    assert_eq!(
+        error_field(json!({"paths": {"trailing_slash": "sometimes"}})),
+        "SLUICE.paths.trailing_slash"
+    );
+    assert_eq!(
+        error_field(json!({"paths": {"cases": "sensitive"}})),
+        "SLUICE.paths.cases"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"paths": {"case": 1}}))),
+        "SLUICE.rules[0].paths.case"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"match": {"path": "/a//b"}}))),
+        "SLUICE.rules[0].match.path"
+    );
+    let config = Config::from_value(json!({
+        "paths": {"case": "sensitive"},
+        "rules": [
+            {"id": "a", "match": {"path": "/A"}, "limit": 1, "window": "1s"},
+            {"id": "b", "match": {"path": "/B"}, "paths": {"trailing_slash": "strict"}, "limit": 1, "window": "1s"},
+        ]
+    }))
+    .unwrap();
+    assert!(!config.paths.case_insensitive && config.paths.ignore_trailing_slash);
+    let b = &config.rules[1].paths;
+    assert!(!b.case_insensitive && !b.ignore_trailing_slash);
+    let found = |raw: &str| {
+        config
+            .rule_for("GET", &RequestPath::new(raw))
+            .map(|(rule, _)| rule.id.clone())
+    };
+    assert_eq!(found("/A/").as_deref(), Some("a"));
+    assert_eq!(found("/a"), None);
+    assert_eq!(found("/B/"), None);
 }

@@ -28,14 +28,22 @@ use crate::stats::Verdict;
 /// The key of a rule whose quota every caller shares.
 const GLOBAL_KEY: &str = "*";
 
+/// The rule a request matched, and what the match gave keys to use.
+pub struct Matched<'a> {
+    pub rule: &'a Rule,
+    /// The path as the rule compared it (canonical, folded per its `paths`).
+    pub path: &'a str,
+    pub params: &'a [(&'a str, &'a str)],
+}
+
 pub async fn limited(
     req: Request,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,
-    rule: &Rule,
-    params: &[(&str, &str)],
+    matched: Matched<'_>,
 ) -> Result<Response> {
+    let Matched { rule, path, params } = matched;
     let config = &settings.config;
     let parts = Parts::of(&req);
     let ip = client_ip(&parts);
@@ -59,6 +67,7 @@ pub async fn limited(
         return proxy::forward(req, config, Forward::untouched()).await;
     };
     let inputs = KeyInputs {
+        path,
         params,
         claims: claims.as_ref(),
         action: rule.action.as_deref(),

@@ -23,8 +23,10 @@ pub use registry::Registry;
 use worker::{event, Context, Env, Request, Response, Result};
 
 use crate::http::key::client_ip;
+use crate::http::path::RequestPath;
 use crate::http::problem::Problem;
 use client::Objects;
+use gate::Matched;
 use incoming::Parts;
 use proxy::Forward;
 
@@ -59,8 +61,16 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         return gate::denied("*");
     }
     let method = req.method().to_string();
+    let path = RequestPath::new(&path);
     match config.rule_for(&method, &path) {
         None => proxy::forward(req, config, Forward::untouched()).await,
-        Some((rule, params)) => gate::limited(req, &ctx, &objects, &settings, rule, &params).await,
+        Some((rule, params)) => {
+            let matched = Matched {
+                rule,
+                path: path.form(rule.paths).text(),
+                params: &params,
+            };
+            gate::limited(req, &ctx, &objects, &settings, matched).await
+        }
     }
 }

@@ -70,6 +70,9 @@ pub struct KeySpec {
 
 /// What a key is built from, besides the request itself.
 pub struct KeyInputs<'a> {
+    /// The request's path as the rule matched it (canonical, and folded
+    /// as the rule's `paths` say), so that spellings of one path share a key.
+    pub path: &'a str,
     /// Path parameters the rule's pattern captured.
     pub params: &'a [(&'a str, &'a str)],
     /// The verified JWT's claims, for registered callers.
@@ -221,7 +224,7 @@ fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<
     let value = match part {
         Part::Ip => client_ip(req).map(|ip| client_network(ip, inputs.ipv6_prefix)),
         Part::Method => Some(req.method().to_string()),
-        Part::Path => Some(req.path().to_string()),
+        Part::Path => Some(inputs.path.to_string()),
         Part::Action => inputs.action.map(str::to_string),
         Part::Header(name) => req.header(name),
         Part::Cookie(name) => cookie(req, name),
@@ -280,6 +283,7 @@ mod tests {
     use crate::http::tests::FakeRequest;
 
     const PLAIN: KeyInputs<'static> = KeyInputs {
+        path: "/x",
         params: &[],
         claims: None,
         action: None,
@@ -292,22 +296,22 @@ mod tests {
 
     #[test]
     fn ip_comes_from_cf_connecting_ip_only() {
-        let req = FakeRequest::get("/x")
+        let req = FakeRequest::get()
             .with("CF-Connecting-IP", "203.0.113.9")
             .with("X-Forwarded-For", "198.51.100.1");
         assert_eq!(build("ip", &req).unwrap(), "203.0.113.9");
-        let spoofed = FakeRequest::get("/x").with("X-Forwarded-For", "198.51.100.1");
+        let spoofed = FakeRequest::get().with("X-Forwarded-For", "198.51.100.1");
         assert_eq!(build("ip", &spoofed).unwrap_err().part, "ip");
-        let garbage = FakeRequest::get("/x").with("CF-Connecting-IP", "not-an-ip");
+        let garbage = FakeRequest::get().with("CF-Connecting-IP", "not-an-ip");
         assert!(build("ip", &garbage).is_err());
-        let mapped = FakeRequest::get("/x").with("CF-Connecting-IP", "::ffff:203.0.113.9");
+        let mapped = FakeRequest::get().with("CF-Connecting-IP", "::ffff:203.0.113.9");
         assert_eq!(build("ip", &mapped).unwrap(), "203.0.113.9");
     }
 
     #[test]
     fn ipv6_clients_are_keyed_by_their_network() {
-        let a = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2::1");
-        let b = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2:ffff::9");
+        let a = FakeRequest::get().with("CF-Connecting-IP", "2001:db8:1:2::1");
+        let b = FakeRequest::get().with("CF-Connecting-IP", "2001:db8:1:2:ffff::9");
         assert_eq!(build("ip", &a).unwrap(), "2001:db8:1:2::/64");
         assert_eq!(build("ip", &a).unwrap(), build("ip", &b).unwrap());
         let exact = KeyInputs {
@@ -323,11 +327,19 @@ mod tests {
 
     #[test]
     fn parts_combine_and_escape() {
-        let req = FakeRequest::get("/api/a|b")
+        let req = FakeRequest::get()
             .with("CF-Connecting-IP", "203.0.113.9")
             .with("X-Api-Key", "k%1")
             .with("Cookie", "theme=dark; session=\"s|1\"");
-        assert_eq!(build("ip+path", &req).unwrap(), "203.0.113.9|/api/a%7Cb");
+        let at_path = KeyInputs {
+            path: "/api/a|b",
+            ..PLAIN
+        };
+        let spec = KeySpec::parse("ip+path").unwrap();
+        assert_eq!(
+            spec.build(&req, &at_path).unwrap(),
+            "203.0.113.9|/api/a%7Cb"
+        );
         assert_eq!(build("header:x-api-key+method", &req).unwrap(), "k%251|GET");
         assert_eq!(
             build("cookie:session", &req).unwrap(),
@@ -348,12 +360,13 @@ mod tests {
         };
         let claims = Claims::from(map);
         let inputs = KeyInputs {
+            path: "/threads/99/reply",
             params: &[("id", "99")],
             claims: Some(&claims),
             action: Some("reply"),
             ipv6_prefix: 64,
         };
-        let req = FakeRequest::new("POST", "/threads/99/reply");
+        let req = FakeRequest::new("POST");
         let key = |spec: &str| KeySpec::parse(spec).unwrap().build(&req, &inputs);
         assert_eq!(key("{sub}:{action}").unwrap(), "u%3A42:reply");
         assert_eq!(key("{claim:org}/{id}/{method}").unwrap(), "7/99/POST");
@@ -377,12 +390,12 @@ mod tests {
 
     #[test]
     fn empty_values_and_control_characters_are_not_keys() {
-        let req = FakeRequest::get("/")
+        let req = FakeRequest::get()
             .with("X-Api-Key", "")
             .with("Cookie", "s=");
         assert!(build("header:x-api-key", &req).is_err());
         assert!(build("cookie:s", &req).is_err());
-        let req = FakeRequest::get("/")
+        let req = FakeRequest::get()
             .with("X-Api-Key", "a\u{1}b")
             .with("X-Latin", "caf\u{e9}");
         assert!(build("header:x-api-key", &req).is_err());
@@ -396,11 +409,11 @@ mod tests {
     #[test]
     fn long_keys_are_digested() {
         let long = "a".repeat(600);
-        let req = FakeRequest::get("/").with("X-Token", &long);
+        let req = FakeRequest::get().with("X-Token", &long);
         let key = build("header:x-token", &req).unwrap();
         assert!(key.starts_with("sha256:"));
         assert_eq!(key.len(), 7 + 64);
-        let other = FakeRequest::get("/").with("X-Token", &"b".repeat(600));
+        let other = FakeRequest::get().with("X-Token", &"b".repeat(600));
         assert_ne!(build("header:x-token", &other).unwrap(), key);
     }
 
