@@ -41,6 +41,13 @@ pub struct CheckRequest {
     /// How long to wait for a lease when none is free.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueAsk>,
+    /// Answer a conflict ([`crate::ledger::Outcome::conflicting`]) instead
+    /// of adopting a policy whose algorithm or window differs from the
+    /// state the key holds. The decision API asks this, since any caller
+    /// may send any policy; a rule's policies change only when its
+    /// operator redeploys, and then they apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_conflicts: bool,
 }
 
 /// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
@@ -81,6 +88,7 @@ impl CheckRequest {
             }),
             lease: None,
             queue: None,
+            refuse_conflicts: false,
         }
     }
 
@@ -227,6 +235,7 @@ mod tests {
             }),
             lease: None,
             queue: None,
+            refuse_conflicts: false,
         };
         assert!(request.policies().is_err());
         assert!(request.ban().is_err());

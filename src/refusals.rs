@@ -124,6 +124,7 @@ mod tests {
             }],
             ban: None,
             lease: None,
+            conflict: None,
             retry_after_ms,
         }
     }

@@ -10,10 +10,9 @@ use serde::Serialize;
 use worker::{Delay, Env, Method, Request, RequestInit, Result};
 
 use crate::banlist::BanRecord;
-use crate::ledger::{BanPolicy, Outcome};
+use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
-use crate::limit::Spec;
 use crate::protocol::{
     CheckRequest, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest, UnbanRequest,
 };
@@ -38,19 +37,6 @@ impl Objects {
             env: env.clone(),
             timeout_ms,
         }
-    }
-
-    /// Checks `cost` units for `key` in the object named `key`, so each key
-    /// gets one object.
-    pub async fn check(
-        &self,
-        key: &str,
-        policies: &[(String, Spec)],
-        cost: u32,
-        ban: Option<&BanPolicy>,
-    ) -> Result<Outcome> {
-        self.check_request(&CheckRequest::new(key, policies, cost, ban))
-            .await
     }
 
     /// A check with everything a request may ask (a lease, a queue).

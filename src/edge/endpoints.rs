@@ -1,6 +1,7 @@
 //! Sluice's own endpoints, below the configured prefix: health, the
 //! decision API, redis-cell's throttle, and the admin API.
 
+use futures_util::StreamExt;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
@@ -11,7 +12,7 @@ use crate::http::api::{
     parse_renew_body, parse_throttle_request, MAX_BODY_BYTES,
 };
 use crate::http::problem::Problem;
-use crate::ledger::LeaseAsk;
+use crate::ledger::{LeaseAsk, Outcome};
 use crate::protocol::{CheckRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
@@ -150,11 +151,27 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(request) => request,
         Err(problem) => return respond::problem(&problem),
     };
-    let object = format!("api:{}", request.key);
-    match objects
-        .check(&object, &request.policies, request.cost, None)
-        .await
-    {
+    let mut check = CheckRequest::new(
+        &format!("api:{}", request.key),
+        &request.policies,
+        request.cost,
+        None,
+    );
+    check.refuse_conflicts = true;
+    match objects.check_request(&check).await {
+        Ok(Outcome {
+            conflict: Some(name),
+            ..
+        }) => respond::problem(
+                &Problem::new(
+                    409,
+                    "policy-conflict",
+                    format!(
+                        "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
+                    ),
+                )
+                .with("policy", name.as_str()),
+            ),
         Ok(outcome) => {
             isolate::record(API_RULE, verdict(outcome.allowed));
             let headers = Headers::new();
@@ -208,8 +225,10 @@ pub fn verdict(allowed: bool) -> Verdict {
     }
 }
 
-/// The body, refused with 413 when it is larger than any endpoint needs;
-/// a declared length is checked before anything is read.
+/// The body, refused with 413 when it is larger than any endpoint needs.
+/// A declared length is checked before anything is read, and a chunked
+/// body is read as a stream and dropped at the limit: buffering it whole
+/// first would let one request take the isolate past its memory limit.
 pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     let declared = req
         .headers()
@@ -220,12 +239,17 @@ pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Proble
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
         return Err(api::too_large());
     }
-    let body = req
-        .bytes()
-        .await
-        .map_err(|_| Problem::invalid("body", "the body could not be read"))?;
-    if body.len() > MAX_BODY_BYTES {
-        return Err(api::too_large());
+    // `stream` fails only when there is no body at all.
+    let Ok(mut stream) = req.stream() else {
+        return Ok(Vec::new());
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| Problem::invalid("body", "the body could not be read"))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(api::too_large());
+        }
+        body.extend_from_slice(&chunk);
     }
     Ok(body)
 }

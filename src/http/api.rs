@@ -26,6 +26,11 @@ pub const MAX_POLICIES: usize = 8;
 /// The policy name used when a request gives `limit` and `window_ms`.
 pub const DEFAULT_POLICY: &str = "default";
 
+/// The slot `{prefix}/v1/throttle` keeps a key's GCRA state in. The
+/// decision API may not name a policy so: each endpoint's state lives in
+/// names the other cannot reach, so a call to one cannot reset the other.
+pub const THROTTLE_SLOT: &str = "throttle";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitRequest {
     pub key: String,
@@ -349,6 +354,12 @@ fn policies_field(value: &Value) -> Result<Vec<(String, Spec)>, Problem> {
             }
         };
         validate_policy_name(&name).map_err(|e| Problem::invalid(&name_field, e))?;
+        if name == THROTTLE_SLOT {
+            return Err(Problem::invalid(
+                &name_field,
+                format!("{THROTTLE_SLOT:?} is reserved for {{prefix}}/v1/throttle's state; choose another name"),
+            ));
+        }
         if policies.iter().any(|(n, _)| *n == name) {
             return Err(Problem::invalid(
                 &name_field,
@@ -569,6 +580,10 @@ mod tests {
             (r#"{"key":"k","policies":[]}"#, "policies"),
             (r#"{"key":"k","policies":{}}"#, "policies"),
             (r#"{"key":"k","policies":[1]}"#, "policies[0]"),
+            (
+                r#"{"key":"k","policies":[{"name":"throttle","limit":1,"window_ms":1}]}"#,
+                "policies[0].name",
+            ),
             (
                 r#"{"key":"k","policies":[{"limit":1,"window_ms":1}]}"#,
                 "policies[0].name",

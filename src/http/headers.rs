@@ -108,6 +108,7 @@ mod tests {
             policies,
             ban: None,
             lease: None,
+            conflict: None,
             retry_after_ms: 0,
         }
     }

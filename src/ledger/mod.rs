@@ -38,6 +38,11 @@ pub struct Outcome {
     /// The concurrency limit's part, when the request asked for a lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseOutcome>,
+    /// Set, with nothing decided, when the request was asked to leave
+    /// alone state its key holds under another algorithm or window: the
+    /// name of the policy that conflicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
     /// 0 when allowed; otherwise how long until the whole request could
     /// pass: the ban must end and every refusing policy must have room
     /// (windows only free up while nothing is admitted). A refused lease
@@ -82,7 +87,17 @@ impl Outcome {
             policies,
             ban,
             lease,
+            conflict: None,
             retry_after_ms,
+        }
+    }
+
+    /// The answer to a request whose policy `name` conflicts with state
+    /// its key holds: nothing decided, nothing changed.
+    pub fn conflicting(name: &str) -> Outcome {
+        Outcome {
+            conflict: Some(name.to_string()),
+            ..Outcome::new(false, Vec::new(), None, None, 0)
         }
     }
 
@@ -227,6 +242,9 @@ impl Ledger {
     /// refusal counts toward `ask.ban`, and the refusal that completes the
     /// count starts a ban.
     pub fn check(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
+        if ask.cost == 0 {
+            return (self.peek_ask(key, ask, now_ms), Vec::new());
+        }
         let mut state = self.keys.remove(key).unwrap_or_default();
         let indices: Vec<usize> = ask
             .specs
@@ -302,6 +320,63 @@ impl Ledger {
             self.keys.insert(key.to_string(), state);
         }
         (outcome, writes)
+    }
+
+    /// What [`check`](Self::check) with cost 0 answers: each policy's
+    /// state as the asked spec reads it. A slot held under another spec is
+    /// read through a copy, so that a peek never changes a limit, an
+    /// algorithm or a window, and never drops an admission.
+    fn peek_ask(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> Outcome {
+        let mut empty = KeyState::default();
+        let state = self.keys.get_mut(key).unwrap_or(&mut empty);
+        let policies = ask
+            .specs
+            .iter()
+            .map(|(name, spec)| {
+                let decision = match state.slots.iter_mut().find(|s| s.name == *name) {
+                    Some(slot) if slot.limiter.spec() == *spec => slot.limiter.decide(now_ms, 0),
+                    Some(slot) => {
+                        let mut copy = slot.limiter.clone();
+                        copy.set_spec(*spec);
+                        copy.decide(now_ms, 0)
+                    }
+                    None => Limiter::new(*spec).decide(now_ms, 0),
+                };
+                PolicyDecision {
+                    name: name.clone(),
+                    window_ms: spec.window_ms(),
+                    decision,
+                }
+            })
+            .collect();
+        let ban = state
+            .ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false));
+        let lease = ask.lease.map(|l| lease_report(&state.leases, l, None));
+        Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
+    }
+
+    /// The first of `specs` whose slot holds admissions that still count
+    /// under another algorithm or window. Taking such a request would
+    /// replace (or re-read) the slot and drop or recount admissions, so
+    /// the decision API refuses it rather than let one caller undo another's
+    /// limit; a changed `limit` alone is no conflict.
+    pub fn conflict<'s>(
+        &self,
+        key: &str,
+        specs: &'s [(String, Spec)],
+        now_ms: u64,
+    ) -> Option<&'s str> {
+        let state = self.keys.get(key)?;
+        specs.iter().find_map(|(name, spec)| {
+            let slot = state.slots.iter().find(|s| s.name == *name)?;
+            let held = slot.limiter.spec();
+            let differs = std::mem::discriminant(&held) != std::mem::discriminant(spec)
+                || held.window_ms() != spec.window_ms();
+            (differs && !slot.limiter.is_idle(now_ms)).then_some(name.as_str())
+        })
     }
 
     /// Extends a live lease of `key`.

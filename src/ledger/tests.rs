@@ -520,3 +520,89 @@ fn leases_restore_and_reset() {
         }]
     );
 }
+
+fn fixed(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
+    (
+        name.to_string(),
+        Spec::FixedWindow(Policy::new(limit, window_ms).unwrap()),
+    )
+}
+
+/// A peek asks with cost 0, and may name any policy: it must leave the
+/// key's state exactly as it was, or one caller could reset another's
+/// limit with it.
+#[test]
+fn a_peek_under_another_spec_changes_nothing() {
+    const DAY: u64 = 86_400_000;
+    let mut ledger = Ledger::new();
+    let day = [log("default", 1, DAY)];
+    assert!(check(&mut ledger, "k", &day, 1_000, 1).0.allowed);
+    assert!(!check(&mut ledger, "k", &day, 1_001, 1).0.allowed);
+    for peek in [
+        [fixed("default", 1, DAY)],
+        [log("default", 1, 1)],
+        [log("default", 5, DAY)],
+    ] {
+        let (outcome, writes) = check(&mut ledger, "k", &peek, 2_000, 0);
+        assert!(writes.is_empty());
+        assert!(outcome.allowed);
+        assert!(
+            !check(&mut ledger, "k", &day, 2_001, 1).0.allowed,
+            "after a peek with {peek:?}"
+        );
+    }
+    let (slots, _) = ledger.peek("k", 3_000);
+    assert_eq!(
+        (slots[0].limit, slots[0].window_ms, slots[0].used),
+        (1, DAY, 1)
+    );
+}
+
+#[test]
+fn a_peek_reads_the_asked_spec_over_the_held_admissions() {
+    let mut ledger = Ledger::new();
+    assert!(
+        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 2)
+            .0
+            .allowed
+    );
+    let (outcome, _) = check(&mut ledger, "k", &[log("p", 5, 1000)], 10, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 3);
+    let (outcome, _) = check(&mut ledger, "k", &[log("other", 5, 1000)], 10, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 5);
+    assert!(ledger.holds("k"));
+    let (outcome, writes) = check(&mut ledger, "new", &[log("p", 5, 1000)], 10, 0);
+    assert!(outcome.allowed && writes.is_empty() && !ledger.holds("new"));
+}
+
+#[test]
+fn a_conflict_is_another_algorithm_or_window_over_counting_admissions() {
+    let mut ledger = Ledger::new();
+    assert!(
+        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 1)
+            .0
+            .allowed
+    );
+    assert_eq!(ledger.conflict("k", &[fixed("p", 3, 1000)], 10), Some("p"));
+    assert_eq!(ledger.conflict("k", &[log("p", 3, 10)], 10), Some("p"));
+    assert_eq!(
+        ledger.conflict("k", &[log("q", 1, 1), log("p", 3, 2000)], 10),
+        Some("p")
+    );
+    assert_eq!(
+        ledger.conflict("k", &[log("p", 9, 1000)], 10),
+        None,
+        "a new limit is no conflict"
+    );
+    assert_eq!(
+        ledger.conflict("k", &[fixed("q", 3, 10)], 10),
+        None,
+        "another slot"
+    );
+    assert_eq!(ledger.conflict("other", &[fixed("p", 3, 10)], 10), None);
+    assert_eq!(
+        ledger.conflict("k", &[fixed("p", 3, 1000)], 1_000),
+        None,
+        "admissions that no longer count hold nothing back"
+    );
+}

@@ -28,6 +28,7 @@ use worker::{
 use super::client::Objects;
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
+use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::Problem;
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
@@ -182,7 +183,14 @@ impl Limiter {
         let (outcome, writes) = {
             let mut inner = self.inner.borrow_mut();
             inner.checks += 1;
-            inner.ledger.check(&parsed.key, &parsed.ask(), now)
+            let conflict = check
+                .refuse_conflicts
+                .then(|| inner.ledger.conflict(&parsed.key, &parsed.specs, now))
+                .flatten();
+            match conflict {
+                Some(name) => (Outcome::conflicting(name), Vec::new()),
+                None => inner.ledger.check(&parsed.key, &parsed.ask(), now),
+            }
         };
         self.persist(&parsed.key, writes, now).await?;
         let queue = check
@@ -282,7 +290,7 @@ impl Limiter {
         let now = now_ms();
         let answer = self.inner.borrow_mut().ledger.throttle(
             &request.key,
-            "throttle",
+            THROTTLE_SLOT,
             policy,
             now,
             request.quantity,
