@@ -68,10 +68,15 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
         limit: call.limit,
         ttl_ms: call.ttl_ms,
         owner: call.owner,
+        reenter: call.lease_id,
+        strict_limit: true,
         new_id: new_lease_id()?,
     });
     match objects.check_request(&request).await {
         Ok(outcome) => {
+            if let Some(problem) = api::lease_problem(&outcome) {
+                return respond::problem(&problem);
+            }
             isolate::record(API_RULE, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;

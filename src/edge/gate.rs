@@ -137,6 +137,8 @@ pub async fn limited(
             limit: concurrency.limit,
             ttl_ms: concurrency.lease_ttl_ms,
             owner: None,
+            reenter: None,
+            strict_limit: false,
             new_id: new_lease_id()?,
         });
         if concurrency.max_wait_ms > 0 {

@@ -4,7 +4,7 @@ use serde::Serialize;
 use worker::{Headers, Response, Result};
 
 use crate::config::Rule;
-use crate::http::headers::{ratelimit, ratelimit_policy, retry_after};
+use crate::http::headers::{ratelimit, ratelimit_policy, retry_after_field};
 use crate::http::problem::{Problem, CONTENT_TYPE};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
@@ -25,13 +25,19 @@ pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
     Ok(Response::ok(serde_json::to_string(value)?)?.with_headers(headers))
 }
 
-/// The RateLimit fields for every policy of an outcome, and `Retry-After`
-/// when it refused.
+/// The RateLimit fields for every policy of an outcome (none without a
+/// policy), and `Retry-After` when it refused and waiting can help.
 pub fn limit_headers(headers: &Headers, outcome: &Outcome) -> Result<()> {
-    headers.set("ratelimit-policy", &ratelimit_policy(outcome))?;
-    headers.set("ratelimit", &ratelimit(outcome))?;
+    if let Some(value) = ratelimit_policy(outcome) {
+        headers.set("ratelimit-policy", &value)?;
+    }
+    if let Some(value) = ratelimit(outcome) {
+        headers.set("ratelimit", &value)?;
+    }
     if !outcome.allowed {
-        headers.set("retry-after", &retry_after(outcome.retry_after_ms))?;
+        if let Some(value) = retry_after_field(outcome.retry_after_ms) {
+            headers.set("retry-after", &value)?;
+        }
     }
     Ok(())
 }
@@ -55,11 +61,16 @@ pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> 
         }
         None => {
             let violated = outcome.violated_names();
-            let detail = format!(
-                "rate limit {} exceeded; retry in {} s",
-                violated.join(", "),
-                retry_after(outcome.retry_after_ms)
-            );
+            let detail = match retry_after_field(outcome.retry_after_ms) {
+                Some(secs) => format!(
+                    "rate limit {} exceeded; retry in {secs} s",
+                    violated.join(", ")
+                ),
+                None => format!(
+                    "rate limit {} exceeded; the request costs more than the limit and can never be admitted",
+                    violated.join(", ")
+                ),
+            };
             Problem::quota_exceeded(detail, violated)
         }
     };
@@ -74,11 +85,10 @@ pub fn shadow_header(outcome: &Outcome) -> String {
     }
     let violated = outcome.violated_names();
     let banned = if outcome.ban.is_some() { ";banned" } else { "" };
-    format!(
-        "refuse;violated=\"{}\";retry={}{banned}",
-        violated.join(" "),
-        retry_after(outcome.retry_after_ms)
-    )
+    let retry = retry_after_field(outcome.retry_after_ms)
+        .map(|secs| format!(";retry={secs}"))
+        .unwrap_or_default();
+    format!("refuse;violated=\"{}\"{retry}{banned}", violated.join(" "))
 }
 
 /// A response whose headers can be changed: responses from `fetch` carry

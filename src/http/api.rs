@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 use super::problem::Problem;
 use crate::ledger::Outcome;
 use crate::limit::gcra::GcraPolicy;
-use crate::limit::{Policy, Spec};
+use crate::limit::lease::LeaseError;
+use crate::limit::{Policy, Spec, NEVER};
 
 /// Largest body the API reads; anything larger is refused with 413 before
 /// it is parsed.
@@ -132,16 +133,24 @@ pub struct LeaseCall {
     pub key: String,
     pub limit: u32,
     pub ttl_ms: u64,
+    /// A label for operators; it grants nothing.
     pub owner: Option<String>,
+    /// The lease to re-enter: its id, returned by the acquire that granted
+    /// it, is the proof of holding it.
+    pub lease_id: Option<String>,
 }
 
 /// The longest a lease may be asked to last in one go: a day.
 pub const MAX_LEASE_TTL_MS: u64 = 86_400_000;
 
-/// `{"key", "limit", "ttl_ms", "owner"?}`.
+/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}`.
 pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
     let object = json_object(content_type, body)?;
-    only_fields(&object, "", &["key", "limit", "ttl_ms", "owner"])?;
+    only_fields(
+        &object,
+        "",
+        &["key", "limit", "ttl_ms", "owner", "lease_id"],
+    )?;
     let key = key_field(&object)?;
     let limit = match object.get("limit") {
         Some(value) => integer(value, "limit", "an integer from 1 to 100000")?,
@@ -174,11 +183,22 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
             ))
         }
     };
+    let lease_id = match object.get("lease_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= 256 => Some(id.clone()),
+        Some(_) => {
+            return Err(Problem::invalid(
+                "lease_id",
+                "lease_id must be the id of a lease this key granted",
+            ))
+        }
+    };
     Ok(LeaseCall {
         key,
         limit,
         ttl_ms,
         owner,
+        lease_id,
     })
 }
 
@@ -224,6 +244,31 @@ fn ttl_field(value: Option<&Value>, required: bool) -> Result<u64, Problem> {
     }
 }
 
+/// Why an acquire was not tried, as the problem to answer: the request is at
+/// fault, not the key's occupancy.
+pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
+    let lease = outcome.lease.as_ref()?;
+    let problem = match lease.error? {
+        LeaseError::LimitMismatch { held } => Problem::new(
+            409,
+            "lease-limit-conflict",
+            format!(
+                "this key's leases are held with limit {held}, not {}; ask with limit {held} until they are all released or lapsed",
+                lease.limit
+            ),
+        )
+        .with("field", "limit")
+        .with("held-limit", held),
+        LeaseError::NoSuchLease => Problem::new(
+            404,
+            "no-such-lease",
+            "no live lease with that lease_id for that key; it may have lapsed or been released",
+        )
+        .with("field", "lease_id"),
+    };
+    Some(problem)
+}
+
 /// The answer to an acquire: the lease when granted, the occupancy and the
 /// wait otherwise.
 pub fn lease_response(outcome: &Outcome) -> Value {
@@ -236,7 +281,7 @@ pub fn lease_response(outcome: &Outcome) -> Value {
         "expires_ms": held.map(|l| l.expires_ms),
         "holds": held.map(|l| l.holds),
         "in_flight": lease.map_or(0, |l| l.in_flight),
-        "retry_after_ms": outcome.retry_after_ms,
+        "retry_after_ms": wait_ms(outcome.retry_after_ms),
     })
 }
 
@@ -452,7 +497,7 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "limit": d.limit,
                 "remaining": d.remaining,
                 "reset_ms": d.reset_ms,
-                "retry_after_ms": d.retry_after_ms,
+                "retry_after_ms": wait_ms(d.retry_after_ms),
             });
         }
     }
@@ -468,16 +513,26 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "window_ms": p.window_ms,
                 "remaining": p.decision.remaining,
                 "reset_ms": p.decision.reset_ms,
-                "retry_after_ms": p.decision.retry_after_ms,
+                "retry_after_ms": wait_ms(p.decision.retry_after_ms),
             })
         })
         .collect();
     json!({
         "allowed": outcome.allowed,
         "violated": violated,
-        "retry_after_ms": outcome.retry_after_ms,
+        "retry_after_ms": wait_ms(outcome.retry_after_ms),
         "policies": policies,
     })
+}
+
+/// A wait in a body: `null` for a request no wait can admit, rather than
+/// the internal [`NEVER`], which no JSON reader could take for a time.
+fn wait_ms(ms: u64) -> Value {
+    if ms == NEVER {
+        Value::Null
+    } else {
+        ms.into()
+    }
 }
 
 #[cfg(test)]
@@ -696,7 +751,8 @@ mod tests {
                 key: "job".into(),
                 limit: 1,
                 ttl_ms: 5000,
-                owner: Some("w1".into())
+                owner: Some("w1".into()),
+                lease_id: None
             }
         );
         let field = |body: &str| {
@@ -716,6 +772,14 @@ mod tests {
             (r#"{"key":"k","limit":1,"ttl_ms":86400001}"#, "ttl_ms"),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":""}"#, "owner"),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":7}"#, "owner"),
+            (
+                r#"{"key":"k","limit":1,"ttl_ms":1,"lease_id":""}"#,
+                "lease_id",
+            ),
+            (
+                r#"{"key":"k","limit":1,"ttl_ms":1,"lease_id":5}"#,
+                "lease_id",
+            ),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"lease":"x"}"#, "lease"),
         ] {
             assert_eq!(field(body), expected, "{body}");

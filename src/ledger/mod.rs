@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
-use crate::limit::lease::{Grant, Lease, LeaseTable};
+use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
 use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 
@@ -64,6 +64,9 @@ pub struct LeaseOutcome {
     pub refused: bool,
     /// When refused, ms until the first lease lapses.
     pub retry_after_ms: u64,
+    /// Set when the acquire was not even tried: the request is at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<LeaseError>,
 }
 
 impl Outcome {
@@ -144,8 +147,13 @@ pub enum Write {
     },
     /// The key's ban record, to insert or overwrite.
     Ban { key: String, ban: Ban },
-    /// A lease, new or with changed holds or expiry.
-    Lease { key: String, lease: Lease },
+    /// A lease, new or with changed holds or expiry, and the limit the
+    /// key's leases are held under.
+    Lease {
+        key: String,
+        lease: Lease,
+        limit: Option<u32>,
+    },
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.
@@ -161,8 +169,16 @@ pub enum Expired {
     Slot { key: String, name: String },
     /// The key's ban is over and its offences forgiven.
     Ban { key: String },
-    /// A lease was released or lapsed.
-    Lease { key: String, id: String },
+    /// A lease was released or lapsed. When `floor` is set, a fence could
+    /// still repeat: keep it as the key's fence floor before the lease row
+    /// (which held it) goes.
+    Lease {
+        key: String,
+        id: String,
+        floor: Option<u64>,
+    },
+    /// The key's fence floor is needed no longer.
+    Floor { key: String },
 }
 
 #[derive(Debug)]
@@ -185,8 +201,30 @@ struct KeyState {
 }
 
 impl KeyState {
-    fn is_empty(&self) -> bool {
-        self.slots.is_empty() && self.ban.is_none() && self.leases.is_empty()
+    /// Whether the key can be forgotten. A key whose fence floor is stored
+    /// stays until the sweep deletes that row.
+    fn is_empty(&self, now_ms: u64) -> bool {
+        self.slots.is_empty()
+            && self.ban.is_none()
+            && self.leases.is_idle(now_ms)
+            && !self.leases.floor_stored()
+    }
+
+    /// Removes lease `lease`'s row, keeping the last fence as a floor row if
+    /// a repeat is still possible.
+    fn lease_gone(&mut self, key: &str, id: String, now_ms: u64) -> Expired {
+        let floor = self
+            .leases
+            .needs_floor(now_ms)
+            .then(|| self.leases.last_fence());
+        if floor.is_some() {
+            self.leases.set_floor_stored(true);
+        }
+        Expired::Lease {
+            key: key.to_string(),
+            id,
+            floor,
+        }
     }
 }
 
@@ -207,10 +245,30 @@ pub struct LeaseAsk {
     pub name: String,
     pub limit: u32,
     pub ttl_ms: u64,
+    /// A label for operators; it grants nothing.
     pub owner: Option<String>,
+    /// The id of a live lease to take one more hold on (re-entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reenter: Option<String>,
+    /// Whether a limit the key's leases are held under stands against this
+    /// one: the caller chose it (the decision API), not the operator.
+    #[serde(default)]
+    pub strict_limit: bool,
     /// The id a new lease gets; chosen by the caller (randomly) so the
     /// ledger stays deterministic.
     pub new_id: String,
+}
+
+impl LeaseAsk {
+    fn acquire(&self) -> Acquire<'_> {
+        Acquire {
+            limit: self.limit,
+            ttl_ms: self.ttl_ms,
+            owner: self.owner.as_deref(),
+            reenter: self.reenter.as_deref(),
+            strict_limit: self.strict_limit,
+        }
+    }
 }
 
 /// A slot's state as an operator sees it.
@@ -255,7 +313,9 @@ impl Ledger {
         let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
             Some(active) => {
                 let policies = report(&mut state.slots, &indices, now_ms, |_| None);
-                let lease = ask.lease.map(|l| lease_report(&state.leases, l, None));
+                let lease = ask
+                    .lease
+                    .map(|l| lease_report(&state.leases, l, None, now_ms));
                 Outcome::new(
                     false,
                     policies,
@@ -272,24 +332,29 @@ impl Ledger {
                 let rates_allow = decisions.iter().all(|d| d.allowed);
                 let grant = match ask.lease {
                     Some(lease) if rates_allow && ask.cost > 0 => {
-                        let grant = state.leases.acquire(
-                            now_ms,
-                            lease.limit,
-                            lease.ttl_ms,
-                            lease.owner.as_deref(),
-                            || lease.new_id.clone(),
-                        );
-                        if let Some(granted) = grant.lease.as_ref().filter(|_| grant.granted) {
+                        let grant = state
+                            .leases
+                            .acquire(now_ms, &lease.acquire(), || lease.new_id.clone());
+                        if let Ok(Grant {
+                            granted: true,
+                            lease: Some(granted),
+                            ..
+                        }) = &grant
+                        {
                             writes.push(Write::Lease {
                                 key: key.to_string(),
                                 lease: granted.clone(),
+                                limit: state.leases.limit(),
                             });
                         }
                         Some(grant)
                     }
                     _ => None,
                 };
-                let allowed = rates_allow && grant.as_ref().is_none_or(|g| g.granted);
+                let allowed = rates_allow
+                    && grant
+                        .as_ref()
+                        .is_none_or(|g| g.as_ref().is_ok_and(|g| g.granted));
                 if allowed && ask.cost > 0 {
                     for &i in &indices {
                         admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
@@ -301,7 +366,9 @@ impl Ledger {
                     let d = decisions[n];
                     (allowed || !d.allowed).then_some(d)
                 });
-                let lease = ask.lease.map(|l| lease_report(&state.leases, l, grant));
+                let lease = ask
+                    .lease
+                    .map(|l| lease_report(&state.leases, l, grant, now_ms));
                 // Only rate refusals count toward a ban: a request refused
                 // (or queued) for want of a lease did nothing wrong.
                 let started = match ask.ban {
@@ -316,7 +383,7 @@ impl Ledger {
         state
             .slots
             .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
-        if !state.is_empty() {
+        if !state.is_empty(now_ms) {
             self.keys.insert(key.to_string(), state);
         }
         (outcome, writes)
@@ -354,7 +421,9 @@ impl Ledger {
             .as_ref()
             .filter(|ban| ban.is_active(now_ms))
             .map(|ban| BanNotice::of(ban, false));
-        let lease = ask.lease.map(|l| lease_report(&state.leases, l, None));
+        let lease = ask
+            .lease
+            .map(|l| lease_report(&state.leases, l, None, now_ms));
         Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
     }
 
@@ -396,6 +465,7 @@ impl Ledger {
             .map(|lease| Write::Lease {
                 key: key.to_string(),
                 lease: lease.clone(),
+                limit: state.leases.limit(),
             })
             .collect();
         (renewed, writes)
@@ -415,17 +485,17 @@ impl Ledger {
         let released = state.leases.release(id, now_ms);
         let (mut writes, mut expired) = (Vec::new(), Vec::new());
         match &released {
-            Some(lease) if lease.holds == 0 => expired.push(Expired::Lease {
-                key: key.to_string(),
-                id: id.to_string(),
-            }),
+            Some(lease) if lease.holds == 0 => {
+                expired.push(state.lease_gone(key, id.to_string(), now_ms));
+            }
             Some(lease) => writes.push(Write::Lease {
                 key: key.to_string(),
                 lease: lease.clone(),
+                limit: state.leases.limit(),
             }),
             None => {}
         }
-        if state.is_empty() {
+        if state.is_empty(now_ms) {
             self.keys.remove(key);
         }
         (released, writes, expired)
@@ -438,12 +508,23 @@ impl Ledger {
             .map_or(&[], |state| state.leases.leases())
     }
 
-    pub fn restore_lease(&mut self, key: &str, lease: Lease) {
+    /// Restores a lease row and the limit it names (`None` in rows written
+    /// before limits were stored).
+    pub fn restore_lease(&mut self, key: &str, lease: Lease, limit: Option<u32>) {
         self.keys
             .entry(key.to_string())
             .or_default()
             .leases
-            .restore(lease);
+            .restore(lease, limit);
+    }
+
+    /// Restores a fence floor row.
+    pub fn restore_floor(&mut self, key: &str, fence: u64) {
+        self.keys
+            .entry(key.to_string())
+            .or_default()
+            .leases
+            .restore_floor(fence);
     }
 
     /// `CL.THROTTLE`: a GCRA check of `quantity` units in the slot `name`,
@@ -533,10 +614,10 @@ impl Ledger {
             }
             state.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
             for lapsed in state.leases.expire(now_ms) {
-                expired.push(Expired::Lease {
-                    key: key.clone(),
-                    id: lapsed.id,
-                });
+                expired.push(state.lease_gone(key, lapsed.id, now_ms));
+            }
+            if state.leases.forget_unneeded(now_ms) {
+                expired.push(Expired::Floor { key: key.clone() });
             }
             if state
                 .ban
@@ -547,7 +628,7 @@ impl Ledger {
                 expired.push(Expired::Ban { key: key.clone() });
             }
         }
-        self.keys.retain(|_, state| !state.is_empty());
+        self.keys.retain(|_, state| !state.is_empty(now_ms));
         expired
     }
 
@@ -586,11 +667,18 @@ impl Ledger {
     }
 
     /// Forgets everything about `key` (an operator's reset) and says which
-    /// rows to delete.
-    pub fn reset(&mut self, key: &str) -> Vec<Expired> {
-        let Some(state) = self.keys.remove(key) else {
+    /// rows to delete; only a fence floor stays while a repeat is possible,
+    /// since a lock's fences must grow even across a reset.
+    pub fn reset(&mut self, key: &str, now_ms: u64) -> Vec<Expired> {
+        let Some(mut state) = self.keys.remove(key) else {
             return Vec::new();
         };
+        let leases: Vec<Expired> = state
+            .leases
+            .expire(u64::MAX)
+            .into_iter()
+            .map(|lease| state.lease_gone(key, lease.id, now_ms))
+            .collect();
         let slots = state.slots.into_iter().map(|slot| Expired::Slot {
             key: key.to_string(),
             name: slot.name,
@@ -598,16 +686,15 @@ impl Ledger {
         let ban = state.ban.map(|_| Expired::Ban {
             key: key.to_string(),
         });
-        let leases: Vec<Expired> = state
-            .leases
-            .leases()
-            .iter()
-            .map(|lease| Expired::Lease {
-                key: key.to_string(),
-                id: lease.id.clone(),
-            })
-            .collect();
-        slots.chain(ban).chain(leases).collect()
+        let expired = slots.chain(ban).chain(leases).collect();
+        let fences = KeyState {
+            leases: state.leases,
+            ..KeyState::default()
+        };
+        if !fences.is_empty(now_ms) {
+            self.keys.insert(key.to_string(), fences);
+        }
+        expired
     }
 
     /// The state of `key` at `now_ms`, changing nothing.
@@ -698,18 +785,25 @@ fn report(
 
 /// The lease part of an outcome: the grant if one was tried, otherwise the
 /// table as it stands.
-fn lease_report(table: &LeaseTable, ask: &LeaseAsk, grant: Option<Grant>) -> LeaseOutcome {
-    let (lease, refused, retry_after_ms) = match grant {
-        Some(grant) => (grant.lease, !grant.granted, grant.retry_after_ms),
-        None => (None, false, 0),
+fn lease_report(
+    table: &LeaseTable,
+    ask: &LeaseAsk,
+    grant: Option<Result<Grant, LeaseError>>,
+    now_ms: u64,
+) -> LeaseOutcome {
+    let (lease, refused, retry_after_ms, error) = match grant {
+        Some(Ok(grant)) => (grant.lease, !grant.granted, grant.retry_after_ms, None),
+        Some(Err(error)) => (None, false, 0, Some(error)),
+        None => (None, false, 0, None),
     };
     LeaseOutcome {
         name: ask.name.clone(),
         limit: ask.limit,
-        in_flight: table.in_flight(),
+        in_flight: table.in_flight_at(now_ms),
         lease,
         refused,
         retry_after_ms,
+        error,
     }
 }
 

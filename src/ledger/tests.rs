@@ -325,7 +325,7 @@ fn reset_forgets_everything_about_a_key() {
     let mut ledger = Ledger::new();
     offend(&mut ledger, 0);
     check(&mut ledger, "other", &[log("api", 1, 1000)], 0, 1);
-    let mut expired = ledger.reset("k");
+    let mut expired = ledger.reset("k", 0);
     expired.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         expired,
@@ -337,7 +337,7 @@ fn reset_forgets_everything_about_a_key() {
             }
         ]
     );
-    assert!(ledger.reset("k").is_empty());
+    assert!(ledger.reset("k", 0).is_empty());
     assert!(
         check(&mut ledger, "k", &[log("api", 1, 1000)], 10, 1)
             .0
@@ -403,6 +403,8 @@ fn lease_ask(limit: u32, ttl_ms: u64, id: &str) -> LeaseAsk {
         limit,
         ttl_ms,
         owner: None,
+        reenter: None,
+        strict_limit: true,
         new_id: id.into(),
     }
 }
@@ -433,7 +435,8 @@ fn a_lease_and_rate_policies_admit_together_or_not_at_all() {
         expired,
         [Expired::Lease {
             key: "k".into(),
-            id: "a".into()
+            id: "a".into(),
+            floor: None
         }]
     );
     assert!(
@@ -475,7 +478,8 @@ fn the_sweep_reclaims_lapsed_leases_on_time() {
         ledger.sweep(5500),
         [Expired::Lease {
             key: "k".into(),
-            id: "a".into()
+            id: "a".into(),
+            floor: None
         }]
     );
     assert!(ledger.is_empty());
@@ -492,11 +496,11 @@ fn leases_restore_and_reset() {
         expires_ms: 10_000,
         holds: 2,
     };
-    ledger.restore_lease("k", lease.clone());
+    ledger.restore_lease("k", lease.clone(), Some(1));
     assert_eq!(ledger.leases("k"), [lease]);
     let specs: [(String, Spec); 0] = [];
     let mut ask = lease_ask(1, 1000, "y");
-    ask.owner = Some("o".into());
+    ask.reenter = Some("x".into());
     let (again, _) = ledger.check(
         "k",
         &Ask {
@@ -513,10 +517,11 @@ fn leases_restore_and_reset() {
         "re-entrant across a restore"
     );
     assert_eq!(
-        ledger.reset("k"),
+        ledger.reset("k", 200),
         [Expired::Lease {
             key: "k".into(),
-            id: "x".into()
+            id: "x".into(),
+            floor: None
         }]
     );
 }
@@ -605,4 +610,73 @@ fn a_conflict_is_another_algorithm_or_window_over_counting_admissions() {
         None,
         "admissions that no longer count hold nothing back"
     );
+}
+
+fn acquire_lock(ledger: &mut Ledger, ask: &LeaseAsk, now: u64) -> Outcome {
+    let specs: [(String, Spec); 0] = [];
+    let ask = Ask {
+        specs: &specs,
+        cost: 1,
+        ban: None,
+        lease: Some(ask),
+    };
+    ledger.check("k", &ask, now).0
+}
+
+fn fence_of(outcome: &Outcome) -> u64 {
+    outcome
+        .lease
+        .as_ref()
+        .unwrap()
+        .lease
+        .as_ref()
+        .unwrap()
+        .fence
+}
+
+#[test]
+fn a_fence_never_repeats_after_a_release_to_empty_in_the_same_millisecond() {
+    let mut ledger = Ledger::new();
+    let first = acquire_lock(&mut ledger, &lease_ask(1, 1000, "a"), 5);
+    ledger.release("k", "a", 5);
+    let second = acquire_lock(&mut ledger, &lease_ask(1, 1000, "b"), 5);
+    assert!(fence_of(&second) > fence_of(&first));
+}
+
+#[test]
+fn a_burst_of_more_than_1000_grants_in_one_millisecond_keeps_fences_growing() {
+    let mut ledger = Ledger::new();
+    let mut last = 0;
+    for n in 0..1500 {
+        let granted = acquire_lock(&mut ledger, &lease_ask(1, 1000, &format!("a{n}")), 5);
+        ledger.release("k", &format!("a{n}"), 5);
+        assert!(fence_of(&granted) > last, "grant {n}");
+        last = fence_of(&granted);
+    }
+    let next = acquire_lock(&mut ledger, &lease_ask(1, 1000, "b"), 6);
+    assert!(fence_of(&next) > last, "{} after {last}", fence_of(&next));
+}
+
+#[test]
+fn the_same_owner_string_alone_does_not_enter_another_callers_lock() {
+    let mut ledger = Ledger::new();
+    let mut ask = lease_ask(1, 30_000, "a");
+    ask.owner = Some("worker".into());
+    assert!(acquire_lock(&mut ledger, &ask, 0).allowed);
+    let mut intruder = lease_ask(1, 30_000, "b");
+    intruder.owner = Some("worker".into());
+    let answer = acquire_lock(&mut ledger, &intruder, 10);
+    assert!(!answer.allowed, "re-entered by naming the owner");
+    assert_eq!(ledger.leases("k").len(), 1);
+    assert_eq!(ledger.leases("k")[0].holds, 1);
+}
+
+#[test]
+fn a_lock_held_with_limit_1_is_not_granted_to_a_caller_asking_limit_2() {
+    let mut ledger = Ledger::new();
+    assert!(acquire_lock(&mut ledger, &lease_ask(1, 30_000, "a"), 0).allowed);
+    let mut wider = lease_ask(2, 30_000, "b");
+    wider.strict_limit = true;
+    assert!(!acquire_lock(&mut ledger, &wider, 10).allowed);
+    assert_eq!(ledger.leases("k").len(), 1);
 }

@@ -98,6 +98,8 @@ const corpus = [
   // Leases.
   ["lease: ttl 0", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 0 }), 400, "ttl_ms"],
   ["lease: owner not a string", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, owner: 7 }), 400, "owner"],
+  ["lease: lease_id not a string", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, lease_id: 7 }), 400, "lease_id"],
+  ["lease: re-enter an unknown lease", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, lease_id: "nope" }), 404, "lease_id"],
   ["lease: renew an unknown lease", json("/_sluice/v1/leases/nope/renew?key=k", { ttl_ms: 1000 }), 404],
   ["lease: release without a key", () => sluice.fetch("/_sluice/v1/leases/nope", { method: "DELETE" }), 400, "key"],
   // Routing.

@@ -309,7 +309,7 @@ impl Limiter {
     /// An operator's reset: forget the key, and free storage if it was the
     /// last one.
     async fn reset(&self, key: &str) -> Result<Response> {
-        let expired = self.inner.borrow_mut().ledger.reset(key);
+        let expired = self.inner.borrow_mut().ledger.reset(key, now_ms());
         let forgot = !expired.is_empty();
         self.delete(expired).await?;
         Response::from_json(&serde_json::json!({ "reset": forgot }))
@@ -426,6 +426,7 @@ impl Limiter {
         let storage_sql = self.state.storage().sql();
         let has_tables = sql::has_tables(&storage_sql)?;
         let ledger = if has_tables {
+            sql::upgrade(&storage_sql)?;
             sql::load(&storage_sql)?
         } else {
             Ledger::new()

@@ -24,8 +24,10 @@ CREATE TABLE IF NOT EXISTS bans (
   forget_ms INTEGER NOT NULL, reason TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
   key TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, fence INTEGER NOT NULL,
-  expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL,
-  PRIMARY KEY (key, id)) WITHOUT ROWID;";
+  expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL, lim INTEGER,
+  PRIMARY KEY (key, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fence_floors (
+  key TEXT NOT NULL PRIMARY KEY, fence INTEGER NOT NULL) WITHOUT ROWID;";
 
 #[derive(Deserialize)]
 struct SlotRow {
@@ -64,6 +66,13 @@ struct LeaseRow {
     fence: u64,
     expires_ms: u64,
     holds: u32,
+    lim: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct FloorRow {
+    key: String,
+    fence: u64,
 }
 
 #[derive(Deserialize)]
@@ -85,8 +94,24 @@ pub fn row_count(sql: &SqlStorage) -> Result<u64> {
     one_count(
         sql,
         "SELECT (SELECT COUNT(*) FROM slots) + (SELECT COUNT(*) FROM hits)
-         + (SELECT COUNT(*) FROM bans) + (SELECT COUNT(*) FROM leases) AS n",
+         + (SELECT COUNT(*) FROM bans) + (SELECT COUNT(*) FROM leases)
+         + (SELECT COUNT(*) FROM fence_floors) AS n",
     )
+}
+
+/// Brings tables written by an earlier version to the current layout:
+/// leases gained the limit they are held under (`lim`, NULL in old rows:
+/// the next acquire's limit is taken), and fence floors their own table.
+pub fn upgrade(sql: &SqlStorage) -> Result<()> {
+    let current = one_count(
+        sql,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'
+         AND sql LIKE '%lim INTEGER%'",
+    )?;
+    if current == 0 {
+        run(sql, "ALTER TABLE leases ADD COLUMN lim INTEGER", Vec::new())?;
+    }
+    create(sql)
 }
 
 /// The ledger as storage holds it.
@@ -120,7 +145,7 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
     }
     for row in rows::<LeaseRow>(
         sql,
-        "SELECT key, id, owner, fence, expires_ms, holds FROM leases",
+        "SELECT key, id, owner, fence, expires_ms, holds, lim FROM leases",
     )? {
         let lease = Lease {
             id: row.id,
@@ -129,7 +154,10 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
             expires_ms: row.expires_ms,
             holds: row.holds,
         };
-        ledger.restore_lease(&row.key, lease);
+        ledger.restore_lease(&row.key, lease, row.lim);
+    }
+    for row in rows::<FloorRow>(sql, "SELECT key, fence FROM fence_floors")? {
+        ledger.restore_floor(&row.key, row.fence);
     }
     Ok(ledger)
 }
@@ -213,9 +241,9 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
                 ban.reason.into(),
             ],
         )?,
-        Write::Lease { key, lease } => run(
+        Write::Lease { key, lease, limit } => run(
             sql,
-            "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?, ?)",
             vec![
                 key.into(),
                 lease.id.into(),
@@ -223,6 +251,7 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
                 int(lease.fence),
                 int(lease.expires_ms),
                 int(u64::from(lease.holds)),
+                limit.map(|n| int(u64::from(n))).into(),
             ],
         )?,
     };
@@ -254,11 +283,26 @@ pub fn remove(sql: &SqlStorage, expired: Expired) -> Result<()> {
         Expired::Ban { key } => {
             run(sql, "DELETE FROM bans WHERE key = ?", vec![key.into()])?;
         }
-        Expired::Lease { key, id } => {
+        Expired::Lease { key, id, floor } => {
+            if let Some(fence) = floor {
+                run(
+                    sql,
+                    "INSERT INTO fence_floors (key, fence) VALUES (?, ?)
+                     ON CONFLICT (key) DO UPDATE SET fence = max(fence, excluded.fence)",
+                    vec![key.clone().into(), int(fence)],
+                )?;
+            }
             run(
                 sql,
                 "DELETE FROM leases WHERE key = ? AND id = ?",
                 vec![key.into(), id.into()],
+            )?;
+        }
+        Expired::Floor { key } => {
+            run(
+                sql,
+                "DELETE FROM fence_floors WHERE key = ?",
+                vec![key.into()],
             )?;
         }
     }
