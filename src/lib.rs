@@ -11,7 +11,9 @@ pub mod limit;
 pub mod protocol;
 pub mod queue;
 pub mod refusals;
+pub mod report;
 pub mod stats;
+pub mod top;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

@@ -181,20 +181,12 @@ pub struct Meter {
     pub rows_written: u64,
 }
 
-/// `POST /unban` to the registry: lift the ban `source` placed on `key`
+/// `DELETE /bans` to a hub: lift the ban `source` placed on `key`
 /// (`manual`, or a rule's scope after an operator's reset).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnbanRequest {
     pub key: String,
     pub source: String,
-}
-
-/// `POST /live` to the registry: a container key started or stopped holding
-/// state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveReport {
-    pub key: String,
-    pub live: bool,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The admin API below `{prefix}/admin/`: inspect and reset keys, manual
-//! bans, and stats. It exists only when the `ADMIN_TOKEN` secret is set
+//! bans, and stats (with the top refused keys), read from the hubs. It exists only when the `ADMIN_TOKEN` secret is set
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
 //! gets a 401 that says nothing about keys.
@@ -7,16 +7,18 @@
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
-use super::client::Objects;
+use super::client::{hub_name, Objects};
 use super::endpoints::{self, not_allowed, read_body};
 use super::settings::settings;
 use super::{isolate, now_ms, respond};
-use crate::banlist::BanRecord;
+use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
 use crate::http::problem::Problem;
 use crate::http::time::rfc3339;
+use crate::report::HUBS;
+use crate::stats::summarize;
 
 /// The secret that holds the admin token.
 pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
@@ -74,18 +76,15 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
         (Method::Delete, AdminRoute::Ban { key }) => lift_ban(objects, &key).await,
         (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Stats) => {
-            let since = req
-                .url()?
-                .query_pairs()
-                .find(|(name, _)| name == "since")
-                .and_then(|(_, value)| value.parse::<u64>().ok())
-                .unwrap_or(0);
-            isolate::flush_stats(objects).await;
-            objects.stats(since).await.and_then(|stats| {
-                let mut body = serde_json::to_value(&stats)?;
-                body["isolate"] = isolate::figures();
-                respond::json(&body, Headers::new())
-            })
+            let url = req.url()?;
+            let param = |name: &str| {
+                url.query_pairs()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, value)| value.parse::<u64>().ok())
+            };
+            let since = param("since").unwrap_or(0);
+            let top_minutes = param("top_minutes").unwrap_or(10).clamp(1, 60);
+            stats(objects, since, top_minutes).await
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
     };
@@ -115,15 +114,53 @@ async fn reset_key(objects: &Objects, rule: &str, key: &str) -> Result<Response>
     let object = object_name(rule, key);
     let reset = objects.reset(&object).await?;
     isolate::forget_refusal(&object);
-    objects.unban(key, &format!("rule:{rule}")).await?;
+    objects
+        .unban_everywhere(key, &format!("rule:{rule}"))
+        .await?;
     respond::json(&json!({"object": object, "reset": reset}), Headers::new())
 }
 
+/// Counts, top refused keys and the hubs' own figures, merged from every
+/// hub after this isolate has sent what it holds. A hub that does not
+/// answer is named in `unreachable`, and the rest still count.
+async fn stats(objects: &Objects, since: u64, top_minutes: u64) -> Result<Response> {
+    isolate::report(objects).await;
+    let mut rows = Vec::new();
+    let mut top = Vec::new();
+    let mut shared = serde_json::Map::new();
+    let mut unreachable = Vec::new();
+    for (n, summary) in (0..HUBS).zip(objects.hub_summaries(since).await) {
+        match summary {
+            Ok(summary) => {
+                shared.insert(hub_name(n), json!({"requests": summary.requests}));
+                rows.extend(summary.stats);
+                top.extend(summary.top);
+            }
+            Err(e) => {
+                console_error!("sluice: hub {n} did not answer: {e}");
+                unreachable.push(hub_name(n));
+            }
+        }
+    }
+    let mut body = serde_json::to_value(summarize(&rows, &top, since, top_minutes, now_ms()))?;
+    body["shared"] = shared.into();
+    body["unreachable"] = unreachable.into();
+    body["isolate"] = isolate::figures();
+    respond::json(&body, Headers::new())
+}
+
+/// Every ban that has not ended, from all hubs: manual bans and the bans
+/// decisions started (as isolates reported them, this one first).
 async fn list_bans(objects: &Objects) -> Result<Response> {
-    let bans: Vec<serde_json::Value> = objects
-        .bans()
-        .await?
-        .into_iter()
+    isolate::report(objects).await;
+    let mut seen = std::collections::BTreeMap::new();
+    for summary in objects.hub_summaries(now_ms()).await {
+        for ban in summary?.bans {
+            seen.insert((ban.key.clone(), ban.source.clone()), ban);
+        }
+    }
+    let bans: Vec<serde_json::Value> = seen
+        .into_values()
         .map(|ban| {
             json!({
                 "key": ban.key,
@@ -143,16 +180,22 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
         key,
         until_ms,
         reason,
-        source: "manual".into(),
+        source: MANUAL.into(),
     };
-    objects.ban(&record).await?;
+    if !objects.ban_everywhere(&record).await? {
+        return respond::problem(&Problem::new(
+            409,
+            "too-many-bans",
+            format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
+        ));
+    }
     let body = json!({"key": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
     isolate::remember_manual_ban(record);
     respond::json(&body, Headers::new())
 }
 
 async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
-    let removed = objects.unban(key, "manual").await?;
+    let removed = objects.unban_everywhere(key, MANUAL).await?;
     isolate::forget_manual_ban(key);
     if !removed {
         return respond::problem(&Problem::new(

@@ -77,13 +77,13 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
             if let Some(problem) = api::lease_problem(&outcome) {
                 return respond::problem(&problem);
             }
-            isolate::record(API_RULE, verdict(outcome.allowed));
+            isolate::record(API_RULE, &call.key, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&lease_response(&outcome), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &call.key, Verdict::Failed);
             console_error!("sluice: lease for the API failed: {e}");
             unavailable()
         }
@@ -178,13 +178,13 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
                 .with("policy", name.as_str()),
             ),
         Ok(outcome) => {
-            isolate::record(API_RULE, verdict(outcome.allowed));
+            isolate::record(API_RULE, &request.key, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&limit_response(&request, &outcome), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
             unavailable()
         }
@@ -211,11 +211,11 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
     };
     match objects.throttle(&request).await {
         Ok(answer) => {
-            isolate::record(API_RULE, verdict(!answer.limited));
+            isolate::record(API_RULE, &call.key, verdict(!answer.limited));
             respond::json(&answer, Headers::new())
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &call.key, Verdict::Failed);
             console_error!("sluice: throttle failed: {e}");
             unavailable()
         }

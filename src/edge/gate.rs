@@ -91,14 +91,14 @@ pub async fn limited(
         .chain([key.as_str()])
         .collect();
     if let Some(ban) = isolate::manual_ban(&candidates, now) {
-        isolate::record(&rule.id, Verdict::Refused);
+        isolate::record(&rule.id, &key, Verdict::Refused);
         return manually_banned(rule, &ban, now);
     }
     if let Some(global) = rule.global.as_ref().filter(|g| g.parts.len() > 1) {
         let (object, outcome) =
             match split_check(objects, config.timeout_ms, rule, tier, global).await {
                 Checked::Refused(outcome) => {
-                    isolate::record(&rule.id, Verdict::Refused);
+                    isolate::record(&rule.id, &key, Verdict::Refused);
                     return respond::refused(rule, &outcome, now_ms());
                 }
                 Checked::Decided(object, outcome) => (object, outcome),
@@ -124,7 +124,7 @@ pub async fn limited(
     let object = format!("{}:{key}", tier.scope);
     if !rule.shadow {
         if let Some(cached) = isolate::cached_refusal(&object, now) {
-            isolate::record(&rule.id, Verdict::Refused);
+            isolate::record(&rule.id, &key, Verdict::Refused);
             return respond::refused(rule, &cached, now);
         }
     }
@@ -186,19 +186,13 @@ async fn answer(
         object,
         outcome,
     } = decided;
-    isolate::record(&rule.id, verdict(outcome.allowed));
+    isolate::record(&rule.id, &key, verdict(outcome.allowed));
     if let Some(ban) = outcome.ban.as_ref().filter(|ban| ban.started) {
-        let record = BanRecord {
+        isolate::ban_started(BanRecord {
             key: key.clone(),
             until_ms: ban.until_ms,
             reason: ban.reason.clone(),
             source: tier.scope.clone(),
-        };
-        let objects = objects.clone();
-        ctx.wait_until(async move {
-            if let Err(e) = objects.ban(&record).await {
-                console_error!("sluice: could not list a ban: {e}");
-            }
         });
     }
     let headers = Headers::new();
@@ -251,7 +245,7 @@ async fn could_not_decide(
     object: &str,
     e: worker::Error,
 ) -> Result<Response> {
-    isolate::record(&rule.id, Verdict::Failed);
+    isolate::record(&rule.id, key, Verdict::Failed);
     console_error!(
         "sluice: rule {} could not decide for {object}: {e}",
         rule.id

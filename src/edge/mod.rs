@@ -1,5 +1,5 @@
 //! Everything that touches the Workers runtime: the fetch entry point
-//! (proxy, decision API, admin API), the container and registry Durable
+//! (proxy, decision API, admin API), the container and hub Durable
 //! Objects and their alarms, and what an isolate keeps between requests.
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
@@ -9,16 +9,16 @@ mod container;
 mod delivery;
 mod endpoints;
 mod gate;
+mod hub;
 mod incoming;
 mod isolate;
 mod proxy;
-mod registry;
 mod respond;
 mod settings;
 mod storage;
 
 pub use container::Limiter;
-pub use registry::Registry;
+pub use hub::Hub;
 
 use worker::{event, Context, Env, Request, Response, Result};
 
@@ -52,7 +52,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
-    isolate::upkeep(&objects, &ctx).await;
+    isolate::upkeep(&objects, &ctx);
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
         return endpoints::serve(req, &env, &objects, own).await;

@@ -85,3 +85,21 @@ test("an admission on a busy key writes one row, a refusal writes none", async (
     await sluice.stop();
   }
 });
+
+test("a new key's first admission writes at most two rows", async () => {
+  const sluice = await Sluice.start();
+  try {
+    const meter = async () => (await sluice.inspect(`probe:${freshKey()}`)).meter;
+    for (const body of [
+      { key: freshKey("new"), limit: 4, window_ms: 600_000 },
+      { key: freshKey("new"), limit: 4, window_ms: 600_000, algorithm: "fixed_window" },
+    ]) {
+      const before = await meter();
+      assert.equal((await (await sluice.post("/_sluice/v1/limit", body)).json()).allowed, true);
+      const after = await meter();
+      assert.ok(after.rows_written - before.rows_written <= 2, `${after.rows_written - before.rows_written} rows for ${body.algorithm ?? "sliding_log"}`);
+    }
+  } finally {
+    await sluice.stop();
+  }
+});

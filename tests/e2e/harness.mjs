@@ -14,8 +14,8 @@ const root = new URL("../../", import.meta.url).pathname;
 export class Sluice {
   /**
    * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean}} options
-   * `faults` binds LIMITER to tests/e2e/fixtures/faulty-limiter.mjs, which
-   * passes calls through to the real container or injects failures.
+   * `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
+   * which passes calls through to the real objects or injects failures.
    */
   static async start(options = {}) {
     const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, "wrangler.toml"));
@@ -34,13 +34,17 @@ export class Sluice {
       sluiceWorker.durableObjects = {
         ...workerOptions.durableObjects,
         LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
+        HUB: { className: "FaultyHub", scriptName: "faults" },
       };
       workers.push({
         name: "faults",
         modules: true,
         scriptPath: join(root, "tests/e2e/fixtures/faulty-limiter.mjs"),
         compatibilityDate: workerOptions.compatibilityDate,
-        durableObjects: { REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true } },
+        durableObjects: {
+          REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true },
+          REAL_HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
+        },
       });
     }
     const logs = [];
@@ -68,11 +72,19 @@ export class Sluice {
     return this.logs.join("");
   }
 
-  /** Sets the fault fixture's mode: pass, throw, error or hang. */
-  async fault(mode) {
+  /** Sets the fault fixture's mode for the containers (or, with target
+   * "hub", for the hubs): pass, throw, error, hang or garbage. Answers the
+   * modes and the calls each binding has received. */
+  async fault(mode, target = "limiter") {
     const worker = await this.mf.getWorker("faults");
-    const response = await worker.fetch(`http://faults/mode?set=${mode}`);
+    const response = await worker.fetch(`http://faults/mode?set=${mode}&target=${target}`);
     return response.json();
+  }
+
+  /** The fault fixture's modes and call counts, changing nothing. */
+  async faultCounts() {
+    const worker = await this.mf.getWorker("faults");
+    return (await worker.fetch("http://faults/mode")).json();
   }
 
   /** A plain HTTP request to the worker. */

@@ -14,18 +14,13 @@ mod meter;
 mod sql;
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
 use serde::de::DeserializeOwned;
-use worker::{
-    console_error, durable_object, Delay, DurableObject, Env, Method, Request, Response, Result,
-    State,
-};
+use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, Result, State};
 
-use super::client::Objects;
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
 use crate::http::api::THROTTLE_SLOT;
@@ -34,18 +29,13 @@ use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest,
+    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, ThrottleRequest,
 };
 use crate::queue::Queue;
-
-/// Reports to the registry are background work; they get a generous
-/// deadline of their own.
-const REPORT_TIMEOUT_MS: u64 = 10_000;
 
 #[durable_object]
 pub struct Limiter {
     state: State,
-    env: Env,
     inner: RefCell<Inner>,
 }
 
@@ -88,17 +78,13 @@ struct Inner {
     /// Checks this instance has served, for measuring how many requests
     /// reach an object at all.
     checks: u64,
-    /// Keys reported live to the registry, to report again when forgotten.
-    /// Keys restored from storage count as reported.
-    reported: HashSet<String>,
     waiting: Queue<Waiting>,
 }
 
 impl DurableObject for Limiter {
-    fn new(state: State, env: Env) -> Self {
+    fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
-            env,
             inner: RefCell::new(Inner::default()),
         }
     }
@@ -192,7 +178,7 @@ impl Limiter {
                 None => inner.ledger.check(&parsed.key, &parsed.ask(), now),
             }
         };
-        self.persist(&parsed.key, writes, now).await?;
+        self.persist(writes, now).await?;
         let queue = check
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
@@ -242,7 +228,7 @@ impl Limiter {
             })
         };
         for (waiting, (outcome, writes)) in served {
-            self.persist(&waiting.check.key, writes, now).await?;
+            self.persist(writes, now).await?;
             // A waiter that gave up has left the queue, so it cannot be here.
             let _ = waiting.reply.send(outcome);
         }
@@ -256,7 +242,7 @@ impl Limiter {
                 .borrow_mut()
                 .ledger
                 .renew(&request.key, &request.id, request.ttl_ms, now);
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         match renewed {
             Some(lease) => Response::from_json(&lease),
             None => respond::problem(&no_lease()),
@@ -270,7 +256,7 @@ impl Limiter {
                 .borrow_mut()
                 .ledger
                 .release(&request.key, &request.id, now);
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         let freed = !expired.is_empty();
         self.delete(expired).await?;
         if freed {
@@ -302,7 +288,7 @@ impl Limiter {
                 "the throttle slot holds another algorithm",
             ));
         };
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         Response::from_json(&throttle)
     }
 
@@ -317,52 +303,22 @@ impl Limiter {
 
     /// Writes what a decision recorded, re-arms the alarm, and reports a
     /// key that has just started holding state.
-    async fn persist(&self, key: &str, writes: Vec<Write>, now: u64) -> Result<()> {
+    async fn persist(&self, writes: Vec<Write>, now: u64) -> Result<()> {
         if writes.is_empty() {
             return Ok(());
         }
-        let new_key = !self.inner.borrow().reported.contains(key);
         let storage_sql = self.state.storage().sql();
         self.ensure_tables(&storage_sql)?;
         for write in writes {
             sql::put(&storage_sql, write)?;
         }
-        self.rearm(now).await?;
-        if new_key {
-            self.inner.borrow_mut().reported.insert(key.to_string());
-            self.report(vec![LiveReport {
-                key: key.to_string(),
-                live: true,
-            }]);
-        }
-        Ok(())
+        self.rearm(now).await
     }
 
-    /// Deletes what the ledger expired and reports keys it forgot; frees
-    /// the whole storage once the ledger is empty, and otherwise re-arms for
-    /// the next sweep.
+    /// Deletes what the ledger expired; frees the whole storage once the
+    /// ledger is empty, and otherwise re-arms for the next sweep. Nothing
+    /// is reported anywhere: a key's lifecycle stays inside its object.
     async fn delete(&self, expired: Vec<Expired>) -> Result<()> {
-        let gone: Vec<LiveReport> = {
-            let mut inner = self.inner.borrow_mut();
-            let Inner {
-                ledger, reported, ..
-            } = &mut *inner;
-            let forgotten: Vec<String> = reported
-                .iter()
-                .filter(|key| !ledger.holds(key))
-                .cloned()
-                .collect();
-            forgotten
-                .into_iter()
-                .map(|key| {
-                    reported.remove(&key);
-                    LiveReport { key, live: false }
-                })
-                .collect()
-        };
-        if !gone.is_empty() {
-            self.report(gone);
-        }
         let (empty, has_tables) = {
             let inner = self.inner.borrow();
             (inner.ledger.is_empty(), inner.has_tables)
@@ -385,17 +341,6 @@ impl Limiter {
             sql::remove(&storage_sql, gone)?;
         }
         self.rearm(now_ms()).await
-    }
-
-    /// Tells the registry which keys started or stopped holding state, in
-    /// the background: the decision does not wait for it.
-    fn report(&self, reports: Vec<LiveReport>) {
-        let objects = Objects::new(&self.env, REPORT_TIMEOUT_MS);
-        self.state.wait_until(async move {
-            if let Err(e) = objects.report_live(&reports).await {
-                console_error!("sluice: could not report live keys: {e}");
-            }
-        });
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -431,7 +376,6 @@ impl Limiter {
         } else {
             Ledger::new()
         };
-        let reported: HashSet<String> = ledger.keys().map(str::to_string).collect();
         let alarm_ms = self
             .state
             .storage()
@@ -445,7 +389,6 @@ impl Limiter {
                 loaded: true,
                 has_tables,
                 alarm_ms,
-                reported,
                 ..Inner::default()
             };
         }
