@@ -130,12 +130,21 @@ impl Outcome {
 /// A row the caller must write for the state to survive a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
-    /// The slot's spec and, for one-row algorithms, its whole state.
+    /// The slot's spec and, for one-row algorithms, its whole state; for
+    /// a sliding log, the log's first run (`(at_ms, count)`), written with
+    /// the slot so that a new key's first admission is one row.
     Slot {
         key: String,
         name: String,
         spec: Spec,
         state: (u64, u64),
+    },
+    /// A sliding log's spec changed (its limit): update the slot row and
+    /// keep the run it carries.
+    Respec {
+        key: String,
+        name: String,
+        spec: Spec,
     },
     /// `count` more units admitted at `at_ms` into a sliding log; rows with
     /// the same slot and timestamp add up.
@@ -159,7 +168,8 @@ pub enum Write {
 /// What a sweep or reset removed, for the caller to delete from storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expired {
-    /// Delete the slot's log rows at or before `cutoff_ms`.
+    /// Delete the slot's log rows at or before `cutoff_ms`, and the run
+    /// its slot row carries if that is as old.
     Hits {
         key: String,
         name: String,
@@ -555,8 +565,8 @@ impl Ledger {
         answer.map(|throttle| (throttle, writes))
     }
 
-    /// Restores a slot from its storage row. Returns false (and keeps
-    /// nothing) for a row that no longer validates.
+    /// Restores a slot from its storage row (before its hit rows). Returns
+    /// false (and keeps nothing) for a row that no longer validates.
     pub fn restore_slot(
         &mut self,
         key: &str,
@@ -570,7 +580,15 @@ impl Ledger {
         };
         let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
         let i = slot_for(slots, name, spec);
-        slots[i].limiter.restore_state(state.0, state.1);
+        let limiter = &mut slots[i].limiter;
+        if limiter.is_log() {
+            // The log's first run, older than any of its hit rows.
+            if let Ok(count @ 1..) = u32::try_from(state.1) {
+                limiter.restore_hit(state.0, count);
+            }
+        } else {
+            limiter.restore_state(state.0, state.1);
+        }
         slots[i].stored = Some(spec);
         true
     }
@@ -810,14 +828,21 @@ fn lease_report(
 fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
     let spec = slot.limiter.spec();
     let (key, name) = (key.to_string(), slot.name.clone());
-    match slot.limiter.admit(now_ms, cost) {
-        Recorded::Hit { at_ms, count } => {
-            if slot.stored != Some(spec) {
-                writes.push(Write::Slot {
+    match (slot.limiter.admit(now_ms, cost), slot.stored) {
+        // A log's slot row carries its first run, so that a new key's first
+        // admission is one row.
+        (Recorded::Hit { at_ms, count }, None) => writes.push(Write::Slot {
+            key,
+            name,
+            spec,
+            state: (at_ms, u64::from(count)),
+        }),
+        (Recorded::Hit { at_ms, count }, Some(stored)) => {
+            if stored != spec {
+                writes.push(Write::Respec {
                     key: key.clone(),
                     name: name.clone(),
                     spec,
-                    state: (0, 0),
                 });
             }
             writes.push(Write::Hit {
@@ -827,7 +852,7 @@ fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Wr
                 count,
             });
         }
-        Recorded::State(a, b) => writes.push(Write::Slot {
+        (Recorded::State(a, b), _) => writes.push(Write::Slot {
             key,
             name,
             spec,

@@ -47,22 +47,15 @@ fn violated(outcome: &Outcome) -> Vec<&str> {
 }
 
 #[test]
-fn the_first_admission_writes_the_slot_then_only_hits() {
+fn the_first_admission_writes_one_slot_row_then_only_hits() {
     let mut ledger = Ledger::new();
     let p = [log("api", 2, 1000)];
     let (outcome, writes) = check(&mut ledger, "k", &p, 10, 1);
     assert!(outcome.allowed);
-    assert!(matches!(
-        writes[..],
-        [
-            Write::Slot { .. },
-            Write::Hit {
-                at_ms: 10,
-                count: 1,
-                ..
-            }
-        ]
-    ));
+    assert!(
+        matches!(writes[..], [Write::Slot { state: (10, 1), .. }]),
+        "the slot row carries the log's first run"
+    );
     let (_, writes) = check(&mut ledger, "k", &p, 11, 1);
     assert!(matches!(writes[..], [Write::Hit { at_ms: 11, .. }]));
 }
@@ -137,7 +130,7 @@ fn a_changed_spec_is_stored_with_the_next_admission() {
     let (allowed, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 500, 1);
     assert!(allowed.allowed);
     assert!(
-        matches!(&writes[..], [Write::Slot { spec, .. }, Write::Hit { .. }]
+        matches!(&writes[..], [Write::Respec { spec, .. }, Write::Hit { .. }]
         if spec.window_ms() == 500)
     );
 }
@@ -163,7 +156,7 @@ fn a_stored_slot_stays_until_the_sweep_deletes_its_rows() {
 fn restoring_rows_rebuilds_the_same_state() {
     let mut ledger = Ledger::new();
     let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
-    assert!(ledger.restore_slot("k", "api", spec.encode(), (0, 0)));
+    assert!(ledger.restore_slot("k", "api", spec.encode(), (50, 0)));
     ledger.restore_hit("k", "api", 100, 2);
     ledger.restore_hit("k", "ghost", 100, 2);
     assert!(!ledger.restore_slot("k", "bad", (0, 0, 1000, 0), (0, 0)));
@@ -679,4 +672,19 @@ fn a_lock_held_with_limit_1_is_not_granted_to_a_caller_asking_limit_2() {
     wider.strict_limit = true;
     assert!(!acquire_lock(&mut ledger, &wider, 10).allowed);
     assert_eq!(ledger.leases("k").len(), 1);
+}
+
+#[test]
+fn a_slot_row_restores_the_run_it_carries() {
+    let mut ledger = Ledger::new();
+    let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
+    assert!(ledger.restore_slot("k", "api", spec.encode(), (100, 1)));
+    ledger.restore_hit("k", "api", 150, 1);
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 1);
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 1_100, 0);
+    assert_eq!(
+        outcome.policies[0].decision.remaining, 2,
+        "the run at 100 stopped counting at 1100"
+    );
 }

@@ -13,6 +13,8 @@
 mod meter;
 mod sql;
 
+use sql::Tables;
+
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -70,9 +72,9 @@ struct Inner {
     ledger: Ledger,
     /// Whether the ledger has been read back from storage.
     loaded: bool,
-    /// Whether the tables exist; false on a new object and after the sweep
-    /// frees storage, so that reading never creates storage.
-    has_tables: bool,
+    /// Which tables exist: none on a new object and after the sweep frees
+    /// storage, so that reading never creates storage.
+    tables: Tables,
     /// When the alarm is set for, as far as this instance knows.
     alarm_ms: Option<u64>,
     /// Checks this instance has served, for measuring how many requests
@@ -308,10 +310,12 @@ impl Limiter {
             return Ok(());
         }
         let storage_sql = self.state.storage().sql();
-        self.ensure_tables(&storage_sql)?;
-        for write in writes {
-            sql::put(&storage_sql, write)?;
-        }
+        let mut tables = self.inner.borrow().tables;
+        let written = writes
+            .into_iter()
+            .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
+        self.inner.borrow_mut().tables = tables;
+        written?;
         self.rearm(now).await
     }
 
@@ -319,27 +323,29 @@ impl Limiter {
     /// ledger is empty, and otherwise re-arms for the next sweep. Nothing
     /// is reported anywhere: a key's lifecycle stays inside its object.
     async fn delete(&self, expired: Vec<Expired>) -> Result<()> {
-        let (empty, has_tables) = {
+        let (empty, mut tables) = {
             let inner = self.inner.borrow();
-            (inner.ledger.is_empty(), inner.has_tables)
+            (inner.ledger.is_empty(), inner.tables)
         };
         if empty {
-            if has_tables {
+            if tables.any() {
                 // Whether deleteAll also clears the alarm depends on the
                 // compatibility date; clearing it here keeps memory true.
                 let storage = self.state.storage();
                 storage.delete_all().await?;
                 storage.delete_alarm().await?;
                 let mut inner = self.inner.borrow_mut();
-                inner.has_tables = false;
+                inner.tables = Tables::default();
                 inner.alarm_ms = None;
             }
             return Ok(());
         }
         let storage_sql = self.state.storage().sql();
-        for gone in expired {
-            sql::remove(&storage_sql, gone)?;
-        }
+        let removed = expired
+            .into_iter()
+            .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
+        self.inner.borrow_mut().tables = tables;
+        removed?;
         self.rearm(now_ms()).await
     }
 
@@ -348,15 +354,11 @@ impl Limiter {
         // inspection's own reads.
         let meter = meter::read();
         let inner = self.inner.borrow();
-        let stored_rows = if inner.has_tables {
-            sql::row_count(&self.state.storage().sql())?
-        } else {
-            0
-        };
+        let stored_rows = sql::row_count(&self.state.storage().sql(), inner.tables)?;
         Ok(Inspection {
             keys: inner.ledger.keys().map(str::to_string).collect(),
             stored_rows,
-            has_storage: inner.has_tables,
+            has_storage: inner.tables.any(),
             alarm_ms: inner.alarm_ms,
             checks: inner.checks,
             meter,
@@ -369,13 +371,9 @@ impl Limiter {
             return Ok(());
         }
         let storage_sql = self.state.storage().sql();
-        let has_tables = sql::has_tables(&storage_sql)?;
-        let ledger = if has_tables {
-            sql::upgrade(&storage_sql)?;
-            sql::load(&storage_sql)?
-        } else {
-            Ledger::new()
-        };
+        let tables = sql::existing(&storage_sql)?;
+        sql::upgrade(&storage_sql, tables)?;
+        let ledger = sql::load(&storage_sql, tables)?;
         let alarm_ms = self
             .state
             .storage()
@@ -387,18 +385,10 @@ impl Limiter {
             *inner = Inner {
                 ledger,
                 loaded: true,
-                has_tables,
+                tables,
                 alarm_ms,
                 ..Inner::default()
             };
-        }
-        Ok(())
-    }
-
-    fn ensure_tables(&self, storage_sql: &worker::SqlStorage) -> Result<()> {
-        if !self.inner.borrow().has_tables {
-            sql::create(storage_sql)?;
-            self.inner.borrow_mut().has_tables = true;
         }
         Ok(())
     }
