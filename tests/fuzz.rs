@@ -1,5 +1,6 @@
 //! Fuzzing the parsers a client or operator can reach: the config, the API
-//! bodies, keys, path patterns, durations, CIDRs and JWTs. Proptest drives
+//! bodies, keys, path patterns, durations, CIDRs and JWTs (unsigned
+//! garbage, and signed tokens whose header and claims are garbage). Proptest drives
 //! them (so it runs on stable Rust), with hostile generators: random bytes,
 //! JSON-ish text, deep nesting, huge numbers, and valid inputs with one
 //! field replaced by garbage. Every input must come back as a value or an
@@ -24,7 +25,7 @@ use sluice::http::api::{
     json_object, parse_lease_request, parse_limit_request, parse_throttle_request,
 };
 use sluice::http::cidr::{Cidr, CidrList};
-use sluice::http::jwt::{self, Hs256Key};
+use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
 use sluice::http::Incoming;
 
@@ -168,6 +169,13 @@ fn json_value() -> impl Strategy<Value = Value> {
         "secret",
         "leeway",
         "on_invalid",
+        "require_exp",
+        "aud",
+        "iss",
+        "exp",
+        "nbf",
+        "sub",
+        "alg",
         "ipv6_prefix",
         "timeout",
         "max_burst",
@@ -243,7 +251,8 @@ fn full_config() -> Value {
     json!({
         "prefix": "/_sluice", "origin": "", "ipv6_prefix": 64, "timeout": "2s",
         "allow": ["10.0.0.0/8"], "deny": ["2001:db8::/32"],
-        "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous"},
+        "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous",
+                "require_exp": true, "aud": "api", "iss": "https://issuer"},
         "rules": [
             {"id": "api", "match": {"path": "/api/*", "methods": ["GET"]},
              "tiers": [{"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
@@ -381,18 +390,85 @@ fn keys_patterns_and_routes_never_panic() {
     );
 }
 
+fn validation(leeway_s: u64, require_exp: bool) -> Validation {
+    Validation {
+        leeway_s,
+        require_exp,
+        audience: Some("api".into()),
+        issuer: Some("https://issuer".into()),
+    }
+}
+
 #[test]
 fn durations_cidrs_and_tokens_never_panic() {
     let key = Hs256Key::new(b"fuzz-secret");
     fuzz(
-        (text(), text(), any::<u64>(), any::<u64>()),
-        |(a, b, now, leeway)| {
+        (text(), text(), any::<u64>(), any::<u64>(), any::<bool>()),
+        |(a, b, now, leeway, require_exp)| {
+            let checks = validation(*leeway, *require_exp);
             let _ = parse_ms(a);
             let _ = Cidr::parse(a);
             let _ = CidrList::parse(&[a.as_str(), b.as_str()]);
-            let _ = jwt::verify(a, &key, *now, *leeway);
-            let _ = jwt::verify(&format!("{a}.{b}.{a}"), &key, *now, *leeway);
+            let _ = jwt::verify(a, &key, *now, &checks);
+            let _ = jwt::verify(&format!("{a}.{b}.{a}"), &key, *now, &checks);
             let _ = jwt::bearer(a);
+        },
+    );
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n =
+            chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// JSON text for a token part: a generated value, or text with duplicate
+/// keys, which `Value` cannot hold.
+fn token_part() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => json_value().prop_map(|v| v.to_string()),
+        1 => (json_value(), json_value()).prop_map(|(a, b)| format!(r#"{{"alg":"HS256","exp":{a},"sub":{b},"sub":{a}}}"#)),
+        1 => text(),
+    ]
+}
+
+/// Signed with the verifier's key, so the fuzzer reaches past the signature
+/// into the header and claims checks: duplicate keys, dates of every shape,
+/// aud and iss of every type.
+#[test]
+fn signed_tokens_with_garbage_claims_never_panic() {
+    use hmac::{Hmac, Mac};
+    let secret = b"fuzz-secret";
+    let key = Hs256Key::new(secret);
+    let headers = prop_oneof![
+        3 => Just(r#"{"alg":"HS256"}"#.to_string()),
+        1 => token_part(),
+    ];
+    fuzz(
+        (
+            headers,
+            token_part(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<bool>(),
+        ),
+        |(header, payload, now, leeway, require_exp)| {
+            let input = format!(
+                "{}.{}",
+                base64url(header.as_bytes()),
+                base64url(payload.as_bytes())
+            );
+            let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+            mac.update(input.as_bytes());
+            let token = format!("{input}.{}", base64url(&mac.finalize().into_bytes()));
+            let _ = jwt::verify(&token, &key, *now, &validation(*leeway, *require_exp));
         },
     );
 }

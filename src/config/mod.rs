@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::cidr::CidrList;
+use crate::http::jwt::Validation;
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
@@ -54,9 +55,17 @@ pub enum Origin {
 pub struct JwtConfig {
     /// The name of the secret binding that holds the HS256 key.
     pub secret: String,
-    pub leeway_s: u64,
+    /// Leeway, `require_exp`, `aud` and `iss`.
+    pub checks: Validation,
     pub on_invalid: OnInvalid,
 }
+
+/// The most clock skew `jwt.leeway` may excuse. Minutes of skew mean a
+/// broken clock, and a long leeway quietly extends every token's life.
+pub const MAX_JWT_LEEWAY_S: u64 = 600;
+
+/// The longest `jwt.aud` or `jwt.iss`: real ones are URLs or short names.
+const MAX_JWT_CLAIM_BYTES: usize = 256;
 
 /// What a token that fails verification gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +129,9 @@ struct RawJwt {
     secret: Option<String>,
     leeway: Option<String>,
     on_invalid: Option<String>,
+    require_exp: Option<bool>,
+    aud: Option<String>,
+    iss: Option<String>,
 }
 
 impl Config {
@@ -247,9 +259,26 @@ fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
         ));
     }
     let leeway_s = match raw.leeway {
-        Some(text) => duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))? / 1000,
+        Some(text) => {
+            let ms = duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))?;
+            if ms % 1000 != 0 || ms / 1000 > MAX_JWT_LEEWAY_S {
+                return Err(error(
+                    "SLUICE.jwt.leeway",
+                    format!("leeway must be whole seconds from \"0s\" to \"{MAX_JWT_LEEWAY_S}s\", got {text:?}"),
+                ));
+            }
+            ms / 1000
+        }
         None => 0,
     };
+    let audience = raw
+        .aud
+        .map(|aud| validate_claim_value(aud, "SLUICE.jwt.aud"))
+        .transpose()?;
+    let issuer = raw
+        .iss
+        .map(|iss| validate_claim_value(iss, "SLUICE.jwt.iss"))
+        .transpose()?;
     let on_invalid = match raw.on_invalid.as_deref() {
         None | Some("anonymous") => OnInvalid::Anonymous,
         Some("reject") => OnInvalid::Reject,
@@ -262,9 +291,26 @@ fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
     };
     Ok(JwtConfig {
         secret,
-        leeway_s,
+        checks: Validation {
+            leeway_s,
+            require_exp: raw.require_exp.unwrap_or(true),
+            audience,
+            issuer,
+        },
         on_invalid,
     })
+}
+
+/// An expected `aud` or `iss`: compared byte for byte with the token's, so
+/// it must be something a token can carry.
+fn validate_claim_value(value: String, field: &str) -> Result<String, ConfigError> {
+    if value.is_empty() || value.len() > MAX_JWT_CLAIM_BYTES || value.contains(char::is_control) {
+        return Err(error(
+            field,
+            format!("must be 1 to {MAX_JWT_CLAIM_BYTES} bytes without control characters"),
+        ));
+    }
+    Ok(value)
 }
 
 fn validate_prefix(prefix: &str) -> Result<String, String> {
@@ -292,7 +338,11 @@ fn validate_origin(origin: &str) -> Result<Origin, String> {
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
             match rest {
-                Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(['?', '#', ' ']) => {
+                Some(rest)
+                    if !rest.is_empty()
+                        && !rest.starts_with('/')
+                        && !rest.contains(['?', '#', ' ']) =>
+                {
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
                 _ => Err(format!(

@@ -1,6 +1,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::http::jwt::Validation;
 use crate::limit::{Policy, Spec};
 
 fn error_field(value: Value) -> String {
@@ -138,7 +139,12 @@ fn tiers_tell_registered_from_anonymous_callers() {
         config.jwt,
         Some(JwtConfig {
             secret: "API_JWT".into(),
-            leeway_s: 30,
+            checks: Validation {
+                leeway_s: 30,
+                require_exp: true,
+                audience: None,
+                issuer: None,
+            },
             on_invalid: OnInvalid::Reject
         })
     );
@@ -218,6 +224,24 @@ fn every_bad_field_is_named() {
             "SLUICE.jwt.on_invalid",
         ),
         (json!({"jwt": {"claim": "sub"}}), "SLUICE.jwt.claim"),
+        (json!({"jwt": {"leeway": "500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "1500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "11m"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "-1s"}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"leeway": "99999999999999999999d"}}),
+            "SLUICE.jwt.leeway",
+        ),
+        (json!({"jwt": {"leeway": 30}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"require_exp": "yes"}}),
+            "SLUICE.jwt.require_exp",
+        ),
+        (json!({"jwt": {"aud": ""}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": ["a", "b"]}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": "x".repeat(257)}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"iss": "a\nb"}}), "SLUICE.jwt.iss"),
+        (json!({"jwt": {"iss": 7}}), "SLUICE.jwt.iss"),
         (json!({"rules": {}}), "SLUICE.rules"),
         (
             json!({"rules": [{"limit": 1, "window": "1s"}]}),
@@ -576,4 +600,32 @@ fn bad_scope_and_split_fields_are_named() {
         "tiers": [{"name": "all", "limit": 1, "window": "1s"}]
     }));
     assert_eq!(error_field(tiers), "SLUICE.rules[0].tiers");
+}
+
+#[test]
+fn jwt_checks_parse_with_their_defaults() {
+    let config = Config::from_value(json!({"jwt": {}})).unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 0,
+            require_exp: true,
+            audience: None,
+            issuer: None,
+        }
+    );
+    let config = Config::from_value(json!({"jwt": {
+        "leeway": "10m", "require_exp": false,
+        "aud": "api.example.com", "iss": "https://issuer.example/"
+    }}))
+    .unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 600,
+            require_exp: false,
+            audience: Some("api.example.com".into()),
+            issuer: Some("https://issuer.example/".into()),
+        }
+    );
 }

@@ -385,7 +385,7 @@ fn caller(
         return Ok(None);
     }
     let token = jwt::bearer(header.trim()).unwrap_or("");
-    match jwt::verify(token, key, now_ms() / 1000, jwt_config.leeway_s) {
+    match jwt::verify(token, key, now_ms() / 1000, &jwt_config.checks) {
         Ok(claims) => Ok(Some(claims)),
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),
