@@ -1,6 +1,7 @@
 //! Fuzzing the parsers a client or operator can reach: the config, the API
-//! bodies, keys, path patterns, durations, CIDRs and JWTs (unsigned
-//! garbage, and signed tokens whose header and claims are garbage). Proptest drives
+//! bodies, keys, path patterns, durations, CIDRs, JWTs (unsigned garbage,
+//! and signed tokens whose header and claims are garbage) and the header
+//! fields passed to the origin. Proptest drives
 //! them (so it runs on stable Rust), with hostile generators: random bytes,
 //! JSON-ish text, deep nesting, huge numbers, and valid inputs with one
 //! field replaced by garbage. Every input must come back as a value or an
@@ -25,6 +26,7 @@ use sluice::http::api::{
     json_object, parse_lease_request, parse_limit_request, parse_throttle_request,
 };
 use sluice::http::cidr::{Cidr, CidrList};
+use sluice::http::forward::{to_origin, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
 use sluice::http::Incoming;
@@ -176,6 +178,8 @@ fn json_value() -> impl Strategy<Value = Value> {
         "nbf",
         "sub",
         "alg",
+        "origin_auth",
+        "header",
         "ipv6_prefix",
         "timeout",
         "max_burst",
@@ -250,6 +254,7 @@ fn walk<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
 fn full_config() -> Value {
     json!({
         "prefix": "/_sluice", "origin": "", "ipv6_prefix": 64, "timeout": "2s",
+        "origin_auth": {"header": "x-sluice-auth", "secret": "ORIGIN_SECRET"},
         "allow": ["10.0.0.0/8"], "deny": ["2001:db8::/32"],
         "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous",
                 "require_exp": true, "aud": "api", "iss": "https://issuer"},
@@ -469,6 +474,46 @@ fn signed_tokens_with_garbage_claims_never_panic() {
             mac.update(input.as_bytes());
             let token = format!("{input}.{}", base64url(&mac.finalize().into_bytes()));
             let _ = jwt::verify(&token, &key, *now, &validation(*leeway, *require_exp));
+        },
+    );
+}
+
+#[test]
+fn the_fields_sent_to_the_origin_never_panic() {
+    let names = prop_oneof![
+        3 => prop::sample::select(vec![
+            "connection", "Connection", "keep-alive", "te", "upgrade", "x-forwarded-for",
+            "forwarded", "x-sluice-auth", "X-Sluice-Auth", "accept", "x-hop",
+        ])
+        .prop_map(str::to_string),
+        1 => text(),
+    ];
+    let values = prop_oneof![
+        2 => prop::sample::select(vec!["x-hop, close", "x-sluice-auth", ",,", " , x-forwarded-for "])
+            .prop_map(str::to_string),
+        1 => text(),
+    ];
+    fuzz(
+        (
+            prop::collection::vec((names, values), 0..16),
+            any::<Option<u32>>(),
+        ),
+        |(fields, ip)| {
+            let client = ip.map(|ip| std::net::IpAddr::from(ip.to_be_bytes()));
+            let auth = OriginAuth {
+                header: "x-sluice-auth",
+                secret: "s",
+            };
+            let out = to_origin(fields.clone(), client, Some(auth));
+            let sent: Vec<&str> = out
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("x-sluice-auth"))
+                .map(|(_, value)| value.as_str())
+                .collect();
+            assert_eq!(sent, ["s"], "exactly Sluice's copy of the secret");
+            assert!(out
+                .iter()
+                .all(|(name, _)| !name.eq_ignore_ascii_case("connection")));
         },
     );
 }

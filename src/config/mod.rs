@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::cidr::CidrList;
+use crate::http::forward::may_carry_secret;
 use crate::http::jwt::Validation;
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
@@ -21,11 +22,19 @@ pub const DEFAULT_PREFIX: &str = "/_sluice";
 /// The secret a JWT is verified with, unless `jwt.secret` names another.
 pub const DEFAULT_JWT_SECRET: &str = "JWT_SECRET";
 
+/// The field and secret that tell an origin a request came through Sluice,
+/// unless `origin_auth` names others.
+pub const DEFAULT_ORIGIN_AUTH_HEADER: &str = "x-sluice-auth";
+pub const DEFAULT_ORIGIN_AUTH_SECRET: &str = "ORIGIN_SECRET";
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where Sluice's own endpoints live, so they never shadow origin paths.
     pub prefix: String,
     pub origin: Origin,
+    /// The field that carries a secret to the origin, so that the origin can
+    /// refuse requests that did not come through Sluice.
+    pub origin_auth: Option<OriginAuthConfig>,
     /// Leading bits of an IPv6 address that identify one client.
     pub ipv6_prefix: u8,
     /// How long a container object may take to decide.
@@ -52,12 +61,38 @@ pub enum Origin {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginAuthConfig {
+    /// A lowercase field name.
+    pub header: String,
+    /// The name of the secret binding whose value is sent.
+    pub secret: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtConfig {
     /// The name of the secret binding that holds the HS256 key.
     pub secret: String,
     /// Leeway, `require_exp`, `aud` and `iss`.
     pub checks: Validation,
     pub on_invalid: OnInvalid,
+}
+
+/// The fewest characters of a token Sluice checks or sends (`ADMIN_TOKEN`,
+/// the origin-auth secret): 32 random characters are beyond guessing, and a
+/// short one is a mistake to catch before it is deployed.
+pub const MIN_SECRET_CHARS: usize = 32;
+
+/// Refuses a secret shorter than `MIN_SECRET_CHARS`, naming `field` and
+/// the secret binding, never quoting the value.
+pub fn check_secret_strength(field: &str, name: &str, value: &str) -> Result<(), ConfigError> {
+    let chars = value.chars().count();
+    if chars < MIN_SECRET_CHARS {
+        return Err(error(
+            field,
+            format!("the secret {name} has {chars} characters; use at least {MIN_SECRET_CHARS} random ones (e.g. `openssl rand -hex 32`)"),
+        ));
+    }
+    Ok(())
 }
 
 /// The most clock skew `jwt.leeway` may excuse. Minutes of skew mean a
@@ -96,6 +131,7 @@ impl Default for Config {
         Config {
             prefix: DEFAULT_PREFIX.to_string(),
             origin: Origin::Demo,
+            origin_auth: None,
             ipv6_prefix: 64,
             timeout_ms: 2_000,
             allow: CidrList::default(),
@@ -112,6 +148,7 @@ struct RawConfig {
     prefix: Option<String>,
     #[serde(default)]
     origin: String,
+    origin_auth: Option<RawOriginAuth>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
     #[serde(default)]
@@ -121,6 +158,13 @@ struct RawConfig {
     jwt: Option<RawJwt>,
     #[serde(default)]
     rules: Vec<rule::RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOriginAuth {
+    header: Option<String>,
+    secret: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +233,7 @@ impl Config {
             .map_err(|(i, m)| error(&format!("SLUICE.allow[{i}]"), m))?;
         let deny =
             CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
+        let origin_auth = raw.origin_auth.map(validate_origin_auth).transpose()?;
         let jwt = raw.jwt.map(validate_jwt).transpose()?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
         for (i, raw_rule) in raw.rules.into_iter().enumerate() {
@@ -211,6 +256,7 @@ impl Config {
         Ok(Config {
             prefix,
             origin,
+            origin_auth,
             ipv6_prefix,
             timeout_ms,
             allow,
@@ -246,18 +292,47 @@ pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
-    let secret = raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string());
-    if secret.is_empty()
-        || !secret
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+/// A secret binding's name, as `wrangler secret put` accepts it.
+fn validate_secret_name(name: String, field: &str, example: &str) -> Result<String, ConfigError> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(error(
-            "SLUICE.jwt.secret",
-            "secret must name a secret binding (letters, digits, _), e.g. \"JWT_SECRET\"",
+            field,
+            format!("secret must name a secret binding (letters, digits, _), e.g. \"{example}\""),
         ));
     }
+    Ok(name)
+}
+
+fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigError> {
+    let header = raw
+        .header
+        .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_HEADER.to_string())
+        .to_ascii_lowercase();
+    let well_formed = (1..=64).contains(&header.len())
+        && header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !well_formed || !may_carry_secret(&header) {
+        return Err(error(
+            "SLUICE.origin_auth.header",
+            format!("{header:?} cannot carry the secret: use a field of your own of up to 64 letters, digits and -, e.g. \"{DEFAULT_ORIGIN_AUTH_HEADER}\" (not a hop-by-hop, forwarding, cf- or other standard field)"),
+        ));
+    }
+    let secret = validate_secret_name(
+        raw.secret
+            .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_SECRET.to_string()),
+        "SLUICE.origin_auth.secret",
+        DEFAULT_ORIGIN_AUTH_SECRET,
+    )?;
+    Ok(OriginAuthConfig { header, secret })
+}
+
+fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
+    let secret = validate_secret_name(
+        raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string()),
+        "SLUICE.jwt.secret",
+        DEFAULT_JWT_SECRET,
+    )?;
     let leeway_s = match raw.leeway {
         Some(text) => {
             let ms = duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))?;

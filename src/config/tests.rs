@@ -629,3 +629,69 @@ fn jwt_checks_parse_with_their_defaults() {
         }
     );
 }
+
+#[test]
+fn short_secrets_are_refused_without_being_quoted() {
+    let short = "x".repeat(MIN_SECRET_CHARS - 1);
+    let e = check_secret_strength("ADMIN_TOKEN", "ADMIN_TOKEN", &short).unwrap_err();
+    assert_eq!(e.field, "ADMIN_TOKEN");
+    assert!(e.message.contains("31 characters") && e.message.contains("32"));
+    assert!(!e.message.contains(&short));
+    assert!(check_secret_strength("f", "S", &"x".repeat(MIN_SECRET_CHARS)).is_ok());
+    let multibyte = "é".repeat(MIN_SECRET_CHARS - 1);
+    assert!(
+        check_secret_strength("f", "S", &multibyte).is_err(),
+        "characters, not bytes"
+    );
+}
+
+#[test]
+fn origin_auth_parses_with_defaults_and_names_bad_fields() {
+    let config = Config::from_value(json!({"origin": "route", "origin_auth": {}})).unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-sluice-auth".into(),
+            secret: "ORIGIN_SECRET".into(),
+        })
+    );
+    let config = Config::from_value(json!({
+        "origin": "https://api.example.com",
+        "origin_auth": {"header": "X-Origin-Verify", "secret": "EDGE_KEY"}
+    }))
+    .unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-origin-verify".into(),
+            secret: "EDGE_KEY".into(),
+        })
+    );
+    assert_eq!(Config::default().origin_auth, None);
+    for (bad, field) in [
+        (json!({"header": ""}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x auth"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x-é"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "Connection"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x-forwarded-for"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (
+            json!({"header": "authorization"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": "cf-ray"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x".repeat(65)}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": 5}), "SLUICE.origin_auth.header"),
+        (json!({"secret": ""}), "SLUICE.origin_auth.secret"),
+        (json!({"secret": "my secret"}), "SLUICE.origin_auth.secret"),
+        (json!({"value": "x"}), "SLUICE.origin_auth.value"),
+    ] {
+        let config = json!({"origin": "route", "origin_auth": bad});
+        assert_eq!(error_field(config), field, "{bad}");
+    }
+}

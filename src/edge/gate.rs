@@ -41,7 +41,7 @@ pub async fn limited(
     let ip = client_ip(&parts);
     if let Some(ip) = ip {
         if config.allow.contains(ip) || rule.allow.contains(ip) {
-            return proxy::forward(req, config, Forward::untouched()).await;
+            return proxy::forward(req, settings, Forward::untouched()).await;
         }
         if rule.deny.contains(ip) {
             return denied(&rule.id);
@@ -56,7 +56,7 @@ pub async fn limited(
         }
     };
     let Some(tier) = rule.tier_for(claims.is_some()) else {
-        return proxy::forward(req, config, Forward::untouched()).await;
+        return proxy::forward(req, settings, Forward::untouched()).await;
     };
     let inputs = KeyInputs {
         params,
@@ -169,7 +169,6 @@ async fn answer(
     tier: &Tier,
     decided: Decided,
 ) -> Result<Response> {
-    let config = &settings.config;
     let Decided {
         key,
         object,
@@ -223,7 +222,7 @@ async fn answer(
         .as_ref()
         .and_then(|l| l.lease.as_ref())
         .map(|lease| release_on_drop(ctx, objects.clone(), object, lease.id.clone()));
-    let response = proxy::forward(req, config, forward).await?;
+    let response = proxy::forward(req, settings, forward).await?;
     match guard {
         Some(guard) => hold_until_delivered(response, guard),
         None => Ok(response),
@@ -255,7 +254,7 @@ async fn could_not_decide(
                 key: Some(key),
                 headers,
             };
-            proxy::forward(req, &settings.config, forward).await
+            proxy::forward(req, settings, forward).await
         }
     }
 }

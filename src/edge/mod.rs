@@ -60,7 +60,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
     let method = req.method().to_string();
     match config.rule_for(&method, &path) {
-        None => proxy::forward(req, config, Forward::untouched()).await,
+        None => proxy::forward(req, &settings, Forward::untouched()).await,
         Some((rule, params)) => gate::limited(req, &ctx, &objects, &settings, rule, &params).await,
     }
 }

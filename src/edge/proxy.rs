@@ -9,8 +9,12 @@ use worker::{
     console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
 };
 
+use super::incoming::Parts;
+use super::settings::Settings;
 use super::{now_ms, respond};
-use crate::config::{Config, Origin};
+use crate::config::Origin;
+use crate::http::forward::{to_origin, OriginAuth};
+use crate::http::key::client_ip;
 use crate::http::problem::Problem;
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
@@ -32,16 +36,18 @@ impl Forward<'_> {
     }
 }
 
-/// Sends the request on, untouched, and adds `forward.headers` to the
-/// response.
-pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Result<Response> {
-    let response = match &config.origin {
+/// Sends the request on with its method, path, query and body, and with
+/// the header fields `http::forward::to_origin` passes, and adds
+/// `forward.headers` to the response.
+pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) -> Result<Response> {
+    let target = match &settings.config.origin {
         Origin::Demo => return demo(&req, forward).await,
-        Origin::Route => Fetch::Request(req).send().await,
-        Origin::Url(base) => match upstream(&req, base) {
-            Ok(upstream) => Fetch::Request(upstream).send().await,
-            Err(e) => Err(e),
-        },
+        Origin::Route => req.url().map(String::from),
+        Origin::Url(base) => below(&req, base),
+    };
+    let response = match target.and_then(|target| upstream(&req, &target, settings)) {
+        Ok(upstream) => Fetch::Request(upstream).send().await,
+        Err(e) => Err(e),
     };
     let response = match response {
         Ok(response) => response,
@@ -64,19 +70,35 @@ pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Res
     Ok(response)
 }
 
-/// The same request aimed at `base` + path + query.
-fn upstream(req: &Request, base: &str) -> Result<Request> {
+/// `base` + the request's path and query.
+fn below(req: &Request, base: &str) -> Result<String> {
     let url = req.url()?;
-    let target = match url.query() {
+    Ok(match url.query() {
         Some(query) => format!("{base}{}?{query}", url.path()),
         None => format!("{base}{}", url.path()),
+    })
+}
+
+/// The request aimed at `target`, carrying the fields the origin may see.
+fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request> {
+    let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
+        (Some(auth), Some(secret)) => Some(OriginAuth {
+            header: &auth.header,
+            secret,
+        }),
+        _ => None,
     };
+    let client = client_ip(&Parts::of(req));
+    let headers = Headers::new();
+    for (name, value) in to_origin(req.headers().entries().collect(), client, auth) {
+        headers.append(&name, &value)?;
+    }
     let mut init = RequestInit::new();
     init.with_method(req.method())
-        .with_headers(req.headers().clone())
+        .with_headers(headers)
         .with_redirect(RequestRedirect::Manual)
         .with_body(req.inner().body().map(Into::into));
-    Request::new_with_init(&target, &init)
+    Request::new_with_init(target, &init)
 }
 
 /// The longest the demo origin holds a request (`?hold_ms=`).
