@@ -253,7 +253,7 @@ fn walk<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
 
 fn full_config() -> Value {
     json!({
-        "prefix": "/_sluice", "origin": "", "ipv6_prefix": 64, "timeout": "2s",
+        "prefix": "/_sluice", "origin": "demo", "ipv6_prefix": 64, "timeout": "2s",
         "origin_auth": {"header": "x-sluice-auth", "secret": "ORIGIN_SECRET"},
         "allow": ["10.0.0.0/8"], "deny": ["2001:db8::/32"],
         "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous",

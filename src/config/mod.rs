@@ -146,8 +146,7 @@ impl Default for Config {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     prefix: Option<String>,
-    #[serde(default)]
-    origin: String,
+    origin: Option<String>,
     origin_auth: Option<RawOriginAuth>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
@@ -181,7 +180,8 @@ struct RawJwt {
 impl Config {
     /// Reads the config from the var's value: an object, or a JSON string
     /// holding one (as a dashboard text var would). A missing var (`null`)
-    /// gives the defaults: no rules, the demo origin.
+    /// gives the defaults: no rules, the demo origin. A given config must
+    /// name its `origin`.
     pub fn from_value(value: Value) -> Result<Config, ConfigError> {
         let value = match value {
             Value::Null => return Ok(Config::default()),
@@ -211,7 +211,6 @@ impl Config {
             Some(prefix) => validate_prefix(&prefix).map_err(|m| error("SLUICE.prefix", m))?,
             None => defaults.prefix,
         };
-        let origin = validate_origin(&raw.origin).map_err(|m| error("SLUICE.origin", m))?;
         let ipv6_prefix = raw.ipv6_prefix.unwrap_or(defaults.ipv6_prefix);
         if !(1..=128).contains(&ipv6_prefix) {
             return Err(error(
@@ -253,6 +252,8 @@ impl Config {
             }
             rules.push(rule);
         }
+        let origin =
+            validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {
             prefix,
             origin,
@@ -404,9 +405,21 @@ fn validate_prefix(prefix: &str) -> Result<String, String> {
     }
 }
 
-fn validate_origin(origin: &str) -> Result<Origin, String> {
+/// The demo origin is never a default: a deployed Worker that forgot its
+/// origin would answer every request itself, so it must be asked for by
+/// name. (With no `SLUICE` var at all, `Config::default` still serves it, so
+/// a bare `wrangler dev` works.)
+fn validate_origin(origin: Option<&str>) -> Result<Origin, String> {
+    const CHOICES: &str =
+        "\"demo\" (the built-in demo origin), \"route\" (the zone's origin), or an http(s) URL";
+    let Some(origin) = origin else {
+        return Err(format!("origin is required: write {CHOICES}"));
+    };
     match origin {
-        "" => Ok(Origin::Demo),
+        "" => Err(format!(
+            "origin is empty, and the demo origin is no longer the default: write {CHOICES}"
+        )),
+        "demo" => Ok(Origin::Demo),
         "route" => Ok(Origin::Route),
         _ => {
             let rest = origin
@@ -420,9 +433,7 @@ fn validate_origin(origin: &str) -> Result<Origin, String> {
                 {
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
-                _ => Err(format!(
-                    "{origin:?} must be empty (the demo origin), \"route\" (the zone's origin), or an http(s) URL without query"
-                )),
+                _ => Err(format!("{origin:?} is not {CHOICES} without query")),
             }
         }
     }

@@ -18,12 +18,12 @@ fn with_rule(extra: Value) -> Value {
     rule.as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
-    json!({ "rules": [rule] })
+    json!({ "origin": "demo", "rules": [rule] })
 }
 
 /// A rule of its own fields, with nothing filled in.
 fn bare_rule(rule: Value) -> Value {
-    json!({ "jwt": {}, "rules": [rule] })
+    json!({ "origin": "demo", "jwt": {}, "rules": [rule] })
 }
 
 #[test]
@@ -65,8 +65,10 @@ fn defaults_apply() {
     assert_eq!(config.prefix, DEFAULT_PREFIX);
     assert_eq!(config.origin, Origin::Demo);
     assert_eq!((config.ipv6_prefix, config.timeout_ms), (64, 2000));
-    let config =
-        Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]})).unwrap();
+    let config = Config::from_value(
+        json!({"origin": "demo", "rules": [{"id": "all", "limit": 1, "window": "1s"}]}),
+    )
+    .unwrap();
     let (rule, _) = config.rule_for("PATCH", "/anything").unwrap();
     assert_eq!(rule.on_error, OnError::Deny);
     assert!(!rule.shadow);
@@ -125,6 +127,7 @@ fn gcra_takes_limit_per_window_with_a_burst() {
 #[test]
 fn tiers_tell_registered_from_anonymous_callers() {
     let config = Config::from_value(json!({
+        "origin": "demo",
         "jwt": {"secret": "API_JWT", "leeway": "30s", "on_invalid": "reject"},
         "rules": [{
             "id": "api", "match": {"path": "/api/*"},
@@ -175,7 +178,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
 #[test]
 fn rule_options_parse() {
     let config = Config::from_value(json!({
-        "ipv6_prefix": 56, "timeout": "250ms",
+        "origin": "demo", "ipv6_prefix": 56, "timeout": "250ms",
         "allow": ["10.0.0.0/8"], "deny": ["192.0.2.0/24", "2001:db8::/32"],
         "rules": [{
             "id": "reply", "match": {"path": "/threads/:id/reply"}, "action": "reply",
@@ -206,6 +209,10 @@ fn every_bad_field_is_named() {
         (json!({"prefix": "nope"}), "SLUICE.prefix"),
         (json!({"prefix": "/a/"}), "SLUICE.prefix"),
         (json!({"prefix": 5}), "SLUICE.prefix"),
+        (json!({}), "SLUICE.origin"),
+        (json!({"origin": ""}), "SLUICE.origin"),
+        (json!({"origin": "Demo"}), "SLUICE.origin"),
+        (json!({"origin": null}), "SLUICE.origin"),
         (json!({"origin": "ftp://x"}), "SLUICE.origin"),
         (json!({"origin": "https://"}), "SLUICE.origin"),
         (json!({"origin": "https://x/?q=1"}), "SLUICE.origin"),
@@ -447,7 +454,7 @@ fn bad_policy_lists_and_tiers_are_named() {
 
 #[test]
 fn concurrency_limits_parse_with_or_without_rates() {
-    let config = Config::from_value(json!({"rules": [
+    let config = Config::from_value(json!({"origin": "demo", "rules": [
         {"id": "report", "match": {"path": "/report"}, "concurrency": 10},
         {"id": "both", "limit": 5, "window": "1s", "concurrency": 2, "lease_ttl": "5s",
          "queue": {"max_wait": "2s", "max_len": 50}},
@@ -604,7 +611,7 @@ fn bad_scope_and_split_fields_are_named() {
 
 #[test]
 fn jwt_checks_parse_with_their_defaults() {
-    let config = Config::from_value(json!({"jwt": {}})).unwrap();
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {}})).unwrap();
     assert_eq!(
         config.jwt.unwrap().checks,
         Validation {
@@ -614,7 +621,7 @@ fn jwt_checks_parse_with_their_defaults() {
             issuer: None,
         }
     );
-    let config = Config::from_value(json!({"jwt": {
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {
         "leeway": "10m", "require_exp": false,
         "aud": "api.example.com", "iss": "https://issuer.example/"
     }}))

@@ -1,5 +1,5 @@
 //! Forwarding requests to the origin, or answering them with the built-in
-//! demo origin.
+//! demo origin (only when the config says `origin = "demo"`).
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -104,6 +104,12 @@ fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request>
 /// The longest the demo origin holds a request (`?hold_ms=`).
 const MAX_HOLD_MS: u64 = 10_000;
 
+/// The most requests the demo origin holds at once in one isolate. Held
+/// requests cost memory and timers while doing nothing, so a demo left
+/// reachable must not let anyone pile them up; enough for the concurrency
+/// examples and tests.
+const MAX_HELD: u32 = 32;
+
 thread_local! {
     /// Requests the demo origin is serving now, and the most it ever served
     /// at once: what a concurrency limit in front of it is meant to bound.
@@ -136,7 +142,8 @@ impl Drop for InFlight {
 /// The demo origin: a small JSON echo, so `npm run dev` shows Sluice
 /// working with nothing else set up. `?hold_ms=N` makes it take N ms
 /// (at most 10 s), standing in for a slow endpoint; it reports how many
-/// requests it was serving when this one arrived, and the peak.
+/// requests it was serving when this one arrived, and the peak. A request
+/// that would be held while `MAX_HELD` already are gets 503 at once.
 async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
     let hold_ms = req
         .url()?
@@ -145,6 +152,19 @@ async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
         .and_then(|(_, value)| value.parse::<u64>().ok())
         .unwrap_or(0)
         .min(MAX_HOLD_MS);
+    // Only held requests stay in flight across an await, so the count of
+    // those in flight is the count of those held.
+    let held = DEMO_IN_FLIGHT.with(|cell| cell.get().0);
+    if hold_ms > 0 && held >= MAX_HELD {
+        let headers = Headers::new();
+        headers.set("retry-after", "1")?;
+        let problem = Problem::new(
+            503,
+            "demo-busy",
+            format!("the demo origin holds at most {MAX_HELD} requests at once"),
+        );
+        return respond::problem_with(&problem, headers);
+    }
     let (_in_flight, arrived_with) = InFlight::enter();
     if hold_ms > 0 {
         Delay::from(Duration::from_millis(hold_ms)).await;

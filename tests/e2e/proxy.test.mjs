@@ -19,7 +19,7 @@ const rand = () => Math.floor(Math.random() * 250) + 1;
 describe("in front of the demo origin", () => {
   let sluice;
   before(async () => {
-    sluice = await Sluice.start({ sluice: { prefix: "/_sluice", origin: "", rules } });
+    sluice = await Sluice.start({ sluice: { prefix: "/_sluice", origin: "demo", rules } });
   });
   after(() => sluice?.stop());
 
@@ -84,6 +84,25 @@ describe("in front of the demo origin", () => {
     assert.equal((await reply(1)).status, 200);
     assert.equal((await reply(1)).status, 429);
     assert.equal((await reply(2)).status, 200, "another thread is another key");
+  });
+
+  test("the demo origin holds at most 32 requests at once; the rest answer 503 at once", async () => {
+    const started = Date.now();
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, () => sluice.fetch("/elsewhere?hold_ms=1500")),
+    );
+    const statuses = responses.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 200).length, 32, statuses.join(" "));
+    const busy = responses.filter((r) => r.status === 503);
+    assert.equal(busy.length, 8);
+    assert.equal(busy[0].headers.get("retry-after"), "1");
+    const problem = await busy[0].json();
+    assert.equal(problem.code, "demo-busy");
+    const peaks = await Promise.all(responses.filter((r) => r.status === 200).map((r) => r.json()));
+    assert.ok(peaks.every((echo) => echo.peak_in_flight <= 32), "never more than 32 held");
+    assert.ok(Date.now() - started < 5000);
+    const after = await sluice.fetch("/elsewhere?hold_ms=10");
+    assert.equal(after.status, 200, "held requests leave room when they end");
   });
 
   test("requests no rule matches pass through untouched", async () => {
@@ -288,6 +307,21 @@ describe("with an invalid configuration", () => {
     }
   });
 
+  test("the demo origin is never a default: an empty or missing origin is refused", async () => {
+    // A JSON string is passed as it is; the harness fills in no origin.
+    for (const sluiceVar of [JSON.stringify({ rules: [] }), { origin: "" }]) {
+      const broken = await Sluice.start({ sluice: sluiceVar });
+      try {
+        const response = await broken.fetch("/anything");
+        assert.equal(response.status, 500);
+        const problem = await response.json();
+        assert.equal(problem.field, "SLUICE.origin");
+        assert.match(problem.detail, /"demo"/);
+      } finally {
+        await broken.stop();
+      }
+    }
+  });
 });
 
 /** A request through node:http, which (unlike fetch) sends hop-by-hop
