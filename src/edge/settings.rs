@@ -16,10 +16,15 @@ use worker::{console_error, Env};
 use crate::config::{check_secret_strength, Config, ConfigError};
 use crate::http::jwt::Hs256Key;
 
+/// The secret that holds the admin token.
+pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+
 pub struct Settings {
     pub config: Config,
     /// The HS256 key, when the config verifies JWTs.
     pub jwt_key: Option<Hs256Key>,
+    /// The admin token; the admin API exists only when it is set.
+    pub admin_token: Option<String>,
     /// The value sent in `origin_auth.header`, when the config has one.
     pub origin_secret: Option<String>,
 }
@@ -41,9 +46,10 @@ pub fn settings(env: &Env) -> Result<Rc<Settings>, ConfigError> {
     })
 }
 
-/// The config and the secrets it names. A weak origin secret fails like an
-/// invalid config (every request answers 500 naming it), so it is found on
-/// the first request after a deploy rather than by an attacker.
+/// The config and the secrets it names. A weak admin token or origin
+/// secret fails like an invalid config (every request answers 500 naming
+/// it), so it is found on the first request after a deploy rather than by
+/// an attacker.
 fn load(env: &Env) -> Result<Settings, ConfigError> {
     let config = Config::from_value(raw_config(env)?)?;
     let jwt_key = match &config.jwt {
@@ -52,6 +58,10 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
             required_secret(env, &jwt.secret, "SLUICE.jwt.secret")?.as_bytes(),
         )),
     };
+    let admin_token = secret(env, ADMIN_TOKEN);
+    if let Some(token) = &admin_token {
+        check_secret_strength(ADMIN_TOKEN, ADMIN_TOKEN, token)?;
+    }
     let origin_secret = match &config.origin_auth {
         None => None,
         Some(auth) => {
@@ -64,6 +74,7 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
     Ok(Settings {
         config,
         jwt_key,
+        admin_token,
         origin_secret,
     })
 }
