@@ -8,6 +8,7 @@ pub mod config;
 pub mod http;
 pub mod ledger;
 pub mod limit;
+pub mod lockout;
 pub mod protocol;
 pub mod queue;
 pub mod refusals;

@@ -14,6 +14,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::cidr::CidrList;
+use crate::http::forward::may_carry_secret;
+use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
@@ -22,11 +24,19 @@ pub const DEFAULT_PREFIX: &str = "/_sluice";
 /// The secret a JWT is verified with, unless `jwt.secret` names another.
 pub const DEFAULT_JWT_SECRET: &str = "JWT_SECRET";
 
+/// The field and secret that tell an origin a request came through Sluice,
+/// unless `origin_auth` names others.
+pub const DEFAULT_ORIGIN_AUTH_HEADER: &str = "x-sluice-auth";
+pub const DEFAULT_ORIGIN_AUTH_SECRET: &str = "ORIGIN_SECRET";
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where Sluice's own endpoints live, so they never shadow origin paths.
     pub prefix: String,
     pub origin: Origin,
+    /// The field that carries a secret to the origin, so that the origin can
+    /// refuse requests that did not come through Sluice.
+    pub origin_auth: Option<OriginAuthConfig>,
     /// Leading bits of an IPv6 address that identify one client.
     pub ipv6_prefix: u8,
     /// How long a container object may take to decide.
@@ -55,12 +65,46 @@ pub enum Origin {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginAuthConfig {
+    /// A lowercase field name.
+    pub header: String,
+    /// The name of the secret binding whose value is sent.
+    pub secret: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtConfig {
     /// The name of the secret binding that holds the HS256 key.
     pub secret: String,
-    pub leeway_s: u64,
+    /// Leeway, `require_exp`, `aud` and `iss`.
+    pub checks: Validation,
     pub on_invalid: OnInvalid,
 }
+
+/// The fewest characters of a token Sluice checks or sends (`ADMIN_TOKEN`,
+/// the origin-auth secret): 32 random characters are beyond guessing, and a
+/// short one is a mistake to catch before it is deployed.
+pub const MIN_SECRET_CHARS: usize = 32;
+
+/// Refuses a secret shorter than `MIN_SECRET_CHARS`, naming `field` and
+/// the secret binding, never quoting the value.
+pub fn check_secret_strength(field: &str, name: &str, value: &str) -> Result<(), ConfigError> {
+    let chars = value.chars().count();
+    if chars < MIN_SECRET_CHARS {
+        return Err(error(
+            field,
+            format!("the secret {name} has {chars} characters; use at least {MIN_SECRET_CHARS} random ones (e.g. `openssl rand -hex 32`)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The most clock skew `jwt.leeway` may excuse. Minutes of skew mean a
+/// broken clock, and a long leeway quietly extends every token's life.
+pub const MAX_JWT_LEEWAY_S: u64 = 600;
+
+/// The longest `jwt.aud` or `jwt.iss`: real ones are URLs or short names.
+const MAX_JWT_CLAIM_BYTES: usize = 256;
 
 /// What a token that fails verification gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +135,7 @@ impl Default for Config {
         Config {
             prefix: DEFAULT_PREFIX.to_string(),
             origin: Origin::Demo,
+            origin_auth: None,
             ipv6_prefix: 64,
             timeout_ms: 2_000,
             allow: CidrList::default(),
@@ -106,8 +151,8 @@ impl Default for Config {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     prefix: Option<String>,
-    #[serde(default)]
-    origin: String,
+    origin: Option<String>,
+    origin_auth: Option<RawOriginAuth>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
     #[serde(default)]
@@ -122,16 +167,27 @@ struct RawConfig {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawOriginAuth {
+    header: Option<String>,
+    secret: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawJwt {
     secret: Option<String>,
     leeway: Option<String>,
     on_invalid: Option<String>,
+    require_exp: Option<bool>,
+    aud: Option<String>,
+    iss: Option<String>,
 }
 
 impl Config {
     /// Reads the config from the var's value: an object, or a JSON string
     /// holding one (as a dashboard text var would). A missing var (`null`)
-    /// gives the defaults: no rules, the demo origin.
+    /// gives the defaults: no rules, the demo origin. A given config must
+    /// name its `origin`.
     pub fn from_value(value: Value) -> Result<Config, ConfigError> {
         let value = match value {
             Value::Null => return Ok(Config::default()),
@@ -161,7 +217,6 @@ impl Config {
             Some(prefix) => validate_prefix(&prefix).map_err(|m| error("SLUICE.prefix", m))?,
             None => defaults.prefix,
         };
-        let origin = validate_origin(&raw.origin).map_err(|m| error("SLUICE.origin", m))?;
         let ipv6_prefix = raw.ipv6_prefix.unwrap_or(defaults.ipv6_prefix);
         if !(1..=128).contains(&ipv6_prefix) {
             return Err(error(
@@ -183,6 +238,7 @@ impl Config {
             .map_err(|(i, m)| error(&format!("SLUICE.allow[{i}]"), m))?;
         let deny =
             CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
+        let origin_auth = raw.origin_auth.map(validate_origin_auth).transpose()?;
         let jwt = raw.jwt.map(validate_jwt).transpose()?;
         let paths = paths::validate_paths(raw.paths, PathOptions::default(), "SLUICE.paths")?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
@@ -203,9 +259,12 @@ impl Config {
             }
             rules.push(rule);
         }
+        let origin =
+            validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {
             prefix,
             origin,
+            origin_auth,
             ipv6_prefix,
             timeout_ms,
             allow,
@@ -242,22 +301,68 @@ pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
-    let secret = raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string());
-    if secret.is_empty()
-        || !secret
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+/// A secret binding's name, as `wrangler secret put` accepts it.
+fn validate_secret_name(name: String, field: &str, example: &str) -> Result<String, ConfigError> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(error(
-            "SLUICE.jwt.secret",
-            "secret must name a secret binding (letters, digits, _), e.g. \"JWT_SECRET\"",
+            field,
+            format!("secret must name a secret binding (letters, digits, _), e.g. \"{example}\""),
         ));
     }
+    Ok(name)
+}
+
+fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigError> {
+    let header = raw
+        .header
+        .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_HEADER.to_string())
+        .to_ascii_lowercase();
+    let well_formed = (1..=64).contains(&header.len())
+        && header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !well_formed || !may_carry_secret(&header) {
+        return Err(error(
+            "SLUICE.origin_auth.header",
+            format!("{header:?} cannot carry the secret: use a field of your own of up to 64 letters, digits and -, e.g. \"{DEFAULT_ORIGIN_AUTH_HEADER}\" (not a hop-by-hop, forwarding, cf- or other standard field)"),
+        ));
+    }
+    let secret = validate_secret_name(
+        raw.secret
+            .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_SECRET.to_string()),
+        "SLUICE.origin_auth.secret",
+        DEFAULT_ORIGIN_AUTH_SECRET,
+    )?;
+    Ok(OriginAuthConfig { header, secret })
+}
+
+fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
+    let secret = validate_secret_name(
+        raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string()),
+        "SLUICE.jwt.secret",
+        DEFAULT_JWT_SECRET,
+    )?;
     let leeway_s = match raw.leeway {
-        Some(text) => duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))? / 1000,
+        Some(text) => {
+            let ms = duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))?;
+            if ms % 1000 != 0 || ms / 1000 > MAX_JWT_LEEWAY_S {
+                return Err(error(
+                    "SLUICE.jwt.leeway",
+                    format!("leeway must be whole seconds from \"0s\" to \"{MAX_JWT_LEEWAY_S}s\", got {text:?}"),
+                ));
+            }
+            ms / 1000
+        }
         None => 0,
     };
+    let audience = raw
+        .aud
+        .map(|aud| validate_claim_value(aud, "SLUICE.jwt.aud"))
+        .transpose()?;
+    let issuer = raw
+        .iss
+        .map(|iss| validate_claim_value(iss, "SLUICE.jwt.iss"))
+        .transpose()?;
     let on_invalid = match raw.on_invalid.as_deref() {
         None | Some("anonymous") => OnInvalid::Anonymous,
         Some("reject") => OnInvalid::Reject,
@@ -270,9 +375,26 @@ fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
     };
     Ok(JwtConfig {
         secret,
-        leeway_s,
+        checks: Validation {
+            leeway_s,
+            require_exp: raw.require_exp.unwrap_or(true),
+            audience,
+            issuer,
+        },
         on_invalid,
     })
+}
+
+/// An expected `aud` or `iss`: compared byte for byte with the token's, so
+/// it must be something a token can carry.
+fn validate_claim_value(value: String, field: &str) -> Result<String, ConfigError> {
+    if value.is_empty() || value.len() > MAX_JWT_CLAIM_BYTES || value.contains(char::is_control) {
+        return Err(error(
+            field,
+            format!("must be 1 to {MAX_JWT_CLAIM_BYTES} bytes without control characters"),
+        ));
+    }
+    Ok(value)
 }
 
 fn validate_prefix(prefix: &str) -> Result<String, String> {
@@ -291,21 +413,35 @@ fn validate_prefix(prefix: &str) -> Result<String, String> {
     }
 }
 
-fn validate_origin(origin: &str) -> Result<Origin, String> {
+/// The demo origin is never a default: a deployed Worker that forgot its
+/// origin would answer every request itself, so it must be asked for by
+/// name. (With no `SLUICE` var at all, `Config::default` still serves it, so
+/// a bare `wrangler dev` works.)
+fn validate_origin(origin: Option<&str>) -> Result<Origin, String> {
+    const CHOICES: &str =
+        "\"demo\" (the built-in demo origin), \"route\" (the zone's origin), or an http(s) URL";
+    let Some(origin) = origin else {
+        return Err(format!("origin is required: write {CHOICES}"));
+    };
     match origin {
-        "" => Ok(Origin::Demo),
+        "" => Err(format!(
+            "origin is empty, and the demo origin is no longer the default: write {CHOICES}"
+        )),
+        "demo" => Ok(Origin::Demo),
         "route" => Ok(Origin::Route),
         _ => {
             let rest = origin
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
             match rest {
-                Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(['?', '#', ' ']) => {
+                Some(rest)
+                    if !rest.is_empty()
+                        && !rest.starts_with('/')
+                        && !rest.contains(['?', '#', ' ']) =>
+                {
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
-                _ => Err(format!(
-                    "{origin:?} must be empty (the demo origin), \"route\" (the zone's origin), or an http(s) URL without query"
-                )),
+                _ => Err(format!("{origin:?} is not {CHOICES} without query")),
             }
         }
     }

@@ -1,6 +1,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::http::jwt::Validation;
 use crate::http::path::RequestPath;
 use crate::limit::{Policy, Spec};
 
@@ -18,12 +19,12 @@ fn with_rule(extra: Value) -> Value {
     rule.as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
-    json!({ "rules": [rule] })
+    json!({ "origin": "demo", "rules": [rule] })
 }
 
 /// A rule of its own fields, with nothing filled in.
 fn bare_rule(rule: Value) -> Value {
-    json!({ "jwt": {}, "rules": [rule] })
+    json!({ "origin": "demo", "jwt": {}, "rules": [rule] })
 }
 
 #[test]
@@ -83,8 +84,10 @@ fn defaults_apply() {
     assert_eq!(config.prefix, DEFAULT_PREFIX);
     assert_eq!(config.origin, Origin::Demo);
     assert_eq!((config.ipv6_prefix, config.timeout_ms), (64, 2000));
-    let config =
-        Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]})).unwrap();
+    let config = Config::from_value(
+        json!({"origin": "demo", "rules": [{"id": "all", "limit": 1, "window": "1s"}]}),
+    )
+    .unwrap();
     let anything = RequestPath::new("/anything");
     let (rule, _) = config.rule_for("PATCH", &anything).unwrap();
     assert_eq!(rule.on_error, OnError::Deny);
@@ -144,6 +147,7 @@ fn gcra_takes_limit_per_window_with_a_burst() {
 #[test]
 fn tiers_tell_registered_from_anonymous_callers() {
     let config = Config::from_value(json!({
+        "origin": "demo",
         "jwt": {"secret": "API_JWT", "leeway": "30s", "on_invalid": "reject"},
         "rules": [{
             "id": "api", "match": {"path": "/api/*"},
@@ -158,7 +162,12 @@ fn tiers_tell_registered_from_anonymous_callers() {
         config.jwt,
         Some(JwtConfig {
             secret: "API_JWT".into(),
-            leeway_s: 30,
+            checks: Validation {
+                leeway_s: 30,
+                require_exp: true,
+                audience: None,
+                issuer: None,
+            },
             on_invalid: OnInvalid::Reject
         })
     );
@@ -189,7 +198,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
 #[test]
 fn rule_options_parse() {
     let config = Config::from_value(json!({
-        "ipv6_prefix": 56, "timeout": "250ms",
+        "origin": "demo", "ipv6_prefix": 56, "timeout": "250ms",
         "allow": ["10.0.0.0/8"], "deny": ["192.0.2.0/24", "2001:db8::/32"],
         "rules": [{
             "id": "reply", "match": {"path": "/threads/:id/reply"}, "action": "reply",
@@ -221,6 +230,10 @@ fn every_bad_field_is_named() {
         (json!({"prefix": "nope"}), "SLUICE.prefix"),
         (json!({"prefix": "/a/"}), "SLUICE.prefix"),
         (json!({"prefix": 5}), "SLUICE.prefix"),
+        (json!({}), "SLUICE.origin"),
+        (json!({"origin": ""}), "SLUICE.origin"),
+        (json!({"origin": "Demo"}), "SLUICE.origin"),
+        (json!({"origin": null}), "SLUICE.origin"),
         (json!({"origin": "ftp://x"}), "SLUICE.origin"),
         (json!({"origin": "https://"}), "SLUICE.origin"),
         (json!({"origin": "https://x/?q=1"}), "SLUICE.origin"),
@@ -239,6 +252,24 @@ fn every_bad_field_is_named() {
             "SLUICE.jwt.on_invalid",
         ),
         (json!({"jwt": {"claim": "sub"}}), "SLUICE.jwt.claim"),
+        (json!({"jwt": {"leeway": "500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "1500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "11m"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "-1s"}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"leeway": "99999999999999999999d"}}),
+            "SLUICE.jwt.leeway",
+        ),
+        (json!({"jwt": {"leeway": 30}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"require_exp": "yes"}}),
+            "SLUICE.jwt.require_exp",
+        ),
+        (json!({"jwt": {"aud": ""}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": ["a", "b"]}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": "x".repeat(257)}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"iss": "a\nb"}}), "SLUICE.jwt.iss"),
+        (json!({"jwt": {"iss": 7}}), "SLUICE.jwt.iss"),
         (json!({"rules": {}}), "SLUICE.rules"),
         (
             json!({"rules": [{"limit": 1, "window": "1s"}]}),
@@ -444,7 +475,7 @@ fn bad_policy_lists_and_tiers_are_named() {
 
 #[test]
 fn concurrency_limits_parse_with_or_without_rates() {
-    let config = Config::from_value(json!({"rules": [
+    let config = Config::from_value(json!({"origin": "demo", "rules": [
         {"id": "report", "match": {"path": "/report"}, "concurrency": 10},
         {"id": "both", "limit": 5, "window": "1s", "concurrency": 2, "lease_ttl": "5s",
          "queue": {"max_wait": "2s", "max_len": 50}},
@@ -605,6 +636,7 @@ fn bad_scope_and_split_fields_are_named() {
 #[test]
 fn every_spelling_of_a_path_reaches_its_rule() {
     let config = Config::from_value(json!({
+        "origin": "demo",
         "rules": [
             {"id": "login", "match": {"path": "/login", "methods": ["POST"]}, "limit": 2, "window": "1m"},
             {"id": "reply", "match": {"path": "/threads/:id/reply"}, "key": "{id}", "limit": 5, "window": "10s"},
@@ -698,6 +730,7 @@ fn paths_options_are_validated_and_inherited() {
         "SLUICE.rules[0].match.path"
     );
     let config = Config::from_value(json!({
+        "origin": "demo",
         "paths": {"case": "sensitive"},
         "rules": [
             {"id": "a", "match": {"path": "/A"}, "limit": 1, "window": "1s"},
@@ -716,4 +749,98 @@ fn paths_options_are_validated_and_inherited() {
     assert_eq!(found("/A/").as_deref(), Some("a"));
     assert_eq!(found("/a"), None);
     assert_eq!(found("/B/"), None);
+}
+
+#[test]
+fn jwt_checks_parse_with_their_defaults() {
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {}})).unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 0,
+            require_exp: true,
+            audience: None,
+            issuer: None,
+        }
+    );
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {
+        "leeway": "10m", "require_exp": false,
+        "aud": "api.example.com", "iss": "https://issuer.example/"
+    }}))
+    .unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 600,
+            require_exp: false,
+            audience: Some("api.example.com".into()),
+            issuer: Some("https://issuer.example/".into()),
+        }
+    );
+}
+
+#[test]
+fn short_secrets_are_refused_without_being_quoted() {
+    let short = "x".repeat(MIN_SECRET_CHARS - 1);
+    let e = check_secret_strength("ADMIN_TOKEN", "ADMIN_TOKEN", &short).unwrap_err();
+    assert_eq!(e.field, "ADMIN_TOKEN");
+    assert!(e.message.contains("31 characters") && e.message.contains("32"));
+    assert!(!e.message.contains(&short));
+    assert!(check_secret_strength("f", "S", &"x".repeat(MIN_SECRET_CHARS)).is_ok());
+    let multibyte = "é".repeat(MIN_SECRET_CHARS - 1);
+    assert!(
+        check_secret_strength("f", "S", &multibyte).is_err(),
+        "characters, not bytes"
+    );
+}
+
+#[test]
+fn origin_auth_parses_with_defaults_and_names_bad_fields() {
+    let config = Config::from_value(json!({"origin": "route", "origin_auth": {}})).unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-sluice-auth".into(),
+            secret: "ORIGIN_SECRET".into(),
+        })
+    );
+    let config = Config::from_value(json!({
+        "origin": "https://api.example.com",
+        "origin_auth": {"header": "X-Origin-Verify", "secret": "EDGE_KEY"}
+    }))
+    .unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-origin-verify".into(),
+            secret: "EDGE_KEY".into(),
+        })
+    );
+    assert_eq!(Config::default().origin_auth, None);
+    for (bad, field) in [
+        (json!({"header": ""}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x auth"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x-é"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "Connection"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x-forwarded-for"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (
+            json!({"header": "authorization"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": "cf-ray"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x".repeat(65)}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": 5}), "SLUICE.origin_auth.header"),
+        (json!({"secret": ""}), "SLUICE.origin_auth.secret"),
+        (json!({"secret": "my secret"}), "SLUICE.origin_auth.secret"),
+        (json!({"value": "x"}), "SLUICE.origin_auth.value"),
+    ] {
+        let config = json!({"origin": "route", "origin_auth": bad});
+        assert_eq!(error_field(config), field, "{bad}");
+    }
 }

@@ -2,37 +2,62 @@
 //! bans, and stats (with the top refused keys), read from the hubs. It exists only when the `ADMIN_TOKEN` secret is set
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
-//! gets a 401 that says nothing about keys.
+//! gets a 401 that says nothing about keys. A client with too many failures
+//! is locked out for a while (`crate::lockout`).
+
+use std::cell::RefCell;
 
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{hub_name, Objects};
 use super::endpoints::{self, not_allowed, read_body};
+use super::incoming::Parts;
 use super::settings::settings;
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
+use crate::http::cidr::client_network;
+use crate::http::headers::retry_after;
+use crate::http::key::client_ip;
 use crate::http::problem::Problem;
 use crate::http::time::rfc3339;
+use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::report::HUBS;
 use crate::stats::summarize;
 
-/// The secret that holds the admin token.
-pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+thread_local! {
+    /// Failed authentications per client, this isolate's share of them.
+    static LOCKOUT: RefCell<Lockout> = RefCell::new(Lockout::new(CAPACITY));
+}
 
 pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
-    let token = env
-        .secret(ADMIN_TOKEN)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    if token.is_empty() {
+    let settings = settings(env).ok();
+    let Some(token) = settings.as_ref().and_then(|s| s.admin_token.clone()) else {
         return endpoints::not_found(&format!("/admin{path}"));
+    };
+    // Requests without a usable address (only seen locally: Cloudflare
+    // always sets one) share one count.
+    let ipv6_prefix = settings.as_ref().map_or(64, |s| s.config.ipv6_prefix);
+    let client = client_ip(&Parts::of(&req))
+        .map(|ip| client_network(ip, ipv6_prefix))
+        .unwrap_or_default();
+    let now = now_ms();
+    if let Some(wait_ms) = LOCKOUT.with(|lockout| lockout.borrow().locked(&client, now)) {
+        let headers = Headers::new();
+        headers.set("retry-after", &retry_after(wait_ms))?;
+        let problem = Problem::new(
+            429,
+            "too-many-failures",
+            format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
+        );
+        return respond::problem_with(&problem, headers);
     }
     let authorization = req.headers().get("authorization")?;
     if !authorized(authorization.as_deref(), &token) {
+        LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
         let headers = Headers::new();
         headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
         let problem = Problem::new(

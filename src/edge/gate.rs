@@ -49,7 +49,7 @@ pub async fn limited(
     let ip = client_ip(&parts);
     if let Some(ip) = ip {
         if config.allow.contains(ip) || rule.allow.contains(ip) {
-            return proxy::forward(req, config, Forward::untouched()).await;
+            return proxy::forward(req, settings, Forward::untouched()).await;
         }
         if rule.deny.contains(ip) {
             return denied(&rule.id);
@@ -64,7 +64,7 @@ pub async fn limited(
         }
     };
     let Some(tier) = rule.tier_for(claims.is_some()) else {
-        return proxy::forward(req, config, Forward::untouched()).await;
+        return proxy::forward(req, settings, Forward::untouched()).await;
     };
     let inputs = KeyInputs {
         path,
@@ -180,7 +180,6 @@ async fn answer(
     tier: &Tier,
     decided: Decided,
 ) -> Result<Response> {
-    let config = &settings.config;
     let Decided {
         key,
         object,
@@ -228,7 +227,7 @@ async fn answer(
         .as_ref()
         .and_then(|l| l.lease.as_ref())
         .map(|lease| release_on_drop(ctx, objects.clone(), object, lease.id.clone()));
-    let response = proxy::forward(req, config, forward).await?;
+    let response = proxy::forward(req, settings, forward).await?;
     match guard {
         Some(guard) => hold_until_delivered(response, guard),
         None => Ok(response),
@@ -260,7 +259,7 @@ async fn could_not_decide(
                 key: Some(key),
                 headers,
             };
-            proxy::forward(req, &settings.config, forward).await
+            proxy::forward(req, settings, forward).await
         }
     }
 }
@@ -390,7 +389,7 @@ fn caller(
         return Ok(None);
     }
     let token = jwt::bearer(header.trim()).unwrap_or("");
-    match jwt::verify(token, key, now_ms() / 1000, jwt_config.leeway_s) {
+    match jwt::verify(token, key, now_ms() / 1000, &jwt_config.checks) {
         Ok(claims) => Ok(Some(claims)),
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),

@@ -63,7 +63,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
     let path = RequestPath::new(&path);
     match config.rule_for(&method, &path) {
-        None => proxy::forward(req, config, Forward::untouched()).await,
+        None => proxy::forward(req, &settings, Forward::untouched()).await,
         Some((rule, params)) => {
             let matched = Matched {
                 rule,

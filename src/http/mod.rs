@@ -6,6 +6,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod cidr;
+pub mod forward;
 pub mod headers;
 pub mod jwt;
 pub mod key;

@@ -4,7 +4,7 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice, freshKey, eventually, sleepUntil } from "./harness.mjs";
 
-const TOKEN = "admin-token-for-e2e-0123456789";
+const TOKEN = "admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
 
 const config = {
@@ -113,14 +113,51 @@ test("rules can use the fixed window and GCRA", async () => {
 
 describe("admin API authorisation", () => {
   test("without the token, or with a wrong one: 401, and nothing about keys", async () => {
-    for (const headers of [{}, { Authorization: "Bearer wrong" }, { Authorization: `Basic ${TOKEN}` }, { Authorization: `Bearer ${TOKEN}x` }]) {
+    for (const auth of [{}, { Authorization: "Bearer wrong" }, { Authorization: `Basic ${TOKEN}` }, { Authorization: `Bearer ${TOKEN}x` }]) {
       for (const [method, path] of [["GET", "/bans"], ["GET", "/keys/api/1.2.3.4"], ["DELETE", "/keys/api/1.2.3.4"], ["PUT", "/bans/x"], ["GET", "/stats"]]) {
+        // Each from its own address: ten failures from one are locked out.
+        const headers = { ...auth, "CF-Connecting-IP": freshIp() };
         const response = await sluice.fetch(`/_sluice/admin${path}`, { method, headers });
-        assert.equal(response.status, 401, `${method} ${path} ${JSON.stringify(headers)}`);
+        assert.equal(response.status, 401, `${method} ${path} ${JSON.stringify(auth)}`);
         assert.match(response.headers.get("www-authenticate"), /^Bearer/);
         const body = await response.text();
         assert.ok(!body.includes("1.2.3.4") && !body.includes("ban"), body);
       }
+    }
+  });
+
+  test("ten failed attempts from one address in a minute lock it out with 429", async () => {
+    const attacker = freshIp();
+    const attempt = (token, ip = attacker) =>
+      sluice.fetch("/_sluice/admin/stats", { headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": ip } });
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await attempt(`guess-${i}`)).status, 401, `attempt ${i + 1}`);
+    }
+    for (const token of ["guess-10", TOKEN]) {
+      const locked = await attempt(token);
+      assert.equal(locked.status, 429, "locked out, even with the right token: no oracle");
+      const retryAfter = Number(locked.headers.get("retry-after"));
+      assert.ok(retryAfter > 200 && retryAfter <= 300, `Retry-After ${retryAfter}`);
+      const problem = await locked.json();
+      assert.equal(problem.code, "too-many-failures");
+    }
+    assert.equal((await attempt(TOKEN, freshIp())).status, 200, "other addresses are not affected");
+  });
+
+  test("an ADMIN_TOKEN shorter than 32 characters is a configuration error", async () => {
+    const weak = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: "a".repeat(31) } });
+    try {
+      for (const path of ["/_sluice/admin/stats", "/api/x"]) {
+        const response = await weak.fetch(path, { headers: admin });
+        assert.equal(response.status, 500, path);
+        const problem = await response.json();
+        assert.equal(problem.code, "invalid-config");
+        assert.equal(problem.field, "ADMIN_TOKEN");
+        assert.match(problem.detail, /32/);
+        assert.ok(!problem.detail.includes("a".repeat(31)), "the token is not quoted");
+      }
+    } finally {
+      await weak.stop();
     }
   });
 

@@ -14,7 +14,7 @@ const LIMIT = 64 * 1024;
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: { origin: "", rules: [] }, secrets: { ADMIN_TOKEN } });
+  sluice = await Sluice.start({ sluice: { origin: "demo", rules: [] }, secrets: { ADMIN_TOKEN } });
 });
 after(() => sluice?.stop());
 

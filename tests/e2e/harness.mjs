@@ -20,7 +20,7 @@ export class Sluice {
   static async start(options = {}) {
     const { workerOptions } = unstable_getMiniflareWorkerOptions(join(root, "wrangler.toml"));
     const bindings = { ...workerOptions.bindings, ...(options.secrets ?? {}) };
-    if (options.sluice !== undefined) bindings.SLUICE = options.sluice;
+    if (options.sluice !== undefined) bindings.SLUICE = withOrigin(options.sluice);
     const sluiceWorker = {
       ...workerOptions,
       name: "sluice",
@@ -112,6 +112,15 @@ export class Sluice {
   stop() {
     return this.mf.dispose();
   }
+}
+
+/** Every config must name its origin; a test's config given as an object
+ * without one runs in front of the demo origin, which is what nearly every
+ * test wants. A config given as a JSON string is passed as it is, so a test
+ * can check what happens without an origin. */
+function withOrigin(sluice) {
+  const object = typeof sluice === "object" && sluice !== null && !Array.isArray(sluice);
+  return object && !("origin" in sluice) ? { origin: "demo", ...sluice } : sluice;
 }
 
 /** A key no other test (or earlier run) has used. */

@@ -39,7 +39,7 @@ const loginSpellings = ["/Login", "/LOGIN/", "/login/", "//login", "/%6cogin", "
 describe("with the demo origin", () => {
   let sluice;
   before(async () => {
-    sluice = await Sluice.start({ sluice: { origin: "", rules } });
+    sluice = await Sluice.start({ sluice: { origin: "demo", rules } });
   });
   after(() => sluice?.stop());
 

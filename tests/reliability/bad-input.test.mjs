@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { createHmac } from "node:crypto";
 import { Sluice, freshKey } from "../e2e/harness.mjs";
 
-const ADMIN_TOKEN = "bad-input-admin-token";
+const ADMIN_TOKEN = "bad-input-admin-token-0123456789abcdef";
 const JWT_SECRET = "bad-input-jwt-secret";
 const PROBLEM = "application/problem+json";
 

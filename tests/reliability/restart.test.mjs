@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { tempDir } from "../e2e/harness.mjs";
 import { runtime, FULL } from "./support.mjs";
 
-const TOKEN = "reliability-admin-token";
+const TOKEN = "reliability-admin-token-0123456789abcdef";
 const TIGHT = { limit: 5, window_ms: 1000 };
 const DURABLE = { limit: 1_000_000, window_ms: 600_000 };
 const LEASES = { limit: 3, ttl_ms: 120_000 };
