@@ -507,7 +507,7 @@ fn validate_tiers(
     let mut tiers: Vec<Tier> = Vec::with_capacity(raw.len());
     for (i, tier) in raw.into_iter().enumerate() {
         let here = format!("{at}.tiers[{i}]");
-        validate_policy_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
+        validate_tier_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
         if tiers
             .iter()
             .any(|t| t.name.as_deref() == Some(tier.name.as_str()))
@@ -741,6 +741,23 @@ fn check_key_parts(
 /// Rule ids name container objects (`rule:<id>.<tier>:<key>`) and policies
 /// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own
 /// names.
+/// A tier's name is part of its objects' names (`rule:<id>.<tier>:<key>`),
+/// so it holds neither the `.` nor the `:` that delimit them: two tiers (or
+/// a tier and a key) can then never name the same object.
+fn validate_tier_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid tier name: use 1 to 64 letters, digits, \"-\" or \"_\""
+        ))
+    }
+}
+
 fn validate_rule_id(id: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&id.len())
         && !id.starts_with('_')

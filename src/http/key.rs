@@ -158,7 +158,9 @@ impl KeySpec {
                 }
             }
         }
-        if key.len() > MAX_KEY_BYTES {
+        // A key that already reads like a digest is hashed too, so that no
+        // plain key can name the object of a long key's digest.
+        if key.len() > MAX_KEY_BYTES || is_digest(&key) {
             key = digest(&key);
         }
         Ok(key)
@@ -190,6 +192,16 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
     }
     if !pieces.iter().any(|p| matches!(p, Piece::Part(_))) {
         return Err(format!("{text:?} names no part of the request"));
+    }
+    // With nothing between two parts, "alice"+"1" and "alic"+"e1" would
+    // build the same key.
+    if pieces
+        .windows(2)
+        .any(|pair| matches!(pair, [Piece::Part(_), Piece::Part(_)]))
+    {
+        return Err(format!(
+            "in {text:?}, two parts follow each other with nothing between them: put literal text between them (e.g. \"{{header:x-a}}:{{header:x-b}}\") so that different values cannot build the same key"
+        ));
     }
     Ok(pieces)
 }
@@ -256,9 +268,18 @@ fn cookie(req: &impl Incoming, name: &str) -> Option<String> {
         .map(|(_, v)| v.trim_matches('"').to_string())
 }
 
+/// Whether `key` has the form [`digest`] gives.
+fn is_digest(key: &str) -> bool {
+    key.strip_prefix(DIGEST_PREFIX).is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+const DIGEST_PREFIX: &str = "sha256:";
+
 fn digest(key: &str) -> String {
     let hash = Sha256::digest(key.as_bytes());
-    let mut out = String::from("sha256:");
+    let mut out = String::from(DIGEST_PREFIX);
     for byte in hash {
         out.push_str(&format!("{byte:02x}"));
     }
@@ -444,5 +465,34 @@ mod tests {
             KeySpec::parse("static text").is_err(),
             "a + part list of one unknown word"
         );
+    }
+
+    #[test]
+    fn a_plain_key_never_takes_a_digest_s_form() {
+        let long = "a".repeat(600);
+        let long_key = FakeRequest::get().with("X-Token", &long);
+        let hashed = build("header:x-token", &long_key).unwrap();
+        let forged = FakeRequest::get().with("X-Token", &hashed);
+        let rehashed = build("header:x-token", &forged).unwrap();
+        assert_ne!(
+            rehashed, hashed,
+            "a value spelling a digest is hashed again"
+        );
+        assert!(is_digest(&rehashed));
+        assert_eq!(
+            build(
+                "header:x-token",
+                &FakeRequest::get().with("X-Token", "sha256:abc")
+            )
+            .unwrap(),
+            "sha256:abc"
+        );
+    }
+
+    #[test]
+    fn adjacent_parts_are_refused() {
+        let error = KeySpec::parse("{header:x-a}{header:x-b}").unwrap_err();
+        assert!(error.contains("nothing between them"), "{error}");
+        assert!(KeySpec::parse("{header:x-a}-{header:x-b}").is_ok());
     }
 }
