@@ -205,6 +205,39 @@ async function coldStart() {
   ].join("\n");
 }
 
+/** Requests received by shared objects (the hubs) while 1 000 new keys are
+ * decided, counted by the fault fixture standing in front of the hubs, and
+ * the first answers of a new runtime while every hub hangs. */
+async function shared() {
+  const N = 1_000;
+  const sluice = await Sluice.start({ faults: true, sluice: BANNED_RULES });
+  await (await sluice.fetch("/_sluice/health")).arrayBuffer();
+  const before = await sluice.faultCounts();
+  const started = performance.now();
+  for (let i = 0; i < N; i++) {
+    await (await sluice.post("/_sluice/v1/limit", { key: `shared-${i}`, limit: 5, window_ms: 60_000 })).arrayBuffer();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const after = await sluice.faultCounts();
+  await sluice.stop();
+
+  const hung = await Sluice.start({ faults: true, sluice: BANNED_RULES });
+  await hung.fault("hang", "hub");
+  const first = performance.now();
+  await (await hung.post("/_sluice/v1/limit", { key: "cold-hung", limit: 5, window_ms: 1000 })).arrayBuffer();
+  const firstMs = performance.now() - first;
+  const next = performance.now();
+  await (await hung.post("/_sluice/v1/limit", { key: "cold-hung", limit: 5, window_ms: 1000 })).arrayBuffer();
+  const nextMs = performance.now() - next;
+  await hung.stop();
+  return [
+    `| requests received by shared objects while ${N.toLocaleString("en-US")} new keys were decided (${fmt(seconds, 1)} s) | ${after.hubCalls - before.hubCalls} |`,
+    `| the same, by the key containers | ${(after.calls - before.calls).toLocaleString("en-US")} |`,
+    `| a new runtime's first decision while every hub hangs | ${fmt(firstMs, 1)} ms |`,
+    `| its second decision | ${fmt(nextMs, 1)} ms |`,
+  ].join("\n");
+}
+
 function wasmSize() {
   const path = root + "build/index_bg.wasm";
   const raw = statSync(path).size;
@@ -216,6 +249,7 @@ const sections = {
   load: await load(),
   costs: await costs(),
   cold: await coldStart(),
+  shared: await shared(),
   wasm: wasmSize(),
 };
 process.stdout.write(JSON.stringify(sections));

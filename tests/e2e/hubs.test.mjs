@@ -4,7 +4,7 @@
 // any shared object.
 import { test, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey } from "./harness.mjs";
+import { Sluice, freshKey, eventually } from "./harness.mjs";
 
 const ADMIN_TOKEN = "hubs-test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -76,6 +76,42 @@ test("a thousand new keys send nothing to a shared object", async () => {
     assert.equal(after.calls - before.calls, 1000, "each key touched its own object once");
     const stats = await (await sluice.fetch("/_sluice/admin/stats", { headers: admin })).json();
     assert.equal(Object.keys(stats.shared).length, 16);
+  } finally {
+    await sluice.stop();
+  }
+});
+
+test("a failed report keeps the manual bans it had, and automatic bans never reach isolates", { timeout: 60_000 }, async () => {
+  const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN }, sluice: { origin: "demo", rules } });
+  try {
+    const banned = "198.18.9.9";
+    const put = await sluice.fetch(`/_sluice/admin/bans/${banned}`, {
+      method: "PUT",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify({ for: "10m", reason: "abuse" }),
+    });
+    assert.equal(put.status, 200);
+    // Automatic bans on many long keys: the hubs list them, isolates do not
+    // hold them.
+    for (let i = 0; i < 20; i++) {
+      const client = `198.18.10.${i + 1}`;
+      for (let j = 0; j < 3; j++) await sluice.fetch("/guarded", { headers: { "CF-Connecting-IP": client } });
+    }
+    const listed = await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json();
+    assert.equal(listed.bans.filter((b) => b.source === "rule:guarded").length, 20);
+    await sluice.fault("throw", "hub");
+    // The next report is due 10 s after the last; wait it out, then let a
+    // request start it, and let it fail.
+    await new Promise((resolve) => setTimeout(resolve, 10_500));
+    const { hubCalls: before } = await sluice.faultCounts();
+    await sluice.fetch("/elsewhere");
+    await eventually(async () => (await sluice.faultCounts()).hubCalls > before, 5000);
+    const refused = await sluice.fetch("/api/x", { headers: { "CF-Connecting-IP": banned } });
+    assert.equal(refused.status, 429, "the manual ban still applies");
+    assert.equal((await refused.json()).code, "banned");
+    await sluice.fault("pass", "hub");
+    const figures = (await (await sluice.fetch("/_sluice/admin/stats", { headers: admin })).json()).isolate;
+    assert.equal(figures.manual_bans, 1, "only the manual ban is held by the isolate");
   } finally {
     await sluice.stop();
   }

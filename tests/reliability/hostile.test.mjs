@@ -58,16 +58,31 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
   const firsts = new Map();
   let refused = 0;
   let late = 0;
+  let resent = 0;
   await pool(KEYS, 32, async (i) => {
+    // Under this flood the runtime sometimes closes a kept-alive connection
+    // just as the client reuses it ("other side closed"): the request is
+    // sent again on a new connection. It may have been counted the first
+    // time, so a key whose request was resent is left out of the checks.
+    let retried = false;
     const send = async () => {
-      const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
-      await response.arrayBuffer();
-      return response.status;
+      for (;;) {
+        try {
+          const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
+          await response.arrayBuffer();
+          return response.status;
+        } catch (e) {
+          if (retried || e.cause?.code !== "UND_ERR_SOCKET") throw e;
+          retried = true;
+          resent += 1;
+        }
+      }
     };
     const sent = Date.now();
     const first = await send();
-    firsts.set(first, (firsts.get(first) ?? 0) + 1);
     const second = await send();
+    if (retried) return;
+    firsts.set(first, (firsts.get(first) ?? 0) + 1);
     // The second must be refused if it was answered within a window of the
     // first being sent; under heavy load it may come later, and then
     // either answer is right.
@@ -75,8 +90,9 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
     else late += 1;
     if (second === 429) refused += 1;
   });
-  assert.deepEqual(Object.fromEntries(firsts), { 200: KEYS }, "each new key admitted");
-  assert.ok(refused >= KEYS * 0.9, `${refused} refused, ${late} answered after the window`);
+  assert.ok(resent <= KEYS / 100, `${resent} requests had to be sent again`);
+  assert.deepEqual(Object.fromEntries(firsts), { 200: KEYS - resent }, "each new key admitted");
+  assert.ok(refused >= (KEYS - resent) * 0.9, `${refused} refused, ${late} answered after the window`);
 
   const { isolate } = await stats();
   assert.ok(isolate.refusal_cache > 0, "refusals were cached");
