@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, SlotReport};
+use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Override, SlotReport};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -136,6 +136,65 @@ pub struct KeyState {
     pub slots: Vec<SlotReport>,
     pub ban: Option<BanNotice>,
     pub leases: Vec<Lease>,
+    /// An operator's override, lapsed or not (its `until_ms` says).
+    #[serde(default, rename = "override")]
+    pub overridden: Option<WireOverride>,
+}
+
+/// An override as sent and stored: policies in storage encoding, which
+/// [`WireOverride::decode`] validates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireOverride {
+    pub policies: Vec<WireSpec>,
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    pub set_ms: u64,
+}
+
+impl WireOverride {
+    pub fn encode(o: &Override) -> WireOverride {
+        WireOverride {
+            policies: o
+                .policies
+                .iter()
+                .map(|(name, spec)| WireSpec {
+                    name: name.clone(),
+                    spec: spec.encode(),
+                })
+                .collect(),
+            until_ms: o.until_ms,
+            reason: o.reason.clone(),
+            set_ms: o.set_ms,
+        }
+    }
+
+    pub fn decode(&self) -> Result<Override, Invalid> {
+        let policies = self
+            .policies
+            .iter()
+            .map(|p| {
+                let (kind, a, b, c) = p.spec;
+                Spec::decode(kind, a, b, c)
+                    .map(|spec| (p.name.clone(), spec))
+                    .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Override {
+            policies,
+            until_ms: self.until_ms,
+            reason: self.reason.clone(),
+            set_ms: self.set_ms,
+        })
+    }
+}
+
+/// `POST /override`: set (or, with `None`, lift) a key's override.
+/// Answered with the one it replaced, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideRequest {
+    pub key: String,
+    #[serde(rename = "override")]
+    pub overridden: Option<WireOverride>,
 }
 
 /// `POST /renew` and `POST /release`: one lease of a key. Answered with

@@ -10,6 +10,7 @@ use super::pattern::Pattern;
 use super::{error, ConfigError};
 use crate::http::api::validate_policy_name;
 use crate::http::cidr::CidrList;
+use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
 use crate::ledger::BanPolicy;
@@ -82,13 +83,34 @@ pub struct Tier {
 }
 
 /// Which callers a tier is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum When {
     Always,
     /// Callers with a valid JWT.
     Registered,
     /// Callers without one.
     Anonymous,
+    /// Callers with a valid JWT whose claim `name` is one of `values`
+    /// (strings, or integers in their JSON spelling): a plan tier.
+    Claim {
+        name: String,
+        values: Vec<String>,
+    },
+}
+
+impl When {
+    /// Whether a caller with these verified claims (none: anonymous) is
+    /// one this tier is for.
+    pub fn holds(&self, claims: Option<&Claims>) -> bool {
+        match self {
+            When::Always => true,
+            When::Registered => claims.is_some(),
+            When::Anonymous => claims.is_none(),
+            When::Claim { name, values } => claims
+                .and_then(|claims| claims.get_str(name))
+                .is_some_and(|value| values.contains(&value)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,13 +147,10 @@ impl Rule {
         }
     }
 
-    /// The first tier for a caller with (or without) a valid JWT.
-    pub fn tier_for(&self, registered: bool) -> Option<&Tier> {
-        self.tiers.iter().find(|tier| match tier.when {
-            When::Always => true,
-            When::Registered => registered,
-            When::Anonymous => !registered,
-        })
+    /// The first tier whose `when` holds for a caller with these verified
+    /// claims (none for an anonymous caller).
+    pub fn tier_for(&self, claims: Option<&Claims>) -> Option<&Tier> {
+        self.tiers.iter().find(|tier| tier.when.holds(claims))
     }
 
     /// Whether any tier needs a JWT verified.
@@ -209,7 +228,7 @@ struct RawPolicy {
 #[serde(deny_unknown_fields)]
 struct RawTier {
     name: String,
-    when: Option<String>,
+    when: Option<serde_json::Value>,
     key: Option<String>,
     limit: Option<u64>,
     window: Option<String>,
@@ -517,18 +536,8 @@ fn validate_tiers(
                 format!("tier name {:?} is used twice", tier.name),
             ));
         }
-        let when = match tier.when.as_deref() {
-            None => When::Always,
-            Some("registered") => When::Registered,
-            Some("anonymous") => When::Anonymous,
-            Some(other) => {
-                return Err(error(
-                    &format!("{here}.when"),
-                    format!("{other:?} is not a caller class: use \"registered\" (a valid JWT) or \"anonymous\""),
-                ))
-            }
-        };
-        let default_key = if when == When::Registered {
+        let when = validate_when(tier.when, &format!("{here}.when"))?;
+        let default_key = if matches!(when, When::Registered | When::Claim { .. }) {
             "{sub}"
         } else {
             rule_key.unwrap_or("ip")
@@ -552,6 +561,8 @@ fn validate_tiers(
             scope: format!("rule:{base}"),
         });
     }
+    // Claim tiers are tried first where listed, but only `registered`,
+    // `anonymous` or an unconditional tier covers every caller of a kind.
     let covers = |w: When| tiers.iter().any(|t| t.when == When::Always || t.when == w);
     if !covers(When::Registered) || !covers(When::Anonymous) {
         return Err(error(
@@ -741,6 +752,92 @@ fn check_key_parts(
 /// Rule ids name container objects (`rule:<id>.<tier>:<key>`) and policies
 /// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own
 /// names.
+/// `when`: `"registered"`, `"anonymous"`, or a claim's values:
+/// `{ claim = "plan", in = ["pro", "team"] }` or `{ claim = "plan", equals = "pro" }`.
+fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, ConfigError> {
+    use serde_json::Value;
+    let classes = "use \"registered\" (a valid JWT), \"anonymous\", or a claim's values such as { claim = \"plan\", in = [\"pro\", \"team\"] }";
+    let object = match raw {
+        None => return Ok(When::Always),
+        Some(Value::String(word)) => {
+            return match word.as_str() {
+                "registered" => Ok(When::Registered),
+                "anonymous" => Ok(When::Anonymous),
+                other => Err(error(
+                    field,
+                    format!("{other:?} is not a caller class: {classes}"),
+                )),
+            }
+        }
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            return Err(error(
+                field,
+                format!("when must be a word or a table: {classes}"),
+            ))
+        }
+    };
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !["claim", "in", "equals"].contains(&k.as_str()))
+    {
+        return Err(error(
+            &format!("{field}.{unknown}"),
+            "unknown field: a claim tier takes claim and in (or equals)",
+        ));
+    }
+    let name = match object.get("claim") {
+        Some(Value::String(name)) if !name.is_empty() && name.len() <= 64 => name.clone(),
+        _ => {
+            return Err(error(
+                &format!("{field}.claim"),
+                "claim must name the JWT claim to compare, e.g. \"plan\"",
+            ))
+        }
+    };
+    let listed = match (object.get("in"), object.get("equals")) {
+        (Some(Value::Array(values)), None) => values.clone(),
+        (None, Some(value)) => vec![value.clone()],
+        (Some(_), Some(_)) => {
+            return Err(error(
+                &format!("{field}.equals"),
+                "give in or equals, not both",
+            ))
+        }
+        (Some(_), None) => {
+            return Err(error(&format!("{field}.in"), "in must be a list of values"))
+        }
+        (None, None) => {
+            return Err(error(
+                &format!("{field}.in"),
+                "a claim tier needs the values it is for: in = [...] or equals = ...",
+            ))
+        }
+    };
+    let key = if object.contains_key("in") {
+        "in"
+    } else {
+        "equals"
+    };
+    if listed.is_empty() || listed.len() > 64 {
+        return Err(error(&format!("{field}.{key}"), "list 1 to 64 values"));
+    }
+    let mut values = Vec::with_capacity(listed.len());
+    for value in listed {
+        match value {
+            Value::String(s) if !s.is_empty() => values.push(s),
+            Value::Number(n) if n.is_i64() || n.is_u64() => values.push(n.to_string()),
+            other => {
+                return Err(error(
+                    &format!("{field}.{key}"),
+                    format!("{other} is not a claim value: use non-empty strings or whole numbers"),
+                ))
+            }
+        }
+    }
+    Ok(When::Claim { name, values })
+}
+
 /// A tier's name is part of its objects' names (`rule:<id>.<tier>:<key>`),
 /// so it holds neither the `.` nor the `:` that delimit them: two tiers (or
 /// a tier and a key) can then never name the same object.
@@ -789,4 +886,137 @@ fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
             }
         })
         .collect()
+}
+
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override`: the limits, or
+/// `"unlimited": true`, with `for` and `reason`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+    unlimited: Option<bool>,
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    reason: Option<String>,
+}
+
+/// An override as the admin API takes it, validated like the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideBody {
+    /// Named as the tier names its policies; empty for unlimited.
+    pub policies: Vec<(String, Spec)>,
+    pub for_ms: Option<u64>,
+    pub reason: String,
+}
+
+/// The longest an override may be set for.
+pub const MAX_OVERRIDE_MS: u64 = 366 * 86_400_000;
+
+/// Parses an override for `tier`. An override may change a policy's limit
+/// (and a GCRA burst), and add policies of its own, but not a policy's
+/// window or algorithm: admissions logged under one window would be
+/// re-read through another, and a log read through a shorter window
+/// forgets what a longer one counts again. Errors name the body's field.
+pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBody, ConfigError> {
+    let raw: RawOverride = serde_path_to_error::deserialize(body).map_err(|e| {
+        let path = e.path().to_string();
+        error(
+            if path == "." { "body" } else { &path },
+            e.into_inner().to_string(),
+        )
+    })?;
+    let reason = raw.reason.unwrap_or_default();
+    if reason.len() > 200 || reason.chars().any(char::is_control) {
+        return Err(error(
+            "reason",
+            "reason holds at most 200 characters and no control characters",
+        ));
+    }
+    let for_ms = raw
+        .lasts
+        .map(|text| {
+            let ms = parse_ms(&text).map_err(|m| error("for", m))?;
+            if (1..=MAX_OVERRIDE_MS).contains(&ms) {
+                Ok(ms)
+            } else {
+                Err(error("for", "for must be from 1 ms to 366 days"))
+            }
+        })
+        .transpose()?;
+    let limits = RawLimits {
+        limit: raw.limit,
+        window: raw.window,
+        algorithm: raw.algorithm,
+        burst: raw.burst,
+        policies: raw.policies,
+    };
+    let given = limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some();
+    let policies = match raw.unlimited {
+        Some(true) if given => {
+            return Err(error("unlimited", "give unlimited or limits, not both"));
+        }
+        Some(true) => Vec::new(),
+        Some(false) | None => {
+            let base = tier
+                .scope
+                .strip_prefix("rule:")
+                .unwrap_or(tier.scope.as_str());
+            let policies = validate_limits(limits, base, "")
+                .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
+            check_same_shape(&policies, &tier.policies)?;
+            policies
+        }
+    };
+    Ok(OverrideBody {
+        policies,
+        for_ms,
+        reason,
+    })
+}
+
+/// The window a policy was configured with (GCRA's period, not the refill
+/// time its limit and burst make).
+fn configured_window(spec: &Spec) -> u64 {
+    match spec {
+        Spec::Gcra(policy) => policy.period_ms(),
+        Spec::SlidingLog(_) | Spec::FixedWindow(_) => spec.window_ms(),
+    }
+}
+
+/// Refuses a policy whose name the tier uses with another window or
+/// algorithm; see [`parse_override`].
+fn check_same_shape(
+    policies: &[(String, Spec)],
+    configured: &[(String, Spec)],
+) -> Result<(), ConfigError> {
+    let several = policies.len() > 1;
+    for (i, (name, spec)) in policies.iter().enumerate() {
+        let Some((_, held)) = configured.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let field = |f: &str| {
+            if several {
+                format!("policies[{i}].{f}")
+            } else {
+                f.to_string()
+            }
+        };
+        if std::mem::discriminant(held) != std::mem::discriminant(spec) {
+            return Err(error(
+                &field("algorithm"),
+                format!("policy {name:?} keeps its algorithm; an override changes its limit, or adds a policy under another name"),
+            ));
+        }
+        if configured_window(held) != configured_window(spec) {
+            return Err(error(
+                &field("window"),
+                format!("policy {name:?} keeps its window of {} ms; an override changes its limit, or adds a policy under another name", configured_window(held)),
+            ));
+        }
+    }
+    Ok(())
 }

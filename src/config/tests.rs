@@ -172,7 +172,8 @@ fn tiers_tell_registered_from_anonymous_callers() {
         })
     );
     let rule = &config.rules[0];
-    let registered = rule.tier_for(true).unwrap();
+    let someone = crate::http::jwt::Claims::from(json!({"sub": "u1"}).as_object().unwrap().clone());
+    let registered = rule.tier_for(Some(&someone)).unwrap();
     assert_eq!(registered.policies[0].0, "api.registered");
     assert_eq!(registered.scope, "rule:api.registered");
     assert_eq!(
@@ -183,7 +184,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
             .collect::<Vec<_>>(),
         ["claim:sub"]
     );
-    let anonymous = rule.tier_for(false).unwrap();
+    let anonymous = rule.tier_for(None).unwrap();
     assert_eq!(anonymous.policies[0].0, "api.anonymous");
     assert_eq!(
         anonymous
@@ -843,4 +844,110 @@ fn origin_auth_parses_with_defaults_and_names_bad_fields() {
         let config = json!({"origin": "route", "origin_auth": bad});
         assert_eq!(error_field(config), field, "{bad}");
     }
+}
+
+#[test]
+fn plan_tiers_match_a_claim_value_in_order() {
+    let config = Config::from_value(json!({
+        "origin": "demo",
+        "jwt": {"require_exp": false},
+        "rules": [{
+            "id": "api",
+            "tiers": [
+                {"name": "enterprise", "when": {"claim": "plan", "equals": "enterprise"}, "limit": 6000, "window": "1m"},
+                {"name": "pro", "when": {"claim": "plan", "in": ["pro", "team", 7]}, "limit": 600, "window": "1m"},
+                {"name": "free", "when": "registered", "limit": 60, "window": "1m"},
+                {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
+            ]
+        }]
+    }))
+    .unwrap();
+    let rule = &config.rules[0];
+    let claims = |value: Value| crate::http::jwt::Claims::from(value.as_object().unwrap().clone());
+    let tier = |claims: Option<&crate::http::jwt::Claims>| {
+        rule.tier_for(claims).unwrap().name.clone().unwrap()
+    };
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "enterprise"})))),
+        "enterprise"
+    );
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "team"})))),
+        "pro"
+    );
+    assert_eq!(tier(Some(&claims(json!({"sub": "a", "plan": 7})))), "pro");
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "hobby"})))),
+        "free"
+    );
+    assert_eq!(tier(Some(&claims(json!({"sub": "a"})))), "free");
+    assert_eq!(tier(None), "anonymous");
+    assert_eq!(
+        rule.tiers[1]
+            .key
+            .parts()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["claim:sub"],
+        "a plan tier keys on the subject by default"
+    );
+}
+
+#[test]
+fn plan_tiers_are_validated_and_must_not_leave_callers_uncovered() {
+    let tiered = |when: Value| {
+        json!({
+            "origin": "demo",
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [
+                {"name": "p", "when": when, "limit": 1, "window": "1s"},
+                {"name": "r", "when": "registered", "limit": 1, "window": "1s"},
+                {"name": "a", "when": "anonymous", "limit": 1, "window": "1s"},
+            ]}]
+        })
+    };
+    for (when, field) in [
+        (json!({"claim": "plan"}), "SLUICE.rules[0].tiers[0].when.in"),
+        (
+            json!({"claim": "", "in": ["x"]}),
+            "SLUICE.rules[0].tiers[0].when.claim",
+        ),
+        (
+            json!({"claim": "plan", "in": []}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": "pro"}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": [1.5]}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": ["a"], "equals": "a"}),
+            "SLUICE.rules[0].tiers[0].when.equals",
+        ),
+        (
+            json!({"claim": "plan", "equals": true}),
+            "SLUICE.rules[0].tiers[0].when.equals",
+        ),
+        (
+            json!({"claim": "plan", "is": "pro"}),
+            "SLUICE.rules[0].tiers[0].when.is",
+        ),
+        (json!(5), "SLUICE.rules[0].tiers[0].when"),
+        (json!("premium"), "SLUICE.rules[0].tiers[0].when"),
+    ] {
+        assert_eq!(error_field(tiered(when.clone())), field, "{when}");
+    }
+    let uncovered = json!({
+        "origin": "demo",
+        "jwt": {},
+        "rules": [{"id": "api", "tiers": [
+            {"name": "p", "when": {"claim": "plan", "equals": "pro"}, "limit": 1, "window": "1s"},
+            {"name": "a", "when": "anonymous", "limit": 1, "window": "1s"},
+        ]}]
+    });
+    assert_eq!(error_field(uncovered), "SLUICE.rules[0].tiers");
 }

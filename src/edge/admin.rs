@@ -16,15 +16,19 @@ use super::incoming::Parts;
 use super::settings::settings;
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::config::rule::{parse_override, Tier};
 use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
+use crate::http::key::MAX_KEY_BYTES;
 use crate::http::problem::Problem;
 use crate::http::time::rfc3339;
+use crate::ledger::Override;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::protocol::WireOverride;
 use crate::report::HUBS;
 use crate::stats::summarize;
 
@@ -112,10 +116,136 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
             stats(objects, since, top_minutes).await
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
+        (Method::Put, AdminRoute::Override { rule, key }) => {
+            let content_type = req.headers().get("content-type")?;
+            let body = read_body(&mut req)
+                .await
+                .and_then(|body| json_object(content_type.as_deref(), &body));
+            match body {
+                Ok(body) => put_override(env, objects, &rule, &key, body).await,
+                Err(problem) => return respond::problem(&problem),
+            }
+        }
+        (Method::Delete, AdminRoute::Override { rule, key }) => {
+            lift_override(env, objects, &rule, &key).await
+        }
+        (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
     };
     answer.or_else(|e| {
         console_error!("sluice: admin call failed: {e}");
         endpoints::unavailable()
+    })
+}
+
+/// The tier `rule` (a rule id, or `rule.tier`) names, with an override
+/// refused for the decision API (its callers send their policies on every
+/// call) and for a global quota (one object per part, not per key).
+fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
+    let not_here = |detail: String| Err(Problem::invalid("rule", detail));
+    if rule == API_RULE {
+        return not_here(format!(
+            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_RULE}"
+        ));
+    }
+    let scope = format!("rule:{rule}");
+    let settings = settings(env).map_err(|e| Problem::new(500, "invalid-config", e.to_string()))?;
+    let found = settings
+        .config
+        .rules
+        .iter()
+        .find_map(|r| r.tiers.iter().find(|t| t.scope == scope).map(|t| (r, t)));
+    match found {
+        Some((rule, _)) if rule.global.is_some() => not_here(format!(
+            "rule {:?} is a global quota that every caller shares; change its limit in the config",
+            rule.id
+        )),
+        Some((_, tier)) => Ok(tier.clone()),
+        None => Err(Problem::new(
+            404,
+            "not-found",
+            format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
+        )
+        .with("field", "rule")),
+    }
+}
+
+/// `PUT /admin/keys/{rule}/{key}/override`.
+async fn put_override(
+    env: &Env,
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    body: serde_json::Map<String, serde_json::Value>,
+) -> Result<Response> {
+    let tier = match override_tier(env, rule) {
+        Ok(tier) => tier,
+        Err(problem) => return respond::problem(&problem),
+    };
+    if key.len() > MAX_KEY_BYTES {
+        return respond::problem(&Problem::invalid(
+            "key",
+            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
+    let parsed = match parse_override(serde_json::Value::Object(body), &tier) {
+        Ok(parsed) => parsed,
+        Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
+    };
+    let now = now_ms();
+    let overridden = Override {
+        policies: parsed.policies,
+        until_ms: parsed.for_ms.map(|ms| now.saturating_add(ms)),
+        reason: parsed.reason,
+        set_ms: now,
+    };
+    let wire = WireOverride::encode(&overridden);
+    let object = object_name(rule, key);
+    let previous = objects.set_override(&object, Some(wire.clone())).await?;
+    isolate::forget_refusal(&object);
+    respond::json(
+        &json!({"object": object, "override": override_view(&wire), "replaced": previous.is_some()}),
+        Headers::new(),
+    )
+}
+
+/// `DELETE /admin/keys/{rule}/{key}/override`: 404 if there was none.
+async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> Result<Response> {
+    if let Err(problem) = override_tier(env, rule) {
+        return respond::problem(&problem);
+    }
+    let object = object_name(rule, key);
+    let Some(previous) = objects.set_override(&object, None).await? else {
+        return respond::problem(&Problem::new(
+            404,
+            "not-found",
+            format!("no override on {key:?} for rule {rule:?}"),
+        ));
+    };
+    isolate::forget_refusal(&object);
+    respond::json(
+        &json!({"object": object, "lifted": override_view(&previous)}),
+        Headers::new(),
+    )
+}
+
+/// An override as operators read it: policies with their limits and
+/// windows, `unlimited`, and when it lapses.
+fn override_view(o: &WireOverride) -> serde_json::Value {
+    let policies: Vec<serde_json::Value> = o
+        .decode()
+        .map(|o| o.policies)
+        .unwrap_or_default()
+        .iter()
+        .map(|(name, spec)| json!({"name": name, "limit": spec.limit(), "window_ms": spec.window_ms(), "algorithm": spec.algorithm()}))
+        .collect();
+    json!({
+        "unlimited": o.policies.is_empty(),
+        "policies": policies,
+        "until_ms": o.until_ms,
+        "until": o.until_ms.map(rfc3339),
+        "reason": o.reason,
+        "set_ms": o.set_ms,
+        "source": "admin",
     })
 }
 
@@ -131,6 +261,7 @@ async fn inspect_key(objects: &Objects, rule: &str, key: &str) -> Result<Respons
         "ban": state.ban,
         "leases": state.leases,
         "manual_ban": manual_ban,
+        "override": state.overridden.as_ref().map(override_view),
     });
     respond::json(&body, Headers::new())
 }

@@ -14,7 +14,8 @@ use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::protocol::{
-    CheckRequest, KeyRequest, KeyState, LeaseRequest, ThrottleRequest, UnbanRequest,
+    CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, ThrottleRequest,
+    UnbanRequest, WireOverride,
 };
 use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
@@ -102,6 +103,23 @@ impl Objects {
         };
         self.call(CONTAINERS, key, Method::Post, "peek", Some(&body))
             .await
+    }
+
+    /// Sets or lifts the override of the key an object holds; answers the
+    /// one it replaced.
+    pub async fn set_override(
+        &self,
+        key: &str,
+        overridden: Option<WireOverride>,
+    ) -> Result<Option<WireOverride>> {
+        let body = OverrideRequest {
+            key: key.to_string(),
+            overridden,
+        };
+        let answer: serde_json::Value = self
+            .call(CONTAINERS, key, Method::Post, "override", Some(&body))
+            .await?;
+        Ok(serde_json::from_value(answer["previous"].clone()).unwrap_or(None))
     }
 
     /// Forgets everything about a key; true if there was anything.

@@ -63,7 +63,7 @@ pub async fn limited(
             return respond::problem_with(&problem, headers);
         }
     };
-    let Some(tier) = rule.tier_for(claims.is_some()) else {
+    let Some(tier) = rule.tier_for(claims.as_ref()) else {
         return proxy::forward(req, settings, Forward::untouched()).await;
     };
     let inputs = KeyInputs {

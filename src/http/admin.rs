@@ -14,6 +14,8 @@ pub const API_RULE: &str = "_api";
 pub enum AdminRoute {
     /// `/admin/keys/{rule}/{key}`
     Key { rule: String, key: String },
+    /// `/admin/keys/{rule}/{key}/override`
+    Override { rule: String, key: String },
     /// `/admin/bans`
     Bans,
     /// `/admin/bans/{key}`
@@ -39,6 +41,14 @@ impl AdminRoute {
             });
         }
         let (rule, key) = rest.strip_prefix("keys/")?.split_once('/')?;
+        // A key's own `/` is percent-encoded, so a literal one before
+        // `override` ends the key.
+        if let Some(key) = key.strip_suffix("/override") {
+            return Some(AdminRoute::Override {
+                rule: non_empty(percent_decode(rule)?)?,
+                key: non_empty(percent_decode(key)?)?,
+            });
+        }
         Some(AdminRoute::Key {
             rule: non_empty(percent_decode(rule)?)?,
             key: non_empty(percent_decode(key)?)?,

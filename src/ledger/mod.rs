@@ -156,6 +156,8 @@ pub enum Write {
     },
     /// The key's ban record, to insert or overwrite.
     Ban { key: String, ban: Ban },
+    /// The key's override, to insert or overwrite.
+    Override { key: String, overridden: Override },
     /// A lease, new or with changed holds or expiry, and the limit the
     /// key's leases are held under.
     Lease {
@@ -179,6 +181,8 @@ pub enum Expired {
     Slot { key: String, name: String },
     /// The key's ban is over and its offences forgiven.
     Ban { key: String },
+    /// The key's override lapsed or was lifted.
+    Override { key: String },
     /// A lease was released or lapsed. When `floor` is set, a fence could
     /// still repeat: keep it as the key's fence floor before the lease row
     /// (which held it) goes.
@@ -208,14 +212,43 @@ struct KeyState {
     /// Recent refusals, counted toward a ban (memory only).
     strikes: Option<SlidingLog>,
     leases: LeaseTable,
+    overridden: Option<Override>,
+}
+
+/// An operator's limits for one key, in force instead of its rule's (or
+/// tier's) policies from the key's next decision until `until_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The policies in force; none means unlimited.
+    pub policies: Vec<(String, Spec)>,
+    /// When it lapses (the sweep removes it); `None`: until lifted.
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    /// When it was set, for operators.
+    pub set_ms: u64,
+}
+
+impl Override {
+    fn is_active(&self, now_ms: u64) -> bool {
+        self.until_ms.is_none_or(|until| now_ms < until)
+    }
 }
 
 impl KeyState {
+    /// The policies in force: an active override's, or the ones asked.
+    fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
+        match &self.overridden {
+            Some(o) if o.is_active(now_ms) => &o.policies,
+            _ => asked,
+        }
+    }
+
     /// Whether the key can be forgotten. A key whose fence floor is stored
     /// stays until the sweep deletes that row.
     fn is_empty(&self, now_ms: u64) -> bool {
         self.slots.is_empty()
             && self.ban.is_none()
+            && self.overridden.is_none()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()
     }
@@ -314,8 +347,8 @@ impl Ledger {
             return (self.peek_ask(key, ask, now_ms), Vec::new());
         }
         let mut state = self.keys.remove(key).unwrap_or_default();
-        let indices: Vec<usize> = ask
-            .specs
+        let specs = state.policies(ask.specs, now_ms).to_vec();
+        let indices: Vec<usize> = specs
             .iter()
             .map(|(name, spec)| slot_for(&mut state.slots, name, *spec))
             .collect();
@@ -406,8 +439,8 @@ impl Ledger {
     fn peek_ask(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> Outcome {
         let mut empty = KeyState::default();
         let state = self.keys.get_mut(key).unwrap_or(&mut empty);
-        let policies = ask
-            .specs
+        let specs = state.policies(ask.specs, now_ms).to_vec();
+        let policies = specs
             .iter()
             .map(|(name, spec)| {
                 let decision = match state.slots.iter_mut().find(|s| s.name == *name) {
@@ -645,6 +678,14 @@ impl Ledger {
                 state.ban = None;
                 expired.push(Expired::Ban { key: key.clone() });
             }
+            if state
+                .overridden
+                .as_ref()
+                .is_some_and(|o| !o.is_active(now_ms))
+            {
+                state.overridden = None;
+                expired.push(Expired::Override { key: key.clone() });
+            }
         }
         self.keys.retain(|_, state| !state.is_empty(now_ms));
         expired
@@ -681,7 +722,57 @@ impl Ledger {
             .keys
             .values()
             .filter_map(|state| state.leases.next_expiry());
-        slots.chain(bans).chain(leases).min()
+        let overrides = self
+            .keys
+            .values()
+            .filter_map(|state| state.overridden.as_ref()?.until_ms);
+        slots.chain(bans).chain(leases).chain(overrides).min()
+    }
+
+    /// Sets (or, with `None`, lifts) the override of `key`; answers the one
+    /// it replaced and what to write or delete. An override on a key with
+    /// no state is one row, and the key's alarm removes it when it lapses.
+    pub fn set_override(
+        &mut self,
+        key: &str,
+        next: Option<Override>,
+        now_ms: u64,
+    ) -> (Option<Override>, Vec<Write>, Vec<Expired>) {
+        let state = self.keys.entry(key.to_string()).or_default();
+        let previous = std::mem::replace(&mut state.overridden, next.clone());
+        let (writes, expired) = match next {
+            Some(overridden) => (
+                vec![Write::Override {
+                    key: key.to_string(),
+                    overridden,
+                }],
+                Vec::new(),
+            ),
+            None if previous.is_some() => (
+                Vec::new(),
+                vec![Expired::Override {
+                    key: key.to_string(),
+                }],
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|state| state.is_empty(now_ms))
+        {
+            self.keys.remove(key);
+        }
+        (previous, writes, expired)
+    }
+
+    /// The override of `key`, lapsed or not.
+    pub fn overridden(&self, key: &str) -> Option<&Override> {
+        self.keys.get(key)?.overridden.as_ref()
+    }
+
+    pub fn restore_override(&mut self, key: &str, overridden: Override) {
+        self.keys.entry(key.to_string()).or_default().overridden = Some(overridden);
     }
 
     /// Forgets everything about `key` (an operator's reset) and says which
@@ -705,8 +796,11 @@ impl Ledger {
             key: key.to_string(),
         });
         let expired = slots.chain(ban).chain(leases).collect();
+        // The floor of a lock's fences, and an operator's override (which
+        // is configuration, not state), outlive a reset.
         let fences = KeyState {
             leases: state.leases,
+            overridden: state.overridden,
             ..KeyState::default()
         };
         if !fences.is_empty(now_ms) {

@@ -688,3 +688,71 @@ fn a_slot_row_restores_the_run_it_carries() {
         "the run at 100 stopped counting at 1100"
     );
 }
+
+fn overriding(policies: Vec<(String, Spec)>, until_ms: Option<u64>) -> Override {
+    Override {
+        policies,
+        until_ms,
+        reason: "launch".into(),
+        set_ms: 0,
+    }
+}
+
+#[test]
+fn an_override_replaces_the_policies_from_the_next_decision_and_lapses() {
+    let mut ledger = Ledger::new();
+    let rule = [log("api", 2, 1000)];
+    assert!(check(&mut ledger, "k", &rule, 0, 1).0.allowed);
+    assert!(check(&mut ledger, "k", &rule, 1, 1).0.allowed);
+    assert!(!check(&mut ledger, "k", &rule, 2, 1).0.allowed);
+    let (previous, writes, _) = ledger.set_override(
+        "k",
+        Some(overriding(vec![log("api", 3, 1000)], Some(500))),
+        3,
+    );
+    assert!(previous.is_none());
+    assert!(matches!(writes[..], [Write::Override { .. }]));
+    let (outcome, _) = check(&mut ledger, "k", &rule, 4, 1);
+    assert!(
+        outcome.allowed,
+        "the override's limit counts the two earlier admissions"
+    );
+    assert_eq!(outcome.policies[0].decision.limit, 3);
+    assert!(!check(&mut ledger, "k", &rule, 5, 1).0.allowed);
+    assert_eq!(ledger.next_sweep(6), Some(500), "the override lapses first");
+    let expired = ledger.sweep(500);
+    assert!(expired.contains(&Expired::Override { key: "k".into() }));
+    assert_eq!(
+        check(&mut ledger, "k", &rule, 501, 0).0.policies[0]
+            .decision
+            .limit,
+        2
+    );
+}
+
+#[test]
+fn an_unlimited_override_admits_everything_and_reports_no_policy() {
+    let mut ledger = Ledger::new();
+    ledger.set_override("k", Some(overriding(Vec::new(), None)), 0);
+    for t in 0..100 {
+        let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], t, 1);
+        assert!(outcome.allowed && outcome.policies.is_empty() && writes.is_empty());
+    }
+    let (previous, _, expired) = ledger.set_override("k", None, 100);
+    assert!(previous.is_some());
+    assert_eq!(expired, [Expired::Override { key: "k".into() }]);
+    assert!(
+        ledger.is_empty(),
+        "an override on a key with no state is all it holds"
+    );
+}
+
+#[test]
+fn a_reset_keeps_the_override() {
+    let mut ledger = Ledger::new();
+    ledger.set_override("k", Some(overriding(vec![log("api", 5, 1000)], None)), 0);
+    check(&mut ledger, "k", &[log("api", 1, 1000)], 1, 1);
+    let expired = ledger.reset("k", 2);
+    assert!(!expired.contains(&Expired::Override { key: "k".into() }));
+    assert!(ledger.overridden("k").is_some());
+}

@@ -39,6 +39,15 @@ impl Spec {
         }
     }
 
+    /// The algorithm's name, as the config spells it.
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Spec::SlidingLog(_) => "sliding_log",
+            Spec::FixedWindow(_) => "fixed_window",
+            Spec::Gcra(_) => "gcra",
+        }
+    }
+
     /// `(kind, a, b, c)` for a storage row.
     pub fn encode(&self) -> (u64, u64, u64, u64) {
         match self {

@@ -31,7 +31,8 @@ use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, ThrottleRequest,
+    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, OverrideRequest, ThrottleRequest,
+    WireOverride,
 };
 use crate::queue::Queue;
 
@@ -117,12 +118,25 @@ impl DurableObject for Limiter {
                     let mut inner = self.inner.borrow_mut();
                     let (slots, ban) = inner.ledger.peek(&request.key, now_ms());
                     let leases = inner.ledger.leases(&request.key).to_vec();
-                    Response::from_json(&KeyState { slots, ban, leases })
+                    let overridden = inner
+                        .ledger
+                        .overridden(&request.key)
+                        .map(WireOverride::encode);
+                    Response::from_json(&KeyState {
+                        slots,
+                        ban,
+                        leases,
+                        overridden,
+                    })
                 }
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Post, "/reset") => match body::<KeyRequest>(&mut req).await {
                 Ok(request) => self.reset(&request.key).await,
+                Err(problem) => respond::problem(&problem),
+            },
+            (Method::Post, "/override") => match body::<OverrideRequest>(&mut req).await {
+                Ok(request) => self.set_override(request).await,
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Get, "/inspect") => Response::from_json(&self.inspect()?),
@@ -303,8 +317,27 @@ impl Limiter {
         Response::from_json(&serde_json::json!({ "reset": forgot }))
     }
 
-    /// Writes what a decision recorded, re-arms the alarm, and reports a
-    /// key that has just started holding state.
+    /// Sets or lifts a key's override; answers the one it replaced.
+    async fn set_override(&self, request: OverrideRequest) -> Result<Response> {
+        let next = match request.overridden.as_ref().map(WireOverride::decode) {
+            None => None,
+            Some(Ok(next)) => Some(next),
+            Some(Err(e)) => return respond::problem(&Problem::invalid("override", e.0)),
+        };
+        let now = now_ms();
+        let (previous, writes, expired) =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .set_override(&request.key, next, now);
+        self.persist(writes, now).await?;
+        self.delete(expired).await?;
+        Response::from_json(&serde_json::json!({
+            "previous": previous.as_ref().map(WireOverride::encode)
+        }))
+    }
+
+    /// Writes what a decision recorded and re-arms the alarm.
     async fn persist(&self, writes: Vec<Write>, now: u64) -> Result<()> {
         if writes.is_empty() {
             return Ok(());

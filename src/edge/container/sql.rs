@@ -9,6 +9,7 @@ use super::super::storage::int;
 use super::meter;
 use crate::ledger::{Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
+use crate::protocol::WireOverride;
 
 /// The container's tables. Each is created when it is first written, so a
 /// new key's first admission creates only the table it needs (creating a
@@ -21,15 +22,17 @@ pub enum Table {
     Bans,
     Leases,
     FenceFloors,
+    Overrides,
 }
 
 impl Table {
-    const ALL: [Table; 5] = [
+    const ALL: [Table; 6] = [
         Table::Slots,
         Table::Hits,
         Table::Bans,
         Table::Leases,
         Table::FenceFloors,
+        Table::Overrides,
     ];
 
     fn name(self) -> &'static str {
@@ -39,6 +42,7 @@ impl Table {
             Table::Bans => "bans",
             Table::Leases => "leases",
             Table::FenceFloors => "fence_floors",
+            Table::Overrides => "overrides",
         }
     }
 
@@ -70,6 +74,10 @@ impl Table {
             Table::FenceFloors => {
                 "CREATE TABLE IF NOT EXISTS fence_floors (
                   key TEXT NOT NULL PRIMARY KEY, fence INTEGER NOT NULL) WITHOUT ROWID"
+            }
+            Table::Overrides => {
+                "CREATE TABLE IF NOT EXISTS overrides (
+                  key TEXT NOT NULL PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
             }
         }
     }
@@ -146,6 +154,12 @@ struct LeaseRow {
     expires_ms: u64,
     holds: u32,
     lim: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct OverrideRow {
+    key: String,
+    body: String,
 }
 
 #[derive(Deserialize)]
@@ -262,6 +276,21 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     )? {
         ledger.restore_floor(&row.key, row.fence);
     }
+    for row in rows_if::<OverrideRow>(
+        sql,
+        tables,
+        Table::Overrides,
+        "SELECT key, body FROM overrides",
+    )? {
+        // A row that no longer reads back is dropped, not fatal: the key
+        // falls back to its rule's policies.
+        let decoded = serde_json::from_str::<WireOverride>(&row.body)
+            .ok()
+            .and_then(|wire| wire.decode().ok());
+        if let Some(overridden) = decoded {
+            ledger.restore_override(&row.key, overridden);
+        }
+    }
     Ok(ledger)
 }
 
@@ -311,6 +340,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Slot { .. } | Write::Respec { .. } => Table::Slots,
         Write::Hit { .. } => Table::Hits,
         Write::Ban { .. } => Table::Bans,
+        Write::Override { .. } => Table::Overrides,
         Write::Lease { .. } => Table::Leases,
     };
     tables.ensure(sql, table)?;
@@ -367,6 +397,14 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
                 int(u64::from(ban.offences)),
                 int(ban.forget_ms),
                 ban.reason.into(),
+            ],
+        )?,
+        Write::Override { key, overridden } => run(
+            sql,
+            "INSERT OR REPLACE INTO overrides (key, body) VALUES (?, ?)",
+            vec![
+                key.into(),
+                serde_json::to_string(&WireOverride::encode(&overridden))?.into(),
             ],
         )?,
         Write::Lease { key, lease, limit } => run(
@@ -439,6 +477,11 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
                 "DELETE FROM leases WHERE key = ? AND id = ?",
                 vec![key.into(), id.into()],
             )?;
+        }
+        Expired::Override { key } => {
+            if tables.has(Table::Overrides) {
+                run(sql, "DELETE FROM overrides WHERE key = ?", vec![key.into()])?;
+            }
         }
         Expired::Floor { key } => {
             if tables.has(Table::FenceFloors) {
