@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::problem::Problem;
 use crate::ledger::Outcome;
-use crate::limit::gcra::GcraPolicy;
+use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 use crate::limit::lease::LeaseError;
 use crate::limit::{Policy, Spec, NEVER};
 
@@ -108,9 +108,14 @@ pub fn parse_throttle_request(
         Some(value) => u32::try_from(integer(value, "quantity", "a non-negative integer")?)
             .map_err(|_| Problem::invalid("quantity", "quantity is too large"))?,
     };
-    let period_ms = period_s
-        .checked_mul(1000)
-        .ok_or_else(|| Problem::invalid("period_s", "period_s is too large"))?;
+    let max_period_s = MAX_PERIOD_MS / 1000;
+    if !(1..=max_period_s).contains(&period_s) {
+        return Err(Problem::invalid(
+            "period_s",
+            format!("period_s must be from 1 to {max_period_s} seconds (30 days), got {period_s}"),
+        ));
+    }
+    let period_ms = period_s * 1000;
     let policy = GcraPolicy::new(max_burst, count, period_ms).map_err(|e| {
         let name = if e.field() == "period" {
             "period_s"
@@ -695,6 +700,14 @@ mod tests {
                 .unwrap()
                 .to_string()
         };
+        let zero =
+            parse_throttle_request(JSON, br#"{"key":"k","max_burst":1,"count":1,"period_s":0}"#)
+                .unwrap_err()
+                .to_json();
+        assert!(
+            zero.contains("seconds") && !zero.contains(" ms"),
+            "period_s is in seconds: {zero}"
+        );
         let cases = [
             (r#"{"max_burst":1,"count":1,"period_s":1}"#, "key"),
             (r#"{"key":"k","count":1,"period_s":1}"#, "max_burst"),
