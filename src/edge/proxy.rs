@@ -37,8 +37,11 @@ impl Forward<'_> {
 pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Result<Response> {
     let response = match &config.origin {
         Origin::Demo => return demo(&req, forward).await,
-        Origin::Route => Fetch::Request(req).send().await,
-        Origin::Url(base) => match upstream(&req, base) {
+        Origin::Route => match req.url().and_then(|url| upstream(&req, url.as_str())) {
+            Ok(upstream) => Fetch::Request(upstream).send().await,
+            Err(e) => Err(e),
+        },
+        Origin::Url(base) => match target(&req, base).and_then(|url| upstream(&req, &url)) {
             Ok(upstream) => Fetch::Request(upstream).send().await,
             Err(e) => Err(e),
         },
@@ -64,19 +67,45 @@ pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Res
     Ok(response)
 }
 
-/// The same request aimed at `base` + path + query.
-fn upstream(req: &Request, base: &str) -> Result<Request> {
+/// `base` + the request's path + query.
+fn target(req: &Request, base: &str) -> Result<String> {
     let url = req.url()?;
-    let target = match url.query() {
+    Ok(match url.query() {
         Some(query) => format!("{base}{}?{query}", url.path()),
         None => format!("{base}{}", url.path()),
-    };
+    })
+}
+
+/// The same request aimed at `target`, marked as forwarded by Sluice.
+fn upstream(req: &Request, target: &str) -> Result<Request> {
+    let headers = req.headers().clone();
+    headers.set(LOOP_FIELD, "1")?;
     let mut init = RequestInit::new();
     init.with_method(req.method())
-        .with_headers(req.headers().clone())
+        .with_headers(headers)
         .with_redirect(RequestRedirect::Manual)
         .with_body(req.inner().body().map(Into::into));
-    Request::new_with_init(&target, &init)
+    Request::new_with_init(target, &init)
+}
+
+/// The field Sluice adds to every request it forwards. An origin that leads
+/// back to Sluice (`origin = "route"` under `wrangler dev`, or a URL of the
+/// worker itself) would otherwise forward the request to itself forever,
+/// each pass counted by the rules and holding a connection open.
+const LOOP_FIELD: &str = "sluice-loop";
+
+/// Whether this request was already forwarded by a Sluice.
+pub fn has_looped(req: &Request) -> bool {
+    req.headers().has(LOOP_FIELD).unwrap_or(false)
+}
+
+/// The answer to a request that came back to Sluice: `508 Loop Detected`.
+pub fn loop_detected() -> Result<Response> {
+    respond::problem(&Problem::new(
+        508,
+        "loop-detected",
+        "this request was already forwarded by Sluice: the origin leads back to Sluice itself; set origin to the server behind it",
+    ))
 }
 
 /// The longest the demo origin holds a request (`?hold_ms=`).

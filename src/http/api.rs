@@ -494,6 +494,21 @@ fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Res
 /// The answer body: the single-policy form flat, the `policies` form per
 /// policy with the names of those that refused.
 pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
+    let mut answer = limit_answer(request, outcome);
+    // A peek is always "allowed" (it takes nothing), so it also says
+    // whether a request of cost 1 would pass now: every policy has a unit
+    // left.
+    if request.cost == 0 {
+        answer["would_allow"] = outcome
+            .policies
+            .iter()
+            .all(|p| p.decision.remaining >= 1)
+            .into();
+    }
+    answer
+}
+
+fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
     if !request.named {
         if let Some(only) = outcome.policies.first() {
             let d = &only.decision;
@@ -551,6 +566,41 @@ mod tests {
         assert_eq!(problem.status, 400, "{body}");
         let json: Value = serde_json::from_str(&problem.to_json()).unwrap();
         json["field"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_peek_says_whether_one_more_would_pass() {
+        use crate::ledger::{Ask, Ledger};
+        let request = |cost: u32| {
+            let body = format!(r#"{{"key":"k","limit":1,"window_ms":1000,"cost":{cost}}}"#);
+            parse_limit_request(JSON, body.as_bytes()).unwrap()
+        };
+        let mut ledger = Ledger::new();
+        let mut ask = |cost: u32, now: u64| {
+            let call = request(cost);
+            let (outcome, _) = ledger.check(
+                "k",
+                &Ask {
+                    specs: &call.policies,
+                    cost,
+                    ban: None,
+                    lease: None,
+                },
+                now,
+            );
+            limit_response(&call, &outcome)
+        };
+        assert_eq!(ask(0, 0)["would_allow"], true);
+        assert_eq!(ask(1, 0)["would_allow"], Value::Null, "only a peek says it");
+        let exhausted = ask(0, 1);
+        assert_eq!(
+            (
+                &exhausted["allowed"],
+                &exhausted["remaining"],
+                &exhausted["would_allow"]
+            ),
+            (&json!(true), &json!(0), &json!(false))
+        );
     }
 
     #[test]
