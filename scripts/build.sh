@@ -12,7 +12,24 @@ case "$(uname -m)" in
   *) platform="linux-$(uname -m)" ;;
 esac
 
+# `wrangler dev` runs this build when it starts and again as soon as its
+# watcher on src/ is ready (wrangler 4.86 then says "The file src changed,
+# restarting build..." although nothing changed: it names the watched
+# directory, not a file). Nothing here writes under src/. So that the second
+# run costs nothing, a build whose inputs are all older than the last
+# successful build stops here. The stamp takes the time the build started,
+# so a file saved during a build makes the next one run.
+stamp=target/sluice-build.stamp
+if [ -f build/index.js ] && [ -f "$stamp" ] &&
+  [ -z "$(find src Cargo.toml Cargo.lock package-lock.json scripts/build.sh -newer "$stamp" -print -quit)" ]; then
+  echo "build: build/ is up to date with src/, Cargo.toml and Cargo.lock"
+  exit 0
+fi
+mkdir -p target
+touch "$stamp.next"
+
 export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
 export WASM_OPT_BIN="$PWD/node_modules/binaryen/bin/wasm-opt"
 export ESBUILD_BIN="$PWD/node_modules/@esbuild/$platform/bin/esbuild"
-exec worker-build --release
+worker-build --release
+mv "$stamp.next" "$stamp"

@@ -7,6 +7,7 @@ pub mod duration;
 pub mod paths;
 pub mod pattern;
 pub mod rule;
+mod words;
 
 use std::fmt;
 
@@ -199,14 +200,16 @@ impl Config {
         };
         let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            ConfigError {
-                field: if path == "." {
-                    "SLUICE".to_string()
-                } else {
-                    format!("SLUICE.{path}")
-                },
-                message: e.into_inner().to_string(),
+            let mut field = if path == "." {
+                "SLUICE".to_string()
+            } else {
+                format!("SLUICE.{path}")
+            };
+            let (missing, message) = words::plain(&e.into_inner().to_string());
+            if let Some(name) = missing {
+                field = format!("{field}.{name}");
             }
+            ConfigError { field, message }
         })?;
         Config::validate(raw)
     }
@@ -251,9 +254,9 @@ impl Config {
                     format!("rule id {:?} is used by an earlier rule", rule.id),
                 ));
             }
-            if rule.uses_jwt() && jwt.is_none() {
+            if let Some(needs) = rule::needs_jwt(&rule, &at).filter(|_| jwt.is_none()) {
                 return Err(error(
-                    &format!("{at}.tiers"),
+                    &needs,
                     "this rule tells callers apart by JWT (a \"registered\" tier or a claim in a key); configure SLUICE.jwt",
                 ));
             }
@@ -434,16 +437,48 @@ fn validate_origin(origin: Option<&str>) -> Result<Origin, String> {
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
             match rest {
-                Some(rest)
-                    if !rest.is_empty()
-                        && !rest.starts_with('/')
-                        && !rest.contains(['?', '#', ' ']) =>
-                {
+                Some(rest) if !rest.contains(['?', '#', ' ']) => {
+                    let authority = rest.split('/').next().unwrap_or_default();
+                    check_authority(authority).map_err(|m| format!("{origin:?}: {m}"))?;
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
                 _ => Err(format!("{origin:?} is not {CHOICES} without query")),
             }
         }
+    }
+}
+
+/// The `host[:port]` of an origin URL, checked so that a URL every
+/// request would fail to reach is refused before it is used: a host is
+/// required, a port is 1 to 65535, and credentials cannot be sent (fetch
+/// refuses URLs that carry them).
+fn check_authority(authority: &str) -> Result<(), String> {
+    if authority.contains('@') {
+        return Err("an origin cannot carry credentials (user@host)".into());
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((host, rest)) if !host.is_empty() => (host, rest.strip_prefix(':')),
+            _ => return Err("an IPv6 host is written [address]".into()),
+        },
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("the URL needs a host".into());
+    }
+    match port {
+        Some(port)
+            if port.parse::<u16>().map_or(true, |p| p == 0)
+                || !port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Err(format!(
+                "port {port:?} is not a port: use a number from 1 to 65535"
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

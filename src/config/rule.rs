@@ -8,13 +8,12 @@ use super::duration::parse_ms;
 use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::{error, ConfigError};
-use crate::http::api::validate_policy_name;
 use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
 use crate::ledger::BanPolicy;
-use crate::limit::gcra::GcraPolicy;
+use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::split::{share_spec, MAX_PARTS};
 use crate::limit::{Policy, Spec};
 
@@ -159,6 +158,22 @@ impl Rule {
             tier.when != When::Always || tier.key.parts().any(|p| matches!(p, Part::Claim(_)))
         })
     }
+}
+
+/// The field of rule `rule` (validated at `at`) that needs a JWT, if one
+/// does: the first key with a claim, or the first tier for registered or
+/// anonymous callers.
+pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
+    let tiered = rule.tiers.iter().any(|tier| tier.name.is_some());
+    rule.tiers.iter().enumerate().find_map(|(i, tier)| {
+        let claims = tier.key.parts().any(|p| matches!(p, Part::Claim(_)));
+        match (claims, tiered) {
+            (true, true) => Some(format!("{at}.tiers[{i}].key")),
+            (true, false) => Some(format!("{at}.key")),
+            (false, _) if tier.when != When::Always => Some(format!("{at}.tiers[{i}].when")),
+            _ => None,
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -452,13 +467,18 @@ fn validate_concurrency(
     at: &str,
 ) -> Result<Option<Concurrency>, ConfigError> {
     let Some(limit) = limit else {
-        if lease_ttl.is_some() || queue.is_some() {
-            return Err(error(
-                &format!("{at}.concurrency"),
-                "lease_ttl and queue need concurrency = N",
-            ));
-        }
-        return Ok(None);
+        let orphan = match (lease_ttl, &queue) {
+            (Some(_), _) => Some("lease_ttl"),
+            (None, Some(_)) => Some("queue"),
+            (None, None) => None,
+        };
+        return match orphan {
+            Some(name) => Err(error(
+                &format!("{at}.{name}"),
+                format!("{name} applies to a concurrency limit: set concurrency = N too, or leave {name} out"),
+            )),
+            None => Ok(None),
+        };
     };
     let limit = u32::try_from(limit)
         .ok()
@@ -526,7 +546,7 @@ fn validate_tiers(
     let mut tiers: Vec<Tier> = Vec::with_capacity(raw.len());
     for (i, tier) in raw.into_iter().enumerate() {
         let here = format!("{at}.tiers[{i}]");
-        validate_tier_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
+        validate_part_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
         if tiers
             .iter()
             .any(|t| t.name.as_deref() == Some(tier.name.as_str()))
@@ -544,6 +564,12 @@ fn validate_tiers(
         };
         let key = KeySpec::parse(tier.key.as_deref().unwrap_or(default_key))
             .map_err(|m| error(&format!("{here}.key"), m))?;
+        if when == When::Anonymous && key.parts().any(|p| matches!(p, Part::Claim(_))) {
+            return Err(error(
+                &format!("{here}.key"),
+                "anonymous callers have no verified JWT, so their key cannot use {sub} or a claim: key them by ip or a header",
+            ));
+        }
         let base = format!("{rule_id}.{}", tier.name);
         let limits = RawLimits {
             limit: tier.limit,
@@ -619,8 +645,7 @@ fn validate_limits(
                 let here = format!("{at}.policies[{i}]");
                 let name = match (&policy.name, several) {
                     (Some(name), _) => {
-                        validate_policy_name(name)
-                            .map_err(|m| error(&format!("{here}.name"), m))?;
+                        validate_part_name(name).map_err(|m| error(&format!("{here}.name"), m))?;
                         format!("{base}.{name}")
                     }
                     (None, false) => base.to_string(),
@@ -680,7 +705,14 @@ fn validate_spec(
             let max_burst = burst.unwrap_or(limit - 1);
             GcraPolicy::new(max_burst, limit, window_ms)
                 .map(Spec::Gcra)
-                .map_err(|e| error(&format!("{at}.burst"), e.to_string()))
+                .map_err(|_| {
+                    error(
+                        &format!("{at}.burst"),
+                        format!(
+                            "burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"
+                        ),
+                    )
+                })
         }
         Some(other) => Err(error(
             &format!("{at}.algorithm"),
@@ -838,23 +870,6 @@ fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, Co
     Ok(When::Claim { name, values })
 }
 
-/// A tier's name is part of its objects' names (`rule:<id>.<tier>:<key>`),
-/// so it holds neither the `.` nor the `:` that delimit them: two tiers (or
-/// a tier and a key) can then never name the same object.
-fn validate_tier_name(name: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a valid tier name: use 1 to 64 letters, digits, \"-\" or \"_\""
-        ))
-    }
-}
-
 fn validate_rule_id(id: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&id.len())
         && !id.starts_with('_')
@@ -866,6 +881,24 @@ fn validate_rule_id(id: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{id:?} is not a valid rule id: use 1 to 64 letters, digits, \"-\" or \"_\", not starting with \"_\""
+        ))
+    }
+}
+
+/// Tier and policy names join rule ids in policy names
+/// (`<rule>.<tier>.<policy>`) and object names (`rule:<rule>.<tier>:<key>`),
+/// so like rule ids they hold no `.` or `:`: with them, `a` + `b.c` and
+/// `a.b` + `c` would be one name.
+fn validate_part_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
         ))
     }
 }

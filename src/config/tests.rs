@@ -274,7 +274,7 @@ fn every_bad_field_is_named() {
         (json!({"rules": {}}), "SLUICE.rules"),
         (
             json!({"rules": [{"limit": 1, "window": "1s"}]}),
-            "SLUICE.rules[0]",
+            "SLUICE.rules[0].id",
         ),
         (with_rule(json!({"id": ""})), "SLUICE.rules[0].id"),
         (with_rule(json!({"id": "a b"})), "SLUICE.rules[0].id"),
@@ -311,7 +311,7 @@ fn every_bad_field_is_named() {
         (with_rule(json!({"key": "{id}"})), "SLUICE.rules[0].key"),
         (with_rule(json!({"key": "{action}"})), "SLUICE.rules[0].key"),
         (with_rule(json!({"action": ""})), "SLUICE.rules[0].action"),
-        (with_rule(json!({"key": "{sub}"})), "SLUICE.rules[0].tiers"),
+        (with_rule(json!({"key": "{sub}"})), "SLUICE.rules[0].key"),
         (
             with_rule(json!({"match": {"path": "api/*"}})),
             "SLUICE.rules[0].match.path",
@@ -355,7 +355,7 @@ fn every_bad_field_is_named() {
         ),
         (
             with_rule(json!({"ban": {"after": 3, "within": "1m"}})),
-            "SLUICE.rules[0].ban",
+            "SLUICE.rules[0].ban.for",
         ),
         (
             with_rule(json!({"ban": {"after": 0, "within": "1m", "for": "1m"}})),
@@ -429,7 +429,7 @@ fn bad_policy_lists_and_tiers_are_named() {
         ),
         (
             policies(json!([{"limit": 1}])),
-            "SLUICE.rules[0].policies[0]",
+            "SLUICE.rules[0].policies[0].window",
         ),
         (tiers(json!([])), "SLUICE.rules[0].tiers"),
         (
@@ -460,7 +460,7 @@ fn bad_policy_lists_and_tiers_are_named() {
         ),
         (
             tiers(json!([{"limit": 1, "window": "1s"}])),
-            "SLUICE.rules[0].tiers[0]",
+            "SLUICE.rules[0].tiers[0].name",
         ),
         (
             bare_rule(
@@ -550,7 +550,7 @@ fn bad_concurrency_fields_are_named() {
         ),
         (
             rule(json!({"limit": 1, "window": "1s", "lease_ttl": "5s"})),
-            "SLUICE.rules[0].concurrency",
+            "SLUICE.rules[0].lease_ttl",
         ),
     ];
     for (value, field) in cases {
@@ -846,6 +846,13 @@ fn origin_auth_parses_with_defaults_and_names_bad_fields() {
     }
 }
 
+fn error_of(value: Value) -> ConfigError {
+    match Config::from_value(value.clone()) {
+        Ok(_) => panic!("accepted {value}"),
+        Err(e) => e,
+    }
+}
+
 #[test]
 fn plan_tiers_match_a_claim_value_in_order() {
     let config = Config::from_value(json!({
@@ -950,4 +957,132 @@ fn plan_tiers_are_validated_and_must_not_leave_callers_uncovered() {
         ]}]
     });
     assert_eq!(error_field(uncovered), "SLUICE.rules[0].tiers");
+}
+
+#[test]
+fn configs_that_cannot_work_are_refused() {
+    for origin in [
+        "https://x:99999",
+        "https://x:0",
+        "https://x:",
+        "https://x:8a",
+        "http://:80",
+        "https://user@x",
+    ] {
+        assert_eq!(
+            error_field(json!({ "origin": origin })),
+            "SLUICE.origin",
+            "{origin}"
+        );
+    }
+    for origin in [
+        "https://x:8443",
+        "http://127.0.0.1:9000/base",
+        "https://[::1]:8443",
+    ] {
+        assert!(
+            Config::from_value(json!({ "origin": origin })).is_ok(),
+            "{origin}"
+        );
+    }
+    // An anonymous caller has no verified JWT: a claim in its key would
+    // make every anonymous request a 400.
+    for key in ["{sub}", "claim:plan", "ip+sub"] {
+        let anonymous_on_sub = json!({
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [
+                {"name": "registered", "when": "registered", "limit": 10, "window": "1m"},
+                {"name": "anonymous", "when": "anonymous", "key": key, "limit": 5, "window": "1m"},
+            ]}]
+        });
+        assert_eq!(
+            error_field(anonymous_on_sub),
+            "SLUICE.rules[0].tiers[1].key",
+            "{key}"
+        );
+    }
+    // `.` and `:` separate rule, tier, policy and key in policy and
+    // object names: `a` + `b.c` must not read like `a.b` + `c`.
+    for name in ["a.b", "a:b"] {
+        let tier = json!({
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [{"name": name, "limit": 1, "window": "1s"}]}]
+        });
+        assert_eq!(error_field(tier), "SLUICE.rules[0].tiers[0].name");
+        let policy = with_rule(json!({
+            "limit": null, "window": null,
+            "policies": [{"name": name, "limit": 1, "window": "1s"}]
+        }));
+        assert_eq!(error_field(policy), "SLUICE.rules[0].policies[0].name");
+    }
+}
+
+#[test]
+fn config_errors_speak_the_users_words() {
+    let message = |value: Value| error_of(value).to_string();
+    for (value, field, words) in [
+        (json!([]), "SLUICE", "a table"),
+        (
+            json!({"rules": [{"id": "a", "match": "/api/*", "limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].match",
+            "a table",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 10.0, "window": "1s"}]}),
+            "SLUICE.rules[0].limit",
+            "a whole number",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 1, "window": 5}]}),
+            "SLUICE.rules[0].window",
+            "a string",
+        ),
+        (
+            json!({"rules": [{"id": "a", "allow": "10.0.0.0/8", "limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].allow",
+            "a list",
+        ),
+        (
+            json!({"rules": [{"limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].id",
+            "id is required",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "algorithm": "gcra", "burst": 2_000_000}]}),
+            "SLUICE.rules[0].burst",
+            "burst",
+        ),
+    ] {
+        let e = error_of(value.clone());
+        assert_eq!(e.field, field, "{value}");
+        assert!(e.message.contains(words), "{value}: {}", e.message);
+        for internal in [
+            "Raw",
+            "struct",
+            "u64",
+            "u8",
+            "u16",
+            "max_burst",
+            "sequence",
+            "map",
+        ] {
+            assert!(
+                !e.message.contains(internal),
+                "{value}: {} leaks {internal}",
+                e.message
+            );
+        }
+    }
+    assert!(message(
+        json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "lease_ttl": "1s"}]})
+    )
+    .starts_with("SLUICE.rules[0].lease_ttl:"));
+    assert!(message(
+        json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "queue": {"max_wait": "1s"}}]})
+    )
+    .starts_with("SLUICE.rules[0].queue:"));
+    assert!(
+        message(json!({"rules": [{"id": "a", "key": "{sub}", "limit": 1, "window": "1s"}]}))
+            .starts_with("SLUICE.rules[0].key:")
+    );
 }

@@ -17,7 +17,9 @@ use super::settings::settings;
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::config::rule::{parse_override, Tier};
-use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
+use crate::http::admin::{
+    ban_subject, object_name, parse_manual_ban, parse_since, targets, AdminRoute, Target, API_RULE,
+};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
 use crate::http::cidr::client_network;
@@ -74,20 +76,26 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
     let Some(route) = AdminRoute::parse(path) else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
-    if let AdminRoute::Key { rule, .. } = &route {
-        if !known_rule(env, rule) {
-            let problem = Problem::new(
-                404,
-                "not-found",
-                format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
-            )
-            .with("field", "rule");
-            return respond::problem(&problem);
-        }
-    }
+    // Only a valid config gets here: the fetch handler answers 500 first.
+    let settings = match settings(env) {
+        Ok(settings) => settings,
+        Err(_) => return endpoints::unavailable(),
+    };
+    let config = &settings.config;
+    let targets = match &route {
+        AdminRoute::Key { rule, key } => match targets(config, rule, key) {
+            Ok(targets) => targets,
+            Err(problem) => return respond::problem(&problem),
+        },
+        _ => Vec::new(),
+    };
     let answer = match (req.method(), route) {
-        (Method::Get, AdminRoute::Key { rule, key }) => inspect_key(objects, &rule, &key).await,
-        (Method::Delete, AdminRoute::Key { rule, key }) => reset_key(objects, &rule, &key).await,
+        (Method::Get, AdminRoute::Key { rule, key }) => {
+            inspect_key(objects, &rule, &key, &targets).await
+        }
+        (Method::Delete, AdminRoute::Key { rule, key }) => {
+            reset_key(objects, &rule, &key, &targets).await
+        }
         (_, AdminRoute::Key { .. }) => return not_allowed("GET, DELETE"),
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => return not_allowed("GET"),
@@ -98,21 +106,32 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
                 .and_then(|body| json_object(content_type.as_deref(), &body))
                 .and_then(|object| parse_manual_ban(&object));
             match ban {
-                Ok(ban) => put_ban(objects, key, ban.for_ms, ban.reason).await,
+                Ok(ban) => {
+                    let subject = ban_subject(&key, config.ipv6_prefix);
+                    put_ban(objects, subject, ban.for_ms, ban.reason).await
+                }
                 Err(problem) => return respond::problem(&problem),
             }
         }
-        (Method::Delete, AdminRoute::Ban { key }) => lift_ban(objects, &key).await,
+        (Method::Delete, AdminRoute::Ban { key }) => {
+            lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
+        }
         (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Stats) => {
             let url = req.url()?;
             let param = |name: &str| {
                 url.query_pairs()
                     .find(|(n, _)| n == name)
-                    .and_then(|(_, value)| value.parse::<u64>().ok())
+                    .map(|(_, value)| value.into_owned())
             };
-            let since = param("since").unwrap_or(0);
-            let top_minutes = param("top_minutes").unwrap_or(10).clamp(1, 60);
+            let since = match parse_since(param("since").as_deref()) {
+                Ok(since) => since,
+                Err(problem) => return respond::problem(&problem),
+            };
+            let top_minutes = param("top_minutes")
+                .and_then(|value| value.parse::<u64>().ok())
+                .unwrap_or(10)
+                .clamp(1, 60);
             stats(objects, since, top_minutes).await
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
@@ -249,31 +268,58 @@ fn override_view(o: &WireOverride) -> serde_json::Value {
     })
 }
 
-async fn inspect_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
-    let object = object_name(rule, key);
-    let state = objects.peek(&object).await?;
+/// A key's state: as it was for one object, and under `tiers` one entry
+/// per tier for a tiered rule's id.
+async fn inspect_key(
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    targets: &[Target],
+) -> Result<Response> {
     let manual_ban = isolate::manual_ban(&[key], now_ms());
-    let body = json!({
-        "rule": rule,
-        "key": key,
-        "object": object,
-                "slots": state.slots,
-        "ban": state.ban,
-        "leases": state.leases,
-        "manual_ban": manual_ban,
-        "override": state.overridden.as_ref().map(override_view),
-    });
+    let mut states = Vec::with_capacity(targets.len());
+    for target in targets {
+        let state = objects.peek(&target.object).await?;
+        states.push(json!({
+            "rule": target.rule,
+            "key": key,
+            "object": target.object,
+            "slots": state.slots,
+            "ban": state.ban,
+            "leases": state.leases,
+            "manual_ban": manual_ban,
+            "override": state.overridden.as_ref().map(override_view),
+        }));
+    }
+    let body = match <[serde_json::Value; 1]>::try_from(states) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers, "manual_ban": manual_ban}),
+    };
     respond::json(&body, Headers::new())
 }
 
-async fn reset_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
-    let object = object_name(rule, key);
-    let reset = objects.reset(&object).await?;
-    isolate::forget_refusal(&object);
-    objects
-        .unban_everywhere(key, &format!("rule:{rule}"))
-        .await?;
-    respond::json(&json!({"object": object, "reset": reset}), Headers::new())
+/// Resets the key in every object the route names (every tier's, for a
+/// tiered rule's id).
+async fn reset_key(
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    targets: &[Target],
+) -> Result<Response> {
+    let mut answers = Vec::with_capacity(targets.len());
+    for target in targets {
+        let reset = objects.reset(&target.object).await?;
+        isolate::forget_refusal(&target.object);
+        objects
+            .unban_everywhere(key, &format!("rule:{}", target.rule))
+            .await?;
+        answers.push(json!({"object": target.object, "reset": reset}));
+    }
+    let body = match <[serde_json::Value; 1]>::try_from(answers) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
+    };
+    respond::json(&body, Headers::new())
 }
 
 /// Counts, top refused keys and the hubs' own figures, merged from every
@@ -345,7 +391,8 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
-    let body = json!({"key": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    // `banned` says what is refused: for an IPv6 address, its group.
+    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
     isolate::remember_manual_ban(record);
     respond::json(&body, Headers::new())
 }
@@ -361,21 +408,4 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
         ));
     }
     respond::json(&json!({"key": key, "removed": true}), Headers::new())
-}
-
-/// Whether `rule` names the decision API or a rule (or a rule's tier) of
-/// the config, so that a typo answers 404 rather than an empty key.
-fn known_rule(env: &Env, rule: &str) -> bool {
-    if rule == API_RULE {
-        return true;
-    }
-    let scope = format!("rule:{rule}");
-    settings(env).is_ok_and(|settings| {
-        settings
-            .config
-            .rules
-            .iter()
-            .flat_map(|r| &r.tiers)
-            .any(|tier| tier.scope == scope)
-    })
 }

@@ -14,6 +14,7 @@ use super::settings::Settings;
 use super::{endpoints, isolate, now_ms, respond};
 use crate::banlist::BanRecord;
 use crate::config::{Global, OnError, OnInvalid, Rule, Tier};
+use crate::http::admin::manual_ban_detail;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims};
 use crate::http::key::{client_ip, KeyInputs};
@@ -351,12 +352,8 @@ pub fn denied(rule_id: &str) -> Result<Response> {
 fn manually_banned(rule: &Rule, ban: &BanRecord, now_ms: u64) -> Result<Response> {
     let status = rule.ban.map_or(429, |b| b.status);
     let until = rfc3339(ban.until_ms);
-    let problem = Problem::new(
-        status,
-        "banned",
-        format!("banned by an operator until {until}: {}", ban.reason),
-    )
-    .with("banned-until", until);
+    let problem = Problem::new(status, "banned", manual_ban_detail(&until, &ban.reason))
+        .with("banned-until", until);
     let headers = Headers::new();
     headers.set(
         "retry-after",

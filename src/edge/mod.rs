@@ -53,12 +53,17 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
     isolate::upkeep(&objects, &ctx);
+    // The deny list holds on every path, Sluice's own endpoints included:
+    // a denied client gets no decisions, no health answer, no admin API.
+    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
+        return gate::denied("*");
+    }
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
         return endpoints::serve(req, &env, &objects, own).await;
     }
-    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
-        return gate::denied("*");
+    if proxy::has_looped(&req) {
+        return proxy::loop_detected();
     }
     let method = req.method().to_string();
     let path = RequestPath::new(&path);

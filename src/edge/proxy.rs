@@ -93,12 +93,33 @@ fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request>
     for (name, value) in to_origin(req.headers().entries().collect(), client, auth) {
         headers.append(&name, &value)?;
     }
+    headers.set(LOOP_FIELD, "1")?;
     let mut init = RequestInit::new();
     init.with_method(req.method())
         .with_headers(headers)
         .with_redirect(RequestRedirect::Manual)
         .with_body(req.inner().body().map(Into::into));
     Request::new_with_init(target, &init)
+}
+
+/// The field Sluice adds to every request it forwards. An origin that leads
+/// back to Sluice (`origin = "route"` under `wrangler dev`, or a URL of the
+/// worker itself) would otherwise forward the request to itself forever,
+/// each pass counted by the rules and holding a connection open.
+const LOOP_FIELD: &str = "sluice-loop";
+
+/// Whether this request was already forwarded by a Sluice.
+pub fn has_looped(req: &Request) -> bool {
+    req.headers().has(LOOP_FIELD).unwrap_or(false)
+}
+
+/// The answer to a request that came back to Sluice: `508 Loop Detected`.
+pub fn loop_detected() -> Result<Response> {
+    respond::problem(&Problem::new(
+        508,
+        "loop-detected",
+        "this request was already forwarded by Sluice: the origin leads back to Sluice itself; set origin to the server behind it",
+    ))
 }
 
 /// The longest the demo origin holds a request (`?hold_ms=`).

@@ -8,6 +8,7 @@ use crate::http::headers::{ratelimit, ratelimit_policy, retry_after_field};
 use crate::http::problem::{Problem, CONTENT_TYPE};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
+use crate::limit::NEVER;
 
 pub fn problem(problem: &Problem) -> Result<Response> {
     problem_with(problem, Headers::new())
@@ -51,13 +52,22 @@ pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> 
         Some(ban) => {
             let status = rule.ban.map_or(429, |b| b.status);
             let until = rfc3339(ban.until_ms.max(now_ms));
-            Problem::new(
-                status,
-                "banned",
-                format!("banned by rule {} until {until}: {}", rule.id, ban.reason),
-            )
-            .with("banned-until", until)
-            .with("offences", ban.offences)
+            // Retry-After is when a request can pass: the ban's end, or
+            // later when the rule's window is still full then.
+            let pass_ms = now_ms.saturating_add(outcome.retry_after_ms);
+            let detail = if outcome.retry_after_ms != NEVER && pass_ms > ban.until_ms {
+                format!(
+                    "banned by rule {} until {until}: {}; the rule's limit admits requests again from {}",
+                    rule.id,
+                    ban.reason,
+                    rfc3339(pass_ms)
+                )
+            } else {
+                format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
+            };
+            Problem::new(status, "banned", detail)
+                .with("banned-until", until)
+                .with("offences", ban.offences)
         }
         None => {
             let violated = outcome.violated_names();

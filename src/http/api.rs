@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::problem::Problem;
 use crate::ledger::Outcome;
-use crate::limit::gcra::GcraPolicy;
+use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 use crate::limit::lease::LeaseError;
 use crate::limit::{Policy, Spec, NEVER};
 
@@ -108,9 +108,14 @@ pub fn parse_throttle_request(
         Some(value) => u32::try_from(integer(value, "quantity", "a non-negative integer")?)
             .map_err(|_| Problem::invalid("quantity", "quantity is too large"))?,
     };
-    let period_ms = period_s
-        .checked_mul(1000)
-        .ok_or_else(|| Problem::invalid("period_s", "period_s is too large"))?;
+    let max_period_s = MAX_PERIOD_MS / 1000;
+    if !(1..=max_period_s).contains(&period_s) {
+        return Err(Problem::invalid(
+            "period_s",
+            format!("period_s must be from 1 to {max_period_s} seconds (30 days), got {period_s}"),
+        ));
+    }
+    let period_ms = period_s * 1000;
     let policy = GcraPolicy::new(max_burst, count, period_ms).map_err(|e| {
         let name = if e.field() == "period" {
             "period_s"
@@ -489,6 +494,21 @@ fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Res
 /// The answer body: the single-policy form flat, the `policies` form per
 /// policy with the names of those that refused.
 pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
+    let mut answer = limit_answer(request, outcome);
+    // A peek is always "allowed" (it takes nothing), so it also says
+    // whether a request of cost 1 would pass now: every policy has a unit
+    // left.
+    if request.cost == 0 {
+        answer["would_allow"] = outcome
+            .policies
+            .iter()
+            .all(|p| p.decision.remaining >= 1)
+            .into();
+    }
+    answer
+}
+
+fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
     if !request.named {
         if let Some(only) = outcome.policies.first() {
             let d = &only.decision;
@@ -546,6 +566,41 @@ mod tests {
         assert_eq!(problem.status, 400, "{body}");
         let json: Value = serde_json::from_str(&problem.to_json()).unwrap();
         json["field"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_peek_says_whether_one_more_would_pass() {
+        use crate::ledger::{Ask, Ledger};
+        let request = |cost: u32| {
+            let body = format!(r#"{{"key":"k","limit":1,"window_ms":1000,"cost":{cost}}}"#);
+            parse_limit_request(JSON, body.as_bytes()).unwrap()
+        };
+        let mut ledger = Ledger::new();
+        let mut ask = |cost: u32, now: u64| {
+            let call = request(cost);
+            let (outcome, _) = ledger.check(
+                "k",
+                &Ask {
+                    specs: &call.policies,
+                    cost,
+                    ban: None,
+                    lease: None,
+                },
+                now,
+            );
+            limit_response(&call, &outcome)
+        };
+        assert_eq!(ask(0, 0)["would_allow"], true);
+        assert_eq!(ask(1, 0)["would_allow"], Value::Null, "only a peek says it");
+        let exhausted = ask(0, 1);
+        assert_eq!(
+            (
+                &exhausted["allowed"],
+                &exhausted["remaining"],
+                &exhausted["would_allow"]
+            ),
+            (&json!(true), &json!(0), &json!(false))
+        );
     }
 
     #[test]
@@ -695,6 +750,14 @@ mod tests {
                 .unwrap()
                 .to_string()
         };
+        let zero =
+            parse_throttle_request(JSON, br#"{"key":"k","max_burst":1,"count":1,"period_s":0}"#)
+                .unwrap_err()
+                .to_json();
+        assert!(
+            zero.contains("seconds") && !zero.contains(" ms"),
+            "period_s is in seconds: {zero}"
+        );
         let cases = [
             (r#"{"max_burst":1,"count":1,"period_s":1}"#, "key"),
             (r#"{"key":"k","count":1,"period_s":1}"#, "max_burst"),

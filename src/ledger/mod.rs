@@ -18,6 +18,12 @@ use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
 use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 
+/// How soon a request refused for want of a lease is told to retry, unless
+/// a lease lapses sooner: a holder may release at any moment and the object
+/// cannot foresee when, so the lapse (up to a lease's whole TTL) is only the
+/// worst case.
+pub const LEASE_RETRY_MS: u64 = 1_000;
+
 /// One policy's part of an outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyDecision {
@@ -46,7 +52,7 @@ pub struct Outcome {
     /// 0 when allowed; otherwise how long until the whole request could
     /// pass: the ban must end and every refusing policy must have room
     /// (windows only free up while nothing is admitted). A refused lease
-    /// counts its first lapse, though a release may come sooner.
+    /// counts [`LEASE_RETRY_MS`], or its first lapse if sooner.
     pub retry_after_ms: u64,
 }
 
@@ -62,7 +68,8 @@ pub struct LeaseOutcome {
     /// Whether the concurrency limit refused; it is not asked when a rate
     /// policy has already refused.
     pub refused: bool,
-    /// When refused, ms until the first lease lapses.
+    /// When refused, ms until the first lease lapses: the worst case, since
+    /// a release may come sooner.
     pub retry_after_ms: u64,
     /// Set when the acquire was not even tried: the request is at fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,7 +89,10 @@ impl Outcome {
         } else {
             let refusing = policies.iter().map(|p| p.decision.retry_after_ms);
             let banned = ban.iter().map(|b| b.until_ms.saturating_sub(now_ms));
-            let leased = lease.iter().filter(|l| l.refused).map(|l| l.retry_after_ms);
+            let leased = lease
+                .iter()
+                .filter(|l| l.refused)
+                .map(|l| l.retry_after_ms.min(LEASE_RETRY_MS));
             refusing.chain(banned).chain(leased).max().unwrap_or(0)
         };
         Outcome {
@@ -355,17 +365,34 @@ impl Ledger {
         let mut writes = Vec::new();
         let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
             Some(active) => {
+                // When a request can pass again: the ban's end, or later if
+                // a window is still full then (windows only free up while
+                // nothing is admitted), so that a client that waits as told
+                // is not refused again, which would count toward the next
+                // offence.
+                let pass_ms = indices
+                    .iter()
+                    .map(|&i| {
+                        state.slots[i]
+                            .limiter
+                            .decide(now_ms, ask.cost)
+                            .retry_after_ms
+                    })
+                    .max()
+                    .unwrap_or(0);
                 let policies = report(&mut state.slots, &indices, now_ms, |_| None);
                 let lease = ask
                     .lease
                     .map(|l| lease_report(&state.leases, l, None, now_ms));
-                Outcome::new(
+                let mut outcome = Outcome::new(
                     false,
                     policies,
                     Some(BanNotice::of(active, false)),
                     lease,
                     now_ms,
-                )
+                );
+                outcome.retry_after_ms = outcome.retry_after_ms.max(pass_ms);
+                outcome
             }
             None => {
                 let decisions: Vec<Decision> = indices

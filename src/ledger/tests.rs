@@ -756,3 +756,55 @@ fn a_reset_keeps_the_override() {
     assert!(!expired.contains(&Expired::Override { key: "k".into() }));
     assert!(ledger.overridden("k").is_some());
 }
+
+#[test]
+fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
+    // Limit 1 per minute; banned at the second refusal for 2 s.
+    let policy = BanPolicy::new(2, 60_000, 2_000, 2, 3_600_000).unwrap();
+    let p = [log("api", 1, 60_000)];
+    let mut ledger = Ledger::new();
+    assert!(check_banned(&mut ledger, "k", &p, 0, &policy).0.allowed);
+    check_banned(&mut ledger, "k", &p, 1, &policy);
+    let (started, _) = check_banned(&mut ledger, "k", &p, 2, &policy);
+    assert_eq!(started.ban.as_ref().unwrap().until_ms, 2_002);
+    assert_eq!(started.retry_after_ms, 59_998, "the window frees at 60 s");
+    // Inside the ban, the answer names the same moment: the first at which
+    // a request can pass, not the ban's end (a client that obeys
+    // Retry-After is never refused again).
+    let (banned, _) = check_banned(&mut ledger, "k", &p, 1_000, &policy);
+    assert!(banned.ban.is_some());
+    assert_eq!(banned.retry_after_ms, 59_000);
+    // Once the ban has ended the refusal is the quota's, and it counts
+    // toward the next offence.
+    let (after, _) = check_banned(&mut ledger, "k", &p, 3_000, &policy);
+    assert!(after.ban.is_none());
+    assert_eq!(violated(&after), ["api"]);
+    assert_eq!(after.retry_after_ms, 57_000);
+    let (again, _) = check_banned(&mut ledger, "k", &p, 3_001, &policy);
+    let notice = again.ban.unwrap();
+    assert_eq!((notice.offences, notice.until_ms), (2, 3_001 + 4_000));
+}
+
+#[test]
+fn a_full_concurrency_limit_asks_for_a_short_retry() {
+    let mut ledger = Ledger::new();
+    let specs: [(String, Spec); 0] = [];
+    assert!(
+        ledger
+            .check("k", &leased(&specs, &lease_ask(1, 30_000, "a")), 0)
+            .0
+            .allowed
+    );
+    let (busy, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "b")), 10);
+    assert!(!busy.allowed);
+    // A release may come any moment; the lapse, 29.99 s away, is only the
+    // worst case, which the lease part still reports.
+    assert_eq!(busy.retry_after_ms, LEASE_RETRY_MS);
+    assert_eq!(busy.lease.as_ref().unwrap().retry_after_ms, 29_990);
+    ledger.check("k", &leased(&specs, &lease_ask(1, 500, "c")), 40_000);
+    let (soon, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 500, "d")), 40_100);
+    assert_eq!(
+        soon.retry_after_ms, 400,
+        "a lapse sooner than the short retry"
+    );
+}

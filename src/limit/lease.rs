@@ -166,14 +166,15 @@ impl LeaseTable {
         Ok(self.granted(lease, now_ms))
     }
 
-    /// Extends a live lease to `now + ttl`; `None` if it is unknown or has
-    /// lapsed.
+    /// Sets a live lease to lapse at `now + ttl`, sooner than before too: a
+    /// holder that knows it needs less time gives the slot back early if it
+    /// dies. `None` if it is unknown or has lapsed.
     pub fn renew(&mut self, id: &str, now_ms: u64, ttl_ms: u64) -> Option<Lease> {
         let lease = self
             .leases
             .iter_mut()
             .find(|l| l.id == id && l.expires_ms > now_ms)?;
-        lease.expires_ms = lease.expires_ms.max(now_ms.saturating_add(ttl_ms));
+        lease.expires_ms = now_ms.saturating_add(ttl_ms);
         Some(lease.clone())
     }
 
@@ -353,6 +354,15 @@ mod tests {
         let mut id = ids();
         let kept = take(&mut table, 0, ask(1, 1000), &mut id).lease.unwrap();
         assert_eq!(table.renew(&kept.id, 900, 1000).unwrap().expires_ms, 1900);
+        assert_eq!(
+            table.renew(&kept.id, 900, 30_000).unwrap().expires_ms,
+            30_900
+        );
+        assert_eq!(
+            table.renew(&kept.id, 900, 1000).unwrap().expires_ms,
+            1900,
+            "a renewal sets now + ttl, shorter too"
+        );
         assert!(!take(&mut table, 1500, ask(1, 1000), &mut id).granted);
         assert_eq!(table.next_expiry(), Some(1900));
         assert!(

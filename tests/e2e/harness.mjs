@@ -13,7 +13,7 @@ const root = new URL("../../", import.meta.url).pathname;
 
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean}} options
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, port?: number}} options
    * `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
    * which passes calls through to the real objects or injects failures.
    */
@@ -52,7 +52,7 @@ export class Sluice {
       workers,
       durableObjectsPersist: options.persist ?? false,
       host: "127.0.0.1",
-      port: 0,
+      port: options.port ?? 0,
       handleRuntimeStdio(stdout, stderr) {
         for (const stream of [stdout, stderr]) stream.on("data", (chunk) => logs.push(chunk.toString()));
       },
