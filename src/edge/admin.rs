@@ -77,9 +77,8 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
         return endpoints::not_found(&format!("/admin{path}"));
     };
     // Only a valid config gets here: the fetch handler answers 500 first.
-    let settings = match settings(env) {
-        Ok(settings) => settings,
-        Err(_) => return endpoints::unavailable(),
+    let Some(settings) = settings else {
+        return endpoints::unavailable();
     };
     let config = &settings.config;
     let targets = match &route {
