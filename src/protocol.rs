@@ -48,6 +48,34 @@ pub struct CheckRequest {
     /// operator redeploys, and then they apply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refuse_conflicts: bool,
+    /// Admit as a reservation ([`crate::ledger::Ledger::reserve`]), kept
+    /// or refunded by a later `/settle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<ReserveAsk>,
+}
+
+/// A reservation's id (chosen by the caller, at random) and how long it may
+/// wait for its settle before it is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReserveAsk {
+    pub id: String,
+    pub ttl_ms: u64,
+}
+
+/// `POST /settle`: keep or refund a reservation. Answered with
+/// [`SettleAnswer`], or 404 for one unknown or lapsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleRequest {
+    pub key: String,
+    pub reservation: String,
+    pub keep: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleAnswer {
+    pub kept: bool,
+    /// Settled before; nothing changed this time.
+    pub repeated: bool,
 }
 
 /// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
@@ -89,6 +117,7 @@ impl CheckRequest {
             lease: None,
             queue: None,
             refuse_conflicts: false,
+            reserve: None,
         }
     }
 
@@ -287,6 +316,7 @@ mod tests {
             lease: None,
             queue: None,
             refuse_conflicts: false,
+            reserve: None,
         };
         assert!(request.policies().is_err());
         assert!(request.ban().is_err());

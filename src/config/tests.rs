@@ -1086,3 +1086,53 @@ fn config_errors_speak_the_users_words() {
             .starts_with("SLUICE.rules[0].key:")
     );
 }
+
+#[test]
+fn count_takes_statuses_and_classes_where_a_refund_can_be_exact() {
+    let rule = |extra: Value| {
+        let mut rule = json!({"id": "login", "limit": 5, "window": "15m"});
+        rule.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"origin": "demo", "rules": [rule]})
+    };
+    let config = Config::from_value(rule(json!({"count": {"status": [401, 403, "5xx"]}}))).unwrap();
+    let counted = config.rules[0].count.as_ref().unwrap();
+    assert!(counted.matches(401) && counted.matches(403) && counted.matches(503));
+    assert!(!counted.matches(200) && !counted.matches(404) && !counted.matches(302));
+    let all = Config::from_value(rule(json!({"count": "all"}))).unwrap();
+    assert!(all.rules[0].count.is_none());
+    for (extra, field) in [
+        (json!({"count": "some"}), "SLUICE.rules[0].count"),
+        (
+            json!({"count": {"status": []}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": [99]}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": ["6xx"]}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": [401], "when": 1}}),
+            "SLUICE.rules[0].count.when",
+        ),
+        (
+            json!({"count": {"status": [401]}, "scope": "global", "key": null}),
+            "SLUICE.rules[0].count",
+        ),
+        (
+            json!({"count": {"status": [401]}, "concurrency": 3}),
+            "SLUICE.rules[0].count",
+        ),
+        (
+            json!({"count": {"status": [401]}, "algorithm": "gcra"}),
+            "SLUICE.rules[0].count",
+        ),
+    ] {
+        assert_eq!(error_field(rule(extra.clone())), field, "{extra}");
+    }
+}

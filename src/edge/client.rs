@@ -14,8 +14,8 @@ use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::protocol::{
-    CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, ThrottleRequest,
-    UnbanRequest, WireOverride,
+    CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer, SettleRequest,
+    ThrottleRequest, UnbanRequest, WireOverride,
 };
 use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
@@ -102,6 +102,12 @@ impl Objects {
             key: key.to_string(),
         };
         self.call(CONTAINERS, key, Method::Post, "peek", Some(&body))
+            .await
+    }
+
+    /// Keeps or refunds a reservation; `None` if it is unknown or lapsed.
+    pub async fn settle(&self, request: &SettleRequest) -> Result<Option<SettleAnswer>> {
+        self.call_maybe(CONTAINERS, &request.key, "settle", request)
             .await
     }
 

@@ -9,11 +9,12 @@ use super::client::{new_lease_id, Objects};
 use super::{admin, isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_throttle_request, MAX_BODY_BYTES,
+    parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
+    RESERVATION_TTL_MS,
 };
 use crate::http::problem::Problem;
 use crate::ledger::{LeaseAsk, Outcome};
-use crate::protocol::{CheckRequest, ThrottleRequest};
+use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
@@ -34,6 +35,10 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
         },
         "/v1/limit" => match method {
             Method::Post => limit(req, objects).await,
+            _ => not_allowed("POST"),
+        },
+        "/v1/limit/settle" => match method {
+            Method::Post => settle(req, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/throttle" => match method {
@@ -163,6 +168,12 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
         None,
     );
     check.refuse_conflicts = true;
+    if request.reserve {
+        check.reserve = Some(ReserveAsk {
+            id: new_lease_id()?,
+            ttl_ms: RESERVATION_TTL_MS,
+        });
+    }
     match objects.check_request(&check).await {
         Ok(Outcome {
             conflict: Some(name),
@@ -181,11 +192,45 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
             isolate::record(API_RULE, &request.key, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
-            respond::json(&limit_response(&request, &outcome), headers)
+            let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
+            respond::json(&limit_response(&request, &outcome, reservation), headers)
         }
         Err(e) => {
             isolate::record(API_RULE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
+            unavailable()
+        }
+    }
+}
+
+/// `POST /v1/limit/settle`: keep or refund a reservation.
+async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
+    let content_type = req.headers().get("content-type")?;
+    let call = match read_body(&mut req).await {
+        Ok(body) => parse_settle_request(content_type.as_deref(), &body),
+        Err(problem) => Err(problem),
+    };
+    let call = match call {
+        Ok(call) => call,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let request = SettleRequest {
+        key: format!("api:{}", call.key),
+        reservation: call.reservation,
+        keep: call.keep,
+    };
+    match objects.settle(&request).await {
+        Ok(Some(answer)) => respond::json(&answer, Headers::new()),
+        Ok(None) => respond::problem(
+            &Problem::new(
+                404,
+                "no-such-reservation",
+                "no pending reservation with that id for that key; it may have lapsed (and been kept)",
+            )
+            .with("field", "reservation"),
+        ),
+        Err(e) => {
+            console_error!("sluice: settle for the API failed: {e}");
             unavailable()
         }
     }

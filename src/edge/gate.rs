@@ -15,6 +15,7 @@ use super::{endpoints, isolate, now_ms, respond};
 use crate::banlist::BanRecord;
 use crate::config::{Global, OnError, OnInvalid, Rule, Tier};
 use crate::http::admin::manual_ban_detail;
+use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims};
 use crate::http::key::{client_ip, KeyInputs};
@@ -23,7 +24,7 @@ use crate::http::time::rfc3339;
 use crate::http::Incoming;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::split;
-use crate::protocol::{CheckRequest, QueueAsk};
+use crate::protocol::{CheckRequest, QueueAsk, ReserveAsk, SettleRequest};
 use crate::stats::Verdict;
 
 /// The key of a rule whose quota every caller shares.
@@ -118,6 +119,7 @@ pub async fn limited(
                 key,
                 object,
                 outcome,
+                reservation: None,
             },
         )
         .await;
@@ -150,11 +152,18 @@ pub async fn limited(
             deadline += concurrency.max_wait_ms;
         }
     }
+    if rule.count.is_some() {
+        request.reserve = Some(ReserveAsk {
+            id: new_lease_id()?,
+            ttl_ms: RESERVATION_TTL_MS,
+        });
+    }
     match objects.with_timeout(deadline).check_request(&request).await {
         Ok(outcome) => {
             let decided = Decided {
                 key,
                 object,
+                reservation: request.reserve.map(|r| r.id),
                 outcome,
             };
             answer(req, ctx, objects, settings, rule, tier, decided).await
@@ -168,6 +177,8 @@ struct Decided {
     key: String,
     object: String,
     outcome: Outcome,
+    /// The reservation an admission of a rule that counts by answer holds.
+    reservation: Option<String>,
 }
 
 /// Refuses, forwards, or (in shadow mode) forwards and reports, after a
@@ -185,6 +196,7 @@ async fn answer(
         key,
         object,
         outcome,
+        reservation,
     } = decided;
     isolate::record(&rule.id, &key, verdict(outcome.allowed));
     if let Some(ban) = outcome.ban.as_ref().filter(|ban| ban.started) {
@@ -223,16 +235,46 @@ async fn answer(
         key: Some(&key),
         headers,
     };
+    let settle_as = reservation
+        .filter(|_| outcome.allowed)
+        .zip(rule.count.as_ref())
+        .map(|(id, counted)| (object.clone(), id, counted));
     let guard = outcome
         .lease
         .as_ref()
         .and_then(|l| l.lease.as_ref())
         .map(|lease| release_on_drop(ctx, objects.clone(), object, lease.id.clone()));
     let response = proxy::forward(req, settings, forward).await?;
+    if let Some((object, reservation, counted)) = settle_as {
+        settle(
+            ctx,
+            objects,
+            object,
+            reservation,
+            counted.matches(response.status_code()),
+        );
+    }
     match guard {
         Some(guard) => hold_until_delivered(response, guard),
         None => Ok(response),
     }
+}
+
+/// Keeps the reservation when the origin's answer counts, refunds it
+/// otherwise, in the background: the client has its answer already. A
+/// settle that never arrives lapses into a kept reservation.
+fn settle(ctx: &Context, objects: &Objects, key: String, reservation: String, keep: bool) {
+    let objects = objects.clone();
+    ctx.wait_until(async move {
+        let request = SettleRequest {
+            key,
+            reservation,
+            keep,
+        };
+        if let Err(e) = objects.settle(&request).await {
+            console_error!("sluice: could not settle a reservation: {e}");
+        }
+    });
 }
 
 /// The rule's `on_error` when the container could not decide: logged,

@@ -166,13 +166,19 @@ impl Drop for InFlight {
 /// requests it was serving when this one arrived, and the peak. A request
 /// that would be held while `MAX_HELD` already are gets 503 at once.
 async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
-    let hold_ms = req
-        .url()?
-        .query_pairs()
-        .find(|(name, _)| name == "hold_ms")
-        .and_then(|(_, value)| value.parse::<u64>().ok())
-        .unwrap_or(0)
-        .min(MAX_HOLD_MS);
+    let url = req.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, value)| value.parse::<u64>().ok())
+    };
+    let hold_ms = param("hold_ms").unwrap_or(0).min(MAX_HOLD_MS);
+    // `?status=401` answers that status, so a rule that counts by answer
+    // can be tried with curl alone.
+    let status = param("status")
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|s| (200..=599).contains(s))
+        .unwrap_or(200);
     // Only held requests stay in flight across an await, so the count of
     // those in flight is the count of those held.
     let held = DEMO_IN_FLIGHT.with(|cell| cell.get().0);
@@ -200,6 +206,7 @@ async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
         "time_ms": now_ms(),
         "in_flight": arrived_with,
         "peak_in_flight": peak,
+        "status": status,
     });
-    respond::json(&body, forward.headers)
+    Ok(respond::json(&body, forward.headers)?.with_status(status))
 }

@@ -40,6 +40,61 @@ pub struct LimitRequest {
     /// Whether the request used the `policies` form, which is answered
     /// per policy.
     pub named: bool,
+    /// Whether an admission is a reservation, to keep or refund with
+    /// `POST {prefix}/v1/limit/settle`.
+    pub reserve: bool,
+}
+
+/// How long a reservation waits for its settle before it is kept: long
+/// enough for any origin to answer, short enough that a lost settle does
+/// not hold a unit in limbo for long. Kept, not refunded: for the security
+/// use (failed logins), an attempt whose answer was lost must not be free.
+pub const RESERVATION_TTL_MS: u64 = 60_000;
+
+/// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettleCall {
+    pub key: String,
+    pub reservation: String,
+    pub keep: bool,
+}
+
+/// `{"key", "reservation", "keep"}`.
+pub fn parse_settle_request(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<SettleCall, Problem> {
+    let object = json_object(content_type, body)?;
+    only_fields(&object, "", &["key", "reservation", "keep"])?;
+    let key = key_field(&object)?;
+    let reservation = match object.get("reservation") {
+        Some(Value::String(id))
+            if (1..=64).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            id.clone()
+        }
+        _ => {
+            return Err(Problem::invalid(
+                "reservation",
+                "reservation is required: the id a reserving call answered",
+            ))
+        }
+    };
+    let keep = match object.get("keep") {
+        Some(Value::Bool(keep)) => *keep,
+        _ => {
+            return Err(Problem::invalid(
+                "keep",
+                "keep is required: true to count the reservation, false to refund it",
+            ))
+        }
+    };
+    Ok(SettleCall {
+        key,
+        reservation,
+        keep,
+    })
 }
 
 /// Checks the content type and size, then parses the body.
@@ -302,9 +357,22 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
     only_fields(
         object,
         "",
-        &["key", "limit", "window_ms", "algorithm", "policies", "cost"],
+        &[
+            "key",
+            "limit",
+            "window_ms",
+            "algorithm",
+            "policies",
+            "cost",
+            "reserve",
+        ],
     )?;
     let key = key_field(object)?;
+    let reserve = match object.get("reserve") {
+        None => false,
+        Some(Value::Bool(reserve)) => *reserve,
+        Some(_) => return Err(Problem::invalid("reserve", "reserve must be true or false")),
+    };
     let named = object.contains_key("policies");
     let policies = if named {
         for field in ["limit", "window_ms", "algorithm"] {
@@ -333,11 +401,18 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
             cost as u32
         }
     };
+    if reserve && cost == 0 {
+        return Err(Problem::invalid(
+            "reserve",
+            "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
+        ));
+    }
     Ok(LimitRequest {
         key,
         policies,
         cost,
         named,
+        reserve,
     })
 }
 
@@ -493,8 +568,17 @@ fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Res
 
 /// The answer body: the single-policy form flat, the `policies` form per
 /// policy with the names of those that refused.
-pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
+/// The answer to `POST {prefix}/v1/limit`; `reservation` is the id of the
+/// admission a reserving call made.
+pub fn limit_response(
+    request: &LimitRequest,
+    outcome: &Outcome,
+    reservation: Option<&str>,
+) -> Value {
     let mut answer = limit_answer(request, outcome);
+    if let Some(id) = reservation.filter(|_| outcome.allowed) {
+        answer["reservation"] = id.into();
+    }
     // A peek is always "allowed" (it takes nothing), so it also says
     // whether a request of cost 1 would pass now: every policy has a unit
     // left.
@@ -588,7 +672,7 @@ mod tests {
                 },
                 now,
             );
-            limit_response(&call, &outcome)
+            limit_response(&call, &outcome, None)
         };
         assert_eq!(ask(0, 0)["would_allow"], true);
         assert_eq!(ask(1, 0)["would_allow"], Value::Null, "only a peek says it");

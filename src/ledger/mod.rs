@@ -9,7 +9,7 @@
 
 pub mod ban;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -223,6 +223,31 @@ struct KeyState {
     strikes: Option<SlidingLog>,
     leases: LeaseTable,
     overridden: Option<Override>,
+    /// Admissions not yet kept or refunded (memory only).
+    reservations: Vec<Reservation>,
+}
+
+/// An admission made for a request whose answer decides whether it counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reservation {
+    id: String,
+    /// When it is kept if nobody settled it.
+    lapses_ms: u64,
+    cost: u32,
+    /// Each slot it was admitted into, and the time it was logged at.
+    runs: Vec<(String, u64)>,
+}
+
+/// How many settled reservations an object remembers, for repeated
+/// settles.
+const SETTLED_MEMORY: usize = 256;
+
+/// The answer to a settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub kept: bool,
+    /// The reservation was settled before; nothing changed this time.
+    pub repeated: bool,
 }
 
 /// An operator's limits for one key, in force instead of its rule's (or
@@ -259,6 +284,7 @@ impl KeyState {
         self.slots.is_empty()
             && self.ban.is_none()
             && self.overridden.is_none()
+            && self.reservations.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()
     }
@@ -340,6 +366,9 @@ pub struct SlotReport {
 #[derive(Debug, Default)]
 pub struct Ledger {
     keys: HashMap<String, KeyState>,
+    /// The last reservations settled, `(key, id, kept)`, so that a settle
+    /// sent twice answers the same (memory only, bounded).
+    settled: VecDeque<(String, String, bool)>,
 }
 
 impl Ledger {
@@ -353,6 +382,34 @@ impl Ledger {
     /// refusal counts toward `ask.ban`, and the refusal that completes the
     /// count starts a ban.
     pub fn check(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
+        self.decide(key, ask, None, now_ms)
+    }
+
+    /// Like [`check`](Self::check), but an admission is a reservation: it
+    /// counts against every policy at once, so concurrent requests cannot
+    /// slip past the limit, and writes nothing until
+    /// [`settle`](Self::settle) keeps it (or refunds it, writing nothing at
+    /// all). One not settled by `lapses_ms` is kept: a failed login whose
+    /// answer was lost must not be free. Reservations live in memory: an
+    /// object restarted before settling has forgotten them.
+    pub fn reserve(
+        &mut self,
+        key: &str,
+        ask: &Ask<'_>,
+        reservation: &str,
+        lapses_ms: u64,
+        now_ms: u64,
+    ) -> (Outcome, Vec<Write>) {
+        self.decide(key, ask, Some((reservation, lapses_ms)), now_ms)
+    }
+
+    fn decide(
+        &mut self,
+        key: &str,
+        ask: &Ask<'_>,
+        reserve: Option<(&str, u64)>,
+        now_ms: u64,
+    ) -> (Outcome, Vec<Write>) {
         if ask.cost == 0 {
             return (self.peek_ask(key, ask, now_ms), Vec::new());
         }
@@ -425,9 +482,31 @@ impl Ledger {
                     && grant
                         .as_ref()
                         .is_none_or(|g| g.as_ref().is_ok_and(|g| g.granted));
-                if allowed && ask.cost > 0 {
-                    for &i in &indices {
-                        admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
+                match reserve {
+                    _ if !allowed || ask.cost == 0 => {}
+                    None => {
+                        for &i in &indices {
+                            admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
+                        }
+                    }
+                    Some((id, lapses_ms)) => {
+                        let runs = indices
+                            .iter()
+                            .map(|&i| {
+                                let slot = &mut state.slots[i];
+                                let at_ms = match slot.limiter.admit(now_ms, ask.cost) {
+                                    Recorded::Hit { at_ms, .. } => at_ms,
+                                    Recorded::State(..) => now_ms,
+                                };
+                                (slot.name.clone(), at_ms)
+                            })
+                            .collect();
+                        state.reservations.push(Reservation {
+                            id: id.to_string(),
+                            lapses_ms,
+                            cost: ask.cost,
+                            runs,
+                        });
                     }
                 }
                 // A refused request is logged in no policy, so policies that
@@ -753,7 +832,82 @@ impl Ledger {
             .keys
             .values()
             .filter_map(|state| state.overridden.as_ref()?.until_ms);
-        slots.chain(bans).chain(leases).chain(overrides).min()
+        let reservations = self
+            .keys
+            .values()
+            .flat_map(|state| &state.reservations)
+            .map(|r| r.lapses_ms);
+        slots
+            .chain(bans)
+            .chain(leases)
+            .chain(overrides)
+            .chain(reservations)
+            .min()
+    }
+
+    /// Keeps or refunds reservation `id` of `key`. Keeping writes what an
+    /// admission writes; refunding takes back exactly its own units and
+    /// writes nothing. `None` for a reservation this key never had or that
+    /// lapsed; a repeated settle answers as the first did and changes
+    /// nothing.
+    pub fn settle(
+        &mut self,
+        key: &str,
+        id: &str,
+        keep: bool,
+        now_ms: u64,
+    ) -> (Option<Settled>, Vec<Write>) {
+        if let Some(&(_, _, kept)) = self.settled.iter().find(|(k, s, _)| k == key && s == id) {
+            return (
+                Some(Settled {
+                    kept,
+                    repeated: true,
+                }),
+                Vec::new(),
+            );
+        }
+        let Some(state) = self.keys.get_mut(key) else {
+            return (None, Vec::new());
+        };
+        let Some(at) = state.reservations.iter().position(|r| r.id == id) else {
+            return (None, Vec::new());
+        };
+        let reservation = state.reservations.remove(at);
+        let mut writes = Vec::new();
+        settle_one(key, state, &reservation, keep, &mut writes);
+        state
+            .slots
+            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
+        if state.is_empty(now_ms) {
+            self.keys.remove(key);
+        }
+        if self.settled.len() >= SETTLED_MEMORY {
+            self.settled.pop_front();
+        }
+        self.settled
+            .push_back((key.to_string(), reservation.id, keep));
+        (
+            Some(Settled {
+                kept: keep,
+                repeated: false,
+            }),
+            writes,
+        )
+    }
+
+    /// Keeps every reservation whose answer never came by its lapse time.
+    pub fn lapse(&mut self, now_ms: u64) -> Vec<Write> {
+        let mut writes = Vec::new();
+        for (key, state) in &mut self.keys {
+            let (lapsed, pending) = std::mem::take(&mut state.reservations)
+                .into_iter()
+                .partition(|r| r.lapses_ms <= now_ms);
+            state.reservations = pending;
+            for reservation in lapsed.iter() {
+                settle_one(key, state, reservation, true, &mut writes);
+            }
+        }
+        writes
     }
 
     /// Sets (or, with `None`, lifts) the override of `key`; answers the one
@@ -946,10 +1100,44 @@ fn lease_report(
     }
 }
 
+/// Keeps (writing what its admission would have written) or refunds one
+/// reservation.
+fn settle_one(
+    key: &str,
+    state: &mut KeyState,
+    reservation: &Reservation,
+    keep: bool,
+    writes: &mut Vec<Write>,
+) {
+    for (name, at_ms) in &reservation.runs {
+        let Some(slot) = state.slots.iter_mut().find(|s| s.name == *name) else {
+            continue;
+        };
+        if !keep {
+            slot.limiter.refund(*at_ms, reservation.cost);
+            continue;
+        }
+        let recorded = match slot.limiter.state() {
+            Some((a, b)) => Recorded::State(a, b),
+            None => Recorded::Hit {
+                at_ms: *at_ms,
+                count: reservation.cost,
+            },
+        };
+        record(key, slot, recorded, writes);
+    }
+}
+
 fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
+    let recorded = slot.limiter.admit(now_ms, cost);
+    record(key, slot, recorded, writes);
+}
+
+/// The rows an admission into `slot` writes.
+fn record(key: &str, slot: &mut Slot, recorded: Recorded, writes: &mut Vec<Write>) {
     let spec = slot.limiter.spec();
     let (key, name) = (key.to_string(), slot.name.clone());
-    match (slot.limiter.admit(now_ms, cost), slot.stored) {
+    match (recorded, slot.stored) {
         // A log's slot row carries its first run, so that a new key's first
         // admission is one row.
         (Recorded::Hit { at_ms, count }, None) => writes.push(Write::Slot {

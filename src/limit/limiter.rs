@@ -154,6 +154,29 @@ impl Limiter {
         }
     }
 
+    /// Takes back `cost` units admitted at `at_ms` (as [`admit`](Self::admit)
+    /// recorded them), for a reservation that was not kept. GCRA has no
+    /// refund: a rule that counts by response takes only the other two.
+    pub fn refund(&mut self, at_ms: u64, cost: u32) {
+        match self {
+            Limiter::Log(log) => {
+                log.remove(at_ms, cost);
+            }
+            Limiter::Window(window) => window.refund(at_ms, cost),
+            Limiter::Cell(_) => {}
+        }
+    }
+
+    /// The one-row state storage holds ([`Recorded::State`]); `None` for a
+    /// sliding log, whose admissions are rows of their own.
+    pub fn state(&self) -> Option<(u64, u64)> {
+        match self {
+            Limiter::Log(_) => None,
+            Limiter::Window(window) => Some(window.state()),
+            Limiter::Cell(cell) => Some(split_ns(cell.tat_ns().unwrap_or(0))),
+        }
+    }
+
     /// Restores a one-row state written as [`Recorded::State`].
     pub fn restore_state(&mut self, a: u64, b: u64) {
         match self {

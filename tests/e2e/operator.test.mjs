@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { Sluice, freshKey, eventually } from "./harness.mjs";
 
-const TOKEN = "admin-token-for-e2e-0123456789";
+const TOKEN = "admin-token-for-e2e-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
 
 const config = {

@@ -31,8 +31,8 @@ use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, OverrideRequest, ThrottleRequest,
-    WireOverride,
+    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer,
+    SettleRequest, ThrottleRequest, WireOverride,
 };
 use crate::queue::Queue;
 
@@ -135,6 +135,10 @@ impl DurableObject for Limiter {
                 Ok(request) => self.reset(&request.key).await,
                 Err(problem) => respond::problem(&problem),
             },
+            (Method::Post, "/settle") => match body::<SettleRequest>(&mut req).await {
+                Ok(request) => self.settle(request).await,
+                Err(problem) => respond::problem(&problem),
+            },
             (Method::Post, "/override") => match body::<OverrideRequest>(&mut req).await {
                 Ok(request) => self.set_override(request).await,
                 Err(problem) => respond::problem(&problem),
@@ -148,11 +152,13 @@ impl DurableObject for Limiter {
         meter::count(|m| m.alarms += 1);
         self.load().await?;
         let now = now_ms();
-        let expired = {
+        let (kept, expired) = {
             let mut inner = self.inner.borrow_mut();
             inner.alarm_ms = None;
-            inner.ledger.sweep(now)
+            let kept = inner.ledger.lapse(now);
+            (kept, inner.ledger.sweep(now))
         };
+        self.persist(kept, now).await?;
         let freed_leases = expired.iter().any(|e| matches!(e, Expired::Lease { .. }));
         self.delete(expired).await?;
         if freed_leases {
@@ -189,9 +195,16 @@ impl Limiter {
                 .refuse_conflicts
                 .then(|| inner.ledger.conflict(&parsed.key, &parsed.specs, now))
                 .flatten();
-            match conflict {
-                Some(name) => (Outcome::conflicting(name), Vec::new()),
-                None => inner.ledger.check(&parsed.key, &parsed.ask(), now),
+            match (conflict, &check.reserve) {
+                (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
+                (None, Some(reserve)) => inner.ledger.reserve(
+                    &parsed.key,
+                    &parsed.ask(),
+                    &reserve.id,
+                    now.saturating_add(reserve.ttl_ms),
+                    now,
+                ),
+                (None, None) => inner.ledger.check(&parsed.key, &parsed.ask(), now),
             }
         };
         self.persist(writes, now).await?;
@@ -315,6 +328,30 @@ impl Limiter {
         let forgot = !expired.is_empty();
         self.delete(expired).await?;
         Response::from_json(&serde_json::json!({ "reset": forgot }))
+    }
+
+    /// Keeps or refunds a reservation; 404 for one unknown or lapsed.
+    async fn settle(&self, request: SettleRequest) -> Result<Response> {
+        let now = now_ms();
+        let (settled, writes) = self.inner.borrow_mut().ledger.settle(
+            &request.key,
+            &request.reservation,
+            request.keep,
+            now,
+        );
+        self.persist(writes, now).await?;
+        self.delete(Vec::new()).await?;
+        match settled {
+            Some(settled) => Response::from_json(&SettleAnswer {
+                kept: settled.kept,
+                repeated: settled.repeated,
+            }),
+            None => respond::problem(&Problem::new(
+                404,
+                "no-such-reservation",
+                "no pending reservation with that id for that key; it may have lapsed (and been kept)",
+            )),
+        }
     }
 
     /// Sets or lifts a key's override; answers the one it replaced.
