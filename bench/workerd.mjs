@@ -149,6 +149,13 @@ async function costs() {
   await decide("full", 5, 600_000);
   for (let i = 0; i < 5; i++) await decide("full", 5, 600_000);
   rows.push(await phase("refused, a full key", N, () => decide("full", 5, 600_000)));
+  const reserve = async (key, keep) => {
+    const answer = await (await sluice.post("/_sluice/v1/limit", { key, limit: 1_000_000, window_ms: 60_000, reserve: true })).json();
+    await (await sluice.post("/_sluice/v1/limit/settle", { key, reservation: answer.reservation, keep })).arrayBuffer();
+  };
+  await decide("reserved", 1_000_000, 60_000);
+  rows.push(await phase("reserved then kept, a busy key (two calls)", N, () => reserve("reserved", true)));
+  rows.push(await phase("reserved then refunded, a busy key (two calls)", N, () => reserve("reserved", false)));
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   rows.push(
     await phase("refused, a banned key (isolate cache)", N, async () => {
