@@ -17,10 +17,13 @@ export const API_TOKEN = "sluice-e2e-api-token-0123456789abcdef";
 
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean}} options
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[]}} options
    * When `secrets` holds `API_TOKEN`, `fetch` and `post` send it as a bearer
    * token on calls under `/v1/` that carry no `Authorization` of their own,
-   * as a client of the decision API would. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
+   * as a client of the decision API would. `workers` adds Workers of the
+   * test's own (Miniflare worker options) next to Sluice, e.g. one with a
+   * service binding to it (`serviceBindings: { SLUICE: "sluice" }`);
+   * `worker(name)` reaches them. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
    * which passes calls through to the real objects or injects failures.
    */
   static async start(options = {}) {
@@ -53,6 +56,7 @@ export class Sluice {
         },
       });
     }
+    workers.push(...(options.workers ?? []));
     const logs = [];
     const mf = new Miniflare({
       workers,
@@ -86,6 +90,11 @@ export class Sluice {
     const worker = await this.mf.getWorker("faults");
     const response = await worker.fetch(`http://faults/mode?set=${mode}&target=${target}`);
     return response.json();
+  }
+
+  /** A Worker the test added with `workers`, to `fetch` from. */
+  worker(name) {
+    return this.mf.getWorker(name);
   }
 
   /** The fault fixture's modes and call counts, changing nothing. */
