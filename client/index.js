@@ -262,11 +262,7 @@ export class Sluice {
       if (!(error instanceof SluiceUnavailableError) || fail === "throw") throw error;
       const reason = error.code === "timeout" ? "timeout" : "error";
       const answer = failed(reason, error, Date.now());
-      if (fail === "open") {
-        return "granted" in answer
-          ? { ...answer, granted: true }
-          : { ...answer, success: true, ...(answer.violated ? { violated: [] } : {}) };
-      }
+      if (fail === "open") return "granted" in answer ? { ...answer, granted: true } : { ...answer, success: true };
       return { ...answer, retryAfter: FAIL_CLOSED_RETRY_MS };
     }
   }

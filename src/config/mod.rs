@@ -85,8 +85,8 @@ pub struct JwtConfig {
 }
 
 /// The fewest characters of a token Sluice checks or sends (`ADMIN_TOKEN`,
-/// the origin-auth secret): 32 random characters are beyond guessing, and a
-/// short one is a mistake to catch before it is deployed.
+/// `API_TOKEN`, the origin-auth secret): 32 random characters are beyond
+/// guessing, and a short one is a mistake to catch before it is deployed.
 pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Refuses a secret shorter than `MIN_SECRET_CHARS`, naming `field` and
