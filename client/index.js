@@ -214,13 +214,17 @@ export class Sluice {
   async withLease(key, options, fn) {
     const ttl = durationMs(options.ttl ?? DEFAULT_TTL_MS, "ttl");
     const deadline = Date.now() + (options.wait ?? 0);
+    // A holder may release at any moment, long before its lease would
+    // lapse (retryAfter), so a waiter polls, backing off from 25 ms to 1 s.
+    let pause = 25;
     let lease;
     for (;;) {
       lease = await this.acquire({ ...options, key, ttl });
       if (lease.granted) break;
       const left = deadline - Date.now();
       if (left <= 0) throw lease.error ?? new LeaseUnavailableError(key, lease.retryAfter);
-      await sleep(Math.max(10, Math.min(lease.retryAfter ?? left, left)));
+      await sleep(Math.min(pause, lease.retryAfter || pause, left));
+      pause = Math.min(pause * 2, 1000);
     }
     const lost = new AbortController();
     const renewal =

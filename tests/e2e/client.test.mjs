@@ -117,8 +117,10 @@ for (const transport of ["url", "binding"]) {
       });
       await new Promise((resolve) => setTimeout(resolve, 100));
       await assert.rejects(sluice().withLock(lock, () => order.push("never")), LeaseUnavailableError);
+      const waiting = Date.now();
       await sluice().withLock(lock, { wait: 3000 }, () => order.push("second"));
       await first;
+      assert.ok(Date.now() - waiting < 1500, `a waiter gets the lock soon after its release, not when it would lapse (${Date.now() - waiting} ms)`);
       assert.deepEqual(order, ["first", "first done", "second"]);
     });
 
