@@ -7,7 +7,7 @@ import { Miniflare } from "miniflare";
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { statSync } from "node:fs";
-import { Sluice } from "../tests/e2e/harness.mjs";
+import { Sluice, API_TOKEN } from "../tests/e2e/harness.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
 const root = new URL("../", import.meta.url).pathname;
@@ -16,6 +16,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const COMPAT = "2026-04-01";
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
+// Every decision-API call carries the token, as a real client's does; the
+// JavaScript baseline ignores it.
+const API_AUTH = `Authorization: Bearer ${API_TOKEN}`;
 
 const BANNED_RULES = {
   rules: [
@@ -74,7 +77,7 @@ const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits
  * each figure is the median of its rounds. */
 async function load() {
   const passthrough = await jsWorker("passthrough.mjs");
-  const sluice = await Sluice.start({ sluice: BANNED_RULES });
+  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } });
   const js = await jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } });
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
@@ -82,11 +85,11 @@ async function load() {
 
   const targets = [
     ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}],
-    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua" }],
-    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
+    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
     ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"] }],
-    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua" }],
-    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
+    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
   ];
   wrk(passthrough.url, {});
   const results = targets.map(() => []);
@@ -128,7 +131,7 @@ async function load() {
 /** What one decision costs the containers: the isolate-wide meter that
  * /inspect reports, read before and after each phase. */
 async function costs() {
-  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN } });
+  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN, API_TOKEN } });
   const meter = async () => (await sluice.inspect("bench:probe")).meter;
   const phase = async (name, n, send) => {
     const before = await meter();
@@ -196,7 +199,7 @@ async function coldStart() {
   const decision = [];
   for (let i = 0; i < 3; i++) {
     const started = performance.now();
-    const sluice = await Sluice.start();
+    const sluice = await Sluice.start({ secrets: { API_TOKEN } });
     const response = await sluice.fetch("/_sluice/health");
     await response.arrayBuffer();
     health.push(performance.now() - started);

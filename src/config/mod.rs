@@ -14,6 +14,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::http::auth::ApiAccess;
 use crate::http::cidr::CidrList;
 use crate::http::forward::may_carry_secret;
 use crate::http::jwt::Validation;
@@ -42,6 +43,8 @@ pub struct Config {
     pub ipv6_prefix: u8,
     /// How long a container object may take to decide.
     pub timeout_ms: u64,
+    /// Whether the decision API exists without an `API_TOKEN` secret.
+    pub api: ApiAccess,
     /// Callers that skip every rule.
     pub allow: CidrList,
     /// Callers refused with 403 before anything else.
@@ -83,8 +86,8 @@ pub struct JwtConfig {
 }
 
 /// The fewest characters of a token Sluice checks or sends (`ADMIN_TOKEN`,
-/// the origin-auth secret): 32 random characters are beyond guessing, and a
-/// short one is a mistake to catch before it is deployed.
+/// `API_TOKEN`, the origin-auth secret): 32 random characters are beyond
+/// guessing, and a short one is a mistake to catch before it is deployed.
 pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Refuses a secret shorter than `MIN_SECRET_CHARS`, naming `field` and
@@ -139,6 +142,7 @@ impl Default for Config {
             origin_auth: None,
             ipv6_prefix: 64,
             timeout_ms: 2_000,
+            api: ApiAccess::Token,
             allow: CidrList::default(),
             deny: CidrList::default(),
             jwt: None,
@@ -156,6 +160,7 @@ struct RawConfig {
     origin_auth: Option<RawOriginAuth>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
+    api: Option<String>,
     #[serde(default)]
     allow: Vec<String>,
     #[serde(default)]
@@ -237,6 +242,16 @@ impl Config {
             }
             None => defaults.timeout_ms,
         };
+        let api = match raw.api.as_deref() {
+            None | Some("token") => ApiAccess::Token,
+            Some("open") => ApiAccess::Open,
+            Some(other) => {
+                return Err(error(
+                    "SLUICE.api",
+                    format!("{other:?} is not a choice: use \"token\" (the default: the API needs the API_TOKEN secret) or \"open\""),
+                ))
+            }
+        };
         let allow = CidrList::parse(&raw.allow)
             .map_err(|(i, m)| error(&format!("SLUICE.allow[{i}]"), m))?;
         let deny =
@@ -270,6 +285,7 @@ impl Config {
             origin_auth,
             ipv6_prefix,
             timeout_ms,
+            api,
             allow,
             deny,
             jwt,

@@ -97,6 +97,17 @@ fn defaults_apply() {
 }
 
 #[test]
+fn the_decision_api_is_open_only_when_the_config_says_so() {
+    assert_eq!(Config::default().api, ApiAccess::Token);
+    let api = |value: Value| Config::from_value(json!({"origin": "demo", "api": value}));
+    assert_eq!(api(json!("token")).unwrap().api, ApiAccess::Token);
+    assert_eq!(api(json!("open")).unwrap().api, ApiAccess::Open);
+    for bad in [json!("Open"), json!(""), json!(true), json!("none")] {
+        assert_eq!(api(bad).unwrap_err().field, "SLUICE.api");
+    }
+}
+
+#[test]
 fn own_paths_sit_below_the_prefix() {
     let config = Config::default();
     assert_eq!(config.own_path("/_sluice/health"), Some("/health"));

@@ -1,17 +1,20 @@
 //! Sluice's own endpoints, below the configured prefix: health, the
-//! decision API, redis-cell's throttle, and the admin API.
+//! decision API, redis-cell's throttle, and the admin API. Everything under
+//! `/v1` (decisions, throttle, leases) sits behind the API token.
 
 use futures_util::StreamExt;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{new_lease_id, Objects};
+use super::settings::settings;
 use super::{admin, isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
     parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
     RESERVATION_TTL_MS,
 };
+use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::problem::Problem;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
@@ -26,6 +29,11 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
     if let Some(below) = path.strip_prefix("/admin") {
         if below.is_empty() || below.starts_with('/') {
             return admin::serve(req, env, objects, below).await;
+        }
+    }
+    if path == "/v1" || path.starts_with("/v1/") {
+        if let Some(refused) = api_refusal(&req, env, path)? {
+            return Ok(refused);
         }
     }
     match path {
@@ -53,6 +61,31 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
             Some(rest) => lease_route(req, objects, rest).await,
             None => not_found(path),
         },
+    }
+}
+
+/// The answer to a call under `/v1` that may not go on: a 404 when the API
+/// does not exist (no `API_TOKEN` and no `api = "open"`), a 401 without the
+/// token. It comes before the method and path are looked at, so a caller
+/// without the token cannot tell which routes exist.
+fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>> {
+    let settings = settings(env).ok();
+    let access = settings.as_ref().map_or(ApiAccess::Token, |s| s.config.api);
+    let token = settings.as_ref().and_then(|s| s.api_token.as_deref());
+    let authorization = req.headers().get("authorization")?;
+    match api_gate(access, token, authorization.as_deref()) {
+        ApiGate::Pass => Ok(None),
+        ApiGate::Hidden => not_found(path).map(Some),
+        ApiGate::Unauthorized => {
+            let headers = Headers::new();
+            headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
+            let problem = Problem::new(
+                401,
+                "unauthorized",
+                "the decision API needs the API token as a bearer token",
+            );
+            respond::problem_with(&problem, headers).map(Some)
+        }
     }
 }
 

@@ -19,12 +19,18 @@ use crate::http::jwt::Hs256Key;
 /// The secret that holds the admin token.
 pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
 
+/// The secret that holds the decision API's token.
+pub const API_TOKEN: &str = "API_TOKEN";
+
 pub struct Settings {
     pub config: Config,
     /// The HS256 key, when the config verifies JWTs.
     pub jwt_key: Option<Hs256Key>,
     /// The admin token; the admin API exists only when it is set.
     pub admin_token: Option<String>,
+    /// The decision API's token; without it the API exists only when the
+    /// config says `api = "open"`.
+    pub api_token: Option<String>,
     /// The value sent in `origin_auth.header`, when the config has one.
     pub origin_secret: Option<String>,
 }
@@ -46,7 +52,7 @@ pub fn settings(env: &Env) -> Result<Rc<Settings>, ConfigError> {
     })
 }
 
-/// The config and the secrets it names. A weak admin token or origin
+/// The config and the secrets it names. A weak admin or API token or origin
 /// secret fails like an invalid config (every request answers 500 naming
 /// it), so it is found on the first request after a deploy rather than by
 /// an attacker.
@@ -62,6 +68,10 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
     if let Some(token) = &admin_token {
         check_secret_strength(ADMIN_TOKEN, ADMIN_TOKEN, token)?;
     }
+    let api_token = secret(env, API_TOKEN);
+    if let Some(token) = &api_token {
+        check_secret_strength(API_TOKEN, API_TOKEN, token)?;
+    }
     let origin_secret = match &config.origin_auth {
         None => None,
         Some(auth) => {
@@ -75,6 +85,7 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
         config,
         jwt_key,
         admin_token,
+        api_token,
         origin_secret,
     })
 }

@@ -2,7 +2,7 @@
 // and the admin API, end to end on workerd.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, eventually, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 const TOKEN = "admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
@@ -21,7 +21,7 @@ const config = {
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
 });
 after(() => sluice?.stop());
 
@@ -292,7 +292,7 @@ describe("bans", () => {
 });
 
 test("stats add up to the requests sent", async () => {
-  const fresh = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  const fresh = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
   try {
     const since = Date.now() - 1000;
     const ips = ["192.0.2.11", "192.0.2.12"];

@@ -1,11 +1,11 @@
 // The decision API, end to end on workerd.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start();
+  sluice = await Sluice.start({ secrets: { API_TOKEN } });
 });
 after(() => sluice?.stop());
 

@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 import { readdirSync, readFileSync } from "node:fs";
-import { Sluice } from "./harness.mjs";
+import { Sluice, API_TOKEN } from "./harness.mjs";
 
 const ADMIN_TOKEN = "bodies-test-admin-token-0123456789abcdef";
 const MiB = 1024 * 1024;
@@ -14,7 +14,7 @@ const LIMIT = 64 * 1024;
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: { origin: "demo", rules: [] }, secrets: { ADMIN_TOKEN } });
+  sluice = await Sluice.start({ sluice: { origin: "demo", rules: [] }, secrets: { ADMIN_TOKEN, API_TOKEN } });
 });
 after(() => sluice?.stop());
 
@@ -111,8 +111,8 @@ for (const size of [1 * MiB, 100 * MiB]) {
     const before = runtimeRss();
     const started = Date.now();
     for (const [path, headers] of [
-      ["/_sluice/v1/limit", {}],
-      ["/_sluice/v1/leases", {}],
+      ["/_sluice/v1/limit", { authorization: `Bearer ${API_TOKEN}` }],
+      ["/_sluice/v1/leases", { authorization: `Bearer ${API_TOKEN}` }],
       ["/_sluice/admin/bans/203.0.113.9", { authorization: `Bearer ${ADMIN_TOKEN}` }],
     ]) {
       const answer = await chunked(path, size, headers);

@@ -3,7 +3,7 @@
 // and reservations kept or refunded through the decision API.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey } from "./harness.mjs";
+import { Sluice, freshKey, API_TOKEN } from "./harness.mjs";
 
 const rules = [
   {
@@ -18,7 +18,7 @@ const rules = [
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: { origin: "demo", rules } });
+  sluice = await Sluice.start({ sluice: { origin: "demo", rules }, secrets: { API_TOKEN } });
 });
 after(() => sluice?.stop());
 

@@ -2,18 +2,18 @@
 // and the alarm sweep that frees an idle key's storage.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, tempDir, eventually } from "./harness.mjs";
+import { Sluice, freshKey, tempDir, eventually, API_TOKEN } from "./harness.mjs";
 
 test("admissions survive a restart of the runtime with persisted state", async () => {
   const { dir, remove } = tempDir();
   const key = freshKey("restart");
   const ask = (s) => s.post("/_sluice/v1/limit", { key, limit: 3, window_ms: 600_000 }).then((r) => r.json());
   try {
-    let sluice = await Sluice.start({ persist: dir });
+    let sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     for (let i = 0; i < 3; i++) assert.equal((await ask(sluice)).allowed, true);
     await sluice.stop();
 
-    sluice = await Sluice.start({ persist: dir });
+    sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     try {
       const answer = await ask(sluice);
       assert.equal(answer.allowed, false, "the key is still full after the restart");
@@ -31,7 +31,7 @@ test("admissions survive a restart of the runtime with persisted state", async (
 });
 
 test("the alarm sweeps an idle key and frees its storage", async () => {
-  const sluice = await Sluice.start();
+  const sluice = await Sluice.start({ secrets: { API_TOKEN } });
   try {
     const key = freshKey("sweep");
     const object = `api:${key}`;
@@ -64,7 +64,7 @@ test("the alarm sweeps an idle key and frees its storage", async () => {
 });
 
 test("an admission on a busy key writes one row, a refusal writes none", async () => {
-  const sluice = await Sluice.start();
+  const sluice = await Sluice.start({ secrets: { API_TOKEN } });
   try {
     const key = freshKey("cost");
     // The meter is the isolate's; read it through an object with no
@@ -92,7 +92,7 @@ test("an admission on a busy key writes one row, a refusal writes none", async (
 // least three: the slot row carries the log's first run, and only the one
 // table it needs is created (the earlier layout created five).
 test("a new key's first admission writes three rows: its table and one row", async () => {
-  const sluice = await Sluice.start();
+  const sluice = await Sluice.start({ secrets: { API_TOKEN } });
   try {
     const meter = async () => (await sluice.inspect(`probe:${freshKey()}`)).meter;
     for (const body of [

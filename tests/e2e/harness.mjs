@@ -11,10 +11,19 @@ import { randomUUID } from "node:crypto";
 
 const root = new URL("../../", import.meta.url).pathname;
 
+/** A decision-API token for tests that pass it as the `API_TOKEN` secret
+ * (`secrets: { API_TOKEN }`). */
+export const API_TOKEN = "sluice-e2e-api-token-0123456789abcdef";
+
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, port?: number}} options
-   * `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number}} options
+   * When `secrets` holds `API_TOKEN`, `fetch` and `post` send it as a bearer
+   * token on calls under `/v1/` that carry no `Authorization` of their own,
+   * as a client of the decision API would. `workers` adds Workers of the
+   * test's own (Miniflare worker options) next to Sluice, e.g. one with a
+   * service binding to it (`serviceBindings: { SLUICE: "sluice" }`);
+   * `worker(name)` reaches them. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
    * which passes calls through to the real objects or injects failures.
    */
   static async start(options = {}) {
@@ -47,6 +56,7 @@ export class Sluice {
         },
       });
     }
+    workers.push(...(options.workers ?? []));
     const logs = [];
     const mf = new Miniflare({
       workers,
@@ -58,13 +68,14 @@ export class Sluice {
       },
     });
     const url = await mf.ready;
-    return new Sluice(mf, url, logs);
+    return new Sluice(mf, url, logs, options.secrets?.API_TOKEN);
   }
 
-  constructor(mf, url, logs) {
+  constructor(mf, url, logs, apiToken) {
     this.mf = mf;
     this.base = url.toString().replace(/\/$/, "");
     this.logs = logs;
+    this.apiToken = apiToken;
   }
 
   /** Everything the runtime printed (console.log and console.error). */
@@ -81,15 +92,24 @@ export class Sluice {
     return response.json();
   }
 
+  /** A Worker the test added with `workers`, to `fetch` from. */
+  worker(name) {
+    return this.mf.getWorker(name);
+  }
+
   /** The fault fixture's modes and call counts, changing nothing. */
   async faultCounts() {
     const worker = await this.mf.getWorker("faults");
     return (await worker.fetch("http://faults/mode")).json();
   }
 
-  /** A plain HTTP request to the worker. */
+  /** An HTTP request to the worker, with the API token on `/v1/` calls
+   * (see `start`). */
   fetch(path, init = {}) {
-    return fetch(this.base + path, init);
+    if (this.apiToken === undefined || !path.includes("/v1/")) return fetch(this.base + path, init);
+    const headers = new Headers(init.headers);
+    if (!headers.has("authorization")) headers.set("authorization", `Bearer ${this.apiToken}`);
+    return fetch(this.base + path, { ...init, headers });
   }
 
   /** POST a JSON body to one of Sluice's endpoints. */

@@ -4,7 +4,7 @@
 // any shared object.
 import { test, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, eventually } from "./harness.mjs";
+import { Sluice, freshKey, eventually, API_TOKEN } from "./harness.mjs";
 
 const ADMIN_TOKEN = "hubs-test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -29,7 +29,7 @@ for (const hubFault of ["hang", "throw"]) {
     after(() => sluice?.stop());
 
     test("the first request of a new runtime is answered at normal latency, and limits hold", async () => {
-      sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN }, sluice: { origin: "demo", timeout: "2s", rules } });
+      sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN, API_TOKEN }, sluice: { origin: "demo", timeout: "2s", rules } });
       await sluice.fault(hubFault, "hub");
       const started = Date.now();
       const first = await sluice.fetch("/api/x", { headers: { "CF-Connecting-IP": "198.18.6.1" } });
@@ -60,7 +60,7 @@ for (const hubFault of ["hang", "throw"]) {
 }
 
 test("a thousand new keys send nothing to a shared object", async () => {
-  const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN }, sluice: { origin: "demo", rules } });
+  const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN, API_TOKEN }, sluice: { origin: "demo", rules } });
   try {
     await sluice.fetch("/api/warm", { headers: { "CF-Connecting-IP": ip() } });
     const before = await sluice.faultCounts();

@@ -4,7 +4,7 @@
 // surviving a runtime restart.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, tempDir, eventually, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, tempDir, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 const config = {
   rules: [
@@ -74,7 +74,7 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
 describe("the lease API", () => {
   let sluice;
   before(async () => {
-    sluice = await Sluice.start();
+    sluice = await Sluice.start({ secrets: { API_TOKEN } });
   });
   after(() => sluice?.stop());
 
@@ -215,10 +215,10 @@ test("leases and fences survive a restart of the runtime", async () => {
   const { dir, remove } = tempDir();
   const key = freshKey("durable");
   try {
-    let sluice = await Sluice.start({ persist: dir });
+    let sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     const held = await acquire(sluice, { key, limit: 1, ttl_ms: 60_000, owner: "w" });
     await sluice.stop();
-    sluice = await Sluice.start({ persist: dir });
+    sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     try {
       assert.equal((await acquire(sluice, { key, limit: 1, ttl_ms: 60_000 })).granted, false, "still held");
       const again = await acquire(sluice, { key, limit: 1, ttl_ms: 60_000, lease_id: held.lease_id });

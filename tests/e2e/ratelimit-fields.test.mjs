@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { parseItem, parseList } from "structured-headers";
-import { Sluice, freshKey } from "./harness.mjs";
+import { Sluice, freshKey, API_TOKEN } from "./harness.mjs";
 
 const config = {
   jwt: { secret: "JWT_SECRET" },
@@ -46,7 +46,7 @@ const freshIp = () => {
   return `198.19.${Math.floor(ipCounter / 250)}.${(ipCounter % 250) + 1}`;
 };
 before(async () => {
-  sluice = await Sluice.start({ sluice: config, secrets: { JWT_SECRET: "sluice-e2e-secret-0123456789abcdef" } });
+  sluice = await Sluice.start({ sluice: config, secrets: { JWT_SECRET: "sluice-e2e-secret-0123456789abcdef", API_TOKEN } });
 });
 after(() => sluice?.stop());
 
