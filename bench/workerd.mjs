@@ -220,7 +220,7 @@ async function coldStart() {
  * the first answers of a new runtime while every hub hangs. */
 async function shared() {
   const N = 1_000;
-  const sluice = await Sluice.start({ faults: true, sluice: BANNED_RULES });
+  const sluice = await Sluice.start({ faults: true, sluice: BANNED_RULES, secrets: { API_TOKEN } });
   await (await sluice.fetch("/_sluice/health")).arrayBuffer();
   const before = await sluice.faultCounts();
   const started = performance.now();
@@ -231,7 +231,7 @@ async function shared() {
   const after = await sluice.faultCounts();
   await sluice.stop();
 
-  const hung = await Sluice.start({ faults: true, sluice: BANNED_RULES });
+  const hung = await Sluice.start({ faults: true, sluice: BANNED_RULES, secrets: { API_TOKEN } });
   await hung.fault("hang", "hub");
   const first = performance.now();
   await (await hung.post("/_sluice/v1/limit", { key: "cold-hung", limit: 5, window_ms: 1000 })).arrayBuffer();
