@@ -2,6 +2,8 @@
 # Builds the release worker into build/ with worker-build, pointing it at the
 # tools setup.sh installed: worker-build would otherwise download
 # wasm-bindgen, wasm-opt and esbuild from a host this machine cannot reach.
+# First it bundles the dashboard (dashboard/ and uPlot from node_modules)
+# into build/dashboard, the Workers static assets wrangler.toml names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -15,4 +17,11 @@ esac
 export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
 export WASM_OPT_BIN="$PWD/node_modules/binaryen/bin/wasm-opt"
 export ESBUILD_BIN="$PWD/node_modules/@esbuild/$platform/bin/esbuild"
+
+rm -rf build/dashboard
+mkdir -p build/dashboard
+"$ESBUILD_BIN" dashboard/main.js --bundle --minify --format=iife --target=es2020 \
+  --legal-comments=eof --log-level=warning --outfile=build/dashboard/dashboard.js
+cp dashboard/index.html dashboard/favicon.svg build/dashboard/
+
 exec worker-build --release
