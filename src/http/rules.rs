@@ -3,103 +3,214 @@
 //! enforces. Built from the config types, so it shows what Sluice runs,
 //! not what the var said.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use crate::config::{Config, OnError, Rule, Tier, When};
+use crate::config::rule::Concurrency;
+use crate::config::{Config, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
 
 use super::admin::API_RULE;
 
 /// Every rule in match order, and the name the decision API's keys are
 /// looked up under.
-pub fn listing(config: &Config) -> Value {
-    json!({
-        "rules": config.rules.iter().map(rule).collect::<Vec<_>>(),
-        "api_rule": API_RULE,
-    })
+#[derive(Serialize)]
+pub struct Listing<'a> {
+    rules: Vec<Listed<'a>>,
+    api_rule: &'static str,
 }
 
-fn rule(rule: &Rule) -> Value {
-    let global = rule.global.as_ref();
-    json!({
-        "id": rule.id,
-        "match": {
-            "path": rule.path.to_string(),
-            "methods": rule.methods,
-        },
-        "paths": {
-            "case_insensitive": rule.paths.case_insensitive,
-            "ignore_trailing_slash": rule.paths.ignore_trailing_slash,
-        },
-        "action": rule.action,
-        "tiers": rule.tiers.iter().map(|t| tier(t, global.is_none())).collect::<Vec<_>>(),
-        "scope": if global.is_some() { "global" } else { "key" },
-        "split": global.map_or(1, |g| g.parts.len()),
-        "concurrency": rule.concurrency.as_ref().map(|c| json!({
-            "limit": c.limit,
-            "lease_ttl_ms": c.lease_ttl_ms,
-            "max_wait_ms": c.max_wait_ms,
-            "max_queue": c.max_queue,
-        })),
-        "ban": rule.ban.map(|ban| json!({
-            "after": ban.policy.strikes().limit(),
-            "within_ms": ban.policy.strikes().window_ms(),
-            "for_ms": ban.policy.for_ms(),
-            "multiplier": ban.policy.multiplier(),
-            "max_ms": ban.policy.max_ms(),
-            "status": ban.status,
-        })),
-        "allow": rule.allow.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "deny": rule.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "shadow": rule.shadow,
-        "on_error": match rule.on_error {
-            OnError::Allow => "allow",
-            OnError::Deny => "deny",
-        },
-    })
+pub fn listing(config: &Config) -> Listing<'_> {
+    Listing {
+        rules: config.rules.iter().map(Listed::of).collect(),
+        api_rule: API_RULE,
+    }
+}
+
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: &'a str,
+    #[serde(rename = "match")]
+    matcher: Match<'a>,
+    paths: Paths,
+    action: Option<&'a str>,
+    tiers: Vec<ListedTier<'a>>,
+    scope: &'static str,
+    split: usize,
+    concurrency: Option<ListedConcurrency>,
+    ban: Option<ListedBan>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    shadow: bool,
+    on_error: &'static str,
+}
+
+#[derive(Serialize)]
+struct Match<'a> {
+    path: String,
+    methods: Option<&'a [String]>,
+}
+
+#[derive(Serialize)]
+struct Paths {
+    case_insensitive: bool,
+    ignore_trailing_slash: bool,
 }
 
 /// A tier: who it is for, its key (none for a global quota, which every
 /// caller shares), its policies, and the rule name its keys are looked up
 /// under (`GET /admin/keys/{lookup}/{key}`).
-fn tier(tier: &Tier, keyed: bool) -> Value {
-    json!({
-        "name": tier.name,
-        "when": match tier.when {
-            When::Always => "always",
-            When::Registered => "registered",
-            When::Anonymous => "anonymous",
-        },
-        "key": keyed.then(|| tier.key.to_string()),
-        "lookup": tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
-        "policies": tier.policies.iter().map(|(name, spec)| policy(name, spec)).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+struct ListedTier<'a> {
+    name: Option<&'a str>,
+    when: &'static str,
+    key: Option<String>,
+    lookup: &'a str,
+    policies: Vec<ListedPolicy<'a>>,
 }
 
-fn policy(name: &str, spec: &Spec) -> Value {
-    let mut value = json!({
-        "name": name,
-        "limit": spec.limit(),
-        "window_ms": spec.window_ms(),
-    });
-    match spec {
-        Spec::SlidingLog(_) => value["algorithm"] = "sliding_log".into(),
-        Spec::FixedWindow(_) => value["algorithm"] = "fixed_window".into(),
-        Spec::Gcra(gcra) => {
-            value["algorithm"] = "gcra".into();
-            value["burst"] = gcra.max_burst().into();
-            value["rate"] = json!({"count": gcra.count(), "period_ms": gcra.period_ms()});
+#[derive(Serialize)]
+struct ListedPolicy<'a> {
+    name: &'a str,
+    limit: u64,
+    window_ms: u64,
+    algorithm: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    burst: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate: Option<Rate>,
+}
+
+#[derive(Serialize)]
+struct Rate {
+    count: u64,
+    period_ms: u64,
+}
+
+#[derive(Serialize)]
+struct ListedConcurrency {
+    limit: u32,
+    lease_ttl_ms: u64,
+    max_wait_ms: u64,
+    max_queue: u32,
+}
+
+#[derive(Serialize)]
+struct ListedBan {
+    after: u32,
+    within_ms: u64,
+    for_ms: u64,
+    multiplier: u64,
+    max_ms: u64,
+    status: u16,
+}
+
+impl<'a> Listed<'a> {
+    fn of(rule: &'a Rule) -> Listed<'a> {
+        let global = rule.global.as_ref();
+        Listed {
+            id: &rule.id,
+            matcher: Match {
+                path: rule.path.to_string(),
+                methods: rule.methods.as_deref(),
+            },
+            paths: Paths {
+                case_insensitive: rule.paths.case_insensitive,
+                ignore_trailing_slash: rule.paths.ignore_trailing_slash,
+            },
+            action: rule.action.as_deref(),
+            tiers: rule
+                .tiers
+                .iter()
+                .map(|tier| ListedTier::of(tier, global.is_none()))
+                .collect(),
+            scope: if global.is_some() { "global" } else { "key" },
+            split: global.map_or(1, |g| g.parts.len()),
+            concurrency: rule.concurrency.as_ref().map(ListedConcurrency::of),
+            ban: rule.ban.as_ref().map(ListedBan::of),
+            allow: rule.allow.iter().map(ToString::to_string).collect(),
+            deny: rule.deny.iter().map(ToString::to_string).collect(),
+            shadow: rule.shadow,
+            on_error: match rule.on_error {
+                OnError::Allow => "allow",
+                OnError::Deny => "deny",
+            },
         }
     }
-    value
+}
+
+impl<'a> ListedTier<'a> {
+    fn of(tier: &'a Tier, keyed: bool) -> ListedTier<'a> {
+        ListedTier {
+            name: tier.name.as_deref(),
+            when: match tier.when {
+                When::Always => "always",
+                When::Registered => "registered",
+                When::Anonymous => "anonymous",
+            },
+            key: keyed.then(|| tier.key.to_string()),
+            lookup: tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
+            policies: tier
+                .policies
+                .iter()
+                .map(|(name, spec)| ListedPolicy::of(name, spec))
+                .collect(),
+        }
+    }
+}
+
+impl<'a> ListedPolicy<'a> {
+    fn of(name: &'a str, spec: &Spec) -> ListedPolicy<'a> {
+        let (algorithm, gcra) = match spec {
+            Spec::SlidingLog(_) => ("sliding_log", None),
+            Spec::FixedWindow(_) => ("fixed_window", None),
+            Spec::Gcra(gcra) => ("gcra", Some(gcra)),
+        };
+        ListedPolicy {
+            name,
+            limit: spec.limit(),
+            window_ms: spec.window_ms(),
+            algorithm,
+            burst: gcra.map(|g| g.max_burst()),
+            rate: gcra.map(|g| Rate {
+                count: g.count(),
+                period_ms: g.period_ms(),
+            }),
+        }
+    }
+}
+
+impl ListedConcurrency {
+    fn of(c: &Concurrency) -> ListedConcurrency {
+        ListedConcurrency {
+            limit: c.limit,
+            lease_ttl_ms: c.lease_ttl_ms,
+            max_wait_ms: c.max_wait_ms,
+            max_queue: c.max_queue,
+        }
+    }
+}
+
+impl ListedBan {
+    fn of(ban: &RuleBan) -> ListedBan {
+        let strikes = ban.policy.strikes();
+        ListedBan {
+            after: strikes.limit(),
+            within_ms: strikes.window_ms(),
+            for_ms: ban.policy.for_ms(),
+            multiplier: ban.policy.multiplier(),
+            max_ms: ban.policy.max_ms(),
+            status: ban.status,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     fn listed(config: Value) -> Value {
-        listing(&Config::from_value(config).unwrap())
+        serde_json::to_value(listing(&Config::from_value(config).unwrap())).unwrap()
     }
 
     #[test]
