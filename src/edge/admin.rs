@@ -1,6 +1,7 @@
 //! The admin API below `{prefix}/admin/`: inspect and reset keys, manual
 //! bans, stats (with the top refused keys) read from the hubs, the rules
-//! as configured, and the dashboard page that calls them. It exists only when the `ADMIN_TOKEN` secret is set
+//! as configured, and the dashboard page that calls them. It exists only
+//! when the `ADMIN_TOKEN` secret is set
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
 //! gets a 401 that says nothing about keys. A client with too many failures
@@ -143,6 +144,7 @@ async fn api(
             respond::json(&rules::listing(&settings.config), Headers::new())
         }
         (_, AdminRoute::Rules) => return not_allowed("GET"),
+        // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             return endpoints::not_found(&format!("/admin{path}"))
         }
