@@ -2,6 +2,8 @@
 # Builds the release worker into build/ with worker-build, pointing it at the
 # tools setup.sh installed: worker-build would otherwise download
 # wasm-bindgen, wasm-opt and esbuild from a host this machine cannot reach.
+# First it bundles the dashboard (dashboard/ and uPlot from node_modules)
+# into build/dashboard, the Workers static assets wrangler.toml names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -21,8 +23,8 @@ esac
 # so a file saved during a build makes the next one run.
 stamp=target/sluice-build.stamp
 if [ -f build/index.js ] && [ -f "$stamp" ] &&
-  [ -z "$(find src Cargo.toml Cargo.lock package-lock.json scripts/build.sh -newer "$stamp" -print -quit)" ]; then
-  echo "build: build/ is up to date with src/, Cargo.toml and Cargo.lock"
+  [ -z "$(find src dashboard Cargo.toml Cargo.lock package-lock.json scripts/build.sh -newer "$stamp" -print -quit)" ]; then
+  echo "build: build/ is up to date with src/, dashboard/, Cargo.toml and Cargo.lock"
   exit 0
 fi
 mkdir -p target
@@ -31,5 +33,12 @@ touch "$stamp.next"
 export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
 export WASM_OPT_BIN="$PWD/node_modules/binaryen/bin/wasm-opt"
 export ESBUILD_BIN="$PWD/node_modules/@esbuild/$platform/bin/esbuild"
+
+rm -rf build/dashboard
+mkdir -p build/dashboard
+"$ESBUILD_BIN" dashboard/main.js --bundle --minify --format=iife --target=es2020 \
+  --legal-comments=eof --log-level=warning --outfile=build/dashboard/dashboard.js
+cp dashboard/index.html dashboard/favicon.svg build/dashboard/
+
 worker-build --release
 mv "$stamp.next" "$stamp"

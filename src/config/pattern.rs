@@ -12,6 +12,8 @@
 //! left-to-right pass with no backtracking, so a hostile path costs linear
 //! time whatever the pattern.
 
+use std::fmt;
+
 use crate::http::path::{PathForm, PathOptions, RequestPath};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +136,21 @@ impl Pattern {
     }
 }
 
+/// The pattern as written in the config (lower-cased when folded); it
+/// parses back to the same pattern.
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for token in &self.tokens {
+            match token {
+                Token::Literal(text) => f.write_str(text)?,
+                Token::Param(name) => write!(f, ":{name}")?,
+                Token::Rest => f.write_str("*")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 fn flush(literal: &mut String, tokens: &mut Vec<Token>) {
     if !literal.is_empty() {
         tokens.push(Token::Literal(std::mem::take(literal)));
@@ -152,6 +169,21 @@ mod tests {
         fn matches(&self, path: &str) -> bool {
             self.captures_text(path).is_some()
         }
+    }
+
+    #[test]
+    fn patterns_print_as_written() {
+        for text in [
+            "/",
+            "/login",
+            "/api/*",
+            "/threads/:id/reply",
+            "/u/:user/:item/*",
+        ] {
+            assert_eq!(p(text).to_string(), text);
+            assert_eq!(p(&p(text).to_string()), p(text));
+        }
+        assert_eq!(p("/API/:Id").folded().to_string(), "/api/:Id");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The admin API below `{prefix}/admin/`: inspect and reset keys, manual
-//! bans, and stats (with the top refused keys), read from the hubs. It exists only when the `ADMIN_TOKEN` secret is set
+//! bans, stats (with the top refused keys) read from the hubs, the rules
+//! as configured, and the dashboard page that calls them. It exists only
+//! when the `ADMIN_TOKEN` secret is set
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
 //! gets a 401 that says nothing about keys. A client with too many failures
@@ -11,9 +13,10 @@ use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{hub_name, Objects};
+use super::dashboard;
 use super::endpoints::{self, not_allowed, read_body};
 use super::incoming::Parts;
-use super::settings::settings;
+use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::config::rule::{parse_override, Tier};
@@ -27,6 +30,7 @@ use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::key::MAX_KEY_BYTES;
 use crate::http::problem::Problem;
+use crate::http::rules;
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
@@ -39,16 +43,40 @@ thread_local! {
     static LOCKOUT: RefCell<Lockout> = RefCell::new(Lockout::new(CAPACITY));
 }
 
-pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
+pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
     let settings = settings(env).ok();
-    let Some(token) = settings.as_ref().and_then(|s| s.admin_token.clone()) else {
+    let Some((settings, token)) = settings
+        .as_deref()
+        .and_then(|s| Some((s, s.admin_token.as_deref()?)))
+    else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
+    let route = AdminRoute::parse(path);
+    match route {
+        Some(AdminRoute::Dashboard { file }) => dashboard::file(&req, env, file).await,
+        Some(AdminRoute::DashboardHome) => dashboard::home(&settings.config.prefix),
+        _ => {
+            let mut response = api(req, env, objects, path, settings, token, route).await?;
+            dashboard::protect_data(response.headers_mut())?;
+            Ok(response)
+        }
+    }
+}
+
+/// An admin API call, once the token is known to be set.
+async fn api(
+    mut req: Request,
+    env: &Env,
+    objects: &Objects,
+    path: &str,
+    settings: &Settings,
+    token: &str,
+    route: Option<AdminRoute>,
+) -> Result<Response> {
     // Requests without a usable address (only seen locally: Cloudflare
     // always sets one) share one count.
-    let ipv6_prefix = settings.as_ref().map_or(64, |s| s.config.ipv6_prefix);
     let client = client_ip(&Parts::of(&req))
-        .map(|ip| client_network(ip, ipv6_prefix))
+        .map(|ip| client_network(ip, settings.config.ipv6_prefix))
         .unwrap_or_default();
     let now = now_ms();
     if let Some(wait_ms) = LOCKOUT.with(|lockout| lockout.borrow().locked(&client, now)) {
@@ -62,7 +90,7 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
         return respond::problem_with(&problem, headers);
     }
     let authorization = req.headers().get("authorization")?;
-    if !authorized(authorization.as_deref(), &token) {
+    if !authorized(authorization.as_deref(), token) {
         LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
         let headers = Headers::new();
         headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
@@ -73,12 +101,8 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
         );
         return respond::problem_with(&problem, headers);
     }
-    let Some(route) = AdminRoute::parse(path) else {
+    let Some(route) = route else {
         return endpoints::not_found(&format!("/admin{path}"));
-    };
-    // Only a valid config gets here: the fetch handler answers 500 first.
-    let Some(settings) = settings else {
-        return endpoints::unavailable();
     };
     let config = &settings.config;
     let targets = match &route {
@@ -148,6 +172,14 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
             lift_override(env, objects, &rule, &key).await
         }
         (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Rules) => {
+            respond::json(&rules::listing(&settings.config), Headers::new())
+        }
+        (_, AdminRoute::Rules) => return not_allowed("GET"),
+        // Served before authentication, in `serve`.
+        (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
+            return endpoints::not_found(&format!("/admin{path}"))
+        }
     };
     answer.or_else(|e| {
         console_error!("sluice: admin call failed: {e}");

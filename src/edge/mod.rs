@@ -6,6 +6,7 @@
 mod admin;
 mod client;
 mod container;
+mod dashboard;
 mod delivery;
 mod endpoints;
 mod gate;

@@ -26,18 +26,45 @@ pub enum AdminRoute {
     Ban { key: String },
     /// `/admin/stats`
     Stats,
+    /// `/admin/rules`
+    Rules,
+    /// `/admin/` and the dashboard's files below it, named as the build
+    /// writes them. They hold no data, so they need no token (the page
+    /// asks for it).
+    Dashboard { file: &'static str },
+    /// `/admin` without the slash: sent to `/admin/`, below which the
+    /// page's relative URLs resolve.
+    DashboardHome,
 }
+
+/// The dashboard's files: the path below `/admin` and the file's name in
+/// the build's asset directory (`build/dashboard`).
+const DASHBOARD_FILES: [(&str, &str); 4] = [
+    ("/", "index.html"),
+    ("/dashboard.js", "dashboard.js"),
+    ("/dashboard.css", "dashboard.css"),
+    ("/favicon.svg", "favicon.svg"),
+];
 
 impl AdminRoute {
     /// The route for `path` (below `/admin`); keys are percent-decoded and
     /// may contain `/`.
     pub fn parse(path: &str) -> Option<AdminRoute> {
+        if path.is_empty() {
+            return Some(AdminRoute::DashboardHome);
+        }
+        if let Some((_, file)) = DASHBOARD_FILES.iter().find(|(at, _)| *at == path) {
+            return Some(AdminRoute::Dashboard { file });
+        }
         let rest = path.strip_prefix('/')?;
         if rest == "bans" {
             return Some(AdminRoute::Bans);
         }
         if rest == "stats" {
             return Some(AdminRoute::Stats);
+        }
+        if rest == "rules" {
+            return Some(AdminRoute::Rules);
         }
         if let Some(key) = rest.strip_prefix("bans/") {
             return Some(AdminRoute::Ban {
@@ -285,6 +312,7 @@ mod tests {
     fn routes_parse_with_encoded_keys() {
         assert_eq!(AdminRoute::parse("/bans"), Some(AdminRoute::Bans));
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
+        assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
         assert_eq!(
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {
@@ -299,8 +327,6 @@ mod tests {
             })
         );
         for bad in [
-            "",
-            "/",
             "/keys",
             "/keys/api",
             "/keys/api/",
@@ -309,9 +335,27 @@ mod tests {
             "/bans/%zz",
             "/other",
             "/keys/a/%ff",
+            "/index.html",
+            "/dashboard.js/",
+            "//dashboard.js",
         ] {
             assert_eq!(AdminRoute::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_dashboard_is_the_slash_and_its_named_files() {
+        assert_eq!(AdminRoute::parse(""), Some(AdminRoute::DashboardHome));
+        assert_eq!(
+            AdminRoute::parse("/"),
+            Some(AdminRoute::Dashboard { file: "index.html" })
+        );
+        assert_eq!(
+            AdminRoute::parse("/dashboard.js"),
+            Some(AdminRoute::Dashboard {
+                file: "dashboard.js"
+            })
+        );
     }
 
     #[test]

@@ -68,6 +68,20 @@ pub struct KeySpec {
     escaped: Vec<char>,
 }
 
+/// The key as a template (`ip+header:x` reads `{ip}|{header:x}`); it
+/// parses back to the same spec.
+impl fmt::Display for KeySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(text) => f.write_str(text)?,
+                Piece::Part(part) => write!(f, "{{{part}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a key is built from, besides the request itself.
 pub struct KeyInputs<'a> {
     /// The request's path as the rule matched it (canonical, and folded
@@ -313,6 +327,20 @@ mod tests {
 
     fn build(spec: &str, req: &FakeRequest) -> Result<String, MissingKey> {
         KeySpec::parse(spec).unwrap().build(req, &PLAIN)
+    }
+
+    #[test]
+    fn specs_print_as_templates_that_parse_back() {
+        for (text, shown) in [
+            ("ip", "{ip}"),
+            ("ip+header:X-Api-Key", "{ip}|{header:x-api-key}"),
+            ("{sub}:{action}", "{claim:sub}:{action}"),
+            ("u-{param:id}/{cookie:sid}", "u-{param:id}/{cookie:sid}"),
+        ] {
+            let spec = KeySpec::parse(text).unwrap();
+            assert_eq!(spec.to_string(), shown);
+            assert_eq!(KeySpec::parse(shown).unwrap(), spec);
+        }
     }
 
     #[test]
