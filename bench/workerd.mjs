@@ -10,7 +10,7 @@ import { Miniflare } from "miniflare";
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
-import { Sluice } from "../tests/e2e/harness.mjs";
+import { Sluice, API_TOKEN } from "../tests/e2e/harness.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
 const root = new URL("../", import.meta.url).pathname;
@@ -18,7 +18,10 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const COMPAT = "2026-04-01";
-const ADMIN_TOKEN = "bench-admin-token";
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
+// Every decision-API call carries the token, as a real client's does; the
+// JavaScript baseline ignores it.
+const API_AUTH = `Authorization: Bearer ${API_TOKEN}`;
 
 const BANNED_RULES = {
   rules: [
@@ -77,7 +80,7 @@ const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits
  * each figure is the median of its rounds. */
 async function load() {
   const passthrough = await jsWorker("passthrough.mjs");
-  const sluice = await Sluice.start({ sluice: BANNED_RULES });
+  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } });
   const js = await jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } });
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
@@ -85,11 +88,11 @@ async function load() {
 
   const targets = [
     ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}],
-    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua" }],
-    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
+    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
     ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"] }],
-    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua" }],
-    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua" }],
+    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
+    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
   ];
   wrk(passthrough.url, {});
   const results = targets.map(() => []);
@@ -131,7 +134,7 @@ async function load() {
 /** What one decision costs the containers: the isolate-wide meter that
  * /inspect reports, read before and after each phase. */
 async function costs() {
-  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN } });
+  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN, API_TOKEN } });
   const meter = async () => (await sluice.inspect("bench:probe")).meter;
   const phase = async (name, n, send) => {
     const before = await meter();
@@ -152,6 +155,13 @@ async function costs() {
   await decide("full", 5, 600_000);
   for (let i = 0; i < 5; i++) await decide("full", 5, 600_000);
   rows.push(await phase("refused, a full key", N, () => decide("full", 5, 600_000)));
+  const reserve = async (key, keep) => {
+    const answer = await (await sluice.post("/_sluice/v1/limit", { key, limit: 1_000_000, window_ms: 60_000, reserve: true })).json();
+    await (await sluice.post("/_sluice/v1/limit/settle", { key, reservation: answer.reservation, keep })).arrayBuffer();
+  };
+  await decide("reserved", 1_000_000, 60_000);
+  rows.push(await phase("reserved then kept, a busy key (two calls)", N, () => reserve("reserved", true)));
+  rows.push(await phase("reserved then refunded, a busy key (two calls)", N, () => reserve("reserved", false)));
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   rows.push(
     await phase("refused, a banned key (isolate cache)", N, async () => {
@@ -192,7 +202,7 @@ async function coldStart() {
   const decision = [];
   for (let i = 0; i < 3; i++) {
     const started = performance.now();
-    const sluice = await Sluice.start();
+    const sluice = await Sluice.start({ secrets: { API_TOKEN } });
     const response = await sluice.fetch("/_sluice/health");
     await response.arrayBuffer();
     health.push(performance.now() - started);
@@ -208,6 +218,39 @@ async function coldStart() {
   ].join("\n");
 }
 
+/** Requests received by shared objects (the hubs) while 1 000 new keys are
+ * decided, counted by the fault fixture standing in front of the hubs, and
+ * the first answers of a new runtime while every hub hangs. */
+async function shared() {
+  const N = 1_000;
+  const sluice = await Sluice.start({ faults: true, sluice: BANNED_RULES, secrets: { API_TOKEN } });
+  await (await sluice.fetch("/_sluice/health")).arrayBuffer();
+  const before = await sluice.faultCounts();
+  const started = performance.now();
+  for (let i = 0; i < N; i++) {
+    await (await sluice.post("/_sluice/v1/limit", { key: `shared-${i}`, limit: 5, window_ms: 60_000 })).arrayBuffer();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const after = await sluice.faultCounts();
+  await sluice.stop();
+
+  const hung = await Sluice.start({ faults: true, sluice: BANNED_RULES, secrets: { API_TOKEN } });
+  await hung.fault("hang", "hub");
+  const first = performance.now();
+  await (await hung.post("/_sluice/v1/limit", { key: "cold-hung", limit: 5, window_ms: 1000 })).arrayBuffer();
+  const firstMs = performance.now() - first;
+  const next = performance.now();
+  await (await hung.post("/_sluice/v1/limit", { key: "cold-hung", limit: 5, window_ms: 1000 })).arrayBuffer();
+  const nextMs = performance.now() - next;
+  await hung.stop();
+  return [
+    `| requests received by shared objects while ${N.toLocaleString("en-US")} new keys were decided (${fmt(seconds, 1)} s) | ${after.hubCalls - before.hubCalls} |`,
+    `| the same, by the key containers | ${(after.calls - before.calls).toLocaleString("en-US")} |`,
+    `| a new runtime's first decision while every hub hangs | ${fmt(firstMs, 1)} ms |`,
+    `| its second decision | ${fmt(nextMs, 1)} ms |`,
+  ].join("\n");
+}
+
 function wasmSize() {
   const path = root + "build/index_bg.wasm";
   const raw = statSync(path).size;
@@ -220,7 +263,7 @@ if (!out) {
   process.stderr.write("usage: node bench/workerd.mjs <out.json>\n");
   process.exit(2);
 }
-const all = { load, costs, cold: coldStart, wasm: wasmSize };
+const all = { load, costs, cold: coldStart, shared, wasm: wasmSize };
 const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(all).join(",")).split(",");
 const unknown = chosen.filter((name) => !(name in all));
 if (unknown.length > 0) throw new Error(`BENCH_SECTIONS: no section ${unknown.join(", ")}; there are ${Object.keys(all).join(", ")}`);

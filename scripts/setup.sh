@@ -46,3 +46,16 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   say "installing npm packages"
   npm ci --no-audit --no-fund
 fi
+
+# The dashboard's browser tests drive Debian's Chromium with puppeteer-core
+# (which downloads no browser of its own).
+if [ -z "${CHROMIUM_PATH:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing chromium for the dashboard's browser tests"
+    apt-get update -qq
+    apt-get install -y -qq chromium
+  else
+    say "no Chromium at /usr/bin/chromium: the dashboard's browser tests will be skipped."
+    say "install it with 'sudo apt-get install -y chromium', or set CHROMIUM_PATH to a Chromium binary"
+  fi
+fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, checks
-# style for the host and wasm32, runs the Rust unit and property tests, builds
-# the release worker, and runs the end-to-end suite and the fast size of the
-# reliability suite against it on workerd.
+# style for the host and wasm32, runs the Rust unit and property tests and the
+# JavaScript client's own tests, builds the release worker, and runs the
+# end-to-end suite and the fast size of the reliability suite against it on
+# workerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,6 +18,9 @@ cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 
 step "unit and property tests (host)"
 cargo test
+
+step "the JavaScript client (client/), against a fake binding"
+node --test --test-reporter=spec client/test/*.test.mjs
 
 step "release build (worker-build)"
 bash scripts/build.sh

@@ -1,19 +1,26 @@
 //! The isolate's copy of the operators' manual bans.
 //!
 //! Manual bans apply on every rule, so checking them must not cost a
-//! Durable Object call per request: each isolate keeps the list, fetches it
-//! from the registry on its first request, refreshes it in the background
-//! every [`REFRESH_MS`], and applies its own admin calls at once. A ban or
-//! unban made through another isolate takes effect here within that
-//! interval.
+//! Durable Object call per request: each isolate keeps the list, which a
+//! hub sends back with every report the isolate makes in the background
+//! ([`crate::report`]), and applies its own admin calls at once. A ban or
+//! unban made through another isolate takes effect here within one report
+//! interval; a report that fails keeps the last list it had, so bans never
+//! silently stop applying.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-pub const REFRESH_MS: u64 = 10_000;
+/// The most manual bans there may be at once, so that the list every
+/// isolate holds and receives stays small; it grows only with operators'
+/// calls, never with attacker input.
+pub const MAX_MANUAL_BANS: usize = 1_000;
 
-/// A ban as the registry lists it.
+/// The `source` of a ban an operator made.
+pub const MANUAL: &str = "manual";
+
+/// A ban as the hubs list it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BanRecord {
     pub key: String,
@@ -26,7 +33,6 @@ pub struct BanRecord {
 #[derive(Debug, Default)]
 pub struct BanList {
     bans: HashMap<String, BanRecord>,
-    refreshed_ms: Option<u64>,
 }
 
 impl BanList {
@@ -43,14 +49,14 @@ impl BanList {
             .find(|ban| ban.until_ms > now_ms)
     }
 
-    /// Replaces the list with the registry's manual bans.
+    /// Replaces the list with a hub's manual bans.
     pub fn replace(&mut self, records: Vec<BanRecord>, now_ms: u64) {
         self.bans = records
             .into_iter()
-            .filter(|r| r.source == "manual" && r.until_ms > now_ms)
+            .filter(|r| r.source == MANUAL && r.until_ms > now_ms)
+            .take(MAX_MANUAL_BANS)
             .map(|r| (r.key.clone(), r))
             .collect();
-        self.refreshed_ms = Some(now_ms);
     }
 
     pub fn insert(&mut self, record: BanRecord) {
@@ -67,23 +73,6 @@ impl BanList {
 
     pub fn is_empty(&self) -> bool {
         self.bans.is_empty()
-    }
-
-    /// Whether the list has never been fetched.
-    pub fn is_unknown(&self) -> bool {
-        self.refreshed_ms.is_none()
-    }
-
-    /// Whether a background refresh is due; claims it, so that requests
-    /// arriving meanwhile do not start another.
-    pub fn claim_refresh(&mut self, now_ms: u64) -> bool {
-        let due = self
-            .refreshed_ms
-            .is_some_and(|at| now_ms.saturating_sub(at) >= REFRESH_MS);
-        if due {
-            self.refreshed_ms = Some(now_ms);
-        }
-        due
     }
 }
 
@@ -103,7 +92,6 @@ mod tests {
     #[test]
     fn finds_active_manual_bans_among_candidates() {
         let mut list = BanList::new();
-        assert!(list.is_unknown());
         list.replace(
             vec![
                 ban("203.0.113.9", 5000, "manual"),
@@ -112,7 +100,6 @@ mod tests {
             ],
             100,
         );
-        assert!(!list.is_unknown());
         assert_eq!(
             list.find(&["x", "203.0.113.9"], 100).unwrap().key,
             "203.0.113.9"
@@ -130,18 +117,5 @@ mod tests {
         assert!(list.find(&["alice"], 100).is_some());
         list.remove("alice");
         assert!(list.find(&["alice"], 100).is_none());
-    }
-
-    #[test]
-    fn one_refresh_per_interval() {
-        let mut list = BanList::new();
-        assert!(
-            !list.claim_refresh(0),
-            "the first fetch is not a background refresh"
-        );
-        list.replace(Vec::new(), 1000);
-        assert!(!list.claim_refresh(10_999));
-        assert!(list.claim_refresh(11_000));
-        assert!(!list.claim_refresh(11_001), "claimed already");
     }
 }

@@ -8,10 +8,13 @@ pub mod config;
 pub mod http;
 pub mod ledger;
 pub mod limit;
+pub mod lockout;
 pub mod protocol;
 pub mod queue;
 pub mod refusals;
+pub mod report;
 pub mod stats;
+pub mod top;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, SlotReport};
+use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Override, SlotReport};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -41,6 +41,41 @@ pub struct CheckRequest {
     /// How long to wait for a lease when none is free.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueAsk>,
+    /// Answer a conflict ([`crate::ledger::Outcome::conflicting`]) instead
+    /// of adopting a policy whose algorithm or window differs from the
+    /// state the key holds. The decision API asks this, since any caller
+    /// may send any policy; a rule's policies change only when its
+    /// operator redeploys, and then they apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_conflicts: bool,
+    /// Admit as a reservation ([`crate::ledger::Ledger::reserve`]), kept
+    /// or refunded by a later `/settle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<ReserveAsk>,
+}
+
+/// A reservation's id (chosen by the caller, at random) and how long it may
+/// wait for its settle before it is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReserveAsk {
+    pub id: String,
+    pub ttl_ms: u64,
+}
+
+/// `POST /settle`: keep or refund a reservation. Answered with
+/// [`SettleAnswer`], or 404 for one unknown or lapsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleRequest {
+    pub key: String,
+    pub reservation: String,
+    pub keep: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleAnswer {
+    pub kept: bool,
+    /// Settled before; nothing changed this time.
+    pub repeated: bool,
 }
 
 /// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
@@ -81,6 +116,8 @@ impl CheckRequest {
             }),
             lease: None,
             queue: None,
+            refuse_conflicts: false,
+            reserve: None,
         }
     }
 
@@ -128,6 +165,65 @@ pub struct KeyState {
     pub slots: Vec<SlotReport>,
     pub ban: Option<BanNotice>,
     pub leases: Vec<Lease>,
+    /// An operator's override, lapsed or not (its `until_ms` says).
+    #[serde(default, rename = "override")]
+    pub overridden: Option<WireOverride>,
+}
+
+/// An override as sent and stored: policies in storage encoding, which
+/// [`WireOverride::decode`] validates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireOverride {
+    pub policies: Vec<WireSpec>,
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    pub set_ms: u64,
+}
+
+impl WireOverride {
+    pub fn encode(o: &Override) -> WireOverride {
+        WireOverride {
+            policies: o
+                .policies
+                .iter()
+                .map(|(name, spec)| WireSpec {
+                    name: name.clone(),
+                    spec: spec.encode(),
+                })
+                .collect(),
+            until_ms: o.until_ms,
+            reason: o.reason.clone(),
+            set_ms: o.set_ms,
+        }
+    }
+
+    pub fn decode(&self) -> Result<Override, Invalid> {
+        let policies = self
+            .policies
+            .iter()
+            .map(|p| {
+                let (kind, a, b, c) = p.spec;
+                Spec::decode(kind, a, b, c)
+                    .map(|spec| (p.name.clone(), spec))
+                    .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Override {
+            policies,
+            until_ms: self.until_ms,
+            reason: self.reason.clone(),
+            set_ms: self.set_ms,
+        })
+    }
+}
+
+/// `POST /override`: set (or, with `None`, lift) a key's override.
+/// Answered with the one it replaced, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideRequest {
+    pub key: String,
+    #[serde(rename = "override")]
+    pub overridden: Option<WireOverride>,
 }
 
 /// `POST /renew` and `POST /release`: one lease of a key. Answered with
@@ -173,20 +269,12 @@ pub struct Meter {
     pub rows_written: u64,
 }
 
-/// `POST /unban` to the registry: lift the ban `source` placed on `key`
+/// `DELETE /bans` to a hub: lift the ban `source` placed on `key`
 /// (`manual`, or a rule's scope after an operator's reset).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnbanRequest {
     pub key: String,
     pub source: String,
-}
-
-/// `POST /live` to the registry: a container key started or stopped holding
-/// state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveReport {
-    pub key: String,
-    pub live: bool,
 }
 
 #[cfg(test)]
@@ -227,6 +315,8 @@ mod tests {
             }),
             lease: None,
             queue: None,
+            refuse_conflicts: false,
+            reserve: None,
         };
         assert!(request.policies().is_err());
         assert!(request.ban().is_err());

@@ -5,7 +5,9 @@
 //! errs on the strict side; and it is only filled with refusals that stay
 //! refusals until T whatever else happens (a window frees up no sooner while
 //! nothing is admitted, a ban does not end early), so it refuses nothing the
-//! object would admit, short of an operator's reset. It is bounded: when
+//! object would admit, short of an operator's reset. A ban's refusal is
+//! held only until the ban ends, so that the object then answers (and counts
+//! the refusal toward the next offence). It is bounded: when
 //! full, expired entries go first, then those that end soonest.
 
 use std::collections::HashMap;
@@ -16,7 +18,10 @@ pub const CAPACITY: usize = 4096;
 
 #[derive(Debug)]
 struct Entry {
+    /// When the entry stops answering for the object.
     until_ms: u64,
+    /// When the refused request could pass (its retry time).
+    retry_at_ms: u64,
     decided_ms: u64,
     outcome: Outcome,
 }
@@ -45,7 +50,7 @@ impl RefusalCache {
         }
         let elapsed = now_ms.saturating_sub(entry.decided_ms);
         let mut outcome = entry.outcome.clone();
-        outcome.retry_after_ms = entry.until_ms - now_ms;
+        outcome.retry_after_ms = entry.retry_at_ms.saturating_sub(now_ms);
         for policy in &mut outcome.policies {
             let d = &mut policy.decision;
             d.reset_ms = d.reset_ms.saturating_sub(elapsed);
@@ -63,7 +68,17 @@ impl RefusalCache {
         if outcome.allowed || outcome.retry_after_ms == 0 {
             return;
         }
-        let until_ms = now_ms.saturating_add(outcome.retry_after_ms);
+        let retry_at_ms = now_ms.saturating_add(outcome.retry_after_ms);
+        // A ban's refusal holds until the ban ends; after that the object
+        // answers, so that it says what the refusal really is and counts it
+        // toward the next offence.
+        let until_ms = outcome
+            .ban
+            .as_ref()
+            .map_or(retry_at_ms, |ban| ban.until_ms.min(retry_at_ms));
+        if until_ms <= now_ms {
+            return;
+        }
         if self.entries.len() >= self.capacity && !self.entries.contains_key(object) {
             self.entries.retain(|_, e| e.until_ms > now_ms);
             if self.entries.len() >= self.capacity {
@@ -81,6 +96,7 @@ impl RefusalCache {
             object.to_string(),
             Entry {
                 until_ms,
+                retry_at_ms,
                 decided_ms: now_ms,
                 outcome: outcome.clone(),
             },
@@ -124,6 +140,7 @@ mod tests {
             }],
             ban: None,
             lease: None,
+            conflict: None,
             retry_after_ms,
         }
     }
@@ -166,6 +183,25 @@ mod tests {
         }
         assert!(cache.get("k", 1000).is_none());
         assert!(ledger.check("k", &ask, 1000).0.allowed);
+    }
+
+    #[test]
+    fn a_cached_ban_ends_with_the_ban_keeping_its_retry_time() {
+        let mut cache = RefusalCache::new(8);
+        let mut banned = refused(60_000);
+        banned.ban = Some(crate::ledger::BanNotice {
+            until_ms: 7_000,
+            reason: "2 refusals".into(),
+            offences: 1,
+            started: true,
+        });
+        cache.insert("k", &banned, 5_000);
+        let during = cache.get("k", 6_000).unwrap();
+        assert!(during.ban.is_some());
+        assert_eq!(during.retry_after_ms, 59_000, "when a request can pass");
+        // After the ban the object answers: its refusals count toward the
+        // next offence, and it never says "banned" for an ended ban.
+        assert!(cache.get("k", 7_000).is_none());
     }
 
     #[test]

@@ -1,20 +1,19 @@
-//! Per-rule decision counts, tallied in the isolate and flushed to the
-//! registry in the background, so counting adds no Durable Object call to
-//! a request. Counts are kept per minute, which is also how the registry
-//! stores and answers them.
+//! Per-rule decision counts, tallied in the isolate and sent to a hub with
+//! its next report ([`crate::report`]), so counting adds no Durable Object
+//! call to a request. Counts are kept per minute, which is also how the
+//! hubs store and answer them.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::http::admin::API_RULE;
+use crate::report::RuleTop;
+use crate::top::{Counted, TopKeys, CAPACITY};
 
-/// How often an isolate flushes its tally.
-pub const FLUSH_EVERY_MS: u64 = 10_000;
-
-/// At most this many (rule, minute) rows wait for a flush; beyond it the
-/// oldest are dropped, so a registry outage cannot grow an isolate's memory.
-pub const MAX_PENDING: usize = 10_000;
+/// At most this many (rule, minute) rows wait for a report; beyond it the
+/// oldest are dropped, so an outage of the hubs cannot grow an isolate's
+/// memory.
+pub const MAX_PENDING: usize = 1_000;
 
 /// What a decision was, for counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +37,6 @@ pub struct StatRow {
 #[derive(Debug, Default)]
 pub struct Tally {
     pending: BTreeMap<(u64, String), StatRow>,
-    flushed_ms: u64,
 }
 
 impl Tally {
@@ -48,27 +46,40 @@ impl Tally {
 
     pub fn record(&mut self, rule: &str, now_ms: u64, verdict: Verdict) {
         let minute_ms = now_ms - now_ms % 60_000;
-        let row = self
-            .pending
-            .entry((minute_ms, rule.to_string()))
-            .or_insert_with(|| StatRow {
-                rule: rule.to_string(),
-                minute_ms,
-                ..StatRow::default()
-            });
+        let row = self.row(rule, minute_ms);
         match verdict {
             Verdict::Admitted => row.admitted += 1,
             Verdict::Refused => row.refused += 1,
             Verdict::Failed => row.failed += 1,
         }
+        self.bound();
+    }
+
+    /// Adds back rows that could not be sent.
+    pub fn restore(&mut self, rows: Vec<StatRow>) {
+        for back in rows {
+            let row = self.row(&back.rule, back.minute_ms);
+            row.admitted += back.admitted;
+            row.refused += back.refused;
+            row.failed += back.failed;
+        }
+        self.bound();
+    }
+
+    fn row(&mut self, rule: &str, minute_ms: u64) -> &mut StatRow {
+        self.pending
+            .entry((minute_ms, rule.to_string()))
+            .or_insert_with(|| StatRow {
+                rule: rule.to_string(),
+                minute_ms,
+                ..StatRow::default()
+            })
+    }
+
+    fn bound(&mut self) {
         while self.pending.len() > MAX_PENDING {
             self.pending.pop_first();
         }
-    }
-
-    /// Whether something is pending and the last flush is old enough.
-    pub fn due(&self, now_ms: u64) -> bool {
-        !self.pending.is_empty() && now_ms.saturating_sub(self.flushed_ms) >= FLUSH_EVERY_MS
     }
 
     /// Rows waiting for a flush.
@@ -77,8 +88,7 @@ impl Tally {
     }
 
     /// Everything pending, which is then no longer pending.
-    pub fn take(&mut self, now_ms: u64) -> Vec<StatRow> {
-        self.flushed_ms = now_ms;
+    pub fn take(&mut self) -> Vec<StatRow> {
         std::mem::take(&mut self.pending).into_values().collect()
     }
 }
@@ -90,25 +100,29 @@ pub struct RuleStats {
     pub admitted: u64,
     pub refused: u64,
     pub failed: u64,
-    /// Keys of this rule that hold state in a container now.
-    pub live_keys: u64,
     /// The last hour, one entry per minute that saw a decision.
     pub per_minute: Vec<StatRow>,
+    /// The keys refused most often in the last `top_minutes`, largest
+    /// first, each count an upper bound and `count - error` a lower one.
+    pub top_refused: Vec<Counted>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsAnswer {
     pub since_ms: u64,
     pub now_ms: u64,
+    /// The minutes `top_refused` covers.
+    pub top_minutes: u64,
     pub rules: Vec<RuleStats>,
 }
 
-/// Totals since `since_ms` and the last hour per minute, for every rule that
-/// has counts or live keys.
+/// Totals since `since_ms`, the last hour per minute, and the most refused
+/// keys of the last `top_minutes`, for every rule with counts.
 pub fn summarize(
     rows: &[StatRow],
-    live: &[(String, u64)],
+    top: &[RuleTop],
     since_ms: u64,
+    top_minutes: u64,
     now_ms: u64,
 ) -> StatsAnswer {
     let mut rules: BTreeMap<&str, RuleStats> = BTreeMap::new();
@@ -127,14 +141,22 @@ pub fn summarize(
             stats.per_minute.push(row.clone());
         }
     }
-    for (rule, count) in live {
+    let top_since = now_ms.saturating_sub(top_minutes.saturating_mul(60_000));
+    let mut merged: BTreeMap<&str, TopKeys> = BTreeMap::new();
+    for part in top.iter().filter(|t| t.minute_ms + 60_000 > top_since) {
+        merged
+            .entry(part.rule.as_str())
+            .or_default()
+            .merge(&part.keys, CAPACITY);
+    }
+    for (rule, keys) in merged {
         rules
-            .entry(rule.as_str())
+            .entry(rule)
             .or_insert_with(|| RuleStats {
-                rule: rule.clone(),
+                rule: rule.to_string(),
                 ..RuleStats::default()
             })
-            .live_keys = *count;
+            .top_refused = keys.ranked();
     }
     let mut rules: Vec<RuleStats> = rules.into_values().collect();
     for stats in &mut rules {
@@ -143,19 +165,9 @@ pub fn summarize(
     StatsAnswer {
         since_ms,
         now_ms,
+        top_minutes,
         rules,
     }
-}
-
-/// The rule a container key belongs to: `rule:<id>[.<tier>]:<key>` gives
-/// `<id>`, the decision API's `api:<key>` gives `_api`.
-pub fn rule_of(key: &str) -> Option<&str> {
-    if key.starts_with("api:") {
-        return Some(API_RULE);
-    }
-    let scope = key.strip_prefix("rule:")?;
-    let end = scope.find(['.', ':'])?;
-    Some(&scope[..end])
 }
 
 #[cfg(test)]
@@ -169,7 +181,7 @@ mod tests {
         tally.record("api", 119_999, Verdict::Refused);
         tally.record("api", 120_000, Verdict::Admitted);
         tally.record("login", 61_000, Verdict::Failed);
-        let rows = tally.take(130_000);
+        let rows = tally.take();
         let summary: Vec<_> = rows
             .iter()
             .map(|r| {
@@ -190,19 +202,7 @@ mod tests {
                 ("api", 120_000, 1, 0, 0)
             ]
         );
-        assert!(tally.take(130_001).is_empty());
-    }
-
-    #[test]
-    fn flushes_at_most_every_interval() {
-        let mut tally = Tally::new();
-        assert!(!tally.due(50_000), "nothing pending");
-        tally.record("api", 50_000, Verdict::Admitted);
-        assert!(tally.due(50_000));
-        tally.take(50_000);
-        tally.record("api", 55_000, Verdict::Admitted);
-        assert!(!tally.due(59_999));
-        assert!(tally.due(60_000));
+        assert!(tally.take().is_empty());
     }
 
     #[test]
@@ -211,7 +211,7 @@ mod tests {
         for i in 0..(MAX_PENDING as u64 + 50) {
             tally.record(&format!("rule{}", i % 3), i * 60_000, Verdict::Admitted);
         }
-        let rows = tally.take(0);
+        let rows = tally.take();
         assert_eq!(rows.len(), MAX_PENDING);
         assert_eq!(rows[0].minute_ms, 50 * 60_000, "the oldest went first");
     }
@@ -233,29 +233,42 @@ mod tests {
             row("api", 100, 2, 2),
             row("login", 100, 0, 3),
         ];
-        let live = [("api".to_string(), 4), ("quiet".to_string(), 1)];
-        let answer = summarize(&rows, &live, 50 * 60_000, 101 * 60_000);
+        let answer = summarize(&rows, &[], 50 * 60_000, 10, 101 * 60_000);
         let api = &answer.rules[0];
         assert_eq!(
-            (api.rule.as_str(), api.admitted, api.refused, api.live_keys),
-            ("api", 2, 2, 4)
+            (api.rule.as_str(), api.admitted, api.refused),
+            ("api", 2, 2)
         );
         assert_eq!(api.per_minute, [row("api", 100, 2, 2)]);
         assert_eq!(answer.rules[1].refused, 3);
-        assert_eq!(
-            (answer.rules[2].rule.as_str(), answer.rules[2].live_keys),
-            ("quiet", 1)
-        );
-        let all = summarize(&rows, &[], 0, 101 * 60_000);
+        let all = summarize(&rows, &[], 0, 10, 101 * 60_000);
         assert_eq!(all.rules[0].admitted, 7);
     }
 
     #[test]
-    fn keys_name_their_rule() {
-        assert_eq!(rule_of("rule:api:203.0.113.9"), Some("api"));
-        assert_eq!(rule_of("rule:api.registered:alice"), Some("api"));
-        assert_eq!(rule_of("api:user:1"), Some(API_RULE));
-        assert_eq!(rule_of("other"), None);
-        assert_eq!(rule_of("rule:nokey"), None);
+    fn top_refused_keys_merge_across_reports_within_the_minutes_asked() {
+        let top = |minute: u64, keys: &[&str]| {
+            let mut summary = TopKeys::new();
+            for key in keys {
+                summary.add(key, CAPACITY);
+            }
+            RuleTop {
+                rule: "api".into(),
+                minute_ms: minute * 60_000,
+                keys: summary,
+            }
+        };
+        let parts = [
+            top(100, &["a", "b", "a"]),
+            top(109, &["a", "c"]),
+            top(80, &["old"]),
+        ];
+        let answer = summarize(&[], &parts, 0, 10, 110 * 60_000);
+        let ranked: Vec<(&str, u64)> = answer.rules[0]
+            .top_refused
+            .iter()
+            .map(|c| (c.key.as_str(), c.count))
+            .collect();
+        assert_eq!(ranked, [("a", 3), ("b", 1), ("c", 1)]);
     }
 }

@@ -1,5 +1,7 @@
 //! Fuzzing the parsers a client or operator can reach: the config, the API
-//! bodies, keys, path patterns, durations, CIDRs and JWTs. Proptest drives
+//! bodies, keys, path patterns, durations, CIDRs, JWTs (unsigned garbage,
+//! and signed tokens whose header and claims are garbage) and the header
+//! fields passed to the origin. Proptest drives
 //! them (so it runs on stable Rust), with hostile generators: random bytes,
 //! JSON-ish text, deep nesting, huge numbers, and valid inputs with one
 //! field replaced by garbage. Every input must come back as a value or an
@@ -24,8 +26,10 @@ use sluice::http::api::{
     json_object, parse_lease_request, parse_limit_request, parse_throttle_request,
 };
 use sluice::http::cidr::{Cidr, CidrList};
-use sluice::http::jwt::{self, Hs256Key};
+use sluice::http::forward::{to_origin, OriginAuth};
+use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
+use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
 
 struct Counting;
@@ -168,6 +172,15 @@ fn json_value() -> impl Strategy<Value = Value> {
         "secret",
         "leeway",
         "on_invalid",
+        "require_exp",
+        "aud",
+        "iss",
+        "exp",
+        "nbf",
+        "sub",
+        "alg",
+        "origin_auth",
+        "header",
         "ipv6_prefix",
         "timeout",
         "max_burst",
@@ -241,9 +254,11 @@ fn walk<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
 
 fn full_config() -> Value {
     json!({
-        "prefix": "/_sluice", "origin": "", "ipv6_prefix": 64, "timeout": "2s",
+        "prefix": "/_sluice", "origin": "demo", "ipv6_prefix": 64, "timeout": "2s",
+        "origin_auth": {"header": "x-sluice-auth", "secret": "ORIGIN_SECRET"},
         "allow": ["10.0.0.0/8"], "deny": ["2001:db8::/32"],
-        "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous"},
+        "jwt": {"secret": "JWT_SECRET", "leeway": "30s", "on_invalid": "anonymous",
+                "require_exp": true, "aud": "api", "iss": "https://issuer"},
         "rules": [
             {"id": "api", "match": {"path": "/api/*", "methods": ["GET"]},
              "tiers": [{"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
@@ -307,17 +322,12 @@ fn the_api_body_parsers_never_panic() {
 
 struct Fuzzed {
     method: String,
-    path: String,
     headers: Vec<(String, String)>,
 }
 
 impl Incoming for Fuzzed {
     fn method(&self) -> &str {
         &self.method
-    }
-
-    fn path(&self) -> &str {
-        &self.path
     }
 
     fn header(&self, name: &str) -> Option<String> {
@@ -344,17 +354,22 @@ fn keys_patterns_and_routes_never_panic() {
         prop::collection::vec((header, text()), 0..6),
     );
     fuzz(
-        (text(), text(), request, 0u8..=200),
-        |(spec, pattern, (method, path, headers), prefix)| {
+        (text(), text(), request, 0u8..=200, any::<(bool, bool)>()),
+        |(spec, pattern, (method, path, headers), prefix, (case, slash))| {
             let req = Fuzzed {
                 method: method.clone(),
-                path: path.clone(),
                 headers: headers.clone(),
             };
+            let options = PathOptions {
+                case_insensitive: *case,
+                ignore_trailing_slash: *slash,
+            };
+            let request_path = RequestPath::new(path);
+            let form = request_path.form(options);
             let params = Pattern::parse(pattern)
                 .ok()
                 .and_then(|p| {
-                    p.captures(path).map(|c| {
+                    p.captures(form).map(|c| {
                         c.into_iter()
                             .map(|(n, v)| (n.to_string(), v.to_string()))
                             .collect::<Vec<_>>()
@@ -367,6 +382,7 @@ fn keys_patterns_and_routes_never_panic() {
                 .collect();
             if let Ok(spec) = KeySpec::parse(spec) {
                 let inputs = KeyInputs {
+                    path: form.text(),
                     params: &borrowed,
                     claims: None,
                     action: Some("act"),
@@ -381,18 +397,157 @@ fn keys_patterns_and_routes_never_panic() {
     );
 }
 
+/// The canonical form is a fixed point, starts with `/`, and holds no
+/// empty, `.` or `..` segment and no `;` parameter, whatever the input.
+#[test]
+fn canonical_paths_are_canonical() {
+    let piece = prop::sample::select(vec![
+        "/", "//", ".", "..", "%2e", "%2E", "%2f", "%2F", "%", "%25", "%61", "%7E", ";", "a", "A",
+        "\u{e9}", "x=1", "%zz", "%c3%a9",
+    ]);
+    let path = (prop::collection::vec(piece, 0..12), text()).prop_map(|(pieces, noise)| {
+        let mut path = pieces.concat();
+        path.push_str(&noise);
+        path
+    });
+    fuzz(path, |raw| {
+        let strict = PathOptions {
+            case_insensitive: false,
+            ignore_trailing_slash: false,
+        };
+        let once = RequestPath::new(raw);
+        let text = once.form(strict).text();
+        assert!(text.starts_with('/'), "{raw:?} -> {text:?}");
+        assert_eq!(RequestPath::new(text).form(strict).text(), text, "{raw:?}");
+        for segment in text[1..].trim_end_matches('/').split('/') {
+            assert!(
+                text == "/" || !matches!(segment, "" | "." | ".."),
+                "{raw:?} -> {text:?}"
+            );
+            assert!(!segment.contains(';'), "{raw:?} -> {text:?}");
+        }
+    });
+}
+
+fn validation(leeway_s: u64, require_exp: bool) -> Validation {
+    Validation {
+        leeway_s,
+        require_exp,
+        audience: Some("api".into()),
+        issuer: Some("https://issuer".into()),
+    }
+}
+
 #[test]
 fn durations_cidrs_and_tokens_never_panic() {
     let key = Hs256Key::new(b"fuzz-secret");
     fuzz(
-        (text(), text(), any::<u64>(), any::<u64>()),
-        |(a, b, now, leeway)| {
+        (text(), text(), any::<u64>(), any::<u64>(), any::<bool>()),
+        |(a, b, now, leeway, require_exp)| {
+            let checks = validation(*leeway, *require_exp);
             let _ = parse_ms(a);
             let _ = Cidr::parse(a);
             let _ = CidrList::parse(&[a.as_str(), b.as_str()]);
-            let _ = jwt::verify(a, &key, *now, *leeway);
-            let _ = jwt::verify(&format!("{a}.{b}.{a}"), &key, *now, *leeway);
+            let _ = jwt::verify(a, &key, *now, &checks);
+            let _ = jwt::verify(&format!("{a}.{b}.{a}"), &key, *now, &checks);
             let _ = jwt::bearer(a);
+        },
+    );
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n =
+            chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// JSON text for a token part: a generated value, or text with duplicate
+/// keys, which `Value` cannot hold.
+fn token_part() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => json_value().prop_map(|v| v.to_string()),
+        1 => (json_value(), json_value()).prop_map(|(a, b)| format!(r#"{{"alg":"HS256","exp":{a},"sub":{b},"sub":{a}}}"#)),
+        1 => text(),
+    ]
+}
+
+/// Signed with the verifier's key, so the fuzzer reaches past the signature
+/// into the header and claims checks: duplicate keys, dates of every shape,
+/// aud and iss of every type.
+#[test]
+fn signed_tokens_with_garbage_claims_never_panic() {
+    use hmac::{Hmac, Mac};
+    let secret = b"fuzz-secret";
+    let key = Hs256Key::new(secret);
+    let headers = prop_oneof![
+        3 => Just(r#"{"alg":"HS256"}"#.to_string()),
+        1 => token_part(),
+    ];
+    fuzz(
+        (
+            headers,
+            token_part(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<bool>(),
+        ),
+        |(header, payload, now, leeway, require_exp)| {
+            let input = format!(
+                "{}.{}",
+                base64url(header.as_bytes()),
+                base64url(payload.as_bytes())
+            );
+            let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+            mac.update(input.as_bytes());
+            let token = format!("{input}.{}", base64url(&mac.finalize().into_bytes()));
+            let _ = jwt::verify(&token, &key, *now, &validation(*leeway, *require_exp));
+        },
+    );
+}
+
+#[test]
+fn the_fields_sent_to_the_origin_never_panic() {
+    let names = prop_oneof![
+        3 => prop::sample::select(vec![
+            "connection", "Connection", "keep-alive", "te", "upgrade", "x-forwarded-for",
+            "forwarded", "x-sluice-auth", "X-Sluice-Auth", "accept", "x-hop",
+        ])
+        .prop_map(str::to_string),
+        1 => text(),
+    ];
+    let values = prop_oneof![
+        2 => prop::sample::select(vec!["x-hop, close", "x-sluice-auth", ",,", " , x-forwarded-for "])
+            .prop_map(str::to_string),
+        1 => text(),
+    ];
+    fuzz(
+        (
+            prop::collection::vec((names, values), 0..16),
+            any::<Option<u32>>(),
+        ),
+        |(fields, ip)| {
+            let client = ip.map(|ip| std::net::IpAddr::from(ip.to_be_bytes()));
+            let auth = OriginAuth {
+                header: "x-sluice-auth",
+                secret: "s",
+            };
+            let out = to_origin(fields.clone(), client, Some(auth));
+            let sent: Vec<&str> = out
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("x-sluice-auth"))
+                .map(|(_, value)| value.as_str())
+                .collect();
+            assert_eq!(sent, ["s"], "exactly Sluice's copy of the secret");
+            assert!(out
+                .iter()
+                .all(|(name, _)| !name.eq_ignore_ascii_case("connection")));
         },
     );
 }

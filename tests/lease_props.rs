@@ -1,14 +1,16 @@
 //! Property tests of the lease table with an injected clock: random
-//! acquires (anonymous and by a few owners), renewals, releases (of real,
-//! lapsed and made-up ids) and time passing, checked against a plain model.
+//! acquires (anonymous and with owner labels, which grant nothing),
+//! re-entries by lease id, renewals, releases (of real, lapsed and made-up
+//! ids) and time passing, checked against a plain model.
 
 use proptest::prelude::*;
-use sluice::limit::lease::LeaseTable;
+use sluice::limit::lease::{Acquire, LeaseError, LeaseTable};
 
 #[derive(Debug, Clone)]
 enum Op {
     Advance(u64),
     Acquire { owner: Option<u8>, ttl: u64 },
+    Reenter { pick: usize, ttl: u64 },
     Renew { pick: usize, ttl: u64 },
     Release { pick: usize },
     ReleaseUnknown,
@@ -19,16 +21,16 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u64..400).prop_map(Op::Advance),
         4 => (prop::option::of(0u8..3), 1u64..1000).prop_map(|(owner, ttl)| Op::Acquire { owner, ttl }),
         1 => (any::<usize>(), 1u64..1000).prop_map(|(pick, ttl)| Op::Renew { pick, ttl }),
+        2 => (any::<usize>(), 1u64..1000).prop_map(|(pick, ttl)| Op::Reenter { pick, ttl }),
         3 => any::<usize>().prop_map(|pick| Op::Release { pick }),
         1 => Just(Op::ReleaseUnknown),
     ]
 }
 
-/// A model lease: id, owner, expiry, holds.
+/// A model lease: id, expiry, holds.
 #[derive(Debug, Clone)]
 struct Model {
     id: String,
-    owner: Option<u8>,
     expires: u64,
     holds: u32,
 }
@@ -50,35 +52,53 @@ proptest! {
                 Op::Advance(ms) => now += ms,
                 Op::Acquire { owner, ttl } => {
                     let owner_name = owner.map(|o| format!("owner-{o}"));
-                    let grant = table.acquire(now, limit, ttl, owner_name.as_deref(), || {
-                        next += 1;
-                        format!("id-{next}")
-                    });
-                    let mine = owner.and_then(|o| model.iter().position(|l| l.owner == Some(o)));
-                    match mine {
-                        Some(i) => {
-                            let held = &mut model[i];
-                            prop_assert!(grant.granted, "an owner always gets its own lease back");
+                    let ask = Acquire {
+                        limit,
+                        ttl_ms: ttl,
+                        owner: owner_name.as_deref(),
+                        reenter: None,
+                        strict_limit: true,
+                    };
+                    let grant = table
+                        .acquire(now, &ask, || {
+                            next += 1;
+                            format!("id-{next}")
+                        })
+                        .unwrap();
+                    if model.len() < limit as usize {
+                        prop_assert!(grant.granted);
+                        let lease = grant.lease.unwrap();
+                        prop_assert!(lease.fence > last_fence, "fences strictly increase");
+                        last_fence = lease.fence;
+                        prop_assert!(!issued.contains(&lease.id));
+                        issued.push(lease.id.clone());
+                        model.push(Model { id: lease.id, expires: now + ttl, holds: 1 });
+                    } else {
+                        prop_assert!(!grant.granted, "never more than the limit, whatever the owner");
+                        let first = model.iter().map(|l| l.expires).min().unwrap();
+                        prop_assert_eq!(grant.retry_after_ms, first - now);
+                    }
+                }
+                Op::Reenter { pick, ttl } => {
+                    if issued.is_empty() { continue; }
+                    let id = issued[pick % issued.len()].clone();
+                    let ask = Acquire {
+                        limit,
+                        ttl_ms: ttl,
+                        owner: None,
+                        reenter: Some(&id),
+                        strict_limit: true,
+                    };
+                    let grant = table.acquire(now, &ask, || unreachable!("re-entry makes no lease"));
+                    match model.iter_mut().find(|l| l.id == id) {
+                        Some(held) => {
+                            let lease = grant.unwrap().lease.unwrap();
                             held.holds += 1;
                             held.expires = held.expires.max(now + ttl);
-                            let lease = grant.lease.unwrap();
-                            prop_assert_eq!(&lease.id, &held.id);
                             prop_assert_eq!(lease.holds, held.holds);
+                            prop_assert_eq!(lease.expires_ms, held.expires);
                         }
-                        None if model.len() < limit as usize => {
-                            prop_assert!(grant.granted);
-                            let lease = grant.lease.unwrap();
-                            prop_assert!(lease.fence > last_fence, "fences strictly increase");
-                            last_fence = lease.fence;
-                            prop_assert!(!issued.contains(&lease.id));
-                            issued.push(lease.id.clone());
-                            model.push(Model { id: lease.id, owner, expires: now + ttl, holds: 1 });
-                        }
-                        None => {
-                            prop_assert!(!grant.granted, "never more than the limit");
-                            let first = model.iter().map(|l| l.expires).min().unwrap();
-                            prop_assert_eq!(grant.retry_after_ms, first - now);
-                        }
+                        None => prop_assert_eq!(grant, Err(LeaseError::NoSuchLease)),
                     }
                 }
                 Op::Renew { pick, ttl } => {
@@ -87,7 +107,7 @@ proptest! {
                     let renewed = table.renew(id, now, ttl);
                     match model.iter_mut().find(|l| &l.id == id) {
                         Some(live) => {
-                            live.expires = live.expires.max(now + ttl);
+                            live.expires = now + ttl;
                             prop_assert_eq!(renewed.unwrap().expires_ms, live.expires);
                         }
                         None => prop_assert!(renewed.is_none(), "a lapsed or freed lease stays gone"),
@@ -114,8 +134,8 @@ proptest! {
             }
             table.expire(now);
             model.retain(|l| l.expires > now);
-            prop_assert_eq!(table.in_flight() as usize, model.len());
-            prop_assert!(table.in_flight() <= limit);
+            prop_assert_eq!(table.in_flight_at(now) as usize, model.len());
+            prop_assert!(table.in_flight_at(now) <= limit);
         }
     }
 }

@@ -4,15 +4,21 @@
 //! runs without its limits is worse than one that refuses to start.
 
 pub mod duration;
+pub mod paths;
 pub mod pattern;
 pub mod rule;
+mod words;
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::http::auth::ApiAccess;
 use crate::http::cidr::CidrList;
+use crate::http::forward::may_carry_secret;
+use crate::http::jwt::Validation;
+use crate::http::path::{PathOptions, RequestPath};
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
@@ -20,20 +26,32 @@ pub const DEFAULT_PREFIX: &str = "/_sluice";
 /// The secret a JWT is verified with, unless `jwt.secret` names another.
 pub const DEFAULT_JWT_SECRET: &str = "JWT_SECRET";
 
+/// The field and secret that tell an origin a request came through Sluice,
+/// unless `origin_auth` names others.
+pub const DEFAULT_ORIGIN_AUTH_HEADER: &str = "x-sluice-auth";
+pub const DEFAULT_ORIGIN_AUTH_SECRET: &str = "ORIGIN_SECRET";
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where Sluice's own endpoints live, so they never shadow origin paths.
     pub prefix: String,
     pub origin: Origin,
+    /// The field that carries a secret to the origin, so that the origin can
+    /// refuse requests that did not come through Sluice.
+    pub origin_auth: Option<OriginAuthConfig>,
     /// Leading bits of an IPv6 address that identify one client.
     pub ipv6_prefix: u8,
     /// How long a container object may take to decide.
     pub timeout_ms: u64,
+    /// Whether the decision API exists without an `API_TOKEN` secret.
+    pub api: ApiAccess,
     /// Callers that skip every rule.
     pub allow: CidrList,
     /// Callers refused with 403 before anything else.
     pub deny: CidrList,
     pub jwt: Option<JwtConfig>,
+    /// How rules compare paths unless a rule says otherwise.
+    pub paths: PathOptions,
     /// Matched in order; the first match applies.
     pub rules: Vec<Rule>,
 }
@@ -51,12 +69,46 @@ pub enum Origin {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginAuthConfig {
+    /// A lowercase field name.
+    pub header: String,
+    /// The name of the secret binding whose value is sent.
+    pub secret: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtConfig {
     /// The name of the secret binding that holds the HS256 key.
     pub secret: String,
-    pub leeway_s: u64,
+    /// Leeway, `require_exp`, `aud` and `iss`.
+    pub checks: Validation,
     pub on_invalid: OnInvalid,
 }
+
+/// The fewest characters of a token Sluice checks or sends (`ADMIN_TOKEN`,
+/// `API_TOKEN`, the origin-auth secret): 32 random characters are beyond
+/// guessing, and a short one is a mistake to catch before it is deployed.
+pub const MIN_SECRET_CHARS: usize = 32;
+
+/// Refuses a secret shorter than `MIN_SECRET_CHARS`, naming `field` and
+/// the secret binding, never quoting the value.
+pub fn check_secret_strength(field: &str, name: &str, value: &str) -> Result<(), ConfigError> {
+    let chars = value.chars().count();
+    if chars < MIN_SECRET_CHARS {
+        return Err(error(
+            field,
+            format!("the secret {name} has {chars} characters; use at least {MIN_SECRET_CHARS} random ones (e.g. `openssl rand -hex 32`)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The most clock skew `jwt.leeway` may excuse. Minutes of skew mean a
+/// broken clock, and a long leeway quietly extends every token's life.
+pub const MAX_JWT_LEEWAY_S: u64 = 600;
+
+/// The longest `jwt.aud` or `jwt.iss`: real ones are URLs or short names.
+const MAX_JWT_CLAIM_BYTES: usize = 256;
 
 /// What a token that fails verification gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +139,14 @@ impl Default for Config {
         Config {
             prefix: DEFAULT_PREFIX.to_string(),
             origin: Origin::Demo,
+            origin_auth: None,
             ipv6_prefix: 64,
             timeout_ms: 2_000,
+            api: ApiAccess::Token,
             allow: CidrList::default(),
             deny: CidrList::default(),
             jwt: None,
+            paths: PathOptions::default(),
             rules: Vec::new(),
         }
     }
@@ -101,17 +156,26 @@ impl Default for Config {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     prefix: Option<String>,
-    #[serde(default)]
-    origin: String,
+    origin: Option<String>,
+    origin_auth: Option<RawOriginAuth>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
+    api: Option<String>,
     #[serde(default)]
     allow: Vec<String>,
     #[serde(default)]
     deny: Vec<String>,
     jwt: Option<RawJwt>,
+    paths: Option<paths::RawPaths>,
     #[serde(default)]
     rules: Vec<rule::RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOriginAuth {
+    header: Option<String>,
+    secret: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -120,12 +184,16 @@ struct RawJwt {
     secret: Option<String>,
     leeway: Option<String>,
     on_invalid: Option<String>,
+    require_exp: Option<bool>,
+    aud: Option<String>,
+    iss: Option<String>,
 }
 
 impl Config {
     /// Reads the config from the var's value: an object, or a JSON string
     /// holding one (as a dashboard text var would). A missing var (`null`)
-    /// gives the defaults: no rules, the demo origin.
+    /// gives the defaults: no rules, the demo origin. A given config must
+    /// name its `origin`.
     pub fn from_value(value: Value) -> Result<Config, ConfigError> {
         let value = match value {
             Value::Null => return Ok(Config::default()),
@@ -137,14 +205,16 @@ impl Config {
         };
         let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            ConfigError {
-                field: if path == "." {
-                    "SLUICE".to_string()
-                } else {
-                    format!("SLUICE.{path}")
-                },
-                message: e.into_inner().to_string(),
+            let mut field = if path == "." {
+                "SLUICE".to_string()
+            } else {
+                format!("SLUICE.{path}")
+            };
+            let (missing, message) = words::plain(&e.into_inner().to_string());
+            if let Some(name) = missing {
+                field = format!("{field}.{name}");
             }
+            ConfigError { field, message }
         })?;
         Config::validate(raw)
     }
@@ -155,7 +225,6 @@ impl Config {
             Some(prefix) => validate_prefix(&prefix).map_err(|m| error("SLUICE.prefix", m))?,
             None => defaults.prefix,
         };
-        let origin = validate_origin(&raw.origin).map_err(|m| error("SLUICE.origin", m))?;
         let ipv6_prefix = raw.ipv6_prefix.unwrap_or(defaults.ipv6_prefix);
         if !(1..=128).contains(&ipv6_prefix) {
             return Err(error(
@@ -173,37 +242,54 @@ impl Config {
             }
             None => defaults.timeout_ms,
         };
+        let api = match raw.api.as_deref() {
+            None | Some("token") => ApiAccess::Token,
+            Some("open") => ApiAccess::Open,
+            Some(other) => {
+                return Err(error(
+                    "SLUICE.api",
+                    format!("{other:?} is not a choice: use \"token\" (the default: the API needs the API_TOKEN secret) or \"open\""),
+                ))
+            }
+        };
         let allow = CidrList::parse(&raw.allow)
             .map_err(|(i, m)| error(&format!("SLUICE.allow[{i}]"), m))?;
         let deny =
             CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
+        let origin_auth = raw.origin_auth.map(validate_origin_auth).transpose()?;
         let jwt = raw.jwt.map(validate_jwt).transpose()?;
+        let paths = paths::validate_paths(raw.paths, PathOptions::default(), "SLUICE.paths")?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
         for (i, raw_rule) in raw.rules.into_iter().enumerate() {
             let at = format!("SLUICE.rules[{i}]");
-            let rule = rule::validate_rule(raw_rule, &at)?;
+            let rule = rule::validate_rule(raw_rule, &at, paths)?;
             if rules.iter().any(|r| r.id == rule.id) {
                 return Err(error(
                     &format!("{at}.id"),
                     format!("rule id {:?} is used by an earlier rule", rule.id),
                 ));
             }
-            if rule.uses_jwt() && jwt.is_none() {
+            if let Some(needs) = rule::needs_jwt(&rule, &at).filter(|_| jwt.is_none()) {
                 return Err(error(
-                    &format!("{at}.tiers"),
+                    &needs,
                     "this rule tells callers apart by JWT (a \"registered\" tier or a claim in a key); configure SLUICE.jwt",
                 ));
             }
             rules.push(rule);
         }
+        let origin =
+            validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {
             prefix,
             origin,
+            origin_auth,
             ipv6_prefix,
             timeout_ms,
+            api,
             allow,
             deny,
             jwt,
+            paths,
             rules,
         })
     }
@@ -212,7 +298,7 @@ impl Config {
     pub fn rule_for<'p>(
         &self,
         method: &str,
-        path: &'p str,
+        path: &'p RequestPath,
     ) -> Option<(&Rule, Vec<(&str, &'p str)>)> {
         self.rules
             .iter()
@@ -234,22 +320,68 @@ pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
-    let secret = raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string());
-    if secret.is_empty()
-        || !secret
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+/// A secret binding's name, as `wrangler secret put` accepts it.
+fn validate_secret_name(name: String, field: &str, example: &str) -> Result<String, ConfigError> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(error(
-            "SLUICE.jwt.secret",
-            "secret must name a secret binding (letters, digits, _), e.g. \"JWT_SECRET\"",
+            field,
+            format!("secret must name a secret binding (letters, digits, _), e.g. \"{example}\""),
         ));
     }
+    Ok(name)
+}
+
+fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigError> {
+    let header = raw
+        .header
+        .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_HEADER.to_string())
+        .to_ascii_lowercase();
+    let well_formed = (1..=64).contains(&header.len())
+        && header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !well_formed || !may_carry_secret(&header) {
+        return Err(error(
+            "SLUICE.origin_auth.header",
+            format!("{header:?} cannot carry the secret: use a field of your own of up to 64 letters, digits and -, e.g. \"{DEFAULT_ORIGIN_AUTH_HEADER}\" (not a hop-by-hop, forwarding, cf- or other standard field)"),
+        ));
+    }
+    let secret = validate_secret_name(
+        raw.secret
+            .unwrap_or_else(|| DEFAULT_ORIGIN_AUTH_SECRET.to_string()),
+        "SLUICE.origin_auth.secret",
+        DEFAULT_ORIGIN_AUTH_SECRET,
+    )?;
+    Ok(OriginAuthConfig { header, secret })
+}
+
+fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
+    let secret = validate_secret_name(
+        raw.secret.unwrap_or_else(|| DEFAULT_JWT_SECRET.to_string()),
+        "SLUICE.jwt.secret",
+        DEFAULT_JWT_SECRET,
+    )?;
     let leeway_s = match raw.leeway {
-        Some(text) => duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))? / 1000,
+        Some(text) => {
+            let ms = duration::parse_ms(&text).map_err(|m| error("SLUICE.jwt.leeway", m))?;
+            if ms % 1000 != 0 || ms / 1000 > MAX_JWT_LEEWAY_S {
+                return Err(error(
+                    "SLUICE.jwt.leeway",
+                    format!("leeway must be whole seconds from \"0s\" to \"{MAX_JWT_LEEWAY_S}s\", got {text:?}"),
+                ));
+            }
+            ms / 1000
+        }
         None => 0,
     };
+    let audience = raw
+        .aud
+        .map(|aud| validate_claim_value(aud, "SLUICE.jwt.aud"))
+        .transpose()?;
+    let issuer = raw
+        .iss
+        .map(|iss| validate_claim_value(iss, "SLUICE.jwt.iss"))
+        .transpose()?;
     let on_invalid = match raw.on_invalid.as_deref() {
         None | Some("anonymous") => OnInvalid::Anonymous,
         Some("reject") => OnInvalid::Reject,
@@ -262,9 +394,26 @@ fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {
     };
     Ok(JwtConfig {
         secret,
-        leeway_s,
+        checks: Validation {
+            leeway_s,
+            require_exp: raw.require_exp.unwrap_or(true),
+            audience,
+            issuer,
+        },
         on_invalid,
     })
+}
+
+/// An expected `aud` or `iss`: compared byte for byte with the token's, so
+/// it must be something a token can carry.
+fn validate_claim_value(value: String, field: &str) -> Result<String, ConfigError> {
+    if value.is_empty() || value.len() > MAX_JWT_CLAIM_BYTES || value.contains(char::is_control) {
+        return Err(error(
+            field,
+            format!("must be 1 to {MAX_JWT_CLAIM_BYTES} bytes without control characters"),
+        ));
+    }
+    Ok(value)
 }
 
 fn validate_prefix(prefix: &str) -> Result<String, String> {
@@ -283,23 +432,69 @@ fn validate_prefix(prefix: &str) -> Result<String, String> {
     }
 }
 
-fn validate_origin(origin: &str) -> Result<Origin, String> {
+/// The demo origin is never a default: a deployed Worker that forgot its
+/// origin would answer every request itself, so it must be asked for by
+/// name. (With no `SLUICE` var at all, `Config::default` still serves it, so
+/// a bare `wrangler dev` works.)
+fn validate_origin(origin: Option<&str>) -> Result<Origin, String> {
+    const CHOICES: &str =
+        "\"demo\" (the built-in demo origin), \"route\" (the zone's origin), or an http(s) URL";
+    let Some(origin) = origin else {
+        return Err(format!("origin is required: write {CHOICES}"));
+    };
     match origin {
-        "" => Ok(Origin::Demo),
+        "" => Err(format!(
+            "origin is empty, and the demo origin is no longer the default: write {CHOICES}"
+        )),
+        "demo" => Ok(Origin::Demo),
         "route" => Ok(Origin::Route),
         _ => {
             let rest = origin
                 .strip_prefix("https://")
                 .or_else(|| origin.strip_prefix("http://"));
             match rest {
-                Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(['?', '#', ' ']) => {
+                Some(rest) if !rest.contains(['?', '#', ' ']) => {
+                    let authority = rest.split('/').next().unwrap_or_default();
+                    check_authority(authority).map_err(|m| format!("{origin:?}: {m}"))?;
                     Ok(Origin::Url(origin.trim_end_matches('/').to_string()))
                 }
-                _ => Err(format!(
-                    "{origin:?} must be empty (the demo origin), \"route\" (the zone's origin), or an http(s) URL without query"
-                )),
+                _ => Err(format!("{origin:?} is not {CHOICES} without query")),
             }
         }
+    }
+}
+
+/// The `host[:port]` of an origin URL, checked so that a URL every
+/// request would fail to reach is refused before it is used: a host is
+/// required, a port is 1 to 65535, and credentials cannot be sent (fetch
+/// refuses URLs that carry them).
+fn check_authority(authority: &str) -> Result<(), String> {
+    if authority.contains('@') {
+        return Err("an origin cannot carry credentials (user@host)".into());
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((host, rest)) if !host.is_empty() => (host, rest.strip_prefix(':')),
+            _ => return Err("an IPv6 host is written [address]".into()),
+        },
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("the URL needs a host".into());
+    }
+    match port {
+        Some(port)
+            if port.parse::<u16>().map_or(true, |p| p == 0)
+                || !port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Err(format!(
+                "port {port:?} is not a port: use a number from 1 to 65535"
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -4,9 +4,17 @@
 //! - `:name` matches one whole, non-empty path segment and captures it;
 //! - `*` may only end a pattern and matches any rest, `/` included.
 //!
+//! Requests are matched in their canonical form ([`crate::http::path`]),
+//! so a pattern must be written canonically too: no `//`, `.` or `..`
+//! segments, `;` parameters, or escapes of characters that need none.
+//!
 //! Keeping `*` at the end and parameters whole-segment makes matching one
 //! left-to-right pass with no backtracking, so a hostile path costs linear
 //! time whatever the pattern.
+
+use std::fmt;
+
+use crate::http::path::{PathForm, PathOptions, RequestPath};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
@@ -24,6 +32,18 @@ impl Pattern {
     pub fn parse(text: &str) -> Result<Pattern, String> {
         if !text.starts_with('/') {
             return Err(format!("{text:?} must start with \"/\""));
+        }
+        let canonical = RequestPath::new(text);
+        let canonical = canonical
+            .form(PathOptions {
+                case_insensitive: false,
+                ignore_trailing_slash: false,
+            })
+            .text();
+        if canonical != text {
+            return Err(format!(
+                "{text:?} is not a canonical path (requests are matched as {canonical:?}): write it without \"//\", \".\" or \"..\" segments, \";\" parameters, or escapes of letters, digits, \"-._~\" and \"/\""
+            ));
         }
         let mut tokens = Vec::new();
         let mut literal = String::new();
@@ -69,8 +89,26 @@ impl Pattern {
         Ok(Pattern { tokens })
     }
 
+    /// The same pattern for case-insensitive matching: its literal text
+    /// lower-cased, as [`RequestPath`] folds a request's path.
+    pub fn folded(mut self) -> Pattern {
+        for token in &mut self.tokens {
+            if let Token::Literal(text) = token {
+                *text = text.to_lowercase();
+            }
+        }
+        self
+    }
+
+    /// The captured parameters if the path, in any of the readings its
+    /// rule allows, matches.
+    pub fn captures<'p>(&self, path: PathForm<'p>) -> Option<Vec<(&str, &'p str)>> {
+        path.readings()
+            .find_map(|reading| self.captures_text(reading))
+    }
+
     /// The captured parameters if `path` matches, in pattern order.
-    pub fn captures<'p>(&self, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
+    fn captures_text<'p>(&self, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
         let mut rest = path;
         let mut captured = Vec::new();
         for token in &self.tokens {
@@ -98,6 +136,21 @@ impl Pattern {
     }
 }
 
+/// The pattern as written in the config (lower-cased when folded); it
+/// parses back to the same pattern.
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for token in &self.tokens {
+            match token {
+                Token::Literal(text) => f.write_str(text)?,
+                Token::Param(name) => write!(f, ":{name}")?,
+                Token::Rest => f.write_str("*")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 fn flush(literal: &mut String, tokens: &mut Vec<Token>) {
     if !literal.is_empty() {
         tokens.push(Token::Literal(std::mem::take(literal)));
@@ -114,8 +167,23 @@ mod tests {
 
     impl Pattern {
         fn matches(&self, path: &str) -> bool {
-            self.captures(path).is_some()
+            self.captures_text(path).is_some()
         }
+    }
+
+    #[test]
+    fn patterns_print_as_written() {
+        for text in [
+            "/",
+            "/login",
+            "/api/*",
+            "/threads/:id/reply",
+            "/u/:user/:item/*",
+        ] {
+            assert_eq!(p(text).to_string(), text);
+            assert_eq!(p(&p(text).to_string()), p(text));
+        }
+        assert_eq!(p("/API/:Id").folded().to_string(), "/api/:Id");
     }
 
     #[test]
@@ -141,20 +209,20 @@ mod tests {
     fn parameters_capture_one_segment() {
         let reply = p("/threads/:id/reply");
         assert_eq!(
-            reply.captures("/threads/42/reply"),
+            reply.captures_text("/threads/42/reply"),
             Some(vec![("id", "42")])
         );
-        assert_eq!(reply.captures("/threads//reply"), None);
-        assert_eq!(reply.captures("/threads/4/2/reply"), None);
+        assert_eq!(reply.captures_text("/threads//reply"), None);
+        assert_eq!(reply.captures_text("/threads/4/2/reply"), None);
         assert!(reply.has_param("id"));
         assert!(!reply.has_param("reply"));
         let two = p("/u/:user/:action");
         assert_eq!(
-            two.captures("/u/ann/post"),
+            two.captures_text("/u/ann/post"),
             Some(vec![("user", "ann"), ("action", "post")])
         );
         assert_eq!(
-            p("/f/:name/*").captures("/f/x/y/z"),
+            p("/f/:name/*").captures_text("/f/x/y/z"),
             Some(vec![("name", "x")])
         );
         // A colon inside a segment is literal.
@@ -172,6 +240,12 @@ mod tests {
             "/t/:id.json",
             "/t/:a/:a",
             "/t/:i-d",
+            "/a//b",
+            "/a/./b",
+            "/a/../b",
+            "/a;x",
+            "/%61pi",
+            "/a%2fb",
         ] {
             assert!(Pattern::parse(bad).is_err(), "{bad:?} was accepted");
         }

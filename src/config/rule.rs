@@ -5,20 +5,25 @@
 use serde::Deserialize;
 
 use super::duration::parse_ms;
+use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::{error, ConfigError};
-use crate::http::api::validate_policy_name;
 use crate::http::cidr::CidrList;
+use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
+use crate::http::path::{PathOptions, RequestPath};
 use crate::ledger::BanPolicy;
-use crate::limit::gcra::GcraPolicy;
+use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::split::{share_spec, MAX_PARTS};
 use crate::limit::{Policy, Spec};
 
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub id: String,
+    /// Lower-cased when `paths` is case-insensitive.
     pub path: Pattern,
+    /// How this rule compares request paths.
+    pub paths: PathOptions,
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     /// What `{action}` in a key stands for.
@@ -38,6 +43,24 @@ pub struct Rule {
     pub concurrency: Option<Concurrency>,
     /// Set when every caller shares one quota (`scope = "global"`).
     pub global: Option<Global>,
+    /// Set when only some of the origin's answers count (`count`): each
+    /// request then takes a reservation, kept or refunded by the answer.
+    pub count: Option<CountedStatuses>,
+}
+
+/// The origin's answers that count against a rule: statuses and classes
+/// (`"5xx"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountedStatuses {
+    codes: Vec<u16>,
+    /// Hundreds digits: 5 for `"5xx"`.
+    classes: Vec<u16>,
+}
+
+impl CountedStatuses {
+    pub fn matches(&self, status: u16) -> bool {
+        self.codes.contains(&status) || self.classes.contains(&(status / 100))
+    }
 }
 
 /// A quota every caller shares, possibly split across several objects
@@ -77,13 +100,34 @@ pub struct Tier {
 }
 
 /// Which callers a tier is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum When {
     Always,
     /// Callers with a valid JWT.
     Registered,
     /// Callers without one.
     Anonymous,
+    /// Callers with a valid JWT whose claim `name` is one of `values`
+    /// (strings, or integers in their JSON spelling): a plan tier.
+    Claim {
+        name: String,
+        values: Vec<String>,
+    },
+}
+
+impl When {
+    /// Whether a caller with these verified claims (none: anonymous) is
+    /// one this tier is for.
+    pub fn holds(&self, claims: Option<&Claims>) -> bool {
+        match self {
+            When::Always => true,
+            When::Registered => claims.is_some(),
+            When::Anonymous => claims.is_none(),
+            When::Claim { name, values } => claims
+                .and_then(|claims| claims.get_str(name))
+                .is_some_and(|value| values.contains(&value)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,25 +148,26 @@ pub enum OnError {
 
 impl Rule {
     /// The path parameters captured, if the rule matches the request.
-    pub fn captures<'p>(&self, method: &str, path: &'p str) -> Option<Vec<(&str, &'p str)>> {
+    pub fn captures<'p>(
+        &self,
+        method: &str,
+        path: &'p RequestPath,
+    ) -> Option<Vec<(&str, &'p str)>> {
         let method_matches = self
             .methods
             .as_ref()
             .is_none_or(|methods| methods.iter().any(|m| m == method));
         if method_matches {
-            self.path.captures(path)
+            self.path.captures(path.form(self.paths))
         } else {
             None
         }
     }
 
-    /// The first tier for a caller with (or without) a valid JWT.
-    pub fn tier_for(&self, registered: bool) -> Option<&Tier> {
-        self.tiers.iter().find(|tier| match tier.when {
-            When::Always => true,
-            When::Registered => registered,
-            When::Anonymous => !registered,
-        })
+    /// The first tier whose `when` holds for a caller with these verified
+    /// claims (none for an anonymous caller).
+    pub fn tier_for(&self, claims: Option<&Claims>) -> Option<&Tier> {
+        self.tiers.iter().find(|tier| tier.when.holds(claims))
     }
 
     /// Whether any tier needs a JWT verified.
@@ -133,12 +178,29 @@ impl Rule {
     }
 }
 
+/// The field of rule `rule` (validated at `at`) that needs a JWT, if one
+/// does: the first key with a claim, or the first tier for registered or
+/// anonymous callers.
+pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
+    let tiered = rule.tiers.iter().any(|tier| tier.name.is_some());
+    rule.tiers.iter().enumerate().find_map(|(i, tier)| {
+        let claims = tier.key.parts().any(|p| matches!(p, Part::Claim(_)));
+        match (claims, tiered) {
+            (true, true) => Some(format!("{at}.tiers[{i}].key")),
+            (true, false) => Some(format!("{at}.key")),
+            (false, _) if tier.when != When::Always => Some(format!("{at}.tiers[{i}].when")),
+            _ => None,
+        }
+    })
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRule {
     id: String,
     #[serde(rename = "match", default)]
     matcher: RawMatch,
+    paths: Option<RawPaths>,
     key: Option<String>,
     action: Option<String>,
     limit: Option<u64>,
@@ -160,6 +222,7 @@ pub(super) struct RawRule {
     queue: Option<RawQueue>,
     scope: Option<String>,
     split: Option<u64>,
+    count: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -199,7 +262,7 @@ struct RawPolicy {
 #[serde(deny_unknown_fields)]
 struct RawTier {
     name: String,
-    when: Option<String>,
+    when: Option<serde_json::Value>,
     key: Option<String>,
     limit: Option<u64>,
     window: Option<String>,
@@ -220,11 +283,21 @@ struct RawBan {
     status: Option<u16>,
 }
 
-pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError> {
+pub(super) fn validate_rule(
+    raw: RawRule,
+    at: &str,
+    default_paths: PathOptions,
+) -> Result<Rule, ConfigError> {
     let field = |name: &str| format!("{at}.{name}");
     validate_rule_id(&raw.id).map_err(|m| error(&field("id"), m))?;
+    let paths = validate_paths(raw.paths, default_paths, &field("paths"))?;
     let path = Pattern::parse(raw.matcher.path.as_deref().unwrap_or("/*"))
         .map_err(|m| error(&field("match.path"), m))?;
+    let path = if paths.case_insensitive {
+        path.folded()
+    } else {
+        path
+    };
     let methods = raw
         .matcher
         .methods
@@ -309,9 +382,11 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
     };
     let policies = tiers.first().map_or(&[][..], |tier| &tier.policies);
     let global = validate_scope(scope, policies, at)?;
-    Ok(Rule {
+    let count_raw = raw.count;
+    let mut rule = Rule {
         id: raw.id,
         path,
+        paths,
         methods,
         action: raw.action,
         tiers,
@@ -322,7 +397,92 @@ pub(super) fn validate_rule(raw: RawRule, at: &str) -> Result<Rule, ConfigError>
         on_error,
         concurrency,
         global,
-    })
+        count: None,
+    };
+    rule.count = validate_count(count_raw, &rule, at)?;
+    Ok(rule)
+}
+
+/// `count = "all"` (the default) or `count = { status = [401, 403, "5xx"] }`.
+/// Counting by answer needs a refund, which GCRA has not, a reservation
+/// per key, which a split global quota has not, and no lease, whose slot
+/// a refused login would not give back sooner.
+fn validate_count(
+    raw: Option<serde_json::Value>,
+    rule: &Rule,
+    at: &str,
+) -> Result<Option<CountedStatuses>, ConfigError> {
+    use serde_json::Value;
+    let field = format!("{at}.count");
+    let statuses = match raw {
+        None => return Ok(None),
+        Some(Value::String(all)) if all == "all" => return Ok(None),
+        Some(Value::Object(object)) => {
+            if let Some(unknown) = object.keys().find(|k| *k != "status") {
+                return Err(error(
+                    &format!("{field}.{unknown}"),
+                    "unknown field: count takes status",
+                ));
+            }
+            match object.get("status") {
+                Some(Value::Array(statuses)) if !statuses.is_empty() && statuses.len() <= 64 => {
+                    statuses.clone()
+                }
+                _ => {
+                    return Err(error(
+                        &format!("{field}.status"),
+                        "status must list 1 to 64 statuses (401) or classes (\"5xx\")",
+                    ))
+                }
+            }
+        }
+        Some(_) => {
+            return Err(error(
+                &field,
+                "count is \"all\" or { status = [401, 403, \"5xx\"] }",
+            ))
+        }
+    };
+    let mut counted = CountedStatuses {
+        codes: Vec::new(),
+        classes: Vec::new(),
+    };
+    for status in statuses {
+        match &status {
+            Value::Number(n) if n.as_u64().is_some_and(|c| (100..=599).contains(&c)) => {
+                counted.codes.push(n.as_u64().map_or(0, |c| c as u16));
+            }
+            Value::String(class)
+                if class.len() == 3
+                    && class.ends_with("xx")
+                    && (b'1'..=b'5').contains(&class.as_bytes()[0]) =>
+            {
+                counted.classes.push(u16::from(class.as_bytes()[0] - b'0'));
+            }
+            other => {
+                return Err(error(
+                    &format!("{field}.status"),
+                    format!("{other} is not a status (100 to 599) or a class (\"4xx\")"),
+                ))
+            }
+        }
+    }
+    let refuse = |why: &str| Err(error(&field, why.to_string()));
+    if rule.global.is_some() {
+        return refuse("a global quota cannot count by answer: its parts are not per key, so a reservation could not be exact; count all requests");
+    }
+    if rule.concurrency.is_some() {
+        return refuse("a concurrency limit already frees its slot when the answer comes; count by answer on a rule without concurrency");
+    }
+    if rule
+        .tiers
+        .iter()
+        .flat_map(|t| &t.policies)
+        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
+    {
+        return refuse("GCRA cannot give back a unit, so it cannot count by answer: use sliding_log or fixed_window");
+    }
+    Ok(Some(counted))
 }
 
 /// What `scope` and `split` must agree with.
@@ -412,13 +572,18 @@ fn validate_concurrency(
     at: &str,
 ) -> Result<Option<Concurrency>, ConfigError> {
     let Some(limit) = limit else {
-        if lease_ttl.is_some() || queue.is_some() {
-            return Err(error(
-                &format!("{at}.concurrency"),
-                "lease_ttl and queue need concurrency = N",
-            ));
-        }
-        return Ok(None);
+        let orphan = match (lease_ttl, &queue) {
+            (Some(_), _) => Some("lease_ttl"),
+            (None, Some(_)) => Some("queue"),
+            (None, None) => None,
+        };
+        return match orphan {
+            Some(name) => Err(error(
+                &format!("{at}.{name}"),
+                format!("{name} applies to a concurrency limit: set concurrency = N too, or leave {name} out"),
+            )),
+            None => Ok(None),
+        };
     };
     let limit = u32::try_from(limit)
         .ok()
@@ -486,7 +651,7 @@ fn validate_tiers(
     let mut tiers: Vec<Tier> = Vec::with_capacity(raw.len());
     for (i, tier) in raw.into_iter().enumerate() {
         let here = format!("{at}.tiers[{i}]");
-        validate_policy_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
+        validate_part_name(&tier.name).map_err(|m| error(&format!("{here}.name"), m))?;
         if tiers
             .iter()
             .any(|t| t.name.as_deref() == Some(tier.name.as_str()))
@@ -496,24 +661,20 @@ fn validate_tiers(
                 format!("tier name {:?} is used twice", tier.name),
             ));
         }
-        let when = match tier.when.as_deref() {
-            None => When::Always,
-            Some("registered") => When::Registered,
-            Some("anonymous") => When::Anonymous,
-            Some(other) => {
-                return Err(error(
-                    &format!("{here}.when"),
-                    format!("{other:?} is not a caller class: use \"registered\" (a valid JWT) or \"anonymous\""),
-                ))
-            }
-        };
-        let default_key = if when == When::Registered {
+        let when = validate_when(tier.when, &format!("{here}.when"))?;
+        let default_key = if matches!(when, When::Registered | When::Claim { .. }) {
             "{sub}"
         } else {
             rule_key.unwrap_or("ip")
         };
         let key = KeySpec::parse(tier.key.as_deref().unwrap_or(default_key))
             .map_err(|m| error(&format!("{here}.key"), m))?;
+        if when == When::Anonymous && key.parts().any(|p| matches!(p, Part::Claim(_))) {
+            return Err(error(
+                &format!("{here}.key"),
+                "anonymous callers have no verified JWT, so their key cannot use {sub} or a claim: key them by ip or a header",
+            ));
+        }
         let base = format!("{rule_id}.{}", tier.name);
         let limits = RawLimits {
             limit: tier.limit,
@@ -531,6 +692,8 @@ fn validate_tiers(
             scope: format!("rule:{base}"),
         });
     }
+    // Claim tiers are tried first where listed, but only `registered`,
+    // `anonymous` or an unconditional tier covers every caller of a kind.
     let covers = |w: When| tiers.iter().any(|t| t.when == When::Always || t.when == w);
     if !covers(When::Registered) || !covers(When::Anonymous) {
         return Err(error(
@@ -587,8 +750,7 @@ fn validate_limits(
                 let here = format!("{at}.policies[{i}]");
                 let name = match (&policy.name, several) {
                     (Some(name), _) => {
-                        validate_policy_name(name)
-                            .map_err(|m| error(&format!("{here}.name"), m))?;
+                        validate_part_name(name).map_err(|m| error(&format!("{here}.name"), m))?;
                         format!("{base}.{name}")
                     }
                     (None, false) => base.to_string(),
@@ -648,7 +810,14 @@ fn validate_spec(
             let max_burst = burst.unwrap_or(limit - 1);
             GcraPolicy::new(max_burst, limit, window_ms)
                 .map(Spec::Gcra)
-                .map_err(|e| error(&format!("{at}.burst"), e.to_string()))
+                .map_err(|_| {
+                    error(
+                        &format!("{at}.burst"),
+                        format!(
+                            "burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"
+                        ),
+                    )
+                })
         }
         Some(other) => Err(error(
             &format!("{at}.algorithm"),
@@ -720,6 +889,92 @@ fn check_key_parts(
 /// Rule ids name container objects (`rule:<id>.<tier>:<key>`) and policies
 /// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own
 /// names.
+/// `when`: `"registered"`, `"anonymous"`, or a claim's values:
+/// `{ claim = "plan", in = ["pro", "team"] }` or `{ claim = "plan", equals = "pro" }`.
+fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, ConfigError> {
+    use serde_json::Value;
+    let classes = "use \"registered\" (a valid JWT), \"anonymous\", or a claim's values such as { claim = \"plan\", in = [\"pro\", \"team\"] }";
+    let object = match raw {
+        None => return Ok(When::Always),
+        Some(Value::String(word)) => {
+            return match word.as_str() {
+                "registered" => Ok(When::Registered),
+                "anonymous" => Ok(When::Anonymous),
+                other => Err(error(
+                    field,
+                    format!("{other:?} is not a caller class: {classes}"),
+                )),
+            }
+        }
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            return Err(error(
+                field,
+                format!("when must be a word or a table: {classes}"),
+            ))
+        }
+    };
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !["claim", "in", "equals"].contains(&k.as_str()))
+    {
+        return Err(error(
+            &format!("{field}.{unknown}"),
+            "unknown field: a claim tier takes claim and in (or equals)",
+        ));
+    }
+    let name = match object.get("claim") {
+        Some(Value::String(name)) if !name.is_empty() && name.len() <= 64 => name.clone(),
+        _ => {
+            return Err(error(
+                &format!("{field}.claim"),
+                "claim must name the JWT claim to compare, e.g. \"plan\"",
+            ))
+        }
+    };
+    let listed = match (object.get("in"), object.get("equals")) {
+        (Some(Value::Array(values)), None) => values.clone(),
+        (None, Some(value)) => vec![value.clone()],
+        (Some(_), Some(_)) => {
+            return Err(error(
+                &format!("{field}.equals"),
+                "give in or equals, not both",
+            ))
+        }
+        (Some(_), None) => {
+            return Err(error(&format!("{field}.in"), "in must be a list of values"))
+        }
+        (None, None) => {
+            return Err(error(
+                &format!("{field}.in"),
+                "a claim tier needs the values it is for: in = [...] or equals = ...",
+            ))
+        }
+    };
+    let key = if object.contains_key("in") {
+        "in"
+    } else {
+        "equals"
+    };
+    if listed.is_empty() || listed.len() > 64 {
+        return Err(error(&format!("{field}.{key}"), "list 1 to 64 values"));
+    }
+    let mut values = Vec::with_capacity(listed.len());
+    for value in listed {
+        match value {
+            Value::String(s) if !s.is_empty() => values.push(s),
+            Value::Number(n) if n.is_i64() || n.is_u64() => values.push(n.to_string()),
+            other => {
+                return Err(error(
+                    &format!("{field}.{key}"),
+                    format!("{other} is not a claim value: use non-empty strings or whole numbers"),
+                ))
+            }
+        }
+    }
+    Ok(When::Claim { name, values })
+}
+
 fn validate_rule_id(id: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&id.len())
         && !id.starts_with('_')
@@ -731,6 +986,24 @@ fn validate_rule_id(id: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{id:?} is not a valid rule id: use 1 to 64 letters, digits, \"-\" or \"_\", not starting with \"_\""
+        ))
+    }
+}
+
+/// Tier and policy names join rule ids in policy names
+/// (`<rule>.<tier>.<policy>`) and object names (`rule:<rule>.<tier>:<key>`),
+/// so like rule ids they hold no `.` or `:`: with them, `a` + `b.c` and
+/// `a.b` + `c` would be one name.
+fn validate_part_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
         ))
     }
 }
@@ -751,4 +1024,137 @@ fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
             }
         })
         .collect()
+}
+
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override`: the limits, or
+/// `"unlimited": true`, with `for` and `reason`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+    unlimited: Option<bool>,
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    reason: Option<String>,
+}
+
+/// An override as the admin API takes it, validated like the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideBody {
+    /// Named as the tier names its policies; empty for unlimited.
+    pub policies: Vec<(String, Spec)>,
+    pub for_ms: Option<u64>,
+    pub reason: String,
+}
+
+/// The longest an override may be set for.
+pub const MAX_OVERRIDE_MS: u64 = 366 * 86_400_000;
+
+/// Parses an override for `tier`. An override may change a policy's limit
+/// (and a GCRA burst), and add policies of its own, but not a policy's
+/// window or algorithm: admissions logged under one window would be
+/// re-read through another, and a log read through a shorter window
+/// forgets what a longer one counts again. Errors name the body's field.
+pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBody, ConfigError> {
+    let raw: RawOverride = serde_path_to_error::deserialize(body).map_err(|e| {
+        let path = e.path().to_string();
+        error(
+            if path == "." { "body" } else { &path },
+            e.into_inner().to_string(),
+        )
+    })?;
+    let reason = raw.reason.unwrap_or_default();
+    if reason.len() > 200 || reason.chars().any(char::is_control) {
+        return Err(error(
+            "reason",
+            "reason holds at most 200 characters and no control characters",
+        ));
+    }
+    let for_ms = raw
+        .lasts
+        .map(|text| {
+            let ms = parse_ms(&text).map_err(|m| error("for", m))?;
+            if (1..=MAX_OVERRIDE_MS).contains(&ms) {
+                Ok(ms)
+            } else {
+                Err(error("for", "for must be from 1 ms to 366 days"))
+            }
+        })
+        .transpose()?;
+    let limits = RawLimits {
+        limit: raw.limit,
+        window: raw.window,
+        algorithm: raw.algorithm,
+        burst: raw.burst,
+        policies: raw.policies,
+    };
+    let given = limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some();
+    let policies = match raw.unlimited {
+        Some(true) if given => {
+            return Err(error("unlimited", "give unlimited or limits, not both"));
+        }
+        Some(true) => Vec::new(),
+        Some(false) | None => {
+            let base = tier
+                .scope
+                .strip_prefix("rule:")
+                .unwrap_or(tier.scope.as_str());
+            let policies = validate_limits(limits, base, "")
+                .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
+            check_same_shape(&policies, &tier.policies)?;
+            policies
+        }
+    };
+    Ok(OverrideBody {
+        policies,
+        for_ms,
+        reason,
+    })
+}
+
+/// The window a policy was configured with (GCRA's period, not the refill
+/// time its limit and burst make).
+fn configured_window(spec: &Spec) -> u64 {
+    match spec {
+        Spec::Gcra(policy) => policy.period_ms(),
+        Spec::SlidingLog(_) | Spec::FixedWindow(_) => spec.window_ms(),
+    }
+}
+
+/// Refuses a policy whose name the tier uses with another window or
+/// algorithm; see [`parse_override`].
+fn check_same_shape(
+    policies: &[(String, Spec)],
+    configured: &[(String, Spec)],
+) -> Result<(), ConfigError> {
+    let several = policies.len() > 1;
+    for (i, (name, spec)) in policies.iter().enumerate() {
+        let Some((_, held)) = configured.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let field = |f: &str| {
+            if several {
+                format!("policies[{i}].{f}")
+            } else {
+                f.to_string()
+            }
+        };
+        if std::mem::discriminant(held) != std::mem::discriminant(spec) {
+            return Err(error(
+                &field("algorithm"),
+                format!("policy {name:?} keeps its algorithm; an override changes its limit, or adds a policy under another name"),
+            ));
+        }
+        if configured_window(held) != configured_window(spec) {
+            return Err(error(
+                &field("window"),
+                format!("policy {name:?} keeps its window of {} ms; an override changes its limit, or adds a policy under another name", configured_window(held)),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,8 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::http::jwt::Validation;
+use crate::http::path::RequestPath;
 use crate::limit::{Policy, Spec};
 
 fn error_field(value: Value) -> String {
@@ -17,12 +19,12 @@ fn with_rule(extra: Value) -> Value {
     rule.as_object_mut()
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
-    json!({ "rules": [rule] })
+    json!({ "origin": "demo", "rules": [rule] })
 }
 
 /// A rule of its own fields, with nothing filled in.
 fn bare_rule(rule: Value) -> Value {
-    json!({ "jwt": {}, "rules": [rule] })
+    json!({ "origin": "demo", "jwt": {}, "rules": [rule] })
 }
 
 #[test]
@@ -52,10 +54,28 @@ fn a_full_config_parses() {
         )]
     );
     assert_eq!(login.scope, "rule:login");
-    assert_eq!(config.rule_for("GET", "/api/x").unwrap().0.id, "api");
-    assert!(config.rule_for("DELETE", "/api/x").is_none());
-    assert_eq!(config.rule_for("PUT", "/login").unwrap().0.id, "login");
-    assert!(config.rule_for("GET", "/other").is_none());
+    assert_eq!(
+        config
+            .rule_for("GET", &RequestPath::new("/api/x"))
+            .unwrap()
+            .0
+            .id,
+        "api"
+    );
+    assert!(config
+        .rule_for("DELETE", &RequestPath::new("/api/x"))
+        .is_none());
+    assert_eq!(
+        config
+            .rule_for("PUT", &RequestPath::new("/login"))
+            .unwrap()
+            .0
+            .id,
+        "login"
+    );
+    assert!(config
+        .rule_for("GET", &RequestPath::new("/other"))
+        .is_none());
 }
 
 #[test]
@@ -64,13 +84,27 @@ fn defaults_apply() {
     assert_eq!(config.prefix, DEFAULT_PREFIX);
     assert_eq!(config.origin, Origin::Demo);
     assert_eq!((config.ipv6_prefix, config.timeout_ms), (64, 2000));
-    let config =
-        Config::from_value(json!({"rules": [{"id": "all", "limit": 1, "window": "1s"}]})).unwrap();
-    let (rule, _) = config.rule_for("PATCH", "/anything").unwrap();
+    let config = Config::from_value(
+        json!({"origin": "demo", "rules": [{"id": "all", "limit": 1, "window": "1s"}]}),
+    )
+    .unwrap();
+    let anything = RequestPath::new("/anything");
+    let (rule, _) = config.rule_for("PATCH", &anything).unwrap();
     assert_eq!(rule.on_error, OnError::Deny);
     assert!(!rule.shadow);
     let from_string = Config::from_value(json!(r#"{"origin": "route"}"#)).unwrap();
     assert_eq!(from_string.origin, Origin::Route);
+}
+
+#[test]
+fn the_decision_api_is_open_only_when_the_config_says_so() {
+    assert_eq!(Config::default().api, ApiAccess::Token);
+    let api = |value: Value| Config::from_value(json!({"origin": "demo", "api": value}));
+    assert_eq!(api(json!("token")).unwrap().api, ApiAccess::Token);
+    assert_eq!(api(json!("open")).unwrap().api, ApiAccess::Open);
+    for bad in [json!("Open"), json!(""), json!(true), json!("none")] {
+        assert_eq!(api(bad).unwrap_err().field, "SLUICE.api");
+    }
 }
 
 #[test]
@@ -124,6 +158,7 @@ fn gcra_takes_limit_per_window_with_a_burst() {
 #[test]
 fn tiers_tell_registered_from_anonymous_callers() {
     let config = Config::from_value(json!({
+        "origin": "demo",
         "jwt": {"secret": "API_JWT", "leeway": "30s", "on_invalid": "reject"},
         "rules": [{
             "id": "api", "match": {"path": "/api/*"},
@@ -138,12 +173,18 @@ fn tiers_tell_registered_from_anonymous_callers() {
         config.jwt,
         Some(JwtConfig {
             secret: "API_JWT".into(),
-            leeway_s: 30,
+            checks: Validation {
+                leeway_s: 30,
+                require_exp: true,
+                audience: None,
+                issuer: None,
+            },
             on_invalid: OnInvalid::Reject
         })
     );
     let rule = &config.rules[0];
-    let registered = rule.tier_for(true).unwrap();
+    let someone = crate::http::jwt::Claims::from(json!({"sub": "u1"}).as_object().unwrap().clone());
+    let registered = rule.tier_for(Some(&someone)).unwrap();
     assert_eq!(registered.policies[0].0, "api.registered");
     assert_eq!(registered.scope, "rule:api.registered");
     assert_eq!(
@@ -154,7 +195,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
             .collect::<Vec<_>>(),
         ["claim:sub"]
     );
-    let anonymous = rule.tier_for(false).unwrap();
+    let anonymous = rule.tier_for(None).unwrap();
     assert_eq!(anonymous.policies[0].0, "api.anonymous");
     assert_eq!(
         anonymous
@@ -169,7 +210,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
 #[test]
 fn rule_options_parse() {
     let config = Config::from_value(json!({
-        "ipv6_prefix": 56, "timeout": "250ms",
+        "origin": "demo", "ipv6_prefix": 56, "timeout": "250ms",
         "allow": ["10.0.0.0/8"], "deny": ["192.0.2.0/24", "2001:db8::/32"],
         "rules": [{
             "id": "reply", "match": {"path": "/threads/:id/reply"}, "action": "reply",
@@ -190,7 +231,8 @@ fn rule_options_parse() {
     assert_eq!(rule.on_error, OnError::Allow);
     assert!(rule.deny.contains("203.0.113.7".parse().unwrap()));
     assert!(config.deny.contains("2001:db8::1".parse().unwrap()));
-    let (_, params) = config.rule_for("POST", "/threads/7/reply").unwrap();
+    let reply = RequestPath::new("/threads/7/reply");
+    let (_, params) = config.rule_for("POST", &reply).unwrap();
     assert_eq!(params, [("id", "7")]);
 }
 
@@ -200,6 +242,10 @@ fn every_bad_field_is_named() {
         (json!({"prefix": "nope"}), "SLUICE.prefix"),
         (json!({"prefix": "/a/"}), "SLUICE.prefix"),
         (json!({"prefix": 5}), "SLUICE.prefix"),
+        (json!({}), "SLUICE.origin"),
+        (json!({"origin": ""}), "SLUICE.origin"),
+        (json!({"origin": "Demo"}), "SLUICE.origin"),
+        (json!({"origin": null}), "SLUICE.origin"),
         (json!({"origin": "ftp://x"}), "SLUICE.origin"),
         (json!({"origin": "https://"}), "SLUICE.origin"),
         (json!({"origin": "https://x/?q=1"}), "SLUICE.origin"),
@@ -218,10 +264,28 @@ fn every_bad_field_is_named() {
             "SLUICE.jwt.on_invalid",
         ),
         (json!({"jwt": {"claim": "sub"}}), "SLUICE.jwt.claim"),
+        (json!({"jwt": {"leeway": "500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "1500ms"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "11m"}}), "SLUICE.jwt.leeway"),
+        (json!({"jwt": {"leeway": "-1s"}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"leeway": "99999999999999999999d"}}),
+            "SLUICE.jwt.leeway",
+        ),
+        (json!({"jwt": {"leeway": 30}}), "SLUICE.jwt.leeway"),
+        (
+            json!({"jwt": {"require_exp": "yes"}}),
+            "SLUICE.jwt.require_exp",
+        ),
+        (json!({"jwt": {"aud": ""}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": ["a", "b"]}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"aud": "x".repeat(257)}}), "SLUICE.jwt.aud"),
+        (json!({"jwt": {"iss": "a\nb"}}), "SLUICE.jwt.iss"),
+        (json!({"jwt": {"iss": 7}}), "SLUICE.jwt.iss"),
         (json!({"rules": {}}), "SLUICE.rules"),
         (
             json!({"rules": [{"limit": 1, "window": "1s"}]}),
-            "SLUICE.rules[0]",
+            "SLUICE.rules[0].id",
         ),
         (with_rule(json!({"id": ""})), "SLUICE.rules[0].id"),
         (with_rule(json!({"id": "a b"})), "SLUICE.rules[0].id"),
@@ -258,7 +322,7 @@ fn every_bad_field_is_named() {
         (with_rule(json!({"key": "{id}"})), "SLUICE.rules[0].key"),
         (with_rule(json!({"key": "{action}"})), "SLUICE.rules[0].key"),
         (with_rule(json!({"action": ""})), "SLUICE.rules[0].action"),
-        (with_rule(json!({"key": "{sub}"})), "SLUICE.rules[0].tiers"),
+        (with_rule(json!({"key": "{sub}"})), "SLUICE.rules[0].key"),
         (
             with_rule(json!({"match": {"path": "api/*"}})),
             "SLUICE.rules[0].match.path",
@@ -302,7 +366,7 @@ fn every_bad_field_is_named() {
         ),
         (
             with_rule(json!({"ban": {"after": 3, "within": "1m"}})),
-            "SLUICE.rules[0].ban",
+            "SLUICE.rules[0].ban.for",
         ),
         (
             with_rule(json!({"ban": {"after": 0, "within": "1m", "for": "1m"}})),
@@ -376,7 +440,7 @@ fn bad_policy_lists_and_tiers_are_named() {
         ),
         (
             policies(json!([{"limit": 1}])),
-            "SLUICE.rules[0].policies[0]",
+            "SLUICE.rules[0].policies[0].window",
         ),
         (tiers(json!([])), "SLUICE.rules[0].tiers"),
         (
@@ -407,7 +471,7 @@ fn bad_policy_lists_and_tiers_are_named() {
         ),
         (
             tiers(json!([{"limit": 1, "window": "1s"}])),
-            "SLUICE.rules[0].tiers[0]",
+            "SLUICE.rules[0].tiers[0].name",
         ),
         (
             bare_rule(
@@ -423,7 +487,7 @@ fn bad_policy_lists_and_tiers_are_named() {
 
 #[test]
 fn concurrency_limits_parse_with_or_without_rates() {
-    let config = Config::from_value(json!({"rules": [
+    let config = Config::from_value(json!({"origin": "demo", "rules": [
         {"id": "report", "match": {"path": "/report"}, "concurrency": 10},
         {"id": "both", "limit": 5, "window": "1s", "concurrency": 2, "lease_ttl": "5s",
          "queue": {"max_wait": "2s", "max_len": 50}},
@@ -497,7 +561,7 @@ fn bad_concurrency_fields_are_named() {
         ),
         (
             rule(json!({"limit": 1, "window": "1s", "lease_ttl": "5s"})),
-            "SLUICE.rules[0].concurrency",
+            "SLUICE.rules[0].lease_ttl",
         ),
     ];
     for (value, field) in cases {
@@ -576,4 +640,510 @@ fn bad_scope_and_split_fields_are_named() {
         "tiers": [{"name": "all", "limit": 1, "window": "1s"}]
     }));
     assert_eq!(error_field(tiers), "SLUICE.rules[0].tiers");
+}
+
+/// Which rule each spelling of a path reaches, with the default `paths`
+/// (case-insensitive, trailing slash ignored) and with strict ones: no
+/// spelling an origin may treat as a protected path skips its rule.
+#[test]
+fn every_spelling_of_a_path_reaches_its_rule() {
+    let config = Config::from_value(json!({
+        "origin": "demo",
+        "rules": [
+            {"id": "login", "match": {"path": "/login", "methods": ["POST"]}, "limit": 2, "window": "1m"},
+            {"id": "reply", "match": {"path": "/threads/:id/reply"}, "key": "{id}", "limit": 5, "window": "10s"},
+            {"id": "api", "match": {"path": "/api/*"}, "limit": 10, "window": "1m"},
+            {"id": "exact", "match": {"path": "/Exact/Case"}, "paths": {"case": "sensitive", "trailing_slash": "strict"}, "limit": 1, "window": "1m"},
+        ]
+    }))
+    .unwrap();
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        ("POST", "/login", Some("login")),
+        ("POST", "/Login", Some("login")),
+        ("POST", "/LOGIN", Some("login")),
+        ("POST", "/login/", Some("login")),
+        ("POST", "/LOGIN/", Some("login")),
+        ("POST", "//login", Some("login")),
+        ("POST", "/login//", Some("login")),
+        ("POST", "/%6cogin", Some("login")),
+        ("POST", "/%6Cogin", Some("login")),
+        ("POST", "/%4C%4F%47%49%4E", Some("login")),
+        ("POST", "/./login", Some("login")),
+        ("POST", "/x/../login", Some("login")),
+        ("POST", "/x/%2e%2e/login", Some("login")),
+        ("POST", "/../login", Some("login")),
+        ("POST", "/login;jsessionid=abc", Some("login")),
+        ("POST", "/login/.", Some("login")),
+        ("POST", "%2flogin", Some("login")),
+        ("GET", "/login", None),
+        ("POST", "/logins", None),
+        ("POST", "/login/x", None),
+        ("POST", "/log%69n%2F", Some("login")),
+        ("GET", "/api/hello", Some("api")),
+        ("GET", "/%61pi/hello", Some("api")),
+        ("GET", "//api/hello", Some("api")),
+        ("GET", "/API/hello", Some("api")),
+        ("GET", "/api%2fhello", Some("api")),
+        ("GET", "/api%2Fhello", Some("api")),
+        ("GET", "/Api/", Some("api")),
+        ("GET", "/api", Some("api")),
+        ("GET", "/api;x=1/hello", Some("api")),
+        ("GET", "/static/../api/hello", Some("api")),
+        ("GET", "/apix", None),
+        ("GET", "/threads/7/reply", Some("reply")),
+        ("GET", "/Threads/7/Reply/", Some("reply")),
+        ("GET", "/threads//7/reply", Some("reply")),
+        ("GET", "/threads/7/x/../reply", Some("reply")),
+        ("GET", "/threads/%37/reply", Some("reply")),
+        ("GET", "/threads/7/8/reply", None),
+        ("GET", "/Exact/Case", Some("exact")),
+        ("GET", "//Exact/./Case", Some("exact")),
+        ("GET", "/%45xact/Case", Some("exact")),
+        ("GET", "/exact/case", None),
+        ("GET", "/Exact/Case/", None),
+    ];
+    for (method, raw, expected) in cases {
+        let path = RequestPath::new(raw);
+        let found = config
+            .rule_for(method, &path)
+            .map(|(rule, _)| rule.id.as_str());
+        assert_eq!(found, *expected, "{method} {raw}");
+    }
+    let path = RequestPath::new("/THREADS/AbC/reply/");
+    let (rule, params) = config.rule_for("GET", &path).unwrap();
+    assert_eq!(rule.id, "reply");
+    assert_eq!(
+        params,
+        [("id", "abc")],
+        "case-insensitive rules key on folded captures"
+    );
+}
+
+#[test]
+fn paths_options_are_validated_and_inherited() {
+    assert_eq!(
+        error_field(json!({"paths": {"case": "upper"}})),
+        "SLUICE.paths.case"
+    );
+    assert_eq!(
+        error_field(json!({"paths": {"trailing_slash": "sometimes"}})),
+        "SLUICE.paths.trailing_slash"
+    );
+    assert_eq!(
+        error_field(json!({"paths": {"cases": "sensitive"}})),
+        "SLUICE.paths.cases"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"paths": {"case": 1}}))),
+        "SLUICE.rules[0].paths.case"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"match": {"path": "/a//b"}}))),
+        "SLUICE.rules[0].match.path"
+    );
+    let config = Config::from_value(json!({
+        "origin": "demo",
+        "paths": {"case": "sensitive"},
+        "rules": [
+            {"id": "a", "match": {"path": "/A"}, "limit": 1, "window": "1s"},
+            {"id": "b", "match": {"path": "/B"}, "paths": {"trailing_slash": "strict"}, "limit": 1, "window": "1s"},
+        ]
+    }))
+    .unwrap();
+    assert!(!config.paths.case_insensitive && config.paths.ignore_trailing_slash);
+    let b = &config.rules[1].paths;
+    assert!(!b.case_insensitive && !b.ignore_trailing_slash);
+    let found = |raw: &str| {
+        config
+            .rule_for("GET", &RequestPath::new(raw))
+            .map(|(rule, _)| rule.id.clone())
+    };
+    assert_eq!(found("/A/").as_deref(), Some("a"));
+    assert_eq!(found("/a"), None);
+    assert_eq!(found("/B/"), None);
+}
+
+#[test]
+fn jwt_checks_parse_with_their_defaults() {
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {}})).unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 0,
+            require_exp: true,
+            audience: None,
+            issuer: None,
+        }
+    );
+    let config = Config::from_value(json!({"origin": "demo", "jwt": {
+        "leeway": "10m", "require_exp": false,
+        "aud": "api.example.com", "iss": "https://issuer.example/"
+    }}))
+    .unwrap();
+    assert_eq!(
+        config.jwt.unwrap().checks,
+        Validation {
+            leeway_s: 600,
+            require_exp: false,
+            audience: Some("api.example.com".into()),
+            issuer: Some("https://issuer.example/".into()),
+        }
+    );
+}
+
+#[test]
+fn short_secrets_are_refused_without_being_quoted() {
+    let short = "x".repeat(MIN_SECRET_CHARS - 1);
+    let e = check_secret_strength("ADMIN_TOKEN", "ADMIN_TOKEN", &short).unwrap_err();
+    assert_eq!(e.field, "ADMIN_TOKEN");
+    assert!(e.message.contains("31 characters") && e.message.contains("32"));
+    assert!(!e.message.contains(&short));
+    assert!(check_secret_strength("f", "S", &"x".repeat(MIN_SECRET_CHARS)).is_ok());
+    let multibyte = "é".repeat(MIN_SECRET_CHARS - 1);
+    assert!(
+        check_secret_strength("f", "S", &multibyte).is_err(),
+        "characters, not bytes"
+    );
+}
+
+#[test]
+fn origin_auth_parses_with_defaults_and_names_bad_fields() {
+    let config = Config::from_value(json!({"origin": "route", "origin_auth": {}})).unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-sluice-auth".into(),
+            secret: "ORIGIN_SECRET".into(),
+        })
+    );
+    let config = Config::from_value(json!({
+        "origin": "https://api.example.com",
+        "origin_auth": {"header": "X-Origin-Verify", "secret": "EDGE_KEY"}
+    }))
+    .unwrap();
+    assert_eq!(
+        config.origin_auth,
+        Some(OriginAuthConfig {
+            header: "x-origin-verify".into(),
+            secret: "EDGE_KEY".into(),
+        })
+    );
+    assert_eq!(Config::default().origin_auth, None);
+    for (bad, field) in [
+        (json!({"header": ""}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x auth"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "x-é"}), "SLUICE.origin_auth.header"),
+        (json!({"header": "Connection"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x-forwarded-for"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (
+            json!({"header": "authorization"}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": "cf-ray"}), "SLUICE.origin_auth.header"),
+        (
+            json!({"header": "x".repeat(65)}),
+            "SLUICE.origin_auth.header",
+        ),
+        (json!({"header": 5}), "SLUICE.origin_auth.header"),
+        (json!({"secret": ""}), "SLUICE.origin_auth.secret"),
+        (json!({"secret": "my secret"}), "SLUICE.origin_auth.secret"),
+        (json!({"value": "x"}), "SLUICE.origin_auth.value"),
+    ] {
+        let config = json!({"origin": "route", "origin_auth": bad});
+        assert_eq!(error_field(config), field, "{bad}");
+    }
+}
+
+fn error_of(value: Value) -> ConfigError {
+    match Config::from_value(value.clone()) {
+        Ok(_) => panic!("accepted {value}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn plan_tiers_match_a_claim_value_in_order() {
+    let config = Config::from_value(json!({
+        "origin": "demo",
+        "jwt": {"require_exp": false},
+        "rules": [{
+            "id": "api",
+            "tiers": [
+                {"name": "enterprise", "when": {"claim": "plan", "equals": "enterprise"}, "limit": 6000, "window": "1m"},
+                {"name": "pro", "when": {"claim": "plan", "in": ["pro", "team", 7]}, "limit": 600, "window": "1m"},
+                {"name": "free", "when": "registered", "limit": 60, "window": "1m"},
+                {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
+            ]
+        }]
+    }))
+    .unwrap();
+    let rule = &config.rules[0];
+    let claims = |value: Value| crate::http::jwt::Claims::from(value.as_object().unwrap().clone());
+    let tier = |claims: Option<&crate::http::jwt::Claims>| {
+        rule.tier_for(claims).unwrap().name.clone().unwrap()
+    };
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "enterprise"})))),
+        "enterprise"
+    );
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "team"})))),
+        "pro"
+    );
+    assert_eq!(tier(Some(&claims(json!({"sub": "a", "plan": 7})))), "pro");
+    assert_eq!(
+        tier(Some(&claims(json!({"sub": "a", "plan": "hobby"})))),
+        "free"
+    );
+    assert_eq!(tier(Some(&claims(json!({"sub": "a"})))), "free");
+    assert_eq!(tier(None), "anonymous");
+    assert_eq!(
+        rule.tiers[1]
+            .key
+            .parts()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["claim:sub"],
+        "a plan tier keys on the subject by default"
+    );
+}
+
+#[test]
+fn plan_tiers_are_validated_and_must_not_leave_callers_uncovered() {
+    let tiered = |when: Value| {
+        json!({
+            "origin": "demo",
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [
+                {"name": "p", "when": when, "limit": 1, "window": "1s"},
+                {"name": "r", "when": "registered", "limit": 1, "window": "1s"},
+                {"name": "a", "when": "anonymous", "limit": 1, "window": "1s"},
+            ]}]
+        })
+    };
+    for (when, field) in [
+        (json!({"claim": "plan"}), "SLUICE.rules[0].tiers[0].when.in"),
+        (
+            json!({"claim": "", "in": ["x"]}),
+            "SLUICE.rules[0].tiers[0].when.claim",
+        ),
+        (
+            json!({"claim": "plan", "in": []}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": "pro"}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": [1.5]}),
+            "SLUICE.rules[0].tiers[0].when.in",
+        ),
+        (
+            json!({"claim": "plan", "in": ["a"], "equals": "a"}),
+            "SLUICE.rules[0].tiers[0].when.equals",
+        ),
+        (
+            json!({"claim": "plan", "equals": true}),
+            "SLUICE.rules[0].tiers[0].when.equals",
+        ),
+        (
+            json!({"claim": "plan", "is": "pro"}),
+            "SLUICE.rules[0].tiers[0].when.is",
+        ),
+        (json!(5), "SLUICE.rules[0].tiers[0].when"),
+        (json!("premium"), "SLUICE.rules[0].tiers[0].when"),
+    ] {
+        assert_eq!(error_field(tiered(when.clone())), field, "{when}");
+    }
+    let uncovered = json!({
+        "origin": "demo",
+        "jwt": {},
+        "rules": [{"id": "api", "tiers": [
+            {"name": "p", "when": {"claim": "plan", "equals": "pro"}, "limit": 1, "window": "1s"},
+            {"name": "a", "when": "anonymous", "limit": 1, "window": "1s"},
+        ]}]
+    });
+    assert_eq!(error_field(uncovered), "SLUICE.rules[0].tiers");
+}
+
+#[test]
+fn configs_that_cannot_work_are_refused() {
+    for origin in [
+        "https://x:99999",
+        "https://x:0",
+        "https://x:",
+        "https://x:8a",
+        "http://:80",
+        "https://user@x",
+    ] {
+        assert_eq!(
+            error_field(json!({ "origin": origin })),
+            "SLUICE.origin",
+            "{origin}"
+        );
+    }
+    for origin in [
+        "https://x:8443",
+        "http://127.0.0.1:9000/base",
+        "https://[::1]:8443",
+    ] {
+        assert!(
+            Config::from_value(json!({ "origin": origin })).is_ok(),
+            "{origin}"
+        );
+    }
+    // An anonymous caller has no verified JWT: a claim in its key would
+    // make every anonymous request a 400.
+    for key in ["{sub}", "claim:plan", "ip+sub"] {
+        let anonymous_on_sub = json!({
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [
+                {"name": "registered", "when": "registered", "limit": 10, "window": "1m"},
+                {"name": "anonymous", "when": "anonymous", "key": key, "limit": 5, "window": "1m"},
+            ]}]
+        });
+        assert_eq!(
+            error_field(anonymous_on_sub),
+            "SLUICE.rules[0].tiers[1].key",
+            "{key}"
+        );
+    }
+    // `.` and `:` separate rule, tier, policy and key in policy and
+    // object names: `a` + `b.c` must not read like `a.b` + `c`.
+    for name in ["a.b", "a:b"] {
+        let tier = json!({
+            "jwt": {},
+            "rules": [{"id": "api", "tiers": [{"name": name, "limit": 1, "window": "1s"}]}]
+        });
+        assert_eq!(error_field(tier), "SLUICE.rules[0].tiers[0].name");
+        let policy = with_rule(json!({
+            "limit": null, "window": null,
+            "policies": [{"name": name, "limit": 1, "window": "1s"}]
+        }));
+        assert_eq!(error_field(policy), "SLUICE.rules[0].policies[0].name");
+    }
+}
+
+#[test]
+fn config_errors_speak_the_users_words() {
+    let message = |value: Value| error_of(value).to_string();
+    for (value, field, words) in [
+        (json!([]), "SLUICE", "a table"),
+        (
+            json!({"rules": [{"id": "a", "match": "/api/*", "limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].match",
+            "a table",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 10.0, "window": "1s"}]}),
+            "SLUICE.rules[0].limit",
+            "a whole number",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 1, "window": 5}]}),
+            "SLUICE.rules[0].window",
+            "a string",
+        ),
+        (
+            json!({"rules": [{"id": "a", "allow": "10.0.0.0/8", "limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].allow",
+            "a list",
+        ),
+        (
+            json!({"rules": [{"limit": 1, "window": "1s"}]}),
+            "SLUICE.rules[0].id",
+            "id is required",
+        ),
+        (
+            json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "algorithm": "gcra", "burst": 2_000_000}]}),
+            "SLUICE.rules[0].burst",
+            "burst",
+        ),
+    ] {
+        let e = error_of(value.clone());
+        assert_eq!(e.field, field, "{value}");
+        assert!(e.message.contains(words), "{value}: {}", e.message);
+        for internal in [
+            "Raw",
+            "struct",
+            "u64",
+            "u8",
+            "u16",
+            "max_burst",
+            "sequence",
+            "map",
+        ] {
+            assert!(
+                !e.message.contains(internal),
+                "{value}: {} leaks {internal}",
+                e.message
+            );
+        }
+    }
+    assert!(message(
+        json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "lease_ttl": "1s"}]})
+    )
+    .starts_with("SLUICE.rules[0].lease_ttl:"));
+    assert!(message(
+        json!({"rules": [{"id": "a", "limit": 1, "window": "1s", "queue": {"max_wait": "1s"}}]})
+    )
+    .starts_with("SLUICE.rules[0].queue:"));
+    assert!(
+        message(json!({"rules": [{"id": "a", "key": "{sub}", "limit": 1, "window": "1s"}]}))
+            .starts_with("SLUICE.rules[0].key:")
+    );
+}
+
+#[test]
+fn count_takes_statuses_and_classes_where_a_refund_can_be_exact() {
+    let rule = |extra: Value| {
+        let mut rule = json!({"id": "login", "limit": 5, "window": "15m"});
+        rule.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"origin": "demo", "rules": [rule]})
+    };
+    let config = Config::from_value(rule(json!({"count": {"status": [401, 403, "5xx"]}}))).unwrap();
+    let counted = config.rules[0].count.as_ref().unwrap();
+    assert!(counted.matches(401) && counted.matches(403) && counted.matches(503));
+    assert!(!counted.matches(200) && !counted.matches(404) && !counted.matches(302));
+    let all = Config::from_value(rule(json!({"count": "all"}))).unwrap();
+    assert!(all.rules[0].count.is_none());
+    for (extra, field) in [
+        (json!({"count": "some"}), "SLUICE.rules[0].count"),
+        (
+            json!({"count": {"status": []}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": [99]}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": ["6xx"]}}),
+            "SLUICE.rules[0].count.status",
+        ),
+        (
+            json!({"count": {"status": [401], "when": 1}}),
+            "SLUICE.rules[0].count.when",
+        ),
+        (
+            json!({"count": {"status": [401]}, "scope": "global", "key": null}),
+            "SLUICE.rules[0].count",
+        ),
+        (
+            json!({"count": {"status": [401]}, "concurrency": 3}),
+            "SLUICE.rules[0].count",
+        ),
+        (
+            json!({"count": {"status": [401]}, "algorithm": "gcra"}),
+            "SLUICE.rules[0].count",
+        ),
+    ] {
+        assert_eq!(error_field(rule(extra.clone())), field, "{extra}");
+    }
 }

@@ -1,36 +1,97 @@
 //! The admin API below `{prefix}/admin/`: inspect and reset keys, manual
-//! bans, and stats. It exists only when the `ADMIN_TOKEN` secret is set
+//! bans, stats (with the top refused keys) read from the hubs, the rules
+//! as configured, and the dashboard page that calls them. It exists only
+//! when the `ADMIN_TOKEN` secret is set
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
-//! gets a 401 that says nothing about keys.
+//! gets a 401 that says nothing about keys. A client with too many failures
+//! is locked out for a while (`crate::lockout`).
+
+use std::cell::RefCell;
 
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
-use super::client::Objects;
+use super::client::{hub_name, Objects};
+use super::dashboard;
 use super::endpoints::{self, not_allowed, read_body};
-use super::settings::settings;
+use super::incoming::Parts;
+use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
-use crate::banlist::BanRecord;
-use crate::http::admin::{object_name, parse_manual_ban, AdminRoute, API_RULE};
+use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::config::rule::{parse_override, Tier};
+use crate::http::admin::{
+    ban_subject, object_name, parse_manual_ban, parse_since, targets, AdminRoute, Target, API_RULE,
+};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
+use crate::http::cidr::client_network;
+use crate::http::headers::retry_after;
+use crate::http::key::client_ip;
+use crate::http::key::MAX_KEY_BYTES;
 use crate::http::problem::Problem;
+use crate::http::rules;
 use crate::http::time::rfc3339;
+use crate::ledger::Override;
+use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::protocol::WireOverride;
+use crate::report::HUBS;
+use crate::stats::summarize;
 
-/// The secret that holds the admin token.
-pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+thread_local! {
+    /// Failed authentications per client, this isolate's share of them.
+    static LOCKOUT: RefCell<Lockout> = RefCell::new(Lockout::new(CAPACITY));
+}
 
-pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
-    let token = env
-        .secret(ADMIN_TOKEN)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    if token.is_empty() {
+pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
+    let settings = settings(env).ok();
+    let Some((settings, token)) = settings
+        .as_deref()
+        .and_then(|s| Some((s, s.admin_token.as_deref()?)))
+    else {
         return endpoints::not_found(&format!("/admin{path}"));
+    };
+    let route = AdminRoute::parse(path);
+    match route {
+        Some(AdminRoute::Dashboard { file }) => dashboard::file(&req, env, file).await,
+        Some(AdminRoute::DashboardHome) => dashboard::home(&settings.config.prefix),
+        _ => {
+            let mut response = api(req, env, objects, path, settings, token, route).await?;
+            dashboard::protect_data(response.headers_mut())?;
+            Ok(response)
+        }
+    }
+}
+
+/// An admin API call, once the token is known to be set.
+async fn api(
+    mut req: Request,
+    env: &Env,
+    objects: &Objects,
+    path: &str,
+    settings: &Settings,
+    token: &str,
+    route: Option<AdminRoute>,
+) -> Result<Response> {
+    // Requests without a usable address (only seen locally: Cloudflare
+    // always sets one) share one count.
+    let client = client_ip(&Parts::of(&req))
+        .map(|ip| client_network(ip, settings.config.ipv6_prefix))
+        .unwrap_or_default();
+    let now = now_ms();
+    if let Some(wait_ms) = LOCKOUT.with(|lockout| lockout.borrow().locked(&client, now)) {
+        let headers = Headers::new();
+        headers.set("retry-after", &retry_after(wait_ms))?;
+        let problem = Problem::new(
+            429,
+            "too-many-failures",
+            format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
+        );
+        return respond::problem_with(&problem, headers);
     }
     let authorization = req.headers().get("authorization")?;
-    if !authorized(authorization.as_deref(), &token) {
+    if !authorized(authorization.as_deref(), token) {
+        LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
         let headers = Headers::new();
         headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
         let problem = Problem::new(
@@ -40,23 +101,24 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
         );
         return respond::problem_with(&problem, headers);
     }
-    let Some(route) = AdminRoute::parse(path) else {
+    let Some(route) = route else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
-    if let AdminRoute::Key { rule, .. } = &route {
-        if !known_rule(env, rule) {
-            let problem = Problem::new(
-                404,
-                "not-found",
-                format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
-            )
-            .with("field", "rule");
-            return respond::problem(&problem);
-        }
-    }
+    let config = &settings.config;
+    let targets = match &route {
+        AdminRoute::Key { rule, key } => match targets(config, rule, key) {
+            Ok(targets) => targets,
+            Err(problem) => return respond::problem(&problem),
+        },
+        _ => Vec::new(),
+    };
     let answer = match (req.method(), route) {
-        (Method::Get, AdminRoute::Key { rule, key }) => inspect_key(objects, &rule, &key).await,
-        (Method::Delete, AdminRoute::Key { rule, key }) => reset_key(objects, &rule, &key).await,
+        (Method::Get, AdminRoute::Key { rule, key }) => {
+            inspect_key(objects, &rule, &key, &targets).await
+        }
+        (Method::Delete, AdminRoute::Key { rule, key }) => {
+            reset_key(objects, &rule, &key, &targets).await
+        }
         (_, AdminRoute::Key { .. }) => return not_allowed("GET, DELETE"),
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => return not_allowed("GET"),
@@ -67,27 +129,57 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
                 .and_then(|body| json_object(content_type.as_deref(), &body))
                 .and_then(|object| parse_manual_ban(&object));
             match ban {
-                Ok(ban) => put_ban(objects, key, ban.for_ms, ban.reason).await,
+                Ok(ban) => {
+                    let subject = ban_subject(&key, config.ipv6_prefix);
+                    put_ban(objects, subject, ban.for_ms, ban.reason).await
+                }
                 Err(problem) => return respond::problem(&problem),
             }
         }
-        (Method::Delete, AdminRoute::Ban { key }) => lift_ban(objects, &key).await,
+        (Method::Delete, AdminRoute::Ban { key }) => {
+            lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
+        }
         (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Stats) => {
-            let since = req
-                .url()?
-                .query_pairs()
-                .find(|(name, _)| name == "since")
-                .and_then(|(_, value)| value.parse::<u64>().ok())
-                .unwrap_or(0);
-            isolate::flush_stats(objects).await;
-            objects.stats(since).await.and_then(|stats| {
-                let mut body = serde_json::to_value(&stats)?;
-                body["isolate"] = isolate::figures();
-                respond::json(&body, Headers::new())
-            })
+            let url = req.url()?;
+            let param = |name: &str| {
+                url.query_pairs()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, value)| value.into_owned())
+            };
+            let since = match parse_since(param("since").as_deref()) {
+                Ok(since) => since,
+                Err(problem) => return respond::problem(&problem),
+            };
+            let top_minutes = param("top_minutes")
+                .and_then(|value| value.parse::<u64>().ok())
+                .unwrap_or(10)
+                .clamp(1, 60);
+            stats(objects, since, top_minutes).await
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
+        (Method::Put, AdminRoute::Override { rule, key }) => {
+            let content_type = req.headers().get("content-type")?;
+            let body = read_body(&mut req)
+                .await
+                .and_then(|body| json_object(content_type.as_deref(), &body));
+            match body {
+                Ok(body) => put_override(env, objects, &rule, &key, body).await,
+                Err(problem) => return respond::problem(&problem),
+            }
+        }
+        (Method::Delete, AdminRoute::Override { rule, key }) => {
+            lift_override(env, objects, &rule, &key).await
+        }
+        (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Rules) => {
+            respond::json(&rules::listing(&settings.config), Headers::new())
+        }
+        (_, AdminRoute::Rules) => return not_allowed("GET"),
+        // Served before authentication, in `serve`.
+        (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
+            return endpoints::not_found(&format!("/admin{path}"))
+        }
     };
     answer.or_else(|e| {
         console_error!("sluice: admin call failed: {e}");
@@ -95,35 +187,213 @@ pub async fn serve(mut req: Request, env: &Env, objects: &Objects, path: &str) -
     })
 }
 
-async fn inspect_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
+/// The tier `rule` (a rule id, or `rule.tier`) names, with an override
+/// refused for the decision API (its callers send their policies on every
+/// call) and for a global quota (one object per part, not per key).
+fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
+    let not_here = |detail: String| Err(Problem::invalid("rule", detail));
+    if rule == API_RULE {
+        return not_here(format!(
+            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_RULE}"
+        ));
+    }
+    let scope = format!("rule:{rule}");
+    let settings = settings(env).map_err(|e| Problem::new(500, "invalid-config", e.to_string()))?;
+    let found = settings
+        .config
+        .rules
+        .iter()
+        .find_map(|r| r.tiers.iter().find(|t| t.scope == scope).map(|t| (r, t)));
+    match found {
+        Some((rule, _)) if rule.global.is_some() => not_here(format!(
+            "rule {:?} is a global quota that every caller shares; change its limit in the config",
+            rule.id
+        )),
+        Some((_, tier)) => Ok(tier.clone()),
+        None => Err(Problem::new(
+            404,
+            "not-found",
+            format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
+        )
+        .with("field", "rule")),
+    }
+}
+
+/// `PUT /admin/keys/{rule}/{key}/override`.
+async fn put_override(
+    env: &Env,
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    body: serde_json::Map<String, serde_json::Value>,
+) -> Result<Response> {
+    let tier = match override_tier(env, rule) {
+        Ok(tier) => tier,
+        Err(problem) => return respond::problem(&problem),
+    };
+    if key.len() > MAX_KEY_BYTES {
+        return respond::problem(&Problem::invalid(
+            "key",
+            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
+    let parsed = match parse_override(serde_json::Value::Object(body), &tier) {
+        Ok(parsed) => parsed,
+        Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
+    };
+    let now = now_ms();
+    let overridden = Override {
+        policies: parsed.policies,
+        until_ms: parsed.for_ms.map(|ms| now.saturating_add(ms)),
+        reason: parsed.reason,
+        set_ms: now,
+    };
+    let wire = WireOverride::encode(&overridden);
     let object = object_name(rule, key);
-    let state = objects.peek(&object).await?;
+    let previous = objects.set_override(&object, Some(wire.clone())).await?;
+    isolate::forget_refusal(&object);
+    respond::json(
+        &json!({"object": object, "override": override_view(&wire), "replaced": previous.is_some()}),
+        Headers::new(),
+    )
+}
+
+/// `DELETE /admin/keys/{rule}/{key}/override`: 404 if there was none.
+async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> Result<Response> {
+    if let Err(problem) = override_tier(env, rule) {
+        return respond::problem(&problem);
+    }
+    let object = object_name(rule, key);
+    let Some(previous) = objects.set_override(&object, None).await? else {
+        return respond::problem(&Problem::new(
+            404,
+            "not-found",
+            format!("no override on {key:?} for rule {rule:?}"),
+        ));
+    };
+    isolate::forget_refusal(&object);
+    respond::json(
+        &json!({"object": object, "lifted": override_view(&previous)}),
+        Headers::new(),
+    )
+}
+
+/// An override as operators read it: policies with their limits and
+/// windows, `unlimited`, and when it lapses.
+fn override_view(o: &WireOverride) -> serde_json::Value {
+    let policies: Vec<serde_json::Value> = o
+        .decode()
+        .map(|o| o.policies)
+        .unwrap_or_default()
+        .iter()
+        .map(|(name, spec)| json!({"name": name, "limit": spec.limit(), "window_ms": spec.window_ms(), "algorithm": spec.algorithm()}))
+        .collect();
+    json!({
+        "unlimited": o.policies.is_empty(),
+        "policies": policies,
+        "until_ms": o.until_ms,
+        "until": o.until_ms.map(rfc3339),
+        "reason": o.reason,
+        "set_ms": o.set_ms,
+        "source": "admin",
+    })
+}
+
+/// A key's state: as it was for one object, and under `tiers` one entry
+/// per tier for a tiered rule's id.
+async fn inspect_key(
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    targets: &[Target],
+) -> Result<Response> {
     let manual_ban = isolate::manual_ban(&[key], now_ms());
-    let body = json!({
-        "rule": rule,
-        "key": key,
-        "object": object,
-                "slots": state.slots,
-        "ban": state.ban,
-        "leases": state.leases,
-        "manual_ban": manual_ban,
-    });
+    let mut states = Vec::with_capacity(targets.len());
+    for target in targets {
+        let state = objects.peek(&target.object).await?;
+        states.push(json!({
+            "rule": target.rule,
+            "key": key,
+            "object": target.object,
+            "slots": state.slots,
+            "ban": state.ban,
+            "leases": state.leases,
+            "manual_ban": manual_ban,
+            "override": state.overridden.as_ref().map(override_view),
+        }));
+    }
+    let body = match <[serde_json::Value; 1]>::try_from(states) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers, "manual_ban": manual_ban}),
+    };
     respond::json(&body, Headers::new())
 }
 
-async fn reset_key(objects: &Objects, rule: &str, key: &str) -> Result<Response> {
-    let object = object_name(rule, key);
-    let reset = objects.reset(&object).await?;
-    isolate::forget_refusal(&object);
-    objects.unban(key, &format!("rule:{rule}")).await?;
-    respond::json(&json!({"object": object, "reset": reset}), Headers::new())
+/// Resets the key in every object the route names (every tier's, for a
+/// tiered rule's id).
+async fn reset_key(
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+    targets: &[Target],
+) -> Result<Response> {
+    let mut answers = Vec::with_capacity(targets.len());
+    for target in targets {
+        let reset = objects.reset(&target.object).await?;
+        isolate::forget_refusal(&target.object);
+        objects
+            .unban_everywhere(key, &format!("rule:{}", target.rule))
+            .await?;
+        answers.push(json!({"object": target.object, "reset": reset}));
+    }
+    let body = match <[serde_json::Value; 1]>::try_from(answers) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
+    };
+    respond::json(&body, Headers::new())
 }
 
+/// Counts, top refused keys and the hubs' own figures, merged from every
+/// hub after this isolate has sent what it holds. A hub that does not
+/// answer is named in `unreachable`, and the rest still count.
+async fn stats(objects: &Objects, since: u64, top_minutes: u64) -> Result<Response> {
+    isolate::report(objects).await;
+    let mut rows = Vec::new();
+    let mut top = Vec::new();
+    let mut shared = serde_json::Map::new();
+    let mut unreachable = Vec::new();
+    for (n, summary) in (0..HUBS).zip(objects.hub_summaries(since).await) {
+        match summary {
+            Ok(summary) => {
+                shared.insert(hub_name(n), json!({"requests": summary.requests}));
+                rows.extend(summary.stats);
+                top.extend(summary.top);
+            }
+            Err(e) => {
+                console_error!("sluice: hub {n} did not answer: {e}");
+                unreachable.push(hub_name(n));
+            }
+        }
+    }
+    let mut body = serde_json::to_value(summarize(&rows, &top, since, top_minutes, now_ms()))?;
+    body["shared"] = shared.into();
+    body["unreachable"] = unreachable.into();
+    body["isolate"] = isolate::figures();
+    respond::json(&body, Headers::new())
+}
+
+/// Every ban that has not ended, from all hubs: manual bans and the bans
+/// decisions started (as isolates reported them, this one first).
 async fn list_bans(objects: &Objects) -> Result<Response> {
-    let bans: Vec<serde_json::Value> = objects
-        .bans()
-        .await?
-        .into_iter()
+    isolate::report(objects).await;
+    let mut seen = std::collections::BTreeMap::new();
+    for summary in objects.hub_summaries(now_ms()).await {
+        for ban in summary?.bans {
+            seen.insert((ban.key.clone(), ban.source.clone()), ban);
+        }
+    }
+    let bans: Vec<serde_json::Value> = seen
+        .into_values()
         .map(|ban| {
             json!({
                 "key": ban.key,
@@ -143,16 +413,23 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
         key,
         until_ms,
         reason,
-        source: "manual".into(),
+        source: MANUAL.into(),
     };
-    objects.ban(&record).await?;
-    let body = json!({"key": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    if !objects.ban_everywhere(&record).await? {
+        return respond::problem(&Problem::new(
+            409,
+            "too-many-bans",
+            format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
+        ));
+    }
+    // `banned` says what is refused: for an IPv6 address, its group.
+    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
     isolate::remember_manual_ban(record);
     respond::json(&body, Headers::new())
 }
 
 async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
-    let removed = objects.unban(key, "manual").await?;
+    let removed = objects.unban_everywhere(key, MANUAL).await?;
     isolate::forget_manual_ban(key);
     if !removed {
         return respond::problem(&Problem::new(
@@ -162,21 +439,4 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
         ));
     }
     respond::json(&json!({"key": key, "removed": true}), Headers::new())
-}
-
-/// Whether `rule` names the decision API or a rule (or a rule's tier) of
-/// the config, so that a typo answers 404 rather than an empty key.
-fn known_rule(env: &Env, rule: &str) -> bool {
-    if rule == API_RULE {
-        return true;
-    }
-    let scope = format!("rule:{rule}");
-    settings(env).is_ok_and(|settings| {
-        settings
-            .config
-            .rules
-            .iter()
-            .flat_map(|r| &r.tiers)
-            .any(|tier| tier.scope == scope)
-    })
 }

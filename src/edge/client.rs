@@ -1,29 +1,33 @@
 //! Calls from the worker to Durable Objects (key containers and the
-//! registry), each bounded by the configured timeout so that a slow object
-//! cannot hold a request forever.
+//! hubs), each bounded by a deadline so that a slow object cannot hold a
+//! request forever.
 
 use std::time::Duration;
 
-use futures_util::future::{select, Either};
+use futures_util::future::{join_all, select, Either};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::{Delay, Env, Method, Request, RequestInit, Result};
 
 use crate::banlist::BanRecord;
-use crate::ledger::{BanPolicy, Outcome};
+use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
-use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest, UnbanRequest,
+    CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer, SettleRequest,
+    ThrottleRequest, UnbanRequest, WireOverride,
 };
-use crate::stats::{StatRow, StatsAnswer};
+use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
 /// The container objects' namespace binding in wrangler.toml.
 pub const CONTAINERS: &str = "LIMITER";
-/// The registry's namespace binding, and the name of its one object.
-pub const REGISTRY: &str = "REGISTRY";
-const REGISTRY_OBJECT: &str = "registry";
+/// The hubs' namespace binding.
+pub const HUB_BINDING: &str = "HUB";
+
+/// The name of hub `n`, `hub-0` to `hub-15`.
+pub fn hub_name(n: u32) -> String {
+    format!("hub-{n}")
+}
 
 /// Durable Objects, reached with a deadline.
 #[derive(Clone)]
@@ -38,19 +42,6 @@ impl Objects {
             env: env.clone(),
             timeout_ms,
         }
-    }
-
-    /// Checks `cost` units for `key` in the object named `key`, so each key
-    /// gets one object.
-    pub async fn check(
-        &self,
-        key: &str,
-        policies: &[(String, Spec)],
-        cost: u32,
-        ban: Option<&BanPolicy>,
-    ) -> Result<Outcome> {
-        self.check_request(&CheckRequest::new(key, policies, cost, ban))
-            .await
     }
 
     /// A check with everything a request may ask (a lease, a queue).
@@ -114,6 +105,29 @@ impl Objects {
             .await
     }
 
+    /// Keeps or refunds a reservation; `None` if it is unknown or lapsed.
+    pub async fn settle(&self, request: &SettleRequest) -> Result<Option<SettleAnswer>> {
+        self.call_maybe(CONTAINERS, &request.key, "settle", request)
+            .await
+    }
+
+    /// Sets or lifts the override of the key an object holds; answers the
+    /// one it replaced.
+    pub async fn set_override(
+        &self,
+        key: &str,
+        overridden: Option<WireOverride>,
+    ) -> Result<Option<WireOverride>> {
+        let body = OverrideRequest {
+            key: key.to_string(),
+            overridden,
+        };
+        let answer: serde_json::Value = self
+            .call(CONTAINERS, key, Method::Post, "override", Some(&body))
+            .await?;
+        Ok(serde_json::from_value(answer["previous"].clone()).unwrap_or(None))
+    }
+
     /// Forgets everything about a key; true if there was anything.
     pub async fn reset(&self, key: &str) -> Result<bool> {
         let body = KeyRequest {
@@ -125,45 +139,70 @@ impl Objects {
         Ok(answer["reset"].as_bool().unwrap_or(false))
     }
 
-    pub async fn ban(&self, record: &BanRecord) -> Result<serde_json::Value> {
-        self.registry(Method::Post, "bans", Some(record)).await
+    /// Sends an isolate's report to one hub, picked at random so that the
+    /// reports of many isolates spread evenly, and takes its answer.
+    pub async fn report(&self, report: &Report) -> Result<HubAnswer> {
+        let (pick, _) = random_pair()?;
+        self.call(
+            HUB_BINDING,
+            &hub_name(pick % HUBS),
+            Method::Post,
+            "report",
+            Some(report),
+        )
+        .await
     }
 
-    /// Lifts a ban from the registry's list; true if there was one.
-    pub async fn unban(&self, key: &str, source: &str) -> Result<bool> {
+    /// Records a manual ban in every hub, so that every isolate learns it
+    /// whichever hub it reports to; false if a hub holds as many manual
+    /// bans as it may.
+    pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<bool> {
+        let mut banned = true;
+        for answer in self
+            .each_hub::<_, serde_json::Value>(Method::Put, "bans", Some(record))
+            .await
+        {
+            banned &= answer?["banned"].as_bool().unwrap_or(false);
+        }
+        Ok(banned)
+    }
+
+    /// Lifts a ban in every hub; true if any hub held it.
+    pub async fn unban_everywhere(&self, key: &str, source: &str) -> Result<bool> {
         let body = UnbanRequest {
             key: key.to_string(),
             source: source.to_string(),
         };
-        let answer: serde_json::Value = self.registry(Method::Post, "unban", Some(&body)).await?;
-        Ok(answer["removed"].as_bool().unwrap_or(false))
+        let mut removed = false;
+        for answer in self
+            .each_hub::<_, serde_json::Value>(Method::Delete, "bans", Some(&body))
+            .await
+        {
+            removed |= answer?["removed"].as_bool().unwrap_or(false);
+        }
+        Ok(removed)
     }
 
-    pub async fn bans(&self) -> Result<Vec<BanRecord>> {
-        self.registry::<(), _>(Method::Get, "bans", None).await
-    }
-
-    pub async fn record_stats(&self, rows: &[StatRow]) -> Result<serde_json::Value> {
-        self.registry(Method::Post, "stats", Some(&rows)).await
-    }
-
-    pub async fn stats(&self, since_ms: u64) -> Result<StatsAnswer> {
-        self.registry::<(), _>(Method::Get, &format!("stats?since={since_ms}"), None)
+    /// What each hub holds: its counts, top refused keys and bans since
+    /// `since_ms`, and the requests it has received.
+    pub async fn hub_summaries(&self, since_ms: u64) -> Vec<Result<HubSummary>> {
+        self.each_hub::<(), _>(Method::Get, &format!("summary?since={since_ms}"), None)
             .await
     }
 
-    pub async fn report_live(&self, reports: &[LiveReport]) -> Result<serde_json::Value> {
-        self.registry(Method::Post, "live", Some(&reports)).await
-    }
-
-    async fn registry<B: Serialize, T: DeserializeOwned>(
+    /// The same call to every hub at once, in hub order.
+    async fn each_hub<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         route: &str,
         body: Option<&B>,
-    ) -> Result<T> {
-        self.call(REGISTRY, REGISTRY_OBJECT, method, route, body)
-            .await
+    ) -> Vec<Result<T>> {
+        join_all((0..HUBS).map(|n| {
+            let name = hub_name(n);
+            let method = method.clone();
+            async move { self.call(HUB_BINDING, &name, method, route, body).await }
+        }))
+        .await
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(

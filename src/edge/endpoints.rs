@@ -1,18 +1,23 @@
 //! Sluice's own endpoints, below the configured prefix: health, the
-//! decision API, redis-cell's throttle, and the admin API.
+//! decision API, redis-cell's throttle, and the admin API. Everything under
+//! `/v1` (decisions, throttle, leases) sits behind the API token.
 
+use futures_util::StreamExt;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{new_lease_id, Objects};
+use super::settings::settings;
 use super::{admin, isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_throttle_request, MAX_BODY_BYTES,
+    parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
+    RESERVATION_TTL_MS,
 };
+use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::problem::Problem;
-use crate::ledger::LeaseAsk;
-use crate::protocol::{CheckRequest, ThrottleRequest};
+use crate::ledger::{LeaseAsk, Outcome};
+use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
@@ -26,6 +31,11 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
             return admin::serve(req, env, objects, below).await;
         }
     }
+    if path == "/v1" || path.starts_with("/v1/") {
+        if let Some(refused) = api_refusal(&req, env, path)? {
+            return Ok(refused);
+        }
+    }
     match path {
         "/health" => match method {
             Method::Get | Method::Head => respond::json(&json!({"status": "ok"}), Headers::new()),
@@ -33,6 +43,10 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
         },
         "/v1/limit" => match method {
             Method::Post => limit(req, objects).await,
+            _ => not_allowed("POST"),
+        },
+        "/v1/limit/settle" => match method {
+            Method::Post => settle(req, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/throttle" => match method {
@@ -47,6 +61,31 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
             Some(rest) => lease_route(req, objects, rest).await,
             None => not_found(path),
         },
+    }
+}
+
+/// The answer to a call under `/v1` that may not go on: a 404 when the API
+/// does not exist (no `API_TOKEN` and no `api = "open"`), a 401 without the
+/// token. It comes before the method and path are looked at, so a caller
+/// without the token cannot tell which routes exist.
+fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>> {
+    let settings = settings(env).ok();
+    let access = settings.as_ref().map_or(ApiAccess::Token, |s| s.config.api);
+    let token = settings.as_ref().and_then(|s| s.api_token.as_deref());
+    let authorization = req.headers().get("authorization")?;
+    match api_gate(access, token, authorization.as_deref()) {
+        ApiGate::Pass => Ok(None),
+        ApiGate::Hidden => not_found(path).map(Some),
+        ApiGate::Unauthorized => {
+            let headers = Headers::new();
+            headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
+            let problem = Problem::new(
+                401,
+                "unauthorized",
+                "the decision API needs the API token as a bearer token",
+            );
+            respond::problem_with(&problem, headers).map(Some)
+        }
     }
 }
 
@@ -67,17 +106,22 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
         limit: call.limit,
         ttl_ms: call.ttl_ms,
         owner: call.owner,
+        reenter: call.lease_id,
+        strict_limit: true,
         new_id: new_lease_id()?,
     });
     match objects.check_request(&request).await {
         Ok(outcome) => {
-            isolate::record(API_RULE, verdict(outcome.allowed));
+            if let Some(problem) = api::lease_problem(&outcome) {
+                return respond::problem(&problem);
+            }
+            isolate::record(API_RULE, &call.key, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&lease_response(&outcome), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &call.key, Verdict::Failed);
             console_error!("sluice: lease for the API failed: {e}");
             unavailable()
         }
@@ -150,20 +194,76 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(request) => request,
         Err(problem) => return respond::problem(&problem),
     };
-    let object = format!("api:{}", request.key);
-    match objects
-        .check(&object, &request.policies, request.cost, None)
-        .await
-    {
+    let mut check = CheckRequest::new(
+        &format!("api:{}", request.key),
+        &request.policies,
+        request.cost,
+        None,
+    );
+    check.refuse_conflicts = true;
+    if request.reserve {
+        check.reserve = Some(ReserveAsk {
+            id: new_lease_id()?,
+            ttl_ms: RESERVATION_TTL_MS,
+        });
+    }
+    match objects.check_request(&check).await {
+        Ok(Outcome {
+            conflict: Some(name),
+            ..
+        }) => respond::problem(
+                &Problem::new(
+                    409,
+                    "policy-conflict",
+                    format!(
+                        "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
+                    ),
+                )
+                .with("policy", name.as_str()),
+            ),
         Ok(outcome) => {
-            isolate::record(API_RULE, verdict(outcome.allowed));
+            isolate::record(API_RULE, &request.key, verdict(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
-            respond::json(&limit_response(&request, &outcome), headers)
+            let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
+            respond::json(&limit_response(&request, &outcome, reservation), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
+            unavailable()
+        }
+    }
+}
+
+/// `POST /v1/limit/settle`: keep or refund a reservation.
+async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
+    let content_type = req.headers().get("content-type")?;
+    let call = match read_body(&mut req).await {
+        Ok(body) => parse_settle_request(content_type.as_deref(), &body),
+        Err(problem) => Err(problem),
+    };
+    let call = match call {
+        Ok(call) => call,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let request = SettleRequest {
+        key: format!("api:{}", call.key),
+        reservation: call.reservation,
+        keep: call.keep,
+    };
+    match objects.settle(&request).await {
+        Ok(Some(answer)) => respond::json(&answer, Headers::new()),
+        Ok(None) => respond::problem(
+            &Problem::new(
+                404,
+                "no-such-reservation",
+                "no pending reservation with that id for that key; it may have lapsed (and been kept)",
+            )
+            .with("field", "reservation"),
+        ),
+        Err(e) => {
+            console_error!("sluice: settle for the API failed: {e}");
             unavailable()
         }
     }
@@ -189,11 +289,11 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
     };
     match objects.throttle(&request).await {
         Ok(answer) => {
-            isolate::record(API_RULE, verdict(!answer.limited));
+            isolate::record(API_RULE, &call.key, verdict(!answer.limited));
             respond::json(&answer, Headers::new())
         }
         Err(e) => {
-            isolate::record(API_RULE, Verdict::Failed);
+            isolate::record(API_RULE, &call.key, Verdict::Failed);
             console_error!("sluice: throttle failed: {e}");
             unavailable()
         }
@@ -208,8 +308,10 @@ pub fn verdict(allowed: bool) -> Verdict {
     }
 }
 
-/// The body, refused with 413 when it is larger than any endpoint needs;
-/// a declared length is checked before anything is read.
+/// The body, refused with 413 when it is larger than any endpoint needs.
+/// A declared length is checked before anything is read, and a chunked
+/// body is read as a stream and dropped at the limit: buffering it whole
+/// first would let one request take the isolate past its memory limit.
 pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     let declared = req
         .headers()
@@ -220,12 +322,17 @@ pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Proble
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
         return Err(api::too_large());
     }
-    let body = req
-        .bytes()
-        .await
-        .map_err(|_| Problem::invalid("body", "the body could not be read"))?;
-    if body.len() > MAX_BODY_BYTES {
-        return Err(api::too_large());
+    // `stream` fails only when there is no body at all.
+    let Ok(mut stream) = req.stream() else {
+        return Ok(Vec::new());
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| Problem::invalid("body", "the body could not be read"))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(api::too_large());
+        }
+        body.extend_from_slice(&chunk);
     }
     Ok(body)
 }

@@ -14,6 +14,8 @@ use super::settings::Settings;
 use super::{endpoints, isolate, now_ms, respond};
 use crate::banlist::BanRecord;
 use crate::config::{Global, OnError, OnInvalid, Rule, Tier};
+use crate::http::admin::manual_ban_detail;
+use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims};
 use crate::http::key::{client_ip, KeyInputs};
@@ -22,26 +24,34 @@ use crate::http::time::rfc3339;
 use crate::http::Incoming;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::split;
-use crate::protocol::{CheckRequest, QueueAsk};
+use crate::protocol::{CheckRequest, QueueAsk, ReserveAsk, SettleRequest};
 use crate::stats::Verdict;
 
 /// The key of a rule whose quota every caller shares.
 const GLOBAL_KEY: &str = "*";
+
+/// The rule a request matched, and what the match gave keys to use.
+pub struct Matched<'a> {
+    pub rule: &'a Rule,
+    /// The path as the rule compared it (canonical, folded per its `paths`).
+    pub path: &'a str,
+    pub params: &'a [(&'a str, &'a str)],
+}
 
 pub async fn limited(
     req: Request,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,
-    rule: &Rule,
-    params: &[(&str, &str)],
+    matched: Matched<'_>,
 ) -> Result<Response> {
+    let Matched { rule, path, params } = matched;
     let config = &settings.config;
     let parts = Parts::of(&req);
     let ip = client_ip(&parts);
     if let Some(ip) = ip {
         if config.allow.contains(ip) || rule.allow.contains(ip) {
-            return proxy::forward(req, config, Forward::untouched()).await;
+            return proxy::forward(req, settings, Forward::untouched()).await;
         }
         if rule.deny.contains(ip) {
             return denied(&rule.id);
@@ -55,10 +65,11 @@ pub async fn limited(
             return respond::problem_with(&problem, headers);
         }
     };
-    let Some(tier) = rule.tier_for(claims.is_some()) else {
-        return proxy::forward(req, config, Forward::untouched()).await;
+    let Some(tier) = rule.tier_for(claims.as_ref()) else {
+        return proxy::forward(req, settings, Forward::untouched()).await;
     };
     let inputs = KeyInputs {
+        path,
         params,
         claims: claims.as_ref(),
         action: rule.action.as_deref(),
@@ -82,14 +93,14 @@ pub async fn limited(
         .chain([key.as_str()])
         .collect();
     if let Some(ban) = isolate::manual_ban(&candidates, now) {
-        isolate::record(&rule.id, Verdict::Refused);
+        isolate::record(&rule.id, &key, Verdict::Refused);
         return manually_banned(rule, &ban, now);
     }
     if let Some(global) = rule.global.as_ref().filter(|g| g.parts.len() > 1) {
         let (object, outcome) =
             match split_check(objects, config.timeout_ms, rule, tier, global).await {
                 Checked::Refused(outcome) => {
-                    isolate::record(&rule.id, Verdict::Refused);
+                    isolate::record(&rule.id, &key, Verdict::Refused);
                     return respond::refused(rule, &outcome, now_ms());
                 }
                 Checked::Decided(object, outcome) => (object, outcome),
@@ -108,6 +119,7 @@ pub async fn limited(
                 key,
                 object,
                 outcome,
+                reservation: None,
             },
         )
         .await;
@@ -115,7 +127,7 @@ pub async fn limited(
     let object = format!("{}:{key}", tier.scope);
     if !rule.shadow {
         if let Some(cached) = isolate::cached_refusal(&object, now) {
-            isolate::record(&rule.id, Verdict::Refused);
+            isolate::record(&rule.id, &key, Verdict::Refused);
             return respond::refused(rule, &cached, now);
         }
     }
@@ -128,6 +140,8 @@ pub async fn limited(
             limit: concurrency.limit,
             ttl_ms: concurrency.lease_ttl_ms,
             owner: None,
+            reenter: None,
+            strict_limit: false,
             new_id: new_lease_id()?,
         });
         if concurrency.max_wait_ms > 0 {
@@ -138,11 +152,18 @@ pub async fn limited(
             deadline += concurrency.max_wait_ms;
         }
     }
+    if rule.count.is_some() {
+        request.reserve = Some(ReserveAsk {
+            id: new_lease_id()?,
+            ttl_ms: RESERVATION_TTL_MS,
+        });
+    }
     match objects.with_timeout(deadline).check_request(&request).await {
         Ok(outcome) => {
             let decided = Decided {
                 key,
                 object,
+                reservation: request.reserve.map(|r| r.id),
                 outcome,
             };
             answer(req, ctx, objects, settings, rule, tier, decided).await
@@ -156,6 +177,8 @@ struct Decided {
     key: String,
     object: String,
     outcome: Outcome,
+    /// The reservation an admission of a rule that counts by answer holds.
+    reservation: Option<String>,
 }
 
 /// Refuses, forwards, or (in shadow mode) forwards and reports, after a
@@ -169,25 +192,19 @@ async fn answer(
     tier: &Tier,
     decided: Decided,
 ) -> Result<Response> {
-    let config = &settings.config;
     let Decided {
         key,
         object,
         outcome,
+        reservation,
     } = decided;
-    isolate::record(&rule.id, verdict(outcome.allowed));
+    isolate::record(&rule.id, &key, verdict(outcome.allowed));
     if let Some(ban) = outcome.ban.as_ref().filter(|ban| ban.started) {
-        let record = BanRecord {
+        isolate::ban_started(BanRecord {
             key: key.clone(),
             until_ms: ban.until_ms,
             reason: ban.reason.clone(),
             source: tier.scope.clone(),
-        };
-        let objects = objects.clone();
-        ctx.wait_until(async move {
-            if let Err(e) = objects.ban(&record).await {
-                console_error!("sluice: could not list a ban: {e}");
-            }
         });
     }
     let headers = Headers::new();
@@ -218,16 +235,46 @@ async fn answer(
         key: Some(&key),
         headers,
     };
+    let settle_as = reservation
+        .filter(|_| outcome.allowed)
+        .zip(rule.count.as_ref())
+        .map(|(id, counted)| (object.clone(), id, counted));
     let guard = outcome
         .lease
         .as_ref()
         .and_then(|l| l.lease.as_ref())
         .map(|lease| release_on_drop(ctx, objects.clone(), object, lease.id.clone()));
-    let response = proxy::forward(req, config, forward).await?;
+    let response = proxy::forward(req, settings, forward).await?;
+    if let Some((object, reservation, counted)) = settle_as {
+        settle(
+            ctx,
+            objects,
+            object,
+            reservation,
+            counted.matches(response.status_code()),
+        );
+    }
     match guard {
         Some(guard) => hold_until_delivered(response, guard),
         None => Ok(response),
     }
+}
+
+/// Keeps the reservation when the origin's answer counts, refunds it
+/// otherwise, in the background: the client has its answer already. A
+/// settle that never arrives lapses into a kept reservation.
+fn settle(ctx: &Context, objects: &Objects, key: String, reservation: String, keep: bool) {
+    let objects = objects.clone();
+    ctx.wait_until(async move {
+        let request = SettleRequest {
+            key,
+            reservation,
+            keep,
+        };
+        if let Err(e) = objects.settle(&request).await {
+            console_error!("sluice: could not settle a reservation: {e}");
+        }
+    });
 }
 
 /// The rule's `on_error` when the container could not decide: logged,
@@ -240,7 +287,7 @@ async fn could_not_decide(
     object: &str,
     e: worker::Error,
 ) -> Result<Response> {
-    isolate::record(&rule.id, Verdict::Failed);
+    isolate::record(&rule.id, key, Verdict::Failed);
     console_error!(
         "sluice: rule {} could not decide for {object}: {e}",
         rule.id
@@ -255,7 +302,7 @@ async fn could_not_decide(
                 key: Some(key),
                 headers,
             };
-            proxy::forward(req, &settings.config, forward).await
+            proxy::forward(req, settings, forward).await
         }
     }
 }
@@ -347,12 +394,8 @@ pub fn denied(rule_id: &str) -> Result<Response> {
 fn manually_banned(rule: &Rule, ban: &BanRecord, now_ms: u64) -> Result<Response> {
     let status = rule.ban.map_or(429, |b| b.status);
     let until = rfc3339(ban.until_ms);
-    let problem = Problem::new(
-        status,
-        "banned",
-        format!("banned by an operator until {until}: {}", ban.reason),
-    )
-    .with("banned-until", until);
+    let problem = Problem::new(status, "banned", manual_ban_detail(&until, &ban.reason))
+        .with("banned-until", until);
     let headers = Headers::new();
     headers.set(
         "retry-after",
@@ -385,7 +428,7 @@ fn caller(
         return Ok(None);
     }
     let token = jwt::bearer(header.trim()).unwrap_or("");
-    match jwt::verify(token, key, now_ms() / 1000, jwt_config.leeway_s) {
+    match jwt::verify(token, key, now_ms() / 1000, &jwt_config.checks) {
         Ok(claims) => Ok(Some(claims)),
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),

@@ -7,7 +7,6 @@ use crate::http::Incoming;
 pub struct Parts<'r> {
     request: &'r Request,
     method: String,
-    path: String,
 }
 
 impl<'r> Parts<'r> {
@@ -15,7 +14,6 @@ impl<'r> Parts<'r> {
         Parts {
             request,
             method: request.method().to_string(),
-            path: request.path(),
         }
     }
 }
@@ -23,10 +21,6 @@ impl<'r> Parts<'r> {
 impl Incoming for Parts<'_> {
     fn method(&self) -> &str {
         &self.method
-    }
-
-    fn path(&self) -> &str {
-        &self.path
     }
 
     fn header(&self, name: &str) -> Option<String> {

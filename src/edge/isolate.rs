@@ -1,7 +1,7 @@
 //! What an isolate keeps between requests: the refusal cache, the copy of
-//! the manual ban list, and the stats tally. All three are bounded, and all
-//! three are only ever read or changed synchronously, so no borrow is held
-//! across an await.
+//! the manual ban list, and the outbox of what it reports to the hubs. All
+//! three are bounded, and all are only ever read or changed synchronously,
+//! so no borrow is held across an await.
 
 use std::cell::RefCell;
 
@@ -12,12 +12,13 @@ use super::now_ms;
 use crate::banlist::{BanList, BanRecord};
 use crate::ledger::Outcome;
 use crate::refusals::{RefusalCache, CAPACITY};
-use crate::stats::{Tally, Verdict, MAX_PENDING};
+use crate::report::Outbox;
+use crate::stats::{Verdict, MAX_PENDING};
 
 thread_local! {
     static REFUSALS: RefCell<RefusalCache> = RefCell::new(RefusalCache::new(CAPACITY));
     static BANS: RefCell<BanList> = RefCell::new(BanList::new());
-    static TALLY: RefCell<Tally> = RefCell::new(Tally::new());
+    static OUTBOX: RefCell<Outbox> = RefCell::new(Outbox::new());
 }
 
 pub fn cached_refusal(object: &str, now_ms: u64) -> Option<Outcome> {
@@ -50,56 +51,57 @@ pub fn forget_manual_ban(key: &str) {
 pub fn figures() -> serde_json::Value {
     let refusals = REFUSALS.with(|cache| cache.borrow().len());
     let manual_bans = BANS.with(|bans| bans.borrow().len());
-    let pending_stats = TALLY.with(|tally| tally.borrow().pending());
+    let (pending_stats, followed_rules, pending_bans) =
+        OUTBOX.with(|outbox| outbox.borrow().pending());
     serde_json::json!({
         "refusal_cache": refusals,
         "refusal_cache_capacity": CAPACITY,
         "manual_bans": manual_bans,
         "pending_stats": pending_stats,
         "pending_stats_capacity": MAX_PENDING,
+        "pending_top_rules": followed_rules,
+        "pending_bans": pending_bans,
     })
 }
 
-pub fn record(rule: &str, verdict: Verdict) {
-    TALLY.with(|tally| tally.borrow_mut().record(rule, now_ms(), verdict));
-}
-
-/// Sends the tally to the registry now; the admin stats call uses it so its
-/// answer includes this isolate's latest counts.
-pub async fn flush_stats(objects: &Objects) {
-    let rows = TALLY.with(|tally| tally.borrow_mut().take(now_ms()));
-    if !rows.is_empty() {
-        if let Err(e) = objects.record_stats(&rows).await {
-            console_error!("sluice: could not flush stats: {e}");
+/// Counts a decision of `rule` for `key`; a refusal also counts toward
+/// the rule's top refused keys.
+pub fn record(rule: &str, key: &str, verdict: Verdict) {
+    OUTBOX.with(|outbox| {
+        let mut outbox = outbox.borrow_mut();
+        outbox.record(rule, now_ms(), verdict);
+        if verdict == Verdict::Refused {
+            outbox.refused(rule, key);
         }
+    });
+}
+
+/// Notes a ban a decision started, for the hubs' ban list; the ban itself
+/// is held and enforced by the key's own object.
+pub fn ban_started(record: BanRecord) {
+    OUTBOX.with(|outbox| outbox.borrow_mut().ban_started(record));
+}
+
+/// Starts a report to a hub in the background when one is due (at once in
+/// a new isolate, then once per interval). The request that triggers it
+/// never waits for it.
+pub fn upkeep(objects: &Objects, ctx: &Context) {
+    if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms())) {
+        let objects = objects.clone();
+        ctx.wait_until(async move { report(&objects).await });
     }
 }
 
-/// Keeps the isolate's shared state fresh: fetches the manual ban list on
-/// the isolate's first request (awaited, so bans hold from the start),
-/// refreshes it in the background afterwards, and flushes the stats tally
-/// in the background when due.
-pub async fn upkeep(objects: &Objects, ctx: &Context) {
-    let now = now_ms();
-    if BANS.with(|bans| bans.borrow().is_unknown()) {
-        refresh_bans(objects).await;
-    } else if BANS.with(|bans| bans.borrow_mut().claim_refresh(now)) {
-        let objects = objects.clone();
-        ctx.wait_until(async move { refresh_bans(&objects).await });
-    }
-    if TALLY.with(|tally| tally.borrow().due(now)) {
-        let objects = objects.clone();
-        ctx.wait_until(async move { flush_stats(&objects).await });
-    }
-}
-
-async fn refresh_bans(objects: &Objects) {
-    match objects.bans().await {
-        Ok(records) => BANS.with(|bans| bans.borrow_mut().replace(records, now_ms())),
+/// Sends what the isolate collected to a hub and takes the manual bans it
+/// answers; on failure keeps both the report (for next time) and the last
+/// ban list it had.
+pub async fn report(objects: &Objects) {
+    let report = OUTBOX.with(|outbox| outbox.borrow_mut().take(now_ms()));
+    match objects.report(&report).await {
+        Ok(answer) => BANS.with(|bans| bans.borrow_mut().replace(answer.manual_bans, now_ms())),
         Err(e) => {
-            console_error!("sluice: could not fetch the ban list: {e}");
-            // Try again at the next interval rather than on every request.
-            BANS.with(|bans| bans.borrow_mut().replace(Vec::new(), now_ms()));
+            console_error!("sluice: could not report to a hub: {e}");
+            OUTBOX.with(|outbox| outbox.borrow_mut().restore(report));
         }
     }
 }

@@ -1,30 +1,33 @@
 //! Everything that touches the Workers runtime: the fetch entry point
-//! (proxy, decision API, admin API), the container and registry Durable
+//! (proxy, decision API, admin API), the container and hub Durable
 //! Objects and their alarms, and what an isolate keeps between requests.
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
 mod admin;
 mod client;
 mod container;
+mod dashboard;
 mod delivery;
 mod endpoints;
 mod gate;
+mod hub;
 mod incoming;
 mod isolate;
 mod proxy;
-mod registry;
 mod respond;
 mod settings;
 mod storage;
 
 pub use container::Limiter;
-pub use registry::Registry;
+pub use hub::Hub;
 
 use worker::{event, Context, Env, Request, Response, Result};
 
 use crate::http::key::client_ip;
+use crate::http::path::RequestPath;
 use crate::http::problem::Problem;
 use client::Objects;
+use gate::Matched;
 use incoming::Parts;
 use proxy::Forward;
 
@@ -50,17 +53,30 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     };
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
-    isolate::upkeep(&objects, &ctx).await;
+    isolate::upkeep(&objects, &ctx);
+    // The deny list holds on every path, Sluice's own endpoints included:
+    // a denied client gets no decisions, no health answer, no admin API.
+    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
+        return gate::denied("*");
+    }
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
         return endpoints::serve(req, &env, &objects, own).await;
     }
-    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
-        return gate::denied("*");
+    if proxy::has_looped(&req) {
+        return proxy::loop_detected();
     }
     let method = req.method().to_string();
+    let path = RequestPath::new(&path);
     match config.rule_for(&method, &path) {
-        None => proxy::forward(req, config, Forward::untouched()).await,
-        Some((rule, params)) => gate::limited(req, &ctx, &objects, &settings, rule, &params).await,
+        None => proxy::forward(req, &settings, Forward::untouched()).await,
+        Some((rule, params)) => {
+            let matched = Matched {
+                rule,
+                path: path.form(rule.paths).text(),
+                params: &params,
+            };
+            gate::limited(req, &ctx, &objects, &settings, matched).await
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Forwarding requests to the origin, or answering them with the built-in
-//! demo origin.
+//! demo origin (only when the config says `origin = "demo"`).
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -9,8 +9,12 @@ use worker::{
     console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
 };
 
+use super::incoming::Parts;
+use super::settings::Settings;
 use super::{now_ms, respond};
-use crate::config::{Config, Origin};
+use crate::config::Origin;
+use crate::http::forward::{to_origin, OriginAuth};
+use crate::http::key::client_ip;
 use crate::http::problem::Problem;
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
@@ -32,16 +36,18 @@ impl Forward<'_> {
     }
 }
 
-/// Sends the request on, untouched, and adds `forward.headers` to the
-/// response.
-pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Result<Response> {
-    let response = match &config.origin {
+/// Sends the request on with its method, path, query and body, and with
+/// the header fields `http::forward::to_origin` passes, and adds
+/// `forward.headers` to the response.
+pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) -> Result<Response> {
+    let target = match &settings.config.origin {
         Origin::Demo => return demo(&req, forward).await,
-        Origin::Route => Fetch::Request(req).send().await,
-        Origin::Url(base) => match upstream(&req, base) {
-            Ok(upstream) => Fetch::Request(upstream).send().await,
-            Err(e) => Err(e),
-        },
+        Origin::Route => req.url().map(String::from),
+        Origin::Url(base) => below(&req, base),
+    };
+    let response = match target.and_then(|target| upstream(&req, &target, settings)) {
+        Ok(upstream) => Fetch::Request(upstream).send().await,
+        Err(e) => Err(e),
     };
     let response = match response {
         Ok(response) => response,
@@ -64,23 +70,66 @@ pub async fn forward(req: Request, config: &Config, forward: Forward<'_>) -> Res
     Ok(response)
 }
 
-/// The same request aimed at `base` + path + query.
-fn upstream(req: &Request, base: &str) -> Result<Request> {
+/// `base` + the request's path and query.
+fn below(req: &Request, base: &str) -> Result<String> {
     let url = req.url()?;
-    let target = match url.query() {
+    Ok(match url.query() {
         Some(query) => format!("{base}{}?{query}", url.path()),
         None => format!("{base}{}", url.path()),
+    })
+}
+
+/// The request aimed at `target`, carrying the fields the origin may see.
+fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request> {
+    let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
+        (Some(auth), Some(secret)) => Some(OriginAuth {
+            header: &auth.header,
+            secret,
+        }),
+        _ => None,
     };
+    let client = client_ip(&Parts::of(req));
+    let headers = Headers::new();
+    for (name, value) in to_origin(req.headers().entries().collect(), client, auth) {
+        headers.append(&name, &value)?;
+    }
+    headers.set(LOOP_FIELD, "1")?;
     let mut init = RequestInit::new();
     init.with_method(req.method())
-        .with_headers(req.headers().clone())
+        .with_headers(headers)
         .with_redirect(RequestRedirect::Manual)
         .with_body(req.inner().body().map(Into::into));
-    Request::new_with_init(&target, &init)
+    Request::new_with_init(target, &init)
+}
+
+/// The field Sluice adds to every request it forwards. An origin that leads
+/// back to Sluice (`origin = "route"` under `wrangler dev`, or a URL of the
+/// worker itself) would otherwise forward the request to itself forever,
+/// each pass counted by the rules and holding a connection open.
+const LOOP_FIELD: &str = "sluice-loop";
+
+/// Whether this request was already forwarded by a Sluice.
+pub fn has_looped(req: &Request) -> bool {
+    req.headers().has(LOOP_FIELD).unwrap_or(false)
+}
+
+/// The answer to a request that came back to Sluice: `508 Loop Detected`.
+pub fn loop_detected() -> Result<Response> {
+    respond::problem(&Problem::new(
+        508,
+        "loop-detected",
+        "this request was already forwarded by Sluice: the origin leads back to Sluice itself; set origin to the server behind it",
+    ))
 }
 
 /// The longest the demo origin holds a request (`?hold_ms=`).
 const MAX_HOLD_MS: u64 = 10_000;
+
+/// The most requests the demo origin holds at once in one isolate. Held
+/// requests cost memory and timers while doing nothing, so a demo left
+/// reachable must not let anyone pile them up; enough for the concurrency
+/// examples and tests.
+const MAX_HELD: u32 = 32;
 
 thread_local! {
     /// Requests the demo origin is serving now, and the most it ever served
@@ -114,15 +163,35 @@ impl Drop for InFlight {
 /// The demo origin: a small JSON echo, so `npm run dev` shows Sluice
 /// working with nothing else set up. `?hold_ms=N` makes it take N ms
 /// (at most 10 s), standing in for a slow endpoint; it reports how many
-/// requests it was serving when this one arrived, and the peak.
+/// requests it was serving when this one arrived, and the peak. A request
+/// that would be held while `MAX_HELD` already are gets 503 at once.
 async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
-    let hold_ms = req
-        .url()?
-        .query_pairs()
-        .find(|(name, _)| name == "hold_ms")
-        .and_then(|(_, value)| value.parse::<u64>().ok())
-        .unwrap_or(0)
-        .min(MAX_HOLD_MS);
+    let url = req.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, value)| value.parse::<u64>().ok())
+    };
+    let hold_ms = param("hold_ms").unwrap_or(0).min(MAX_HOLD_MS);
+    // `?status=401` answers that status, so a rule that counts by answer
+    // can be tried with curl alone.
+    let status = param("status")
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|s| (200..=599).contains(s))
+        .unwrap_or(200);
+    // Only held requests stay in flight across an await, so the count of
+    // those in flight is the count of those held.
+    let held = DEMO_IN_FLIGHT.with(|cell| cell.get().0);
+    if hold_ms > 0 && held >= MAX_HELD {
+        let headers = Headers::new();
+        headers.set("retry-after", "1")?;
+        let problem = Problem::new(
+            503,
+            "demo-busy",
+            format!("the demo origin holds at most {MAX_HELD} requests at once"),
+        );
+        return respond::problem_with(&problem, headers);
+    }
     let (_in_flight, arrived_with) = InFlight::enter();
     if hold_ms > 0 {
         Delay::from(Duration::from_millis(hold_ms)).await;
@@ -137,6 +206,7 @@ async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
         "time_ms": now_ms(),
         "in_flight": arrived_with,
         "peak_in_flight": peak,
+        "status": status,
     });
-    respond::json(&body, forward.headers)
+    Ok(respond::json(&body, forward.headers)?.with_status(status))
 }

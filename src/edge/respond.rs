@@ -4,10 +4,11 @@ use serde::Serialize;
 use worker::{Headers, Response, Result};
 
 use crate::config::Rule;
-use crate::http::headers::{ratelimit, ratelimit_policy, retry_after};
+use crate::http::headers::{ratelimit, ratelimit_policy, retry_after_field};
 use crate::http::problem::{Problem, CONTENT_TYPE};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
+use crate::limit::NEVER;
 
 pub fn problem(problem: &Problem) -> Result<Response> {
     problem_with(problem, Headers::new())
@@ -25,13 +26,19 @@ pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
     Ok(Response::ok(serde_json::to_string(value)?)?.with_headers(headers))
 }
 
-/// The RateLimit fields for every policy of an outcome, and `Retry-After`
-/// when it refused.
+/// The RateLimit fields for every policy of an outcome (none without a
+/// policy), and `Retry-After` when it refused and waiting can help.
 pub fn limit_headers(headers: &Headers, outcome: &Outcome) -> Result<()> {
-    headers.set("ratelimit-policy", &ratelimit_policy(outcome))?;
-    headers.set("ratelimit", &ratelimit(outcome))?;
+    if let Some(value) = ratelimit_policy(outcome) {
+        headers.set("ratelimit-policy", &value)?;
+    }
+    if let Some(value) = ratelimit(outcome) {
+        headers.set("ratelimit", &value)?;
+    }
     if !outcome.allowed {
-        headers.set("retry-after", &retry_after(outcome.retry_after_ms))?;
+        if let Some(value) = retry_after_field(outcome.retry_after_ms) {
+            headers.set("retry-after", &value)?;
+        }
     }
     Ok(())
 }
@@ -45,21 +52,35 @@ pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> 
         Some(ban) => {
             let status = rule.ban.map_or(429, |b| b.status);
             let until = rfc3339(ban.until_ms.max(now_ms));
-            Problem::new(
-                status,
-                "banned",
-                format!("banned by rule {} until {until}: {}", rule.id, ban.reason),
-            )
-            .with("banned-until", until)
-            .with("offences", ban.offences)
+            // Retry-After is when a request can pass: the ban's end, or
+            // later when the rule's window is still full then.
+            let pass_ms = now_ms.saturating_add(outcome.retry_after_ms);
+            let detail = if outcome.retry_after_ms != NEVER && pass_ms > ban.until_ms {
+                format!(
+                    "banned by rule {} until {until}: {}; the rule's limit admits requests again from {}",
+                    rule.id,
+                    ban.reason,
+                    rfc3339(pass_ms)
+                )
+            } else {
+                format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
+            };
+            Problem::new(status, "banned", detail)
+                .with("banned-until", until)
+                .with("offences", ban.offences)
         }
         None => {
             let violated = outcome.violated_names();
-            let detail = format!(
-                "rate limit {} exceeded; retry in {} s",
-                violated.join(", "),
-                retry_after(outcome.retry_after_ms)
-            );
+            let detail = match retry_after_field(outcome.retry_after_ms) {
+                Some(secs) => format!(
+                    "rate limit {} exceeded; retry in {secs} s",
+                    violated.join(", ")
+                ),
+                None => format!(
+                    "rate limit {} exceeded; the request costs more than the limit and can never be admitted",
+                    violated.join(", ")
+                ),
+            };
             Problem::quota_exceeded(detail, violated)
         }
     };
@@ -74,11 +95,10 @@ pub fn shadow_header(outcome: &Outcome) -> String {
     }
     let violated = outcome.violated_names();
     let banned = if outcome.ban.is_some() { ";banned" } else { "" };
-    format!(
-        "refuse;violated=\"{}\";retry={}{banned}",
-        violated.join(" "),
-        retry_after(outcome.retry_after_ms)
-    )
+    let retry = retry_after_field(outcome.retry_after_ms)
+        .map(|secs| format!(";retry={secs}"))
+        .unwrap_or_default();
+    format!("refuse;violated=\"{}\"{retry}{banned}", violated.join(" "))
 }
 
 /// A response whose headers can be changed: responses from `fetch` carry

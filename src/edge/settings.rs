@@ -13,13 +13,26 @@ use wasm_bindgen::JsValue;
 use worker::js_sys::Reflect;
 use worker::{console_error, Env};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{check_secret_strength, Config, ConfigError};
 use crate::http::jwt::Hs256Key;
+
+/// The secret that holds the admin token.
+pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
+
+/// The secret that holds the decision API's token.
+pub const API_TOKEN: &str = "API_TOKEN";
 
 pub struct Settings {
     pub config: Config,
     /// The HS256 key, when the config verifies JWTs.
     pub jwt_key: Option<Hs256Key>,
+    /// The admin token; the admin API exists only when it is set.
+    pub admin_token: Option<String>,
+    /// The decision API's token; without it the API exists only when the
+    /// config says `api = "open"`.
+    pub api_token: Option<String>,
+    /// The value sent in `origin_auth.header`, when the config has one.
+    pub origin_secret: Option<String>,
 }
 
 thread_local! {
@@ -39,28 +52,60 @@ pub fn settings(env: &Env) -> Result<Rc<Settings>, ConfigError> {
     })
 }
 
+/// The config and the secrets it names. A weak admin or API token or origin
+/// secret fails like an invalid config (every request answers 500 naming
+/// it), so it is found on the first request after a deploy rather than by
+/// an attacker.
 fn load(env: &Env) -> Result<Settings, ConfigError> {
     let config = Config::from_value(raw_config(env)?)?;
     let jwt_key = match &config.jwt {
         None => None,
-        Some(jwt) => {
-            let secret = env
-                .secret(&jwt.secret)
-                .map(|s| s.to_string())
-                .unwrap_or_default();
-            if secret.is_empty() {
-                return Err(ConfigError {
-                    field: "SLUICE.jwt.secret".into(),
-                    message: format!(
-                        "no secret named {name}: set it with `wrangler secret put {name}` (or in .dev.vars locally)",
-                        name = jwt.secret
-                    ),
-                });
-            }
-            Some(Hs256Key::new(secret.as_bytes()))
+        Some(jwt) => Some(Hs256Key::new(
+            required_secret(env, &jwt.secret, "SLUICE.jwt.secret")?.as_bytes(),
+        )),
+    };
+    let admin_token = secret(env, ADMIN_TOKEN);
+    if let Some(token) = &admin_token {
+        check_secret_strength(ADMIN_TOKEN, ADMIN_TOKEN, token)?;
+    }
+    let api_token = secret(env, API_TOKEN);
+    if let Some(token) = &api_token {
+        check_secret_strength(API_TOKEN, API_TOKEN, token)?;
+    }
+    let origin_secret = match &config.origin_auth {
+        None => None,
+        Some(auth) => {
+            let field = "SLUICE.origin_auth.secret";
+            let value = required_secret(env, &auth.secret, field)?;
+            check_secret_strength(field, &auth.secret, &value)?;
+            Some(value)
         }
     };
-    Ok(Settings { config, jwt_key })
+    Ok(Settings {
+        config,
+        jwt_key,
+        admin_token,
+        api_token,
+        origin_secret,
+    })
+}
+
+/// A secret's value; an empty one counts as unset.
+fn secret(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .map(|s| s.to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+/// A secret the config names, which must be set.
+fn required_secret(env: &Env, name: &str, field: &str) -> Result<String, ConfigError> {
+    secret(env, name).ok_or_else(|| ConfigError {
+        field: field.into(),
+        message: format!(
+            "no secret named {name}: set it with `wrangler secret put {name}` (or in .dev.vars locally)"
+        ),
+    })
 }
 
 /// The `SLUICE` var as JSON: absent (no rules), a JSON string (as the

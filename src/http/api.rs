@@ -10,8 +10,9 @@ use serde_json::{json, Map, Value};
 
 use super::problem::Problem;
 use crate::ledger::Outcome;
-use crate::limit::gcra::GcraPolicy;
-use crate::limit::{Policy, Spec};
+use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
+use crate::limit::lease::LeaseError;
+use crate::limit::{Policy, Spec, NEVER};
 
 /// Largest body the API reads; anything larger is refused with 413 before
 /// it is parsed.
@@ -26,6 +27,11 @@ pub const MAX_POLICIES: usize = 8;
 /// The policy name used when a request gives `limit` and `window_ms`.
 pub const DEFAULT_POLICY: &str = "default";
 
+/// The slot `{prefix}/v1/throttle` keeps a key's GCRA state in. The
+/// decision API may not name a policy so: each endpoint's state lives in
+/// names the other cannot reach, so a call to one cannot reset the other.
+pub const THROTTLE_SLOT: &str = "throttle";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitRequest {
     pub key: String,
@@ -34,6 +40,61 @@ pub struct LimitRequest {
     /// Whether the request used the `policies` form, which is answered
     /// per policy.
     pub named: bool,
+    /// Whether an admission is a reservation, to keep or refund with
+    /// `POST {prefix}/v1/limit/settle`.
+    pub reserve: bool,
+}
+
+/// How long a reservation waits for its settle before it is kept: long
+/// enough for any origin to answer, short enough that a lost settle does
+/// not hold a unit in limbo for long. Kept, not refunded: for the security
+/// use (failed logins), an attempt whose answer was lost must not be free.
+pub const RESERVATION_TTL_MS: u64 = 60_000;
+
+/// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettleCall {
+    pub key: String,
+    pub reservation: String,
+    pub keep: bool,
+}
+
+/// `{"key", "reservation", "keep"}`.
+pub fn parse_settle_request(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<SettleCall, Problem> {
+    let object = json_object(content_type, body)?;
+    only_fields(&object, "", &["key", "reservation", "keep"])?;
+    let key = key_field(&object)?;
+    let reservation = match object.get("reservation") {
+        Some(Value::String(id))
+            if (1..=64).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            id.clone()
+        }
+        _ => {
+            return Err(Problem::invalid(
+                "reservation",
+                "reservation is required: the id a reserving call answered",
+            ))
+        }
+    };
+    let keep = match object.get("keep") {
+        Some(Value::Bool(keep)) => *keep,
+        _ => {
+            return Err(Problem::invalid(
+                "keep",
+                "keep is required: true to count the reservation, false to refund it",
+            ))
+        }
+    };
+    Ok(SettleCall {
+        key,
+        reservation,
+        keep,
+    })
 }
 
 /// Checks the content type and size, then parses the body.
@@ -102,9 +163,14 @@ pub fn parse_throttle_request(
         Some(value) => u32::try_from(integer(value, "quantity", "a non-negative integer")?)
             .map_err(|_| Problem::invalid("quantity", "quantity is too large"))?,
     };
-    let period_ms = period_s
-        .checked_mul(1000)
-        .ok_or_else(|| Problem::invalid("period_s", "period_s is too large"))?;
+    let max_period_s = MAX_PERIOD_MS / 1000;
+    if !(1..=max_period_s).contains(&period_s) {
+        return Err(Problem::invalid(
+            "period_s",
+            format!("period_s must be from 1 to {max_period_s} seconds (30 days), got {period_s}"),
+        ));
+    }
+    let period_ms = period_s * 1000;
     let policy = GcraPolicy::new(max_burst, count, period_ms).map_err(|e| {
         let name = if e.field() == "period" {
             "period_s"
@@ -127,16 +193,24 @@ pub struct LeaseCall {
     pub key: String,
     pub limit: u32,
     pub ttl_ms: u64,
+    /// A label for operators; it grants nothing.
     pub owner: Option<String>,
+    /// The lease to re-enter: its id, returned by the acquire that granted
+    /// it, is the proof of holding it.
+    pub lease_id: Option<String>,
 }
 
 /// The longest a lease may be asked to last in one go: a day.
 pub const MAX_LEASE_TTL_MS: u64 = 86_400_000;
 
-/// `{"key", "limit", "ttl_ms", "owner"?}`.
+/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}`.
 pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
     let object = json_object(content_type, body)?;
-    only_fields(&object, "", &["key", "limit", "ttl_ms", "owner"])?;
+    only_fields(
+        &object,
+        "",
+        &["key", "limit", "ttl_ms", "owner", "lease_id"],
+    )?;
     let key = key_field(&object)?;
     let limit = match object.get("limit") {
         Some(value) => integer(value, "limit", "an integer from 1 to 100000")?,
@@ -169,11 +243,22 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
             ))
         }
     };
+    let lease_id = match object.get("lease_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= 256 => Some(id.clone()),
+        Some(_) => {
+            return Err(Problem::invalid(
+                "lease_id",
+                "lease_id must be the id of a lease this key granted",
+            ))
+        }
+    };
     Ok(LeaseCall {
         key,
         limit,
         ttl_ms,
         owner,
+        lease_id,
     })
 }
 
@@ -219,6 +304,31 @@ fn ttl_field(value: Option<&Value>, required: bool) -> Result<u64, Problem> {
     }
 }
 
+/// Why an acquire was not tried, as the problem to answer: the request is at
+/// fault, not the key's occupancy.
+pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
+    let lease = outcome.lease.as_ref()?;
+    let problem = match lease.error? {
+        LeaseError::LimitMismatch { held } => Problem::new(
+            409,
+            "lease-limit-conflict",
+            format!(
+                "this key's leases are held with limit {held}, not {}; ask with limit {held} until they are all released or lapsed",
+                lease.limit
+            ),
+        )
+        .with("field", "limit")
+        .with("held-limit", held),
+        LeaseError::NoSuchLease => Problem::new(
+            404,
+            "no-such-lease",
+            "no live lease with that lease_id for that key; it may have lapsed or been released",
+        )
+        .with("field", "lease_id"),
+    };
+    Some(problem)
+}
+
 /// The answer to an acquire: the lease when granted, the occupancy and the
 /// wait otherwise.
 pub fn lease_response(outcome: &Outcome) -> Value {
@@ -231,7 +341,7 @@ pub fn lease_response(outcome: &Outcome) -> Value {
         "expires_ms": held.map(|l| l.expires_ms),
         "holds": held.map(|l| l.holds),
         "in_flight": lease.map_or(0, |l| l.in_flight),
-        "retry_after_ms": outcome.retry_after_ms,
+        "retry_after_ms": wait_ms(outcome.retry_after_ms),
     })
 }
 
@@ -247,9 +357,22 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
     only_fields(
         object,
         "",
-        &["key", "limit", "window_ms", "algorithm", "policies", "cost"],
+        &[
+            "key",
+            "limit",
+            "window_ms",
+            "algorithm",
+            "policies",
+            "cost",
+            "reserve",
+        ],
     )?;
     let key = key_field(object)?;
+    let reserve = match object.get("reserve") {
+        None => false,
+        Some(Value::Bool(reserve)) => *reserve,
+        Some(_) => return Err(Problem::invalid("reserve", "reserve must be true or false")),
+    };
     let named = object.contains_key("policies");
     let policies = if named {
         for field in ["limit", "window_ms", "algorithm"] {
@@ -278,11 +401,18 @@ fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
             cost as u32
         }
     };
+    if reserve && cost == 0 {
+        return Err(Problem::invalid(
+            "reserve",
+            "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
+        ));
+    }
     Ok(LimitRequest {
         key,
         policies,
         cost,
         named,
+        reserve,
     })
 }
 
@@ -349,6 +479,12 @@ fn policies_field(value: &Value) -> Result<Vec<(String, Spec)>, Problem> {
             }
         };
         validate_policy_name(&name).map_err(|e| Problem::invalid(&name_field, e))?;
+        if name == THROTTLE_SLOT {
+            return Err(Problem::invalid(
+                &name_field,
+                format!("{THROTTLE_SLOT:?} is reserved for {{prefix}}/v1/throttle's state; choose another name"),
+            ));
+        }
         if policies.iter().any(|(n, _)| *n == name) {
             return Err(Problem::invalid(
                 &name_field,
@@ -432,7 +568,31 @@ fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Res
 
 /// The answer body: the single-policy form flat, the `policies` form per
 /// policy with the names of those that refused.
-pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
+/// The answer to `POST {prefix}/v1/limit`; `reservation` is the id of the
+/// admission a reserving call made.
+pub fn limit_response(
+    request: &LimitRequest,
+    outcome: &Outcome,
+    reservation: Option<&str>,
+) -> Value {
+    let mut answer = limit_answer(request, outcome);
+    if let Some(id) = reservation.filter(|_| outcome.allowed) {
+        answer["reservation"] = id.into();
+    }
+    // A peek is always "allowed" (it takes nothing), so it also says
+    // whether a request of cost 1 would pass now: every policy has a unit
+    // left.
+    if request.cost == 0 {
+        answer["would_allow"] = outcome
+            .policies
+            .iter()
+            .all(|p| p.decision.remaining >= 1)
+            .into();
+    }
+    answer
+}
+
+fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
     if !request.named {
         if let Some(only) = outcome.policies.first() {
             let d = &only.decision;
@@ -441,7 +601,7 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "limit": d.limit,
                 "remaining": d.remaining,
                 "reset_ms": d.reset_ms,
-                "retry_after_ms": d.retry_after_ms,
+                "retry_after_ms": wait_ms(d.retry_after_ms),
             });
         }
     }
@@ -457,16 +617,26 @@ pub fn limit_response(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "window_ms": p.window_ms,
                 "remaining": p.decision.remaining,
                 "reset_ms": p.decision.reset_ms,
-                "retry_after_ms": p.decision.retry_after_ms,
+                "retry_after_ms": wait_ms(p.decision.retry_after_ms),
             })
         })
         .collect();
     json!({
         "allowed": outcome.allowed,
         "violated": violated,
-        "retry_after_ms": outcome.retry_after_ms,
+        "retry_after_ms": wait_ms(outcome.retry_after_ms),
         "policies": policies,
     })
+}
+
+/// A wait in a body: `null` for a request no wait can admit, rather than
+/// the internal [`NEVER`], which no JSON reader could take for a time.
+fn wait_ms(ms: u64) -> Value {
+    if ms == NEVER {
+        Value::Null
+    } else {
+        ms.into()
+    }
 }
 
 #[cfg(test)]
@@ -480,6 +650,41 @@ mod tests {
         assert_eq!(problem.status, 400, "{body}");
         let json: Value = serde_json::from_str(&problem.to_json()).unwrap();
         json["field"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_peek_says_whether_one_more_would_pass() {
+        use crate::ledger::{Ask, Ledger};
+        let request = |cost: u32| {
+            let body = format!(r#"{{"key":"k","limit":1,"window_ms":1000,"cost":{cost}}}"#);
+            parse_limit_request(JSON, body.as_bytes()).unwrap()
+        };
+        let mut ledger = Ledger::new();
+        let mut ask = |cost: u32, now: u64| {
+            let call = request(cost);
+            let (outcome, _) = ledger.check(
+                "k",
+                &Ask {
+                    specs: &call.policies,
+                    cost,
+                    ban: None,
+                    lease: None,
+                },
+                now,
+            );
+            limit_response(&call, &outcome, None)
+        };
+        assert_eq!(ask(0, 0)["would_allow"], true);
+        assert_eq!(ask(1, 0)["would_allow"], Value::Null, "only a peek says it");
+        let exhausted = ask(0, 1);
+        assert_eq!(
+            (
+                &exhausted["allowed"],
+                &exhausted["remaining"],
+                &exhausted["would_allow"]
+            ),
+            (&json!(true), &json!(0), &json!(false))
+        );
     }
 
     #[test]
@@ -570,6 +775,10 @@ mod tests {
             (r#"{"key":"k","policies":{}}"#, "policies"),
             (r#"{"key":"k","policies":[1]}"#, "policies[0]"),
             (
+                r#"{"key":"k","policies":[{"name":"throttle","limit":1,"window_ms":1}]}"#,
+                "policies[0].name",
+            ),
+            (
                 r#"{"key":"k","policies":[{"limit":1,"window_ms":1}]}"#,
                 "policies[0].name",
             ),
@@ -625,6 +834,14 @@ mod tests {
                 .unwrap()
                 .to_string()
         };
+        let zero =
+            parse_throttle_request(JSON, br#"{"key":"k","max_burst":1,"count":1,"period_s":0}"#)
+                .unwrap_err()
+                .to_json();
+        assert!(
+            zero.contains("seconds") && !zero.contains(" ms"),
+            "period_s is in seconds: {zero}"
+        );
         let cases = [
             (r#"{"max_burst":1,"count":1,"period_s":1}"#, "key"),
             (r#"{"key":"k","count":1,"period_s":1}"#, "max_burst"),
@@ -681,7 +898,8 @@ mod tests {
                 key: "job".into(),
                 limit: 1,
                 ttl_ms: 5000,
-                owner: Some("w1".into())
+                owner: Some("w1".into()),
+                lease_id: None
             }
         );
         let field = |body: &str| {
@@ -701,6 +919,14 @@ mod tests {
             (r#"{"key":"k","limit":1,"ttl_ms":86400001}"#, "ttl_ms"),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":""}"#, "owner"),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"owner":7}"#, "owner"),
+            (
+                r#"{"key":"k","limit":1,"ttl_ms":1,"lease_id":""}"#,
+                "lease_id",
+            ),
+            (
+                r#"{"key":"k","limit":1,"ttl_ms":1,"lease_id":5}"#,
+                "lease_id",
+            ),
             (r#"{"key":"k","limit":1,"ttl_ms":1,"lease":"x"}"#, "lease"),
         ] {
             assert_eq!(field(body), expected, "{body}");

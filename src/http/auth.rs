@@ -1,4 +1,4 @@
-//! The admin token check.
+//! The token checks of the admin API and of the decision API.
 //!
 //! Both tokens are hashed with SHA-256 first and the digests compared with
 //! a loop that always runs to the end, so the time taken reveals neither how
@@ -21,9 +21,67 @@ pub fn authorized(authorization: Option<&str>, expected: &str) -> bool {
     differences == 0 && !given.is_empty()
 }
 
+/// Who may call the decision, throttle and lease APIs (`{prefix}/v1/...`)
+/// when no `API_TOKEN` secret is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiAccess {
+    /// Nobody: without the secret the API does not exist. The default, so
+    /// deploying a config that forgot the secret exposes nothing.
+    #[default]
+    Token,
+    /// Anybody who can reach the Worker. Only for a Worker that no route
+    /// or `workers.dev` address exposes (reached through service
+    /// bindings), and only when asked for by name (`api = "open"`).
+    Open,
+}
+
+/// What happens to a call to the decision API, before anything else is
+/// looked at (method, path, body), so that a caller without the token
+/// learns nothing about the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiGate {
+    Pass,
+    /// 404, as for any path Sluice does not serve.
+    Hidden,
+    /// 401.
+    Unauthorized,
+}
+
+/// A set token is always required, whatever `access` says: `api = "open"`
+/// only decides what happens when there is none, so adding the secret can
+/// never make the API less protected.
+pub fn api_gate(access: ApiAccess, token: Option<&str>, authorization: Option<&str>) -> ApiGate {
+    match token {
+        Some(token) if authorized(authorization, token) => ApiGate::Pass,
+        Some(_) => ApiGate::Unauthorized,
+        None if access == ApiAccess::Open => ApiGate::Pass,
+        None => ApiGate::Hidden,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::authorized;
+    use super::{api_gate, authorized, ApiAccess, ApiGate};
+
+    #[test]
+    fn the_api_needs_its_token_and_hides_without_one_unless_open() {
+        let token = Some("t0ken-t0ken-t0ken-t0ken-t0ken-32");
+        let right = Some("Bearer t0ken-t0ken-t0ken-t0ken-t0ken-32");
+        for access in [ApiAccess::Token, ApiAccess::Open] {
+            assert_eq!(api_gate(access, token, right), ApiGate::Pass);
+            for wrong in [
+                None,
+                Some("Bearer "),
+                Some("Basic t0ken-t0ken-t0ken-t0ken-t0ken-32"),
+            ] {
+                assert_eq!(api_gate(access, token, wrong), ApiGate::Unauthorized);
+            }
+        }
+        assert_eq!(api_gate(ApiAccess::Token, None, None), ApiGate::Hidden);
+        assert_eq!(api_gate(ApiAccess::Token, None, right), ApiGate::Hidden);
+        assert_eq!(api_gate(ApiAccess::Open, None, None), ApiGate::Pass);
+        assert_eq!(ApiAccess::default(), ApiAccess::Token);
+    }
 
     #[test]
     fn only_the_exact_bearer_token_passes() {

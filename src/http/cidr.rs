@@ -92,6 +92,10 @@ impl CidrList {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Cidr> {
+        self.0.iter()
+    }
 }
 
 /// The key for a client address: IPv4 as is; IPv6 as its first

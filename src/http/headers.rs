@@ -3,21 +3,27 @@
 //!
 //! `RateLimit-Policy: "api";q=100;w=60` announces each policy (quota and
 //! window in seconds); `RateLimit: "api";r=42;t=17` reports what remains and
-//! the seconds until the window frees a unit. Both are structured-field
-//! lists, one member per policy. Seconds are rounded up, so a client that
-//! waits `t` or `Retry-After` seconds never comes back too early.
+//! `t`, the seconds until at least one more unit can be admitted (until `r`
+//! grows; 0 while nothing is held), the same for every algorithm, so a
+//! refused one-unit request's `t` is its `Retry-After`. Both fields are
+//! structured-field lists, one member per policy. Seconds are rounded up,
+//! so a client that waits `t` or `Retry-After` seconds never comes back too
+//! early, and `w` is at least 1: the draft requires a positive window, so a
+//! sub-second window is announced as one second.
 
 use crate::ledger::{Outcome, PolicyDecision};
+use crate::limit::NEVER;
 
 /// One member per rate policy, and one for a concurrency limit:
-/// `"api.concurrency";q=10;qu="concurrent-requests"` (no window).
-pub fn ratelimit_policy(outcome: &Outcome) -> String {
+/// `"api.concurrency";q=10;qu="concurrent-requests"` (no window). `None`
+/// when there is nothing to announce: no field beats an empty one.
+pub fn ratelimit_policy(outcome: &Outcome) -> Option<String> {
     let rates = outcome.policies.iter().map(|p| {
         format!(
             "{};q={};w={}",
             sf_string(&p.name),
             p.decision.limit,
-            ceil_secs(p.window_ms)
+            window_secs(p.window_ms)
         )
     });
     let lease = outcome.lease.iter().map(|l| {
@@ -27,11 +33,12 @@ pub fn ratelimit_policy(outcome: &Outcome) -> String {
             l.limit
         )
     });
-    rates.chain(lease).collect::<Vec<_>>().join(", ")
+    list(rates.chain(lease))
 }
 
-/// What remains of each policy, and the free slots of a concurrency limit.
-pub fn ratelimit(outcome: &Outcome) -> String {
+/// What remains of each policy, and the free slots of a concurrency limit;
+/// `None` when there is nothing to report.
+pub fn ratelimit(outcome: &Outcome) -> Option<String> {
     let rates = outcome.policies.iter().map(member);
     let lease = outcome.lease.iter().map(|l| {
         format!(
@@ -40,7 +47,13 @@ pub fn ratelimit(outcome: &Outcome) -> String {
             l.limit.saturating_sub(l.in_flight)
         )
     });
-    rates.chain(lease).collect::<Vec<_>>().join(", ")
+    list(rates.chain(lease))
+}
+
+/// A structured-field list of `members`, or `None` if there are none.
+fn list(members: impl Iterator<Item = String>) -> Option<String> {
+    let members: Vec<String> = members.collect();
+    (!members.is_empty()).then(|| members.join(", "))
 }
 
 fn member(p: &PolicyDecision) -> String {
@@ -57,8 +70,20 @@ pub fn retry_after(ms: u64) -> String {
     ceil_secs(ms).max(1).to_string()
 }
 
+/// `Retry-After` for a refusal, or `None` when no wait can help (the request
+/// costs more than a limit): a made-up delay would only send the client back
+/// to be refused again.
+pub fn retry_after_field(ms: u64) -> Option<String> {
+    (ms != NEVER).then(|| retry_after(ms))
+}
+
 pub fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
+}
+
+/// A window in whole seconds for `w`: rounded up, and never 0.
+pub fn window_secs(ms: u64) -> u64 {
+    ceil_secs(ms).max(1)
 }
 
 /// A structured-field string: quoted, with `"` and `\` escaped. Policy names
@@ -108,6 +133,7 @@ mod tests {
             policies,
             ban: None,
             lease: None,
+            conflict: None,
             retry_after_ms: 0,
         }
     }
@@ -119,17 +145,20 @@ mod tests {
             policy("day", 1000, 86_400_000, 900, 500),
         ]);
         assert_eq!(
-            ratelimit_policy(&o),
+            ratelimit_policy(&o).unwrap(),
             r#""api";q=100;w=60, "day";q=1000;w=86400"#
         );
-        assert_eq!(ratelimit(&o), r#""api";r=42;t=17, "day";r=900;t=1"#);
+        assert_eq!(
+            ratelimit(&o).unwrap(),
+            r#""api";r=42;t=17, "day";r=900;t=1"#
+        );
     }
 
     #[test]
     fn sub_second_windows_round_up() {
         let o = outcome(vec![policy("burst", 5, 500, 0, 0)]);
-        assert_eq!(ratelimit_policy(&o), r#""burst";q=5;w=1"#);
-        assert_eq!(ratelimit(&o), r#""burst";r=0;t=0"#);
+        assert_eq!(ratelimit_policy(&o).unwrap(), r#""burst";q=5;w=1"#);
+        assert_eq!(ratelimit(&o).unwrap(), r#""burst";r=0;t=0"#);
     }
 
     #[test]
@@ -142,12 +171,45 @@ mod tests {
             lease: None,
             refused: false,
             retry_after_ms: 0,
+            error: None,
         });
         assert_eq!(
-            ratelimit_policy(&o),
+            ratelimit_policy(&o).unwrap(),
             r#""api";q=10;w=1, "api.concurrency";q=10;qu="concurrent-requests""#
         );
-        assert_eq!(ratelimit(&o), r#""api";r=9;t=1, "api.concurrency";r=7"#);
+        assert_eq!(
+            ratelimit(&o).unwrap(),
+            r#""api";r=9;t=1, "api.concurrency";r=7"#
+        );
+    }
+
+    #[test]
+    fn windows_of_a_millisecond_and_of_30_days_and_a_quota_of_one() {
+        let o = outcome(vec![
+            policy("ms", 1, 1, 0, 1),
+            policy("month", 1, 30 * 86_400_000, 1, 0),
+            policy("none", 2000, 0, 1, 1),
+        ]);
+        assert_eq!(
+            ratelimit_policy(&o).unwrap(),
+            r#""ms";q=1;w=1, "month";q=1;w=2592000, "none";q=2000;w=1"#
+        );
+        assert_eq!(
+            ratelimit(&o).unwrap(),
+            r#""ms";r=0;t=1, "month";r=1;t=0, "none";r=1;t=1"#
+        );
+    }
+
+    #[test]
+    fn no_policy_means_no_field() {
+        let o = outcome(Vec::new());
+        assert_eq!((ratelimit_policy(&o), ratelimit(&o)), (None, None));
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_gets_no_retry_after() {
+        assert_eq!(retry_after_field(NEVER), None);
+        assert_eq!(retry_after_field(1500).as_deref(), Some("2"));
     }
 
     #[test]

@@ -11,19 +11,47 @@
 //! never treated as valid; the caller decides whether that means 401 or
 //! anonymous limits.
 //!
+//! Header and payload must each hold every JSON key once: parsers disagree
+//! on which of two `sub` keys wins (serde_json keeps the last, others the
+//! first), so a token with both could name one caller to Sluice and another
+//! to the origin behind it. `exp` and `nbf` must be whole seconds within a
+//! sane range, so no date arithmetic can overflow or round.
+//!
 //! Time is passed in rather than read from a clock, so expiry is tested on
 //! the host without waiting.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use hmac::digest::Key;
 use hmac::{Hmac, Mac};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Longest token looked at. Real tokens are a few hundred bytes; the bound
 /// caps the decoding and JSON work a hostile header can cause.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// The latest `exp` or `nbf` accepted: 9999-12-31T23:59:59Z. Anything later
+/// is a mistake or an attack, and the bound keeps `date + leeway` far from
+/// overflowing.
+pub const MAX_NUMERIC_DATE: u64 = 253_402_300_799;
+
+/// What a token must satisfy besides its signature, from `SLUICE.jwt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validation {
+    /// Clock skew between issuer and edge tolerated on `exp` and `nbf`.
+    pub leeway_s: u64,
+    /// A token without `exp` fails: it would otherwise be valid forever.
+    pub require_exp: bool,
+    /// When set, the token's `aud` (a string, or an array of strings) must
+    /// hold it, so a token the same key signed for another service does not
+    /// pass here.
+    pub audience: Option<String>,
+    /// When set, the token's `iss` must equal it.
+    pub issuer: Option<String>,
+}
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -103,6 +131,9 @@ pub enum JwtError {
     Signature,
     Expired,
     NotYetValid,
+    MissingExpiry,
+    Audience,
+    Issuer,
 }
 
 impl fmt::Display for JwtError {
@@ -119,6 +150,9 @@ impl fmt::Display for JwtError {
             JwtError::Signature => f.write_str("token signature is not valid"),
             JwtError::Expired => f.write_str("token has expired"),
             JwtError::NotYetValid => f.write_str("token is not valid yet"),
+            JwtError::MissingExpiry => f.write_str("token has no exp, and one is required"),
+            JwtError::Audience => f.write_str("token is not meant for this audience (aud)"),
+            JwtError::Issuer => f.write_str("token is not from the expected issuer (iss)"),
         }
     }
 }
@@ -127,8 +161,12 @@ impl std::error::Error for JwtError {}
 
 /// Verifies a compact HS256 token and returns its claims. The signature is
 /// checked before the payload is parsed, so an unsigned payload is never read.
-/// `leeway_s` absorbs clock skew between the issuer and the edge.
-pub fn verify(token: &str, key: &Hs256Key, now_s: u64, leeway_s: u64) -> Result<Claims, JwtError> {
+pub fn verify(
+    token: &str,
+    key: &Hs256Key,
+    now_s: u64,
+    checks: &Validation,
+) -> Result<Claims, JwtError> {
     if token.len() > MAX_TOKEN_BYTES {
         return Err(JwtError::TooLong);
     }
@@ -143,6 +181,7 @@ pub fn verify(token: &str, key: &Hs256Key, now_s: u64, leeway_s: u64) -> Result<
         header,
         "header is not base64url",
         "header is not a JSON object",
+        "header has a duplicate key",
     )?;
     match header.get("alg") {
         Some(Value::String(alg)) if alg == "HS256" => {}
@@ -164,20 +203,44 @@ pub fn verify(token: &str, key: &Hs256Key, now_s: u64, leeway_s: u64) -> Result<
         payload,
         "payload is not base64url",
         "payload is not a JSON object",
+        "payload has a duplicate key",
     )?;
-    let now = now_s as f64;
-    let leeway = leeway_s as f64;
-    if let Some(exp) = numeric_date(&claims, "exp", "exp is not a number")? {
-        if exp <= now - leeway {
-            return Err(JwtError::Expired);
+    let exp = numeric_date(&claims, "exp", BAD_EXP)?;
+    let nbf = numeric_date(&claims, "nbf", BAD_NBF)?;
+    match exp {
+        None if checks.require_exp => return Err(JwtError::MissingExpiry),
+        Some(exp) if exp.saturating_add(checks.leeway_s) <= now_s => return Err(JwtError::Expired),
+        _ => {}
+    }
+    if nbf.is_some_and(|nbf| nbf > now_s.saturating_add(checks.leeway_s)) {
+        return Err(JwtError::NotYetValid);
+    }
+    if let Some(issuer) = &checks.issuer {
+        if !matches!(claims.get("iss"), Some(Value::String(iss)) if iss == issuer) {
+            return Err(JwtError::Issuer);
         }
     }
-    if let Some(nbf) = numeric_date(&claims, "nbf", "nbf is not a number")? {
-        if nbf > now + leeway {
-            return Err(JwtError::NotYetValid);
+    if let Some(audience) = &checks.audience {
+        if !names_audience(claims.get("aud"), audience) {
+            return Err(JwtError::Audience);
         }
     }
     Ok(Claims(claims))
+}
+
+const BAD_EXP: &str = "exp is not a whole number of seconds from 0 to 253402300799";
+const BAD_NBF: &str = "nbf is not a whole number of seconds from 0 to 253402300799";
+
+/// RFC 7519 §4.1.3: `aud` is one string or an array of strings, and the
+/// token is for us if one of them is ours.
+fn names_audience(aud: Option<&Value>, audience: &str) -> bool {
+    match aud {
+        Some(Value::String(aud)) => aud == audience,
+        Some(Value::Array(auds)) => auds
+            .iter()
+            .any(|aud| matches!(aud, Value::String(aud) if aud == audience)),
+        _ => false,
+    }
 }
 
 /// The token from an `Authorization` value. RFC 9110 allows several spaces
@@ -196,23 +259,89 @@ fn decode_object(
     part: &str,
     not_base64: &'static str,
     not_object: &'static str,
+    duplicate: &'static str,
 ) -> Result<Map<String, Value>, JwtError> {
     let bytes = decode_base64url(part).ok_or(JwtError::Malformed(not_base64))?;
-    serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed(not_object))
+    let object: Map<String, Value> =
+        serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed(not_object))?;
+    serde_json::from_slice::<UniqueKeys>(&bytes).map_err(|_| JwtError::Malformed(duplicate))?;
+    Ok(object)
 }
 
-/// A NumericDate claim (RFC 7519 §2): seconds, possibly fractional.
+/// A NumericDate claim (RFC 7519 §2), narrowed to whole seconds from the
+/// epoch to `MAX_NUMERIC_DATE`: issuers write integers, and a fraction, a
+/// negative or an exponent is refused rather than rounded.
 fn numeric_date(
     claims: &Map<String, Value>,
     name: &str,
-    not_number: &'static str,
-) -> Result<Option<f64>, JwtError> {
+    bad: &'static str,
+) -> Result<Option<u64>, JwtError> {
     match claims.get(name) {
         None => Ok(None),
-        Some(value) => value
-            .as_f64()
-            .map(Some)
-            .ok_or(JwtError::Malformed(not_number)),
+        Some(value) => match value.as_u64() {
+            Some(date) if date <= MAX_NUMERIC_DATE => Ok(Some(date)),
+            _ => Err(JwtError::Malformed(bad)),
+        },
+    }
+}
+
+/// A JSON document walked only to check that no object, at any depth, holds
+/// a key twice; it keeps nothing. It is a second pass over a text already
+/// parsed (at most `MAX_TOKEN_BYTES`), so the claims themselves come from
+/// serde_json's own `Value`.
+struct UniqueKeys;
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UniqueKeys, D::Error> {
+        deserializer.deserialize_any(UniqueKeys)
+    }
+}
+
+impl<'de> Visitor<'de> for UniqueKeys {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("JSON without duplicate keys")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<UniqueKeys>()?;
+            if !seen.insert(key) {
+                return Err(de::Error::custom("duplicate key"));
+            }
+        }
+        Ok(UniqueKeys)
     }
 }
 
@@ -298,8 +427,22 @@ mod tests {
         )
     }
 
+    /// No leeway, and nothing required beyond a valid signature and dates.
+    fn lenient(leeway_s: u64) -> Validation {
+        Validation {
+            leeway_s,
+            require_exp: false,
+            audience: None,
+            issuer: None,
+        }
+    }
+
     fn check(token: &str) -> Result<Claims, JwtError> {
-        verify(token, &Hs256Key::new(SECRET), NOW, 0)
+        verify(token, &Hs256Key::new(SECRET), NOW, &lenient(0))
+    }
+
+    fn check_with(token: &str, checks: &Validation) -> Result<Claims, JwtError> {
+        verify(token, &Hs256Key::new(SECRET), NOW, checks)
     }
 
     #[test]
@@ -312,7 +455,13 @@ mod tests {
 
     #[test]
     fn jwt_io_example_verifies() {
-        let claims = verify(JWT_IO, &Hs256Key::new(b"your-256-bit-secret"), NOW, 0).unwrap();
+        let claims = verify(
+            JWT_IO,
+            &Hs256Key::new(b"your-256-bit-secret"),
+            NOW,
+            &lenient(0),
+        )
+        .unwrap();
         assert_eq!(claims.get_str("sub").as_deref(), Some("1234567890"));
         assert_eq!(claims.get_str("name").as_deref(), Some("John Doe"));
         assert_eq!(claims.get_str("iat").as_deref(), Some("1516239022"));
@@ -320,7 +469,12 @@ mod tests {
 
     #[test]
     fn wrong_secret_is_rejected() {
-        let err = verify(JWT_IO, &Hs256Key::new(b"your-256-bit-secreT"), NOW, 0);
+        let err = verify(
+            JWT_IO,
+            &Hs256Key::new(b"your-256-bit-secreT"),
+            NOW,
+            &lenient(0),
+        );
         assert_eq!(err, Err(JwtError::Signature));
         let token = sign_raw(r#"{"alg":"HS256"}"#, "{}", b"another secret");
         assert_eq!(check(&token), Err(JwtError::Signature));
@@ -332,7 +486,7 @@ mod tests {
             let secret = vec![0x5a; len];
             let token = sign_raw(r#"{"alg":"HS256"}"#, r#"{"sub":"x"}"#, &secret);
             assert!(
-                verify(&token, &Hs256Key::new(&secret), NOW, 0).is_ok(),
+                verify(&token, &Hs256Key::new(&secret), NOW, &lenient(0)).is_ok(),
                 "length {len}"
             );
         }
@@ -362,7 +516,12 @@ mod tests {
     fn signature_with_non_canonical_last_character_is_rejected() {
         // 'c' and 'd' differ only in the two bits past the 32-byte signature.
         let forged = format!("{}d", JWT_IO.strip_suffix('c').unwrap());
-        let err = verify(&forged, &Hs256Key::new(b"your-256-bit-secret"), NOW, 0);
+        let err = verify(
+            &forged,
+            &Hs256Key::new(b"your-256-bit-secret"),
+            NOW,
+            &lenient(0),
+        );
         assert_eq!(err, Err(JwtError::Malformed("signature is not base64url")));
     }
 
@@ -411,40 +570,208 @@ mod tests {
     fn expired_token_is_rejected_unless_within_leeway() {
         let token = sign(json!({"exp": NOW - 30}));
         let key = Hs256Key::new(SECRET);
-        assert_eq!(verify(&token, &key, NOW, 0), Err(JwtError::Expired));
-        assert_eq!(verify(&token, &key, NOW, 30), Err(JwtError::Expired));
-        assert!(verify(&token, &key, NOW, 31).is_ok());
+        assert_eq!(
+            verify(&token, &key, NOW, &lenient(0)),
+            Err(JwtError::Expired)
+        );
+        assert_eq!(
+            verify(&token, &key, NOW, &lenient(30)),
+            Err(JwtError::Expired)
+        );
+        assert!(verify(&token, &key, NOW, &lenient(31)).is_ok());
         let at_now = sign(json!({ "exp": NOW }));
         assert_eq!(check(&at_now), Err(JwtError::Expired));
     }
 
     #[test]
-    fn fractional_and_negative_dates_are_numbers() {
-        assert!(check(&sign(json!({"exp": NOW as f64 + 0.5}))).is_ok());
+    fn dates_must_be_whole_seconds_in_range() {
+        let bad_exp = JwtError::Malformed(BAD_EXP);
+        for exp in [
+            json!(NOW as f64 + 0.5),
+            json!(NOW as f64),
+            json!(-1),
+            json!(i64::MIN),
+            json!(MAX_NUMERIC_DATE + 1),
+            json!(u64::MAX),
+            json!(1e300),
+        ] {
+            let token = sign(json!({ "exp": exp }));
+            assert_eq!(check(&token), Err(bad_exp.clone()), "exp {exp}");
+        }
+        for nbf in [json!(-1), json!(1.5), json!(u64::MAX)] {
+            let token = sign(json!({ "nbf": nbf }));
+            assert_eq!(
+                check(&token),
+                Err(JwtError::Malformed(BAD_NBF)),
+                "nbf {nbf}"
+            );
+        }
+        let as_written = sign_raw(r#"{"alg":"HS256"}"#, r#"{"exp":1.7000001e9}"#, SECRET);
+        assert_eq!(check(&as_written), Err(bad_exp));
+        assert!(check(&sign(json!({ "exp": MAX_NUMERIC_DATE, "nbf": 0 }))).is_ok());
+    }
+
+    #[test]
+    fn a_huge_leeway_saturates_instead_of_overflowing() {
+        let key = Hs256Key::new(SECRET);
+        let far = sign(json!({ "exp": MAX_NUMERIC_DATE, "nbf": MAX_NUMERIC_DATE }));
+        assert!(verify(&far, &key, NOW, &lenient(u64::MAX)).is_ok());
+        assert!(verify(&far, &key, 0, &lenient(u64::MAX)).is_ok());
+        let old = sign(json!({ "exp": 0 }));
         assert_eq!(
-            check(&sign(json!({"exp": NOW as f64 - 0.5}))),
+            verify(&old, &key, u64::MAX, &lenient(1)),
             Err(JwtError::Expired)
         );
-        assert_eq!(check(&sign(json!({"exp": -1}))), Err(JwtError::Expired));
-        assert!(check(&sign(json!({"nbf": -1}))).is_ok());
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_every_depth() {
+        let dup_payload = JwtError::Malformed("payload has a duplicate key");
+        for payload in [
+            r#"{"sub":"alice","sub":"admin"}"#,
+            r#"{"sub":"alice","s\u0075b":"admin"}"#,
+            r#"{"exp":1,"exp":99999999999}"#,
+            r#"{"ctx":{"role":"user","role":"admin"}}"#,
+            r#"{"list":[{"a":1,"a":2}]}"#,
+        ] {
+            let token = sign_raw(r#"{"alg":"HS256"}"#, payload, SECRET);
+            assert_eq!(check(&token), Err(dup_payload.clone()), "{payload}");
+        }
+        for header in [
+            r#"{"alg":"none","alg":"HS256"}"#,
+            r#"{"alg":"HS256","alg":"HS256"}"#,
+        ] {
+            let token = sign_raw(header, "{}", SECRET);
+            assert_eq!(
+                check(&token),
+                Err(JwtError::Malformed("header has a duplicate key")),
+                "{header}"
+            );
+        }
+        let same_name_elsewhere = sign_raw(
+            r#"{"alg":"HS256"}"#,
+            r#"{"a":{"a":1},"b":[{"a":1},{"a":2}],"sub":"x"}"#,
+            SECRET,
+        );
+        assert!(check(&same_name_elsewhere).is_ok());
+    }
+
+    #[test]
+    fn require_exp_refuses_a_token_that_never_expires() {
+        let required = Validation {
+            require_exp: true,
+            ..lenient(0)
+        };
+        let forever = sign(json!({ "sub": "alice" }));
+        assert_eq!(
+            check_with(&forever, &required),
+            Err(JwtError::MissingExpiry)
+        );
+        assert!(check(&forever).is_ok(), "allowed when not required");
+        let expiring = sign(json!({ "sub": "alice", "exp": NOW + 60 }));
+        assert!(check_with(&expiring, &required).is_ok());
+        let forged = sign_raw(
+            r#"{"alg":"HS256"}"#,
+            &json!({ "exp": NOW + 60 }).to_string(),
+            b"guess",
+        );
+        assert_eq!(check_with(&forged, &required), Err(JwtError::Signature));
+    }
+
+    #[test]
+    fn audience_must_be_named_when_configured() {
+        let checks = Validation {
+            audience: Some("api.example.com".into()),
+            ..lenient(0)
+        };
+        for aud in [
+            json!("api.example.com"),
+            json!(["other", "api.example.com"]),
+        ] {
+            let token = sign(json!({ "sub": "a", "aud": aud }));
+            assert!(check_with(&token, &checks).is_ok(), "aud {aud}");
+        }
+        for aud in [
+            json!("other"),
+            json!("API.example.com"),
+            json!(["other"]),
+            json!([]),
+            json!([["api.example.com"]]),
+            json!(7),
+            json!(null),
+            json!({ "aud": "api.example.com" }),
+        ] {
+            let token = sign(json!({ "sub": "a", "aud": aud }));
+            assert_eq!(
+                check_with(&token, &checks),
+                Err(JwtError::Audience),
+                "aud {aud}"
+            );
+        }
+        let without = sign(json!({ "sub": "a" }));
+        assert_eq!(check_with(&without, &checks), Err(JwtError::Audience));
+        let forged = sign_raw(
+            r#"{"alg":"HS256"}"#,
+            r#"{"aud":"api.example.com"}"#,
+            b"guess",
+        );
+        assert_eq!(check_with(&forged, &checks), Err(JwtError::Signature));
+        let other = sign(json!({ "sub": "a", "aud": "other" }));
+        assert!(check(&other).is_ok(), "unchecked when not configured");
+    }
+
+    #[test]
+    fn issuer_must_match_when_configured() {
+        let checks = Validation {
+            issuer: Some("https://issuer.example".into()),
+            ..lenient(0)
+        };
+        let good = sign(json!({ "iss": "https://issuer.example" }));
+        assert!(check_with(&good, &checks).is_ok());
+        for iss in [
+            json!("https://issuer.example/"),
+            json!("https://evil.example"),
+            json!(["https://issuer.example"]),
+            json!(null),
+        ] {
+            let token = sign(json!({ "iss": iss }));
+            assert_eq!(
+                check_with(&token, &checks),
+                Err(JwtError::Issuer),
+                "iss {iss}"
+            );
+        }
+        assert_eq!(check_with(&sign(json!({})), &checks), Err(JwtError::Issuer));
+        let forged = sign_raw(
+            r#"{"alg":"HS256"}"#,
+            r#"{"iss":"https://issuer.example"}"#,
+            b"guess",
+        );
+        assert_eq!(check_with(&forged, &checks), Err(JwtError::Signature));
     }
 
     #[test]
     fn not_yet_valid_token_is_rejected_unless_within_leeway() {
         let token = sign(json!({"nbf": NOW + 30}));
         let key = Hs256Key::new(SECRET);
-        assert_eq!(verify(&token, &key, NOW, 0), Err(JwtError::NotYetValid));
-        assert_eq!(verify(&token, &key, NOW, 29), Err(JwtError::NotYetValid));
-        assert!(verify(&token, &key, NOW, 30).is_ok());
+        assert_eq!(
+            verify(&token, &key, NOW, &lenient(0)),
+            Err(JwtError::NotYetValid)
+        );
+        assert_eq!(
+            verify(&token, &key, NOW, &lenient(29)),
+            Err(JwtError::NotYetValid)
+        );
+        assert!(verify(&token, &key, NOW, &lenient(30)).is_ok());
         assert!(check(&sign(json!({ "nbf": NOW }))).is_ok());
     }
 
     #[test]
     fn dates_that_are_not_numbers_are_rejected() {
         let exp = sign(json!({"exp": (NOW + 60).to_string()}));
-        assert_eq!(check(&exp), Err(JwtError::Malformed("exp is not a number")));
+        assert_eq!(check(&exp), Err(JwtError::Malformed(BAD_EXP)));
         let nbf = sign(json!({"nbf": null}));
-        assert_eq!(check(&nbf), Err(JwtError::Malformed("nbf is not a number")));
+        assert_eq!(check(&nbf), Err(JwtError::Malformed(BAD_NBF)));
     }
 
     #[test]

@@ -68,8 +68,25 @@ pub struct KeySpec {
     escaped: Vec<char>,
 }
 
+/// The key as a template (`ip+header:x` reads `{ip}|{header:x}`); it
+/// parses back to the same spec.
+impl fmt::Display for KeySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(text) => f.write_str(text)?,
+                Piece::Part(part) => write!(f, "{{{part}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a key is built from, besides the request itself.
 pub struct KeyInputs<'a> {
+    /// The request's path as the rule matched it (canonical, and folded
+    /// as the rule's `paths` say), so that spellings of one path share a key.
+    pub path: &'a str,
     /// Path parameters the rule's pattern captured.
     pub params: &'a [(&'a str, &'a str)],
     /// The verified JWT's claims, for registered callers.
@@ -155,7 +172,9 @@ impl KeySpec {
                 }
             }
         }
-        if key.len() > MAX_KEY_BYTES {
+        // A key that already reads like a digest is hashed too, so that no
+        // plain key can name the object of a long key's digest.
+        if key.len() > MAX_KEY_BYTES || is_digest(&key) {
             key = digest(&key);
         }
         Ok(key)
@@ -187,6 +206,16 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
     }
     if !pieces.iter().any(|p| matches!(p, Piece::Part(_))) {
         return Err(format!("{text:?} names no part of the request"));
+    }
+    // With nothing between two parts, "alice"+"1" and "alic"+"e1" would
+    // build the same key.
+    if pieces
+        .windows(2)
+        .any(|pair| matches!(pair, [Piece::Part(_), Piece::Part(_)]))
+    {
+        return Err(format!(
+            "in {text:?}, two parts follow each other with nothing between them: put literal text between them (e.g. \"{{header:x-a}}:{{header:x-b}}\") so that different values cannot build the same key"
+        ));
     }
     Ok(pieces)
 }
@@ -221,7 +250,7 @@ fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<
     let value = match part {
         Part::Ip => client_ip(req).map(|ip| client_network(ip, inputs.ipv6_prefix)),
         Part::Method => Some(req.method().to_string()),
-        Part::Path => Some(req.path().to_string()),
+        Part::Path => Some(inputs.path.to_string()),
         Part::Action => inputs.action.map(str::to_string),
         Part::Header(name) => req.header(name),
         Part::Cookie(name) => cookie(req, name),
@@ -253,9 +282,18 @@ fn cookie(req: &impl Incoming, name: &str) -> Option<String> {
         .map(|(_, v)| v.trim_matches('"').to_string())
 }
 
+/// Whether `key` has the form [`digest`] gives.
+fn is_digest(key: &str) -> bool {
+    key.strip_prefix(DIGEST_PREFIX).is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+const DIGEST_PREFIX: &str = "sha256:";
+
 fn digest(key: &str) -> String {
     let hash = Sha256::digest(key.as_bytes());
-    let mut out = String::from("sha256:");
+    let mut out = String::from(DIGEST_PREFIX);
     for byte in hash {
         out.push_str(&format!("{byte:02x}"));
     }
@@ -280,6 +318,7 @@ mod tests {
     use crate::http::tests::FakeRequest;
 
     const PLAIN: KeyInputs<'static> = KeyInputs {
+        path: "/x",
         params: &[],
         claims: None,
         action: None,
@@ -291,23 +330,37 @@ mod tests {
     }
 
     #[test]
+    fn specs_print_as_templates_that_parse_back() {
+        for (text, shown) in [
+            ("ip", "{ip}"),
+            ("ip+header:X-Api-Key", "{ip}|{header:x-api-key}"),
+            ("{sub}:{action}", "{claim:sub}:{action}"),
+            ("u-{param:id}/{cookie:sid}", "u-{param:id}/{cookie:sid}"),
+        ] {
+            let spec = KeySpec::parse(text).unwrap();
+            assert_eq!(spec.to_string(), shown);
+            assert_eq!(KeySpec::parse(shown).unwrap(), spec);
+        }
+    }
+
+    #[test]
     fn ip_comes_from_cf_connecting_ip_only() {
-        let req = FakeRequest::get("/x")
+        let req = FakeRequest::get()
             .with("CF-Connecting-IP", "203.0.113.9")
             .with("X-Forwarded-For", "198.51.100.1");
         assert_eq!(build("ip", &req).unwrap(), "203.0.113.9");
-        let spoofed = FakeRequest::get("/x").with("X-Forwarded-For", "198.51.100.1");
+        let spoofed = FakeRequest::get().with("X-Forwarded-For", "198.51.100.1");
         assert_eq!(build("ip", &spoofed).unwrap_err().part, "ip");
-        let garbage = FakeRequest::get("/x").with("CF-Connecting-IP", "not-an-ip");
+        let garbage = FakeRequest::get().with("CF-Connecting-IP", "not-an-ip");
         assert!(build("ip", &garbage).is_err());
-        let mapped = FakeRequest::get("/x").with("CF-Connecting-IP", "::ffff:203.0.113.9");
+        let mapped = FakeRequest::get().with("CF-Connecting-IP", "::ffff:203.0.113.9");
         assert_eq!(build("ip", &mapped).unwrap(), "203.0.113.9");
     }
 
     #[test]
     fn ipv6_clients_are_keyed_by_their_network() {
-        let a = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2::1");
-        let b = FakeRequest::get("/").with("CF-Connecting-IP", "2001:db8:1:2:ffff::9");
+        let a = FakeRequest::get().with("CF-Connecting-IP", "2001:db8:1:2::1");
+        let b = FakeRequest::get().with("CF-Connecting-IP", "2001:db8:1:2:ffff::9");
         assert_eq!(build("ip", &a).unwrap(), "2001:db8:1:2::/64");
         assert_eq!(build("ip", &a).unwrap(), build("ip", &b).unwrap());
         let exact = KeyInputs {
@@ -323,11 +376,19 @@ mod tests {
 
     #[test]
     fn parts_combine_and_escape() {
-        let req = FakeRequest::get("/api/a|b")
+        let req = FakeRequest::get()
             .with("CF-Connecting-IP", "203.0.113.9")
             .with("X-Api-Key", "k%1")
             .with("Cookie", "theme=dark; session=\"s|1\"");
-        assert_eq!(build("ip+path", &req).unwrap(), "203.0.113.9|/api/a%7Cb");
+        let at_path = KeyInputs {
+            path: "/api/a|b",
+            ..PLAIN
+        };
+        let spec = KeySpec::parse("ip+path").unwrap();
+        assert_eq!(
+            spec.build(&req, &at_path).unwrap(),
+            "203.0.113.9|/api/a%7Cb"
+        );
         assert_eq!(build("header:x-api-key+method", &req).unwrap(), "k%251|GET");
         assert_eq!(
             build("cookie:session", &req).unwrap(),
@@ -348,12 +409,13 @@ mod tests {
         };
         let claims = Claims::from(map);
         let inputs = KeyInputs {
+            path: "/threads/99/reply",
             params: &[("id", "99")],
             claims: Some(&claims),
             action: Some("reply"),
             ipv6_prefix: 64,
         };
-        let req = FakeRequest::new("POST", "/threads/99/reply");
+        let req = FakeRequest::new("POST");
         let key = |spec: &str| KeySpec::parse(spec).unwrap().build(&req, &inputs);
         assert_eq!(key("{sub}:{action}").unwrap(), "u%3A42:reply");
         assert_eq!(key("{claim:org}/{id}/{method}").unwrap(), "7/99/POST");
@@ -377,12 +439,12 @@ mod tests {
 
     #[test]
     fn empty_values_and_control_characters_are_not_keys() {
-        let req = FakeRequest::get("/")
+        let req = FakeRequest::get()
             .with("X-Api-Key", "")
             .with("Cookie", "s=");
         assert!(build("header:x-api-key", &req).is_err());
         assert!(build("cookie:s", &req).is_err());
-        let req = FakeRequest::get("/")
+        let req = FakeRequest::get()
             .with("X-Api-Key", "a\u{1}b")
             .with("X-Latin", "caf\u{e9}");
         assert!(build("header:x-api-key", &req).is_err());
@@ -396,11 +458,11 @@ mod tests {
     #[test]
     fn long_keys_are_digested() {
         let long = "a".repeat(600);
-        let req = FakeRequest::get("/").with("X-Token", &long);
+        let req = FakeRequest::get().with("X-Token", &long);
         let key = build("header:x-token", &req).unwrap();
         assert!(key.starts_with("sha256:"));
         assert_eq!(key.len(), 7 + 64);
-        let other = FakeRequest::get("/").with("X-Token", &"b".repeat(600));
+        let other = FakeRequest::get().with("X-Token", &"b".repeat(600));
         assert_ne!(build("header:x-token", &other).unwrap(), key);
     }
 
@@ -431,5 +493,34 @@ mod tests {
             KeySpec::parse("static text").is_err(),
             "a + part list of one unknown word"
         );
+    }
+
+    #[test]
+    fn a_plain_key_never_takes_a_digest_s_form() {
+        let long = "a".repeat(600);
+        let long_key = FakeRequest::get().with("X-Token", &long);
+        let hashed = build("header:x-token", &long_key).unwrap();
+        let forged = FakeRequest::get().with("X-Token", &hashed);
+        let rehashed = build("header:x-token", &forged).unwrap();
+        assert_ne!(
+            rehashed, hashed,
+            "a value spelling a digest is hashed again"
+        );
+        assert!(is_digest(&rehashed));
+        assert_eq!(
+            build(
+                "header:x-token",
+                &FakeRequest::get().with("X-Token", "sha256:abc")
+            )
+            .unwrap(),
+            "sha256:abc"
+        );
+    }
+
+    #[test]
+    fn adjacent_parts_are_refused() {
+        let error = KeySpec::parse("{header:x-a}{header:x-b}").unwrap_err();
+        assert!(error.contains("nothing between them"), "{error}");
+        assert!(KeySpec::parse("{header:x-a}-{header:x-b}").is_ok());
     }
 }

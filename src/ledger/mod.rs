@@ -9,14 +9,20 @@
 
 pub mod ban;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
-use crate::limit::lease::{Grant, Lease, LeaseTable};
+use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
 use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
+
+/// How soon a request refused for want of a lease is told to retry, unless
+/// a lease lapses sooner: a holder may release at any moment and the object
+/// cannot foresee when, so the lapse (up to a lease's whole TTL) is only the
+/// worst case.
+pub const LEASE_RETRY_MS: u64 = 1_000;
 
 /// One policy's part of an outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,10 +44,15 @@ pub struct Outcome {
     /// The concurrency limit's part, when the request asked for a lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseOutcome>,
+    /// Set, with nothing decided, when the request was asked to leave
+    /// alone state its key holds under another algorithm or window: the
+    /// name of the policy that conflicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
     /// 0 when allowed; otherwise how long until the whole request could
     /// pass: the ban must end and every refusing policy must have room
     /// (windows only free up while nothing is admitted). A refused lease
-    /// counts its first lapse, though a release may come sooner.
+    /// counts [`LEASE_RETRY_MS`], or its first lapse if sooner.
     pub retry_after_ms: u64,
 }
 
@@ -57,8 +68,12 @@ pub struct LeaseOutcome {
     /// Whether the concurrency limit refused; it is not asked when a rate
     /// policy has already refused.
     pub refused: bool,
-    /// When refused, ms until the first lease lapses.
+    /// When refused, ms until the first lease lapses: the worst case, since
+    /// a release may come sooner.
     pub retry_after_ms: u64,
+    /// Set when the acquire was not even tried: the request is at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<LeaseError>,
 }
 
 impl Outcome {
@@ -74,7 +89,10 @@ impl Outcome {
         } else {
             let refusing = policies.iter().map(|p| p.decision.retry_after_ms);
             let banned = ban.iter().map(|b| b.until_ms.saturating_sub(now_ms));
-            let leased = lease.iter().filter(|l| l.refused).map(|l| l.retry_after_ms);
+            let leased = lease
+                .iter()
+                .filter(|l| l.refused)
+                .map(|l| l.retry_after_ms.min(LEASE_RETRY_MS));
             refusing.chain(banned).chain(leased).max().unwrap_or(0)
         };
         Outcome {
@@ -82,7 +100,17 @@ impl Outcome {
             policies,
             ban,
             lease,
+            conflict: None,
             retry_after_ms,
+        }
+    }
+
+    /// The answer to a request whose policy `name` conflicts with state
+    /// its key holds: nothing decided, nothing changed.
+    pub fn conflicting(name: &str) -> Outcome {
+        Outcome {
+            conflict: Some(name.to_string()),
+            ..Outcome::new(false, Vec::new(), None, None, 0)
         }
     }
 
@@ -112,12 +140,21 @@ impl Outcome {
 /// A row the caller must write for the state to survive a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
-    /// The slot's spec and, for one-row algorithms, its whole state.
+    /// The slot's spec and, for one-row algorithms, its whole state; for
+    /// a sliding log, the log's first run (`(at_ms, count)`), written with
+    /// the slot so that a new key's first admission is one row.
     Slot {
         key: String,
         name: String,
         spec: Spec,
         state: (u64, u64),
+    },
+    /// A sliding log's spec changed (its limit): update the slot row and
+    /// keep the run it carries.
+    Respec {
+        key: String,
+        name: String,
+        spec: Spec,
     },
     /// `count` more units admitted at `at_ms` into a sliding log; rows with
     /// the same slot and timestamp add up.
@@ -129,14 +166,22 @@ pub enum Write {
     },
     /// The key's ban record, to insert or overwrite.
     Ban { key: String, ban: Ban },
-    /// A lease, new or with changed holds or expiry.
-    Lease { key: String, lease: Lease },
+    /// The key's override, to insert or overwrite.
+    Override { key: String, overridden: Override },
+    /// A lease, new or with changed holds or expiry, and the limit the
+    /// key's leases are held under.
+    Lease {
+        key: String,
+        lease: Lease,
+        limit: Option<u32>,
+    },
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expired {
-    /// Delete the slot's log rows at or before `cutoff_ms`.
+    /// Delete the slot's log rows at or before `cutoff_ms`, and the run
+    /// its slot row carries if that is as old.
     Hits {
         key: String,
         name: String,
@@ -146,8 +191,18 @@ pub enum Expired {
     Slot { key: String, name: String },
     /// The key's ban is over and its offences forgiven.
     Ban { key: String },
-    /// A lease was released or lapsed.
-    Lease { key: String, id: String },
+    /// The key's override lapsed or was lifted.
+    Override { key: String },
+    /// A lease was released or lapsed. When `floor` is set, a fence could
+    /// still repeat: keep it as the key's fence floor before the lease row
+    /// (which held it) goes.
+    Lease {
+        key: String,
+        id: String,
+        floor: Option<u64>,
+    },
+    /// The key's fence floor is needed no longer.
+    Floor { key: String },
 }
 
 #[derive(Debug)]
@@ -167,11 +222,88 @@ struct KeyState {
     /// Recent refusals, counted toward a ban (memory only).
     strikes: Option<SlidingLog>,
     leases: LeaseTable,
+    overridden: Option<Override>,
+    /// Admissions not yet kept or refunded (memory only).
+    reservations: Vec<Reservation>,
+}
+
+/// An admission made for a request whose answer decides whether it counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reservation {
+    id: String,
+    /// When it is kept if nobody settled it.
+    lapses_ms: u64,
+    cost: u32,
+    /// Each slot it was admitted into, and the time it was logged at.
+    runs: Vec<(String, u64)>,
+}
+
+/// How many settled reservations an object remembers, for repeated
+/// settles.
+const SETTLED_MEMORY: usize = 256;
+
+/// The answer to a settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub kept: bool,
+    /// The reservation was settled before; nothing changed this time.
+    pub repeated: bool,
+}
+
+/// An operator's limits for one key, in force instead of its rule's (or
+/// tier's) policies from the key's next decision until `until_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The policies in force; none means unlimited.
+    pub policies: Vec<(String, Spec)>,
+    /// When it lapses (the sweep removes it); `None`: until lifted.
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    /// When it was set, for operators.
+    pub set_ms: u64,
+}
+
+impl Override {
+    fn is_active(&self, now_ms: u64) -> bool {
+        self.until_ms.is_none_or(|until| now_ms < until)
+    }
 }
 
 impl KeyState {
-    fn is_empty(&self) -> bool {
-        self.slots.is_empty() && self.ban.is_none() && self.leases.is_empty()
+    /// The policies in force: an active override's, or the ones asked.
+    fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
+        match &self.overridden {
+            Some(o) if o.is_active(now_ms) => &o.policies,
+            _ => asked,
+        }
+    }
+
+    /// Whether the key can be forgotten. A key whose fence floor is stored
+    /// stays until the sweep deletes that row.
+    fn is_empty(&self, now_ms: u64) -> bool {
+        self.slots.is_empty()
+            && self.ban.is_none()
+            && self.overridden.is_none()
+            && self.reservations.is_empty()
+            && self.leases.is_idle(now_ms)
+            && !self.leases.floor_stored()
+    }
+
+    /// Removes lease `lease`'s row, keeping the last fence as a floor row if
+    /// a repeat is still possible.
+    fn lease_gone(&mut self, key: &str, id: String, now_ms: u64) -> Expired {
+        let floor = self
+            .leases
+            .needs_floor(now_ms)
+            .then(|| self.leases.last_fence());
+        if floor.is_some() {
+            self.leases.set_floor_stored(true);
+        }
+        Expired::Lease {
+            key: key.to_string(),
+            id,
+            floor,
+        }
     }
 }
 
@@ -192,10 +324,30 @@ pub struct LeaseAsk {
     pub name: String,
     pub limit: u32,
     pub ttl_ms: u64,
+    /// A label for operators; it grants nothing.
     pub owner: Option<String>,
+    /// The id of a live lease to take one more hold on (re-entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reenter: Option<String>,
+    /// Whether a limit the key's leases are held under stands against this
+    /// one: the caller chose it (the decision API), not the operator.
+    #[serde(default)]
+    pub strict_limit: bool,
     /// The id a new lease gets; chosen by the caller (randomly) so the
     /// ledger stays deterministic.
     pub new_id: String,
+}
+
+impl LeaseAsk {
+    fn acquire(&self) -> Acquire<'_> {
+        Acquire {
+            limit: self.limit,
+            ttl_ms: self.ttl_ms,
+            owner: self.owner.as_deref(),
+            reenter: self.reenter.as_deref(),
+            strict_limit: self.strict_limit,
+        }
+    }
 }
 
 /// A slot's state as an operator sees it.
@@ -214,6 +366,9 @@ pub struct SlotReport {
 #[derive(Debug, Default)]
 pub struct Ledger {
     keys: HashMap<String, KeyState>,
+    /// The last reservations settled, `(key, id, kept)`, so that a settle
+    /// sent twice answers the same (memory only, bounded).
+    settled: VecDeque<(String, String, bool)>,
 }
 
 impl Ledger {
@@ -227,24 +382,74 @@ impl Ledger {
     /// refusal counts toward `ask.ban`, and the refusal that completes the
     /// count starts a ban.
     pub fn check(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
+        self.decide(key, ask, None, now_ms)
+    }
+
+    /// Like [`check`](Self::check), but an admission is a reservation: it
+    /// counts against every policy at once, so concurrent requests cannot
+    /// slip past the limit, and writes nothing until
+    /// [`settle`](Self::settle) keeps it (or refunds it, writing nothing at
+    /// all). One not settled by `lapses_ms` is kept: a failed login whose
+    /// answer was lost must not be free. Reservations live in memory: an
+    /// object restarted before settling has forgotten them.
+    pub fn reserve(
+        &mut self,
+        key: &str,
+        ask: &Ask<'_>,
+        reservation: &str,
+        lapses_ms: u64,
+        now_ms: u64,
+    ) -> (Outcome, Vec<Write>) {
+        self.decide(key, ask, Some((reservation, lapses_ms)), now_ms)
+    }
+
+    fn decide(
+        &mut self,
+        key: &str,
+        ask: &Ask<'_>,
+        reserve: Option<(&str, u64)>,
+        now_ms: u64,
+    ) -> (Outcome, Vec<Write>) {
+        if ask.cost == 0 {
+            return (self.peek_ask(key, ask, now_ms), Vec::new());
+        }
         let mut state = self.keys.remove(key).unwrap_or_default();
-        let indices: Vec<usize> = ask
-            .specs
+        let specs = state.policies(ask.specs, now_ms).to_vec();
+        let indices: Vec<usize> = specs
             .iter()
             .map(|(name, spec)| slot_for(&mut state.slots, name, *spec))
             .collect();
         let mut writes = Vec::new();
         let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
             Some(active) => {
+                // When a request can pass again: the ban's end, or later if
+                // a window is still full then (windows only free up while
+                // nothing is admitted), so that a client that waits as told
+                // is not refused again, which would count toward the next
+                // offence.
+                let pass_ms = indices
+                    .iter()
+                    .map(|&i| {
+                        state.slots[i]
+                            .limiter
+                            .decide(now_ms, ask.cost)
+                            .retry_after_ms
+                    })
+                    .max()
+                    .unwrap_or(0);
                 let policies = report(&mut state.slots, &indices, now_ms, |_| None);
-                let lease = ask.lease.map(|l| lease_report(&state.leases, l, None));
-                Outcome::new(
+                let lease = ask
+                    .lease
+                    .map(|l| lease_report(&state.leases, l, None, now_ms));
+                let mut outcome = Outcome::new(
                     false,
                     policies,
                     Some(BanNotice::of(active, false)),
                     lease,
                     now_ms,
-                )
+                );
+                outcome.retry_after_ms = outcome.retry_after_ms.max(pass_ms);
+                outcome
             }
             None => {
                 let decisions: Vec<Decision> = indices
@@ -254,27 +459,54 @@ impl Ledger {
                 let rates_allow = decisions.iter().all(|d| d.allowed);
                 let grant = match ask.lease {
                     Some(lease) if rates_allow && ask.cost > 0 => {
-                        let grant = state.leases.acquire(
-                            now_ms,
-                            lease.limit,
-                            lease.ttl_ms,
-                            lease.owner.as_deref(),
-                            || lease.new_id.clone(),
-                        );
-                        if let Some(granted) = grant.lease.as_ref().filter(|_| grant.granted) {
+                        let grant = state
+                            .leases
+                            .acquire(now_ms, &lease.acquire(), || lease.new_id.clone());
+                        if let Ok(Grant {
+                            granted: true,
+                            lease: Some(granted),
+                            ..
+                        }) = &grant
+                        {
                             writes.push(Write::Lease {
                                 key: key.to_string(),
                                 lease: granted.clone(),
+                                limit: state.leases.limit(),
                             });
                         }
                         Some(grant)
                     }
                     _ => None,
                 };
-                let allowed = rates_allow && grant.as_ref().is_none_or(|g| g.granted);
-                if allowed && ask.cost > 0 {
-                    for &i in &indices {
-                        admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
+                let allowed = rates_allow
+                    && grant
+                        .as_ref()
+                        .is_none_or(|g| g.as_ref().is_ok_and(|g| g.granted));
+                match reserve {
+                    _ if !allowed || ask.cost == 0 => {}
+                    None => {
+                        for &i in &indices {
+                            admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
+                        }
+                    }
+                    Some((id, lapses_ms)) => {
+                        let runs = indices
+                            .iter()
+                            .map(|&i| {
+                                let slot = &mut state.slots[i];
+                                let at_ms = match slot.limiter.admit(now_ms, ask.cost) {
+                                    Recorded::Hit { at_ms, .. } => at_ms,
+                                    Recorded::State(..) => now_ms,
+                                };
+                                (slot.name.clone(), at_ms)
+                            })
+                            .collect();
+                        state.reservations.push(Reservation {
+                            id: id.to_string(),
+                            lapses_ms,
+                            cost: ask.cost,
+                            runs,
+                        });
                     }
                 }
                 // A refused request is logged in no policy, so policies that
@@ -283,7 +515,9 @@ impl Ledger {
                     let d = decisions[n];
                     (allowed || !d.allowed).then_some(d)
                 });
-                let lease = ask.lease.map(|l| lease_report(&state.leases, l, grant));
+                let lease = ask
+                    .lease
+                    .map(|l| lease_report(&state.leases, l, grant, now_ms));
                 // Only rate refusals count toward a ban: a request refused
                 // (or queued) for want of a lease did nothing wrong.
                 let started = match ask.ban {
@@ -298,10 +532,69 @@ impl Ledger {
         state
             .slots
             .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
-        if !state.is_empty() {
+        if !state.is_empty(now_ms) {
             self.keys.insert(key.to_string(), state);
         }
         (outcome, writes)
+    }
+
+    /// What [`check`](Self::check) with cost 0 answers: each policy's
+    /// state as the asked spec reads it. A slot held under another spec is
+    /// read through a copy, so that a peek never changes a limit, an
+    /// algorithm or a window, and never drops an admission.
+    fn peek_ask(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> Outcome {
+        let mut empty = KeyState::default();
+        let state = self.keys.get_mut(key).unwrap_or(&mut empty);
+        let specs = state.policies(ask.specs, now_ms).to_vec();
+        let policies = specs
+            .iter()
+            .map(|(name, spec)| {
+                let decision = match state.slots.iter_mut().find(|s| s.name == *name) {
+                    Some(slot) if slot.limiter.spec() == *spec => slot.limiter.decide(now_ms, 0),
+                    Some(slot) => {
+                        let mut copy = slot.limiter.clone();
+                        copy.set_spec(*spec);
+                        copy.decide(now_ms, 0)
+                    }
+                    None => Limiter::new(*spec).decide(now_ms, 0),
+                };
+                PolicyDecision {
+                    name: name.clone(),
+                    window_ms: spec.window_ms(),
+                    decision,
+                }
+            })
+            .collect();
+        let ban = state
+            .ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false));
+        let lease = ask
+            .lease
+            .map(|l| lease_report(&state.leases, l, None, now_ms));
+        Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
+    }
+
+    /// The first of `specs` whose slot holds admissions that still count
+    /// under another algorithm or window. Taking such a request would
+    /// replace (or re-read) the slot and drop or recount admissions, so
+    /// the decision API refuses it rather than let one caller undo another's
+    /// limit; a changed `limit` alone is no conflict.
+    pub fn conflict<'s>(
+        &self,
+        key: &str,
+        specs: &'s [(String, Spec)],
+        now_ms: u64,
+    ) -> Option<&'s str> {
+        let state = self.keys.get(key)?;
+        specs.iter().find_map(|(name, spec)| {
+            let slot = state.slots.iter().find(|s| s.name == *name)?;
+            let held = slot.limiter.spec();
+            let differs = std::mem::discriminant(&held) != std::mem::discriminant(spec)
+                || held.window_ms() != spec.window_ms();
+            (differs && !slot.limiter.is_idle(now_ms)).then_some(name.as_str())
+        })
     }
 
     /// Extends a live lease of `key`.
@@ -321,6 +614,7 @@ impl Ledger {
             .map(|lease| Write::Lease {
                 key: key.to_string(),
                 lease: lease.clone(),
+                limit: state.leases.limit(),
             })
             .collect();
         (renewed, writes)
@@ -340,17 +634,17 @@ impl Ledger {
         let released = state.leases.release(id, now_ms);
         let (mut writes, mut expired) = (Vec::new(), Vec::new());
         match &released {
-            Some(lease) if lease.holds == 0 => expired.push(Expired::Lease {
-                key: key.to_string(),
-                id: id.to_string(),
-            }),
+            Some(lease) if lease.holds == 0 => {
+                expired.push(state.lease_gone(key, id.to_string(), now_ms));
+            }
             Some(lease) => writes.push(Write::Lease {
                 key: key.to_string(),
                 lease: lease.clone(),
+                limit: state.leases.limit(),
             }),
             None => {}
         }
-        if state.is_empty() {
+        if state.is_empty(now_ms) {
             self.keys.remove(key);
         }
         (released, writes, expired)
@@ -363,12 +657,23 @@ impl Ledger {
             .map_or(&[], |state| state.leases.leases())
     }
 
-    pub fn restore_lease(&mut self, key: &str, lease: Lease) {
+    /// Restores a lease row and the limit it names (`None` in rows written
+    /// before limits were stored).
+    pub fn restore_lease(&mut self, key: &str, lease: Lease, limit: Option<u32>) {
         self.keys
             .entry(key.to_string())
             .or_default()
             .leases
-            .restore(lease);
+            .restore(lease, limit);
+    }
+
+    /// Restores a fence floor row.
+    pub fn restore_floor(&mut self, key: &str, fence: u64) {
+        self.keys
+            .entry(key.to_string())
+            .or_default()
+            .leases
+            .restore_floor(fence);
     }
 
     /// `CL.THROTTLE`: a GCRA check of `quantity` units in the slot `name`,
@@ -399,8 +704,8 @@ impl Ledger {
         answer.map(|throttle| (throttle, writes))
     }
 
-    /// Restores a slot from its storage row. Returns false (and keeps
-    /// nothing) for a row that no longer validates.
+    /// Restores a slot from its storage row (before its hit rows). Returns
+    /// false (and keeps nothing) for a row that no longer validates.
     pub fn restore_slot(
         &mut self,
         key: &str,
@@ -414,7 +719,15 @@ impl Ledger {
         };
         let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
         let i = slot_for(slots, name, spec);
-        slots[i].limiter.restore_state(state.0, state.1);
+        let limiter = &mut slots[i].limiter;
+        if limiter.is_log() {
+            // The log's first run, older than any of its hit rows.
+            if let Ok(count @ 1..) = u32::try_from(state.1) {
+                limiter.restore_hit(state.0, count);
+            }
+        } else {
+            limiter.restore_state(state.0, state.1);
+        }
         slots[i].stored = Some(spec);
         true
     }
@@ -458,10 +771,10 @@ impl Ledger {
             }
             state.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
             for lapsed in state.leases.expire(now_ms) {
-                expired.push(Expired::Lease {
-                    key: key.clone(),
-                    id: lapsed.id,
-                });
+                expired.push(state.lease_gone(key, lapsed.id, now_ms));
+            }
+            if state.leases.forget_unneeded(now_ms) {
+                expired.push(Expired::Floor { key: key.clone() });
             }
             if state
                 .ban
@@ -471,8 +784,16 @@ impl Ledger {
                 state.ban = None;
                 expired.push(Expired::Ban { key: key.clone() });
             }
+            if state
+                .overridden
+                .as_ref()
+                .is_some_and(|o| !o.is_active(now_ms))
+            {
+                state.overridden = None;
+                expired.push(Expired::Override { key: key.clone() });
+            }
         }
-        self.keys.retain(|_, state| !state.is_empty());
+        self.keys.retain(|_, state| !state.is_empty(now_ms));
         expired
     }
 
@@ -507,15 +828,147 @@ impl Ledger {
             .keys
             .values()
             .filter_map(|state| state.leases.next_expiry());
-        slots.chain(bans).chain(leases).min()
+        let overrides = self
+            .keys
+            .values()
+            .filter_map(|state| state.overridden.as_ref()?.until_ms);
+        let reservations = self
+            .keys
+            .values()
+            .flat_map(|state| &state.reservations)
+            .map(|r| r.lapses_ms);
+        slots
+            .chain(bans)
+            .chain(leases)
+            .chain(overrides)
+            .chain(reservations)
+            .min()
+    }
+
+    /// Keeps or refunds reservation `id` of `key`. Keeping writes what an
+    /// admission writes; refunding takes back exactly its own units and
+    /// writes nothing. `None` for a reservation this key never had or that
+    /// lapsed; a repeated settle answers as the first did and changes
+    /// nothing.
+    pub fn settle(
+        &mut self,
+        key: &str,
+        id: &str,
+        keep: bool,
+        now_ms: u64,
+    ) -> (Option<Settled>, Vec<Write>) {
+        if let Some(&(_, _, kept)) = self.settled.iter().find(|(k, s, _)| k == key && s == id) {
+            return (
+                Some(Settled {
+                    kept,
+                    repeated: true,
+                }),
+                Vec::new(),
+            );
+        }
+        let Some(state) = self.keys.get_mut(key) else {
+            return (None, Vec::new());
+        };
+        let Some(at) = state.reservations.iter().position(|r| r.id == id) else {
+            return (None, Vec::new());
+        };
+        let reservation = state.reservations.remove(at);
+        let mut writes = Vec::new();
+        settle_one(key, state, &reservation, keep, &mut writes);
+        state
+            .slots
+            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
+        if state.is_empty(now_ms) {
+            self.keys.remove(key);
+        }
+        if self.settled.len() >= SETTLED_MEMORY {
+            self.settled.pop_front();
+        }
+        self.settled
+            .push_back((key.to_string(), reservation.id, keep));
+        (
+            Some(Settled {
+                kept: keep,
+                repeated: false,
+            }),
+            writes,
+        )
+    }
+
+    /// Keeps every reservation whose answer never came by its lapse time.
+    pub fn lapse(&mut self, now_ms: u64) -> Vec<Write> {
+        let mut writes = Vec::new();
+        for (key, state) in &mut self.keys {
+            let (lapsed, pending) = std::mem::take(&mut state.reservations)
+                .into_iter()
+                .partition(|r| r.lapses_ms <= now_ms);
+            state.reservations = pending;
+            for reservation in lapsed.iter() {
+                settle_one(key, state, reservation, true, &mut writes);
+            }
+        }
+        writes
+    }
+
+    /// Sets (or, with `None`, lifts) the override of `key`; answers the one
+    /// it replaced and what to write or delete. An override on a key with
+    /// no state is one row, and the key's alarm removes it when it lapses.
+    pub fn set_override(
+        &mut self,
+        key: &str,
+        next: Option<Override>,
+        now_ms: u64,
+    ) -> (Option<Override>, Vec<Write>, Vec<Expired>) {
+        let state = self.keys.entry(key.to_string()).or_default();
+        let previous = std::mem::replace(&mut state.overridden, next.clone());
+        let (writes, expired) = match next {
+            Some(overridden) => (
+                vec![Write::Override {
+                    key: key.to_string(),
+                    overridden,
+                }],
+                Vec::new(),
+            ),
+            None if previous.is_some() => (
+                Vec::new(),
+                vec![Expired::Override {
+                    key: key.to_string(),
+                }],
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|state| state.is_empty(now_ms))
+        {
+            self.keys.remove(key);
+        }
+        (previous, writes, expired)
+    }
+
+    /// The override of `key`, lapsed or not.
+    pub fn overridden(&self, key: &str) -> Option<&Override> {
+        self.keys.get(key)?.overridden.as_ref()
+    }
+
+    pub fn restore_override(&mut self, key: &str, overridden: Override) {
+        self.keys.entry(key.to_string()).or_default().overridden = Some(overridden);
     }
 
     /// Forgets everything about `key` (an operator's reset) and says which
-    /// rows to delete.
-    pub fn reset(&mut self, key: &str) -> Vec<Expired> {
-        let Some(state) = self.keys.remove(key) else {
+    /// rows to delete; only a fence floor stays while a repeat is possible,
+    /// since a lock's fences must grow even across a reset.
+    pub fn reset(&mut self, key: &str, now_ms: u64) -> Vec<Expired> {
+        let Some(mut state) = self.keys.remove(key) else {
             return Vec::new();
         };
+        let leases: Vec<Expired> = state
+            .leases
+            .expire(u64::MAX)
+            .into_iter()
+            .map(|lease| state.lease_gone(key, lease.id, now_ms))
+            .collect();
         let slots = state.slots.into_iter().map(|slot| Expired::Slot {
             key: key.to_string(),
             name: slot.name,
@@ -523,16 +976,18 @@ impl Ledger {
         let ban = state.ban.map(|_| Expired::Ban {
             key: key.to_string(),
         });
-        let leases: Vec<Expired> = state
-            .leases
-            .leases()
-            .iter()
-            .map(|lease| Expired::Lease {
-                key: key.to_string(),
-                id: lease.id.clone(),
-            })
-            .collect();
-        slots.chain(ban).chain(leases).collect()
+        let expired = slots.chain(ban).chain(leases).collect();
+        // The floor of a lock's fences, and an operator's override (which
+        // is configuration, not state), outlive a reset.
+        let fences = KeyState {
+            leases: state.leases,
+            overridden: state.overridden,
+            ..KeyState::default()
+        };
+        if !fences.is_empty(now_ms) {
+            self.keys.insert(key.to_string(), fences);
+        }
+        expired
     }
 
     /// The state of `key` at `now_ms`, changing nothing.
@@ -623,32 +1078,80 @@ fn report(
 
 /// The lease part of an outcome: the grant if one was tried, otherwise the
 /// table as it stands.
-fn lease_report(table: &LeaseTable, ask: &LeaseAsk, grant: Option<Grant>) -> LeaseOutcome {
-    let (lease, refused, retry_after_ms) = match grant {
-        Some(grant) => (grant.lease, !grant.granted, grant.retry_after_ms),
-        None => (None, false, 0),
+fn lease_report(
+    table: &LeaseTable,
+    ask: &LeaseAsk,
+    grant: Option<Result<Grant, LeaseError>>,
+    now_ms: u64,
+) -> LeaseOutcome {
+    let (lease, refused, retry_after_ms, error) = match grant {
+        Some(Ok(grant)) => (grant.lease, !grant.granted, grant.retry_after_ms, None),
+        Some(Err(error)) => (None, false, 0, Some(error)),
+        None => (None, false, 0, None),
     };
     LeaseOutcome {
         name: ask.name.clone(),
         limit: ask.limit,
-        in_flight: table.in_flight(),
+        in_flight: table.in_flight_at(now_ms),
         lease,
         refused,
         retry_after_ms,
+        error,
+    }
+}
+
+/// Keeps (writing what its admission would have written) or refunds one
+/// reservation.
+fn settle_one(
+    key: &str,
+    state: &mut KeyState,
+    reservation: &Reservation,
+    keep: bool,
+    writes: &mut Vec<Write>,
+) {
+    for (name, at_ms) in &reservation.runs {
+        let Some(slot) = state.slots.iter_mut().find(|s| s.name == *name) else {
+            continue;
+        };
+        if !keep {
+            slot.limiter.refund(*at_ms, reservation.cost);
+            continue;
+        }
+        let recorded = match slot.limiter.state() {
+            Some((a, b)) => Recorded::State(a, b),
+            None => Recorded::Hit {
+                at_ms: *at_ms,
+                count: reservation.cost,
+            },
+        };
+        record(key, slot, recorded, writes);
     }
 }
 
 fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
+    let recorded = slot.limiter.admit(now_ms, cost);
+    record(key, slot, recorded, writes);
+}
+
+/// The rows an admission into `slot` writes.
+fn record(key: &str, slot: &mut Slot, recorded: Recorded, writes: &mut Vec<Write>) {
     let spec = slot.limiter.spec();
     let (key, name) = (key.to_string(), slot.name.clone());
-    match slot.limiter.admit(now_ms, cost) {
-        Recorded::Hit { at_ms, count } => {
-            if slot.stored != Some(spec) {
-                writes.push(Write::Slot {
+    match (recorded, slot.stored) {
+        // A log's slot row carries its first run, so that a new key's first
+        // admission is one row.
+        (Recorded::Hit { at_ms, count }, None) => writes.push(Write::Slot {
+            key,
+            name,
+            spec,
+            state: (at_ms, u64::from(count)),
+        }),
+        (Recorded::Hit { at_ms, count }, Some(stored)) => {
+            if stored != spec {
+                writes.push(Write::Respec {
                     key: key.clone(),
                     name: name.clone(),
                     spec,
-                    state: (0, 0),
                 });
             }
             writes.push(Write::Hit {
@@ -658,7 +1161,7 @@ fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Wr
                 count,
             });
         }
-        Recorded::State(a, b) => writes.push(Write::Slot {
+        (Recorded::State(a, b), _) => writes.push(Write::Slot {
             key,
             name,
             spec,

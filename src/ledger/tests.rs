@@ -47,22 +47,15 @@ fn violated(outcome: &Outcome) -> Vec<&str> {
 }
 
 #[test]
-fn the_first_admission_writes_the_slot_then_only_hits() {
+fn the_first_admission_writes_one_slot_row_then_only_hits() {
     let mut ledger = Ledger::new();
     let p = [log("api", 2, 1000)];
     let (outcome, writes) = check(&mut ledger, "k", &p, 10, 1);
     assert!(outcome.allowed);
-    assert!(matches!(
-        writes[..],
-        [
-            Write::Slot { .. },
-            Write::Hit {
-                at_ms: 10,
-                count: 1,
-                ..
-            }
-        ]
-    ));
+    assert!(
+        matches!(writes[..], [Write::Slot { state: (10, 1), .. }]),
+        "the slot row carries the log's first run"
+    );
     let (_, writes) = check(&mut ledger, "k", &p, 11, 1);
     assert!(matches!(writes[..], [Write::Hit { at_ms: 11, .. }]));
 }
@@ -137,7 +130,7 @@ fn a_changed_spec_is_stored_with_the_next_admission() {
     let (allowed, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 500, 1);
     assert!(allowed.allowed);
     assert!(
-        matches!(&writes[..], [Write::Slot { spec, .. }, Write::Hit { .. }]
+        matches!(&writes[..], [Write::Respec { spec, .. }, Write::Hit { .. }]
         if spec.window_ms() == 500)
     );
 }
@@ -163,7 +156,7 @@ fn a_stored_slot_stays_until_the_sweep_deletes_its_rows() {
 fn restoring_rows_rebuilds_the_same_state() {
     let mut ledger = Ledger::new();
     let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
-    assert!(ledger.restore_slot("k", "api", spec.encode(), (0, 0)));
+    assert!(ledger.restore_slot("k", "api", spec.encode(), (50, 0)));
     ledger.restore_hit("k", "api", 100, 2);
     ledger.restore_hit("k", "ghost", 100, 2);
     assert!(!ledger.restore_slot("k", "bad", (0, 0, 1000, 0), (0, 0)));
@@ -325,7 +318,7 @@ fn reset_forgets_everything_about_a_key() {
     let mut ledger = Ledger::new();
     offend(&mut ledger, 0);
     check(&mut ledger, "other", &[log("api", 1, 1000)], 0, 1);
-    let mut expired = ledger.reset("k");
+    let mut expired = ledger.reset("k", 0);
     expired.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         expired,
@@ -337,7 +330,7 @@ fn reset_forgets_everything_about_a_key() {
             }
         ]
     );
-    assert!(ledger.reset("k").is_empty());
+    assert!(ledger.reset("k", 0).is_empty());
     assert!(
         check(&mut ledger, "k", &[log("api", 1, 1000)], 10, 1)
             .0
@@ -403,6 +396,8 @@ fn lease_ask(limit: u32, ttl_ms: u64, id: &str) -> LeaseAsk {
         limit,
         ttl_ms,
         owner: None,
+        reenter: None,
+        strict_limit: true,
         new_id: id.into(),
     }
 }
@@ -433,7 +428,8 @@ fn a_lease_and_rate_policies_admit_together_or_not_at_all() {
         expired,
         [Expired::Lease {
             key: "k".into(),
-            id: "a".into()
+            id: "a".into(),
+            floor: None
         }]
     );
     assert!(
@@ -475,7 +471,8 @@ fn the_sweep_reclaims_lapsed_leases_on_time() {
         ledger.sweep(5500),
         [Expired::Lease {
             key: "k".into(),
-            id: "a".into()
+            id: "a".into(),
+            floor: None
         }]
     );
     assert!(ledger.is_empty());
@@ -492,11 +489,11 @@ fn leases_restore_and_reset() {
         expires_ms: 10_000,
         holds: 2,
     };
-    ledger.restore_lease("k", lease.clone());
+    ledger.restore_lease("k", lease.clone(), Some(1));
     assert_eq!(ledger.leases("k"), [lease]);
     let specs: [(String, Spec); 0] = [];
     let mut ask = lease_ask(1, 1000, "y");
-    ask.owner = Some("o".into());
+    ask.reenter = Some("x".into());
     let (again, _) = ledger.check(
         "k",
         &Ask {
@@ -513,10 +510,301 @@ fn leases_restore_and_reset() {
         "re-entrant across a restore"
     );
     assert_eq!(
-        ledger.reset("k"),
+        ledger.reset("k", 200),
         [Expired::Lease {
             key: "k".into(),
-            id: "x".into()
+            id: "x".into(),
+            floor: None
         }]
+    );
+}
+
+fn fixed(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
+    (
+        name.to_string(),
+        Spec::FixedWindow(Policy::new(limit, window_ms).unwrap()),
+    )
+}
+
+/// A peek asks with cost 0, and may name any policy: it must leave the
+/// key's state exactly as it was, or one caller could reset another's
+/// limit with it.
+#[test]
+fn a_peek_under_another_spec_changes_nothing() {
+    const DAY: u64 = 86_400_000;
+    let mut ledger = Ledger::new();
+    let day = [log("default", 1, DAY)];
+    assert!(check(&mut ledger, "k", &day, 1_000, 1).0.allowed);
+    assert!(!check(&mut ledger, "k", &day, 1_001, 1).0.allowed);
+    for peek in [
+        [fixed("default", 1, DAY)],
+        [log("default", 1, 1)],
+        [log("default", 5, DAY)],
+    ] {
+        let (outcome, writes) = check(&mut ledger, "k", &peek, 2_000, 0);
+        assert!(writes.is_empty());
+        assert!(outcome.allowed);
+        assert!(
+            !check(&mut ledger, "k", &day, 2_001, 1).0.allowed,
+            "after a peek with {peek:?}"
+        );
+    }
+    let (slots, _) = ledger.peek("k", 3_000);
+    assert_eq!(
+        (slots[0].limit, slots[0].window_ms, slots[0].used),
+        (1, DAY, 1)
+    );
+}
+
+#[test]
+fn a_peek_reads_the_asked_spec_over_the_held_admissions() {
+    let mut ledger = Ledger::new();
+    assert!(
+        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 2)
+            .0
+            .allowed
+    );
+    let (outcome, _) = check(&mut ledger, "k", &[log("p", 5, 1000)], 10, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 3);
+    let (outcome, _) = check(&mut ledger, "k", &[log("other", 5, 1000)], 10, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 5);
+    assert!(ledger.holds("k"));
+    let (outcome, writes) = check(&mut ledger, "new", &[log("p", 5, 1000)], 10, 0);
+    assert!(outcome.allowed && writes.is_empty() && !ledger.holds("new"));
+}
+
+#[test]
+fn a_conflict_is_another_algorithm_or_window_over_counting_admissions() {
+    let mut ledger = Ledger::new();
+    assert!(
+        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 1)
+            .0
+            .allowed
+    );
+    assert_eq!(ledger.conflict("k", &[fixed("p", 3, 1000)], 10), Some("p"));
+    assert_eq!(ledger.conflict("k", &[log("p", 3, 10)], 10), Some("p"));
+    assert_eq!(
+        ledger.conflict("k", &[log("q", 1, 1), log("p", 3, 2000)], 10),
+        Some("p")
+    );
+    assert_eq!(
+        ledger.conflict("k", &[log("p", 9, 1000)], 10),
+        None,
+        "a new limit is no conflict"
+    );
+    assert_eq!(
+        ledger.conflict("k", &[fixed("q", 3, 10)], 10),
+        None,
+        "another slot"
+    );
+    assert_eq!(ledger.conflict("other", &[fixed("p", 3, 10)], 10), None);
+    assert_eq!(
+        ledger.conflict("k", &[fixed("p", 3, 1000)], 1_000),
+        None,
+        "admissions that no longer count hold nothing back"
+    );
+}
+
+fn acquire_lock(ledger: &mut Ledger, ask: &LeaseAsk, now: u64) -> Outcome {
+    let specs: [(String, Spec); 0] = [];
+    let ask = Ask {
+        specs: &specs,
+        cost: 1,
+        ban: None,
+        lease: Some(ask),
+    };
+    ledger.check("k", &ask, now).0
+}
+
+fn fence_of(outcome: &Outcome) -> u64 {
+    outcome
+        .lease
+        .as_ref()
+        .unwrap()
+        .lease
+        .as_ref()
+        .unwrap()
+        .fence
+}
+
+#[test]
+fn a_fence_never_repeats_after_a_release_to_empty_in_the_same_millisecond() {
+    let mut ledger = Ledger::new();
+    let first = acquire_lock(&mut ledger, &lease_ask(1, 1000, "a"), 5);
+    ledger.release("k", "a", 5);
+    let second = acquire_lock(&mut ledger, &lease_ask(1, 1000, "b"), 5);
+    assert!(fence_of(&second) > fence_of(&first));
+}
+
+#[test]
+fn a_burst_of_more_than_1000_grants_in_one_millisecond_keeps_fences_growing() {
+    let mut ledger = Ledger::new();
+    let mut last = 0;
+    for n in 0..1500 {
+        let granted = acquire_lock(&mut ledger, &lease_ask(1, 1000, &format!("a{n}")), 5);
+        ledger.release("k", &format!("a{n}"), 5);
+        assert!(fence_of(&granted) > last, "grant {n}");
+        last = fence_of(&granted);
+    }
+    let next = acquire_lock(&mut ledger, &lease_ask(1, 1000, "b"), 6);
+    assert!(fence_of(&next) > last, "{} after {last}", fence_of(&next));
+}
+
+#[test]
+fn the_same_owner_string_alone_does_not_enter_another_callers_lock() {
+    let mut ledger = Ledger::new();
+    let mut ask = lease_ask(1, 30_000, "a");
+    ask.owner = Some("worker".into());
+    assert!(acquire_lock(&mut ledger, &ask, 0).allowed);
+    let mut intruder = lease_ask(1, 30_000, "b");
+    intruder.owner = Some("worker".into());
+    let answer = acquire_lock(&mut ledger, &intruder, 10);
+    assert!(!answer.allowed, "re-entered by naming the owner");
+    assert_eq!(ledger.leases("k").len(), 1);
+    assert_eq!(ledger.leases("k")[0].holds, 1);
+}
+
+#[test]
+fn a_lock_held_with_limit_1_is_not_granted_to_a_caller_asking_limit_2() {
+    let mut ledger = Ledger::new();
+    assert!(acquire_lock(&mut ledger, &lease_ask(1, 30_000, "a"), 0).allowed);
+    let mut wider = lease_ask(2, 30_000, "b");
+    wider.strict_limit = true;
+    assert!(!acquire_lock(&mut ledger, &wider, 10).allowed);
+    assert_eq!(ledger.leases("k").len(), 1);
+}
+
+#[test]
+fn a_slot_row_restores_the_run_it_carries() {
+    let mut ledger = Ledger::new();
+    let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
+    assert!(ledger.restore_slot("k", "api", spec.encode(), (100, 1)));
+    ledger.restore_hit("k", "api", 150, 1);
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 0);
+    assert_eq!(outcome.policies[0].decision.remaining, 1);
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 1_100, 0);
+    assert_eq!(
+        outcome.policies[0].decision.remaining, 2,
+        "the run at 100 stopped counting at 1100"
+    );
+}
+
+fn overriding(policies: Vec<(String, Spec)>, until_ms: Option<u64>) -> Override {
+    Override {
+        policies,
+        until_ms,
+        reason: "launch".into(),
+        set_ms: 0,
+    }
+}
+
+#[test]
+fn an_override_replaces_the_policies_from_the_next_decision_and_lapses() {
+    let mut ledger = Ledger::new();
+    let rule = [log("api", 2, 1000)];
+    assert!(check(&mut ledger, "k", &rule, 0, 1).0.allowed);
+    assert!(check(&mut ledger, "k", &rule, 1, 1).0.allowed);
+    assert!(!check(&mut ledger, "k", &rule, 2, 1).0.allowed);
+    let (previous, writes, _) = ledger.set_override(
+        "k",
+        Some(overriding(vec![log("api", 3, 1000)], Some(500))),
+        3,
+    );
+    assert!(previous.is_none());
+    assert!(matches!(writes[..], [Write::Override { .. }]));
+    let (outcome, _) = check(&mut ledger, "k", &rule, 4, 1);
+    assert!(
+        outcome.allowed,
+        "the override's limit counts the two earlier admissions"
+    );
+    assert_eq!(outcome.policies[0].decision.limit, 3);
+    assert!(!check(&mut ledger, "k", &rule, 5, 1).0.allowed);
+    assert_eq!(ledger.next_sweep(6), Some(500), "the override lapses first");
+    let expired = ledger.sweep(500);
+    assert!(expired.contains(&Expired::Override { key: "k".into() }));
+    assert_eq!(
+        check(&mut ledger, "k", &rule, 501, 0).0.policies[0]
+            .decision
+            .limit,
+        2
+    );
+}
+
+#[test]
+fn an_unlimited_override_admits_everything_and_reports_no_policy() {
+    let mut ledger = Ledger::new();
+    ledger.set_override("k", Some(overriding(Vec::new(), None)), 0);
+    for t in 0..100 {
+        let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], t, 1);
+        assert!(outcome.allowed && outcome.policies.is_empty() && writes.is_empty());
+    }
+    let (previous, _, expired) = ledger.set_override("k", None, 100);
+    assert!(previous.is_some());
+    assert_eq!(expired, [Expired::Override { key: "k".into() }]);
+    assert!(
+        ledger.is_empty(),
+        "an override on a key with no state is all it holds"
+    );
+}
+
+#[test]
+fn a_reset_keeps_the_override() {
+    let mut ledger = Ledger::new();
+    ledger.set_override("k", Some(overriding(vec![log("api", 5, 1000)], None)), 0);
+    check(&mut ledger, "k", &[log("api", 1, 1000)], 1, 1);
+    let expired = ledger.reset("k", 2);
+    assert!(!expired.contains(&Expired::Override { key: "k".into() }));
+    assert!(ledger.overridden("k").is_some());
+}
+
+#[test]
+fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
+    // Limit 1 per minute; banned at the second refusal for 2 s.
+    let policy = BanPolicy::new(2, 60_000, 2_000, 2, 3_600_000).unwrap();
+    let p = [log("api", 1, 60_000)];
+    let mut ledger = Ledger::new();
+    assert!(check_banned(&mut ledger, "k", &p, 0, &policy).0.allowed);
+    check_banned(&mut ledger, "k", &p, 1, &policy);
+    let (started, _) = check_banned(&mut ledger, "k", &p, 2, &policy);
+    assert_eq!(started.ban.as_ref().unwrap().until_ms, 2_002);
+    assert_eq!(started.retry_after_ms, 59_998, "the window frees at 60 s");
+    // Inside the ban, the answer names the same moment: the first at which
+    // a request can pass, not the ban's end (a client that obeys
+    // Retry-After is never refused again).
+    let (banned, _) = check_banned(&mut ledger, "k", &p, 1_000, &policy);
+    assert!(banned.ban.is_some());
+    assert_eq!(banned.retry_after_ms, 59_000);
+    // Once the ban has ended the refusal is the quota's, and it counts
+    // toward the next offence.
+    let (after, _) = check_banned(&mut ledger, "k", &p, 3_000, &policy);
+    assert!(after.ban.is_none());
+    assert_eq!(violated(&after), ["api"]);
+    assert_eq!(after.retry_after_ms, 57_000);
+    let (again, _) = check_banned(&mut ledger, "k", &p, 3_001, &policy);
+    let notice = again.ban.unwrap();
+    assert_eq!((notice.offences, notice.until_ms), (2, 3_001 + 4_000));
+}
+
+#[test]
+fn a_full_concurrency_limit_asks_for_a_short_retry() {
+    let mut ledger = Ledger::new();
+    let specs: [(String, Spec); 0] = [];
+    assert!(
+        ledger
+            .check("k", &leased(&specs, &lease_ask(1, 30_000, "a")), 0)
+            .0
+            .allowed
+    );
+    let (busy, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "b")), 10);
+    assert!(!busy.allowed);
+    // A release may come any moment; the lapse, 29.99 s away, is only the
+    // worst case, which the lease part still reports.
+    assert_eq!(busy.retry_after_ms, LEASE_RETRY_MS);
+    assert_eq!(busy.lease.as_ref().unwrap().retry_after_ms, 29_990);
+    ledger.check("k", &leased(&specs, &lease_ask(1, 500, "c")), 40_000);
+    let (soon, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 500, "d")), 40_100);
+    assert_eq!(
+        soon.retry_after_ms, 400,
+        "a lapse sooner than the short retry"
     );
 }

@@ -92,6 +92,15 @@ impl FixedWindow {
         self.count += u64::from(cost);
     }
 
+    /// Takes back `cost` units counted at `at_ms` (a refunded reservation),
+    /// if the window they were counted in is still the current one; after
+    /// it they count for nothing anyway.
+    pub fn refund(&mut self, at_ms: u64, cost: u32) {
+        if at_ms >= self.opened_ms && at_ms < self.ends_ms() {
+            self.count = self.count.saturating_sub(u64::from(cost));
+        }
+    }
+
     /// `(opened_ms, count)`, for storage.
     pub fn state(&self) -> (u64, u64) {
         (self.opened_ms, self.count)

@@ -198,7 +198,7 @@ impl Gcra {
     /// Decides, and records the admission when the request is allowed and
     /// costs something; a quantity of 0 only peeks.
     pub fn check(&mut self, now_ms: u64, quantity: u64) -> Throttle {
-        let (throttle, new_tat) = self.evaluate(now_ms, quantity);
+        let (throttle, new_tat, _) = self.evaluate(now_ms, quantity);
         if new_tat.is_some() {
             self.tat_ns = new_tat;
         }
@@ -208,6 +208,16 @@ impl Gcra {
     /// What `check` would answer, without recording anything.
     pub fn decide(&self, now_ms: u64, quantity: u64) -> Throttle {
         self.evaluate(now_ms, quantity).0
+    }
+
+    /// [`decide`](Self::decide)'s answer, and the milliseconds (rounded up)
+    /// from `now` until at least one more unit is free than `remaining`
+    /// says: one emission interval's worth of the bucket draining, or 0 when
+    /// it is full. This is the RateLimit `t` every algorithm shares, where
+    /// redis-cell's `reset_after` is the time until the bucket is full.
+    pub fn decide_unit(&self, now_ms: u64, quantity: u64) -> (Throttle, u64) {
+        let (throttle, _, unit_ns) = self.evaluate(now_ms, quantity);
+        (throttle, saturate_u64(ceil_ms(unit_ns)))
     }
 
     /// The TAT in nanoseconds since the epoch, to persist; `None` while
@@ -235,10 +245,10 @@ impl Gcra {
         self.tat_ns.map(|tat| tat.div_ceil(1_000_000))
     }
 
-    /// The answer, and the TAT to store if the request is admitted and costs
-    /// something. All arithmetic is `i128`: `now` is below 2^84 ns, an
+    /// The answer, the TAT to store if the request is admitted and costs
+    /// something, and the ns until one more unit is free. All arithmetic is `i128`: `now` is below 2^84 ns, an
     /// increment below 2^64 · 2^52 ns, so nothing approaches 2^127.
-    fn evaluate(&self, now_ms: u64, quantity: u64) -> (Throttle, Option<u64>) {
+    fn evaluate(&self, now_ms: u64, quantity: u64) -> (Throttle, Option<u64>, i128) {
         let emission_interval = self.policy.emission_interval_ns();
         let tolerance = self.policy.tolerance_ns();
         let now = i128::from(now_ms) * NS_PER_MS;
@@ -269,6 +279,15 @@ impl Gcra {
         } else {
             0
         };
+        // `remaining` grows once `next` reaches the following multiple of
+        // the emission interval (the first one while it is negative), and
+        // everything is free once the TAT is reached.
+        let unit = if next >= 0 {
+            emission_interval - next % emission_interval
+        } else {
+            emission_interval - next
+        };
+        let unit = unit.min(ttl.max(0));
         let throttle = Throttle {
             limited: !admitted,
             limit: self.policy.limit(),
@@ -278,7 +297,7 @@ impl Gcra {
             retry_after_s: retry_after.map_or(-1, |ns| saturate_i64(redis_seconds(ns))),
             reset_after_s: saturate_u64(redis_seconds(ttl)),
         };
-        (throttle, stored)
+        (throttle, stored, unit)
     }
 }
 

@@ -26,15 +26,25 @@ impl Spec {
     }
 
     /// The window the RateLimit-Policy `w` parameter announces. For GCRA,
-    /// the time an empty bucket takes to earn its whole burst back.
+    /// the time an empty bucket takes to earn its whole burst back, rounded
+    /// up to a whole millisecond so that it is never 0.
     pub fn window_ms(&self) -> u64 {
         match self {
             Spec::SlidingLog(p) | Spec::FixedWindow(p) => p.window_ms(),
             Spec::Gcra(p) => {
-                let refill =
-                    u128::from(p.period_ms()) * u128::from(p.limit()) / u128::from(p.count());
+                let refill = (u128::from(p.period_ms()) * u128::from(p.limit()))
+                    .div_ceil(u128::from(p.count()));
                 u64::try_from(refill).unwrap_or(u64::MAX)
             }
+        }
+    }
+
+    /// The algorithm's name, as the config spells it.
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Spec::SlidingLog(_) => "sliding_log",
+            Spec::FixedWindow(_) => "fixed_window",
+            Spec::Gcra(_) => "gcra",
         }
     }
 
@@ -108,7 +118,10 @@ impl Limiter {
         match self {
             Limiter::Log(log) => log.decide(now_ms, cost),
             Limiter::Window(window) => window.decide(now_ms, cost),
-            Limiter::Cell(cell) => from_throttle(cell.decide(now_ms, u64::from(cost))),
+            Limiter::Cell(cell) => {
+                let (throttle, unit_ms) = cell.decide_unit(now_ms, u64::from(cost));
+                from_throttle(throttle, unit_ms)
+            }
         }
     }
 
@@ -138,6 +151,29 @@ impl Limiter {
                 let (ms, ns) = split_ns(cell.tat_ns().unwrap_or(0));
                 Recorded::State(ms, ns)
             }
+        }
+    }
+
+    /// Takes back `cost` units admitted at `at_ms` (as [`admit`](Self::admit)
+    /// recorded them), for a reservation that was not kept. GCRA has no
+    /// refund: a rule that counts by response takes only the other two.
+    pub fn refund(&mut self, at_ms: u64, cost: u32) {
+        match self {
+            Limiter::Log(log) => {
+                log.remove(at_ms, cost);
+            }
+            Limiter::Window(window) => window.refund(at_ms, cost),
+            Limiter::Cell(_) => {}
+        }
+    }
+
+    /// The one-row state storage holds ([`Recorded::State`]); `None` for a
+    /// sliding log, whose admissions are rows of their own.
+    pub fn state(&self) -> Option<(u64, u64)> {
+        match self {
+            Limiter::Log(_) => None,
+            Limiter::Window(window) => Some(window.state()),
+            Limiter::Cell(cell) => Some(split_ns(cell.tat_ns().unwrap_or(0))),
         }
     }
 
@@ -190,13 +226,15 @@ impl Limiter {
     }
 }
 
-/// A GCRA answer in the shape every algorithm shares.
-fn from_throttle(t: Throttle) -> Decision {
+/// A GCRA answer in the shape every algorithm shares: `reset_ms` is when
+/// one more unit is free (`unit_ms`), as for the other algorithms, not
+/// redis-cell's time until the bucket is full.
+fn from_throttle(t: Throttle, unit_ms: u64) -> Decision {
     Decision {
         allowed: !t.limited,
         limit: t.limit,
         remaining: t.remaining,
-        reset_ms: t.reset_after_ms,
+        reset_ms: unit_ms,
         retry_after_ms: match (t.limited, u64::try_from(t.retry_after_ms)) {
             (false, _) => 0,
             (true, Ok(ms)) => ms,
@@ -231,6 +269,41 @@ mod tests {
         }
         assert_eq!(Spec::decode(9, 1, 1, 1), None);
         assert_eq!(Spec::decode(0, 0, 1, 0), None);
+    }
+
+    #[test]
+    fn reset_is_the_time_until_one_more_unit_for_every_algorithm() {
+        let mut specs = specs().to_vec();
+        specs.push(Spec::Gcra(GcraPolicy::new(4, 1, 1000).unwrap()));
+        for spec in specs {
+            let mut limiter = Limiter::new(spec);
+            assert_eq!(
+                limiter.decide(1_000, 0).reset_ms,
+                0,
+                "{spec:?}: nothing held"
+            );
+            while limiter.decide(1_000, 1).allowed {
+                limiter.admit(1_000, 1);
+            }
+            let refused = limiter.decide(1_000, 1);
+            assert!(refused.reset_ms > 0, "{spec:?}");
+            assert_eq!(refused.reset_ms, refused.retry_after_ms, "{spec:?}");
+            let later = limiter.decide(1_000 + refused.reset_ms, 1);
+            assert!(later.allowed, "{spec:?}: a unit is free at reset");
+        }
+        // 5 units a second back at 1 per second: one unit in 1 s, not 5 s.
+        let mut gcra = Limiter::new(Spec::Gcra(GcraPolicy::new(4, 1, 1000).unwrap()));
+        for _ in 0..5 {
+            gcra.admit(0, 1);
+        }
+        assert_eq!(gcra.decide(0, 1).reset_ms, 1000);
+        assert_eq!(gcra.decide(2500, 0).reset_ms, 500);
+    }
+
+    #[test]
+    fn a_gcra_window_is_never_announced_as_zero() {
+        let fast = Spec::Gcra(GcraPolicy::new(0, 2000, 1000).unwrap());
+        assert_eq!((fast.limit(), fast.window_ms()), (1, 1));
     }
 
     #[test]

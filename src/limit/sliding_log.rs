@@ -146,6 +146,23 @@ impl SlidingLog {
         at_ms
     }
 
+    /// Takes back up to `count` units logged at `at_ms` (a refunded
+    /// reservation); answers how many were there to take. Runs elsewhere
+    /// are untouched, so a refund frees exactly its own units.
+    pub fn remove(&mut self, at_ms: u64, count: u32) -> u32 {
+        let Some(i) = self.runs.iter().position(|&run| self.at(run) == at_ms) else {
+            return 0;
+        };
+        let run = &mut self.runs[i];
+        let taken = run.count.min(count);
+        run.count -= taken;
+        self.held -= u64::from(taken);
+        if run.count == 0 {
+            self.runs.remove(i);
+        }
+        taken
+    }
+
     /// Units currently logged (including any not yet expired by a check).
     pub fn held(&self) -> u64 {
         self.held
@@ -224,6 +241,21 @@ mod tests {
 
     fn log(limit: u64, window_ms: u64) -> SlidingLog {
         SlidingLog::new(Policy::new(limit, window_ms).unwrap())
+    }
+
+    #[test]
+    fn removing_takes_back_only_the_units_at_that_time() {
+        let mut log = log(4, 1000);
+        log.admit(10, 1);
+        log.admit(20, 2);
+        log.admit(30, 1);
+        assert_eq!(log.remove(20, 1), 1);
+        assert_eq!(log.held(), 3);
+        assert_eq!(log.remove(20, 5), 1, "only what is there");
+        assert_eq!(log.remove(25, 1), 0);
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(10, 1), (30, 1)]);
+        assert!(log.check(40, 2).allowed);
+        assert!(!log.check(40, 1).allowed);
     }
 
     #[test]

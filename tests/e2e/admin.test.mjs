@@ -2,9 +2,9 @@
 // and the admin API, end to end on workerd.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, eventually, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
 
-const TOKEN = "admin-token-for-e2e-0123456789";
+const TOKEN = "admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
 
 const config = {
@@ -21,7 +21,7 @@ const config = {
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
 });
 after(() => sluice?.stop());
 
@@ -113,14 +113,51 @@ test("rules can use the fixed window and GCRA", async () => {
 
 describe("admin API authorisation", () => {
   test("without the token, or with a wrong one: 401, and nothing about keys", async () => {
-    for (const headers of [{}, { Authorization: "Bearer wrong" }, { Authorization: `Basic ${TOKEN}` }, { Authorization: `Bearer ${TOKEN}x` }]) {
+    for (const auth of [{}, { Authorization: "Bearer wrong" }, { Authorization: `Basic ${TOKEN}` }, { Authorization: `Bearer ${TOKEN}x` }]) {
       for (const [method, path] of [["GET", "/bans"], ["GET", "/keys/api/1.2.3.4"], ["DELETE", "/keys/api/1.2.3.4"], ["PUT", "/bans/x"], ["GET", "/stats"]]) {
+        // Each from its own address: ten failures from one are locked out.
+        const headers = { ...auth, "CF-Connecting-IP": freshIp() };
         const response = await sluice.fetch(`/_sluice/admin${path}`, { method, headers });
-        assert.equal(response.status, 401, `${method} ${path} ${JSON.stringify(headers)}`);
+        assert.equal(response.status, 401, `${method} ${path} ${JSON.stringify(auth)}`);
         assert.match(response.headers.get("www-authenticate"), /^Bearer/);
         const body = await response.text();
         assert.ok(!body.includes("1.2.3.4") && !body.includes("ban"), body);
       }
+    }
+  });
+
+  test("ten failed attempts from one address in a minute lock it out with 429", async () => {
+    const attacker = freshIp();
+    const attempt = (token, ip = attacker) =>
+      sluice.fetch("/_sluice/admin/stats", { headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": ip } });
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await attempt(`guess-${i}`)).status, 401, `attempt ${i + 1}`);
+    }
+    for (const token of ["guess-10", TOKEN]) {
+      const locked = await attempt(token);
+      assert.equal(locked.status, 429, "locked out, even with the right token: no oracle");
+      const retryAfter = Number(locked.headers.get("retry-after"));
+      assert.ok(retryAfter > 200 && retryAfter <= 300, `Retry-After ${retryAfter}`);
+      const problem = await locked.json();
+      assert.equal(problem.code, "too-many-failures");
+    }
+    assert.equal((await attempt(TOKEN, freshIp())).status, 200, "other addresses are not affected");
+  });
+
+  test("an ADMIN_TOKEN shorter than 32 characters is a configuration error", async () => {
+    const weak = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: "a".repeat(31) } });
+    try {
+      for (const path of ["/_sluice/admin/stats", "/api/x"]) {
+        const response = await weak.fetch(path, { headers: admin });
+        assert.equal(response.status, 500, path);
+        const problem = await response.json();
+        assert.equal(problem.code, "invalid-config");
+        assert.equal(problem.field, "ADMIN_TOKEN");
+        assert.match(problem.detail, /32/);
+        assert.ok(!problem.detail.includes("a".repeat(31)), "the token is not quoted");
+      }
+    } finally {
+      await weak.stop();
     }
   });
 
@@ -255,7 +292,7 @@ describe("bans", () => {
 });
 
 test("stats add up to the requests sent", async () => {
-  const fresh = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  const fresh = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
   try {
     const since = Date.now() - 1000;
     const ips = ["192.0.2.11", "192.0.2.12"];
@@ -275,10 +312,12 @@ test("stats add up to the requests sent", async () => {
     assert.equal(minutes, 10, "the last hour per minute adds up to the same");
     const decisions = answer.rules.find((r) => r.rule === "_api");
     assert.deepEqual([decisions.admitted, decisions.refused], [3, 1]);
-    await eventually(async () => {
-      const now = await stats();
-      return now.rules.find((r) => r.rule === "api")?.live_keys === 2;
-    }, 5000);
+    const top = api.top_refused.map((k) => [k.key, k.count, k.error]).sort();
+    assert.deepEqual(top, [["192.0.2.11", 2, 0], ["192.0.2.12", 2, 0]], "the top refused keys");
+    assert.deepEqual(decisions.top_refused.map((k) => k.key), ["s"]);
+    assert.equal(Object.keys(answer.shared).length, 16, "every hub answered with its figures");
+    assert.deepEqual(answer.unreachable, []);
+    for (const hub of Object.values(answer.shared)) assert.equal(typeof hub.requests, "number");
     const later = await (await fresh.fetch(`/_sluice/admin/stats?since=${Date.now() + 120_000}`, { headers: admin })).json();
     assert.equal(later.rules.find((r) => r.rule === "api").admitted, 0, "nothing since a later time");
   } finally {

@@ -1,11 +1,11 @@
 // The decision API, end to end on workerd.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start();
+  sluice = await Sluice.start({ secrets: { API_TOKEN } });
 });
 after(() => sluice?.stop());
 
@@ -163,4 +163,40 @@ test("unknown endpoints and methods answer problems", async () => {
   const wrongMethod = await sluice.fetch("/_sluice/v1/limit");
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.headers.get("allow"), "POST");
+});
+
+test("no call can wipe another's history: peeks, other windows and other algorithms get 409", async () => {
+  const key = freshKey("user");
+  const day = { key, limit: 1, window_ms: 86_400_000 };
+  assert.equal((await (await limit(day)).json()).allowed, true);
+  assert.equal((await (await limit(day)).json()).allowed, false);
+  for (const attempt of [
+    { ...day, algorithm: "fixed_window", cost: 0 },
+    { ...day, window_ms: 1, cost: 0 },
+    { ...day, window_ms: 1 },
+    { ...day, algorithm: "fixed_window" },
+  ]) {
+    const answer = await limit(attempt);
+    assert.equal(answer.status, 409, JSON.stringify(attempt));
+    const problem = await answer.json();
+    assert.equal(problem.policy, "default");
+    assert.equal(problem.code, "policy-conflict");
+    assert.equal((await (await limit(day)).json()).allowed, false, `still refused after ${JSON.stringify(attempt)}`);
+  }
+  const peek = await (await limit({ ...day, cost: 0 })).json();
+  assert.deepEqual([peek.allowed, peek.remaining], [true, 0], "a peek with the same policy reads the state");
+  const raised = await (await limit({ ...day, limit: 2 })).json();
+  assert.deepEqual([raised.allowed, raised.remaining], [true, 0], "a higher limit counts the earlier admission");
+  assert.equal((await (await limit(day)).json()).allowed, false);
+});
+
+test("the decision API cannot reach /v1/throttle's state", async () => {
+  const key = freshKey("throttled");
+  const throttle = () => sluice.post("/_sluice/v1/throttle", { key, max_burst: 0, count: 1, period_s: 3600 });
+  assert.equal((await (await throttle()).json()).limited, false);
+  assert.equal((await (await throttle()).json()).limited, true);
+  const named = await limit({ key, policies: [{ name: "throttle", limit: 1, window_ms: 1000 }], cost: 0 });
+  assert.equal(named.status, 400);
+  assert.equal((await named.json()).field, "policies[0].name");
+  assert.equal((await (await throttle()).json()).limited, true, "still limited");
 });

@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice } from "./harness.mjs";
 
-const TOKEN = "faults-admin-token";
+const TOKEN = "faults-admin-token-0123456789abcdef";
 const FAULTS = ["throw", "error", "hang", "garbage"];
 let sluice;
 before(async () => {

@@ -18,6 +18,10 @@ import { randomUUID } from "node:crypto";
 
 const root = new URL("../../", import.meta.url).pathname;
 
+/** A decision-API token for tests that pass it as the `API_TOKEN` secret
+ * (`secrets: { API_TOKEN }`). */
+export const API_TOKEN = "sluice-e2e-api-token-0123456789abcdef";
+
 /** wrangler's settings from the environment, as the harness needs them while
  * it reads the config: no environment section, no process.env as secrets,
  * no .env files as secrets. */
@@ -53,14 +57,19 @@ function workerOptionsFromConfig() {
 
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean}} options
-   * `faults` binds LIMITER to tests/e2e/fixtures/faulty-limiter.mjs, which
-   * passes calls through to the real container or injects failures.
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number}} options
+   * When `secrets` holds `API_TOKEN`, `fetch` and `post` send it as a bearer
+   * token on calls under `/v1/` that carry no `Authorization` of their own,
+   * as a client of the decision API would. `workers` adds Workers of the
+   * test's own (Miniflare worker options) next to Sluice, e.g. one with a
+   * service binding to it (`serviceBindings: { SLUICE: "sluice" }`);
+   * `worker(name)` reaches them. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
+   * which passes calls through to the real objects or injects failures.
    */
   static async start(options = {}) {
     const workerOptions = workerOptionsFromConfig();
     const bindings = { ...workerOptions.bindings, ...(options.secrets ?? {}) };
-    if (options.sluice !== undefined) bindings.SLUICE = options.sluice;
+    if (options.sluice !== undefined) bindings.SLUICE = withOrigin(options.sluice);
     const sluiceWorker = {
       ...workerOptions,
       name: "sluice",
@@ -78,6 +87,7 @@ export class Sluice {
       sluiceWorker.durableObjects = {
         ...workerOptions.durableObjects,
         LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
+        HUB: { className: "FaultyHub", scriptName: "faults" },
       };
       workers.push({
         name: "faults",
@@ -85,27 +95,32 @@ export class Sluice {
         modulesRoot: root,
         scriptPath: join(root, "tests/e2e/fixtures/faulty-limiter.mjs"),
         compatibilityDate: workerOptions.compatibilityDate,
-        durableObjects: { REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true } },
+        durableObjects: {
+          REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true },
+          REAL_HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
+        },
       });
     }
+    workers.push(...(options.workers ?? []));
     const logs = [];
     const mf = new Miniflare({
       workers,
       durableObjectsPersist: options.persist ?? false,
       host: "127.0.0.1",
-      port: 0,
+      port: options.port ?? 0,
       handleRuntimeStdio(stdout, stderr) {
         for (const stream of [stdout, stderr]) stream.on("data", (chunk) => logs.push(chunk.toString()));
       },
     });
     const url = await mf.ready;
-    return new Sluice(mf, url, logs);
+    return new Sluice(mf, url, logs, options.secrets?.API_TOKEN);
   }
 
-  constructor(mf, url, logs) {
+  constructor(mf, url, logs, apiToken) {
     this.mf = mf;
     this.base = url.toString().replace(/\/$/, "");
     this.logs = logs;
+    this.apiToken = apiToken;
   }
 
   /** Everything the runtime printed (console.log and console.error). */
@@ -113,16 +128,33 @@ export class Sluice {
     return this.logs.join("");
   }
 
-  /** Sets the fault fixture's mode: pass, throw, error or hang. */
-  async fault(mode) {
+  /** Sets the fault fixture's mode for the containers (or, with target
+   * "hub", for the hubs): pass, throw, error, hang or garbage. Answers the
+   * modes and the calls each binding has received. */
+  async fault(mode, target = "limiter") {
     const worker = await this.mf.getWorker("faults");
-    const response = await worker.fetch(`http://faults/mode?set=${mode}`);
+    const response = await worker.fetch(`http://faults/mode?set=${mode}&target=${target}`);
     return response.json();
   }
 
-  /** A plain HTTP request to the worker. */
+  /** A Worker the test added with `workers`, to `fetch` from. */
+  worker(name) {
+    return this.mf.getWorker(name);
+  }
+
+  /** The fault fixture's modes and call counts, changing nothing. */
+  async faultCounts() {
+    const worker = await this.mf.getWorker("faults");
+    return (await worker.fetch("http://faults/mode")).json();
+  }
+
+  /** An HTTP request to the worker, with the API token on `/v1/` calls
+   * (see `start`). */
   fetch(path, init = {}) {
-    return fetch(this.base + path, init);
+    if (this.apiToken === undefined || !path.includes("/v1/")) return fetch(this.base + path, init);
+    const headers = new Headers(init.headers);
+    if (!headers.has("authorization")) headers.set("authorization", `Bearer ${this.apiToken}`);
+    return fetch(this.base + path, { ...init, headers });
   }
 
   /** POST a JSON body to one of Sluice's endpoints. */
@@ -145,6 +177,15 @@ export class Sluice {
   stop() {
     return this.mf.dispose();
   }
+}
+
+/** Every config must name its origin; a test's config given as an object
+ * without one runs in front of the demo origin, which is what nearly every
+ * test wants. A config given as a JSON string is passed as it is, so a test
+ * can check what happens without an origin. */
+function withOrigin(sluice) {
+  const object = typeof sluice === "object" && sluice !== null && !Array.isArray(sluice);
+  return object && !("origin" in sluice) ? { origin: "demo", ...sluice } : sluice;
 }
 
 /** A key no other test (or earlier run) has used. */

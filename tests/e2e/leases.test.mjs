@@ -1,9 +1,10 @@
 // Concurrency limits and leases, end to end on workerd: at most N requests
 // at the origin, FIFO waiting, leases that lapse, renewals, fences, locks
-// with owners, and leases surviving a runtime restart.
+// re-entered only by lease id, limits fixed while held, and leases
+// surviving a runtime restart.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, tempDir, eventually, sleepUntil } from "./harness.mjs";
+import { Sluice, freshKey, tempDir, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 const config = {
   rules: [
@@ -73,7 +74,7 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
 describe("the lease API", () => {
   let sluice;
   before(async () => {
-    sluice = await Sluice.start();
+    sluice = await Sluice.start({ secrets: { API_TOKEN } });
   });
   after(() => sluice?.stop());
 
@@ -110,10 +111,10 @@ describe("the lease API", () => {
     assert.equal((await renew(sluice, held.lease_id, key, 400)).status, 404, "too late to renew");
   });
 
-  test("a lock is re-entrant for its owner and frees when the holds return to zero", async () => {
+  test("a lock is re-entrant for the holder of its lease id and frees when the holds return to zero", async () => {
     const key = freshKey("owned");
     const a1 = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker-a" });
-    const a2 = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker-a" });
+    const a2 = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, lease_id: a1.lease_id });
     assert.deepEqual([a2.granted, a2.lease_id, a2.fence, a2.holds], [true, a1.lease_id, a1.fence, 2]);
     assert.equal((await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker-b" })).granted, false);
     const once = await (await release(sluice, a1.lease_id, key)).json();
@@ -124,6 +125,53 @@ describe("the lease API", () => {
     const b = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker-b" });
     assert.equal(b.granted, true);
     assert.ok(b.fence > a1.fence);
+    const gone = await sluice.post("/_sluice/v1/leases", { key, limit: 1, ttl_ms: 30_000, lease_id: a1.lease_id });
+    assert.equal(gone.status, 404, "a released lease cannot be re-entered");
+    assert.deepEqual(
+      [gone.headers.get("content-type"), (await gone.json()).field],
+      ["application/problem+json", "lease_id"],
+    );
+  });
+
+  test("an owner name alone enters nobody's lock, so it cannot release it either", async () => {
+    const key = freshKey("named");
+    const mine = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker" });
+    assert.equal(mine.granted, true);
+    const intruder = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000, owner: "worker" });
+    assert.deepEqual([intruder.granted, intruder.lease_id], [false, null]);
+    assert.equal((await release(sluice, "worker", key)).status, 404);
+    const still = await (await release(sluice, mine.lease_id, key)).json();
+    assert.deepEqual([still.holds, still.released], [0, true], "held once, by its holder");
+  });
+
+  test("a key's lease limit is fixed while leases are held: another one is a 409 naming the field", async () => {
+    const key = freshKey("limit");
+    const lock = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000 });
+    assert.equal(lock.granted, true);
+    for (const body of [{ key, limit: 2, ttl_ms: 30_000 }, { key, limit: 2, ttl_ms: 30_000, lease_id: lock.lease_id }]) {
+      const wider = await sluice.post("/_sluice/v1/leases", body);
+      assert.equal(wider.status, 409);
+      assert.equal(wider.headers.get("content-type"), "application/problem+json");
+      const problem = await wider.json();
+      assert.deepEqual([problem.code, problem.field, problem["held-limit"]], ["lease-limit-conflict", "limit", 1]);
+    }
+    assert.equal((await acquire(sluice, { key, limit: 1, ttl_ms: 30_000 })).granted, false, "still one holder");
+    await release(sluice, lock.lease_id, key);
+    const next = await acquire(sluice, { key, limit: 2, ttl_ms: 30_000 });
+    assert.equal(next.granted, true, "free to change once nothing is held");
+  });
+
+  test("fences keep growing through quick release-and-acquire rounds", async () => {
+    const key = freshKey("quick");
+    let last = 0;
+    for (let i = 0; i < 60; i++) {
+      const lease = await acquire(sluice, { key, limit: 1, ttl_ms: 30_000 });
+      assert.equal(lease.granted, true);
+      assert.ok(lease.fence > last, `round ${i}: ${lease.fence} after ${last}`);
+      assert.ok(Number.isSafeInteger(lease.fence));
+      last = lease.fence;
+      assert.equal((await release(sluice, lease.lease_id, key)).status, 200);
+    }
   });
 
   test("nobody can release someone else's lease", async () => {
@@ -167,13 +215,13 @@ test("leases and fences survive a restart of the runtime", async () => {
   const { dir, remove } = tempDir();
   const key = freshKey("durable");
   try {
-    let sluice = await Sluice.start({ persist: dir });
+    let sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     const held = await acquire(sluice, { key, limit: 1, ttl_ms: 60_000, owner: "w" });
     await sluice.stop();
-    sluice = await Sluice.start({ persist: dir });
+    sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN } });
     try {
       assert.equal((await acquire(sluice, { key, limit: 1, ttl_ms: 60_000 })).granted, false, "still held");
-      const again = await acquire(sluice, { key, limit: 1, ttl_ms: 60_000, owner: "w" });
+      const again = await acquire(sluice, { key, limit: 1, ttl_ms: 60_000, lease_id: held.lease_id });
       assert.deepEqual([again.lease_id, again.holds], [held.lease_id, 2], "re-entrant across the restart");
       await release(sluice, held.lease_id, key);
       assert.equal((await release(sluice, held.lease_id, key)).status, 200);

@@ -2,7 +2,7 @@
 // front of a real origin server.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 import { Sluice, freshKey } from "./harness.mjs";
 
 const QUOTA = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -19,7 +19,7 @@ const rand = () => Math.floor(Math.random() * 250) + 1;
 describe("in front of the demo origin", () => {
   let sluice;
   before(async () => {
-    sluice = await Sluice.start({ sluice: { prefix: "/_sluice", origin: "", rules } });
+    sluice = await Sluice.start({ sluice: { prefix: "/_sluice", origin: "demo", rules } });
   });
   after(() => sluice?.stop());
 
@@ -86,6 +86,25 @@ describe("in front of the demo origin", () => {
     assert.equal((await reply(2)).status, 200, "another thread is another key");
   });
 
+  test("the demo origin holds at most 32 requests at once; the rest answer 503 at once", async () => {
+    const started = Date.now();
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, () => sluice.fetch("/elsewhere?hold_ms=1500")),
+    );
+    const statuses = responses.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 200).length, 32, statuses.join(" "));
+    const busy = responses.filter((r) => r.status === 503);
+    assert.equal(busy.length, 8);
+    assert.equal(busy[0].headers.get("retry-after"), "1");
+    const problem = await busy[0].json();
+    assert.equal(problem.code, "demo-busy");
+    const peaks = await Promise.all(responses.filter((r) => r.status === 200).map((r) => r.json()));
+    assert.ok(peaks.every((echo) => echo.peak_in_flight <= 32), "never more than 32 held");
+    assert.ok(Date.now() - started < 5000);
+    const after = await sluice.fetch("/elsewhere?hold_ms=10");
+    assert.equal(after.status, 200, "held requests leave room when they end");
+  });
+
   test("requests no rule matches pass through untouched", async () => {
     for (const [method, path] of [["GET", "/elsewhere"], ["DELETE", "/api/x"]]) {
       const response = await sluice.fetch(path, { method, headers: { "CF-Connecting-IP": "not-an-ip" } });
@@ -145,10 +164,126 @@ describe("in front of a real origin", () => {
     assert.equal(seen.at(-1).url, "/static/app.js");
   });
 
+  test("hop-by-hop headers stop at Sluice, and X-Forwarded-For is Sluice's own", async () => {
+    const { status, body } = await raw(sluice.base, "/api/hops", {
+      method: "POST",
+      headers: {
+        "CF-Connecting-IP": "203.0.113.9",
+        Connection: "keep-alive, x-hop-named",
+        "X-Hop-Named": "secret-for-the-next-hop",
+        "Keep-Alive": "timeout=5",
+        "Proxy-Authorization": "Basic cHJveHk6cGFzcw==",
+        "Proxy-Connection": "keep-alive",
+        TE: "trailers",
+        Trailer: "x-checksum",
+        "X-Forwarded-For": "6.6.6.6, 7.7.7.7",
+        Forwarded: "for=6.6.6.6",
+        "X-Real-IP": "6.6.6.6",
+        "X-Kept": "yes",
+      },
+      chunks: ["part one, ", "part two"],
+    });
+    assert.equal(status, 201);
+    assert.equal(body, "origin saw POST /api/hops");
+    const got = seen.at(-1).headers;
+    for (const name of ["x-hop-named", "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer", "upgrade", "forwarded", "x-real-ip"]) {
+      assert.equal(got[name], undefined, `${name} reached the origin`);
+    }
+    assert.doesNotMatch(got.connection ?? "", /x-hop-named/);
+    assert.equal(got["x-forwarded-for"], "203.0.113.9", "the client address Sluice trusts, alone");
+    assert.equal(got["x-kept"], "yes");
+    assert.equal(seen.at(-1).body, "part one, part two", "a chunked body arrives whole");
+  });
+
+  test("an Upgrade header is not forwarded", async () => {
+    const { status } = await raw(sluice.base, "/static/up", {
+      headers: { Connection: "upgrade", Upgrade: "example/1", "CF-Connecting-IP": "203.0.113.10" },
+    });
+    assert.equal(status, 201);
+    assert.equal(seen.at(-1).headers.upgrade, undefined);
+  });
+
+  test("without a usable client address, a client's X-Forwarded-For is dropped", async () => {
+    // Miniflare fills in CF-Connecting-IP when a request has none, as
+    // Cloudflare does; a garbled one is the local stand-in for "unknown".
+    const response = await sluice.fetch("/static/xff", {
+      headers: { "CF-Connecting-IP": "not-an-ip", "X-Forwarded-For": "6.6.6.6" },
+    });
+    assert.equal(response.status, 201);
+    assert.equal(seen.at(-1).headers["x-forwarded-for"], undefined);
+  });
+
   test("the prefix is configurable and only Sluice's own paths are taken", async () => {
     assert.equal((await sluice.fetch("/_limits/health")).status, 200);
     const other = await sluice.fetch("/_sluice/health");
     assert.equal(other.status, 201, "the default prefix is an origin path here");
+  });
+});
+
+describe("an origin locked to Sluice", () => {
+  const SECRET = "origin-secret-0123456789-abcdefghijklmnop";
+  let sluice;
+  let origin;
+  const seen = [];
+  before(async () => {
+    origin = createServer((req, res) => {
+      seen.push(req.headers);
+      const locked = req.headers["x-sluice-auth"] === SECRET;
+      res.writeHead(locked ? 200 : 403, { "content-type": "text/plain" });
+      res.end(locked ? "through sluice" : "go away");
+    });
+    await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    const { port } = origin.address();
+    sluice = await Sluice.start({
+      sluice: {
+        origin: `http://127.0.0.1:${port}`,
+        origin_auth: { header: "x-sluice-auth", secret: "ORIGIN_SECRET" },
+        rules,
+      },
+      secrets: { ORIGIN_SECRET: SECRET },
+    });
+  });
+  after(async () => {
+    await sluice?.stop();
+    origin?.close();
+  });
+
+  test("the origin gets the secret header on limited and unlimited requests", async () => {
+    for (const path of ["/api/locked", "/static/locked"]) {
+      const response = await sluice.fetch(path, { headers: { "CF-Connecting-IP": ip() } });
+      assert.equal(response.status, 200, path);
+      assert.equal(await response.text(), "through sluice");
+      assert.equal(seen.at(-1)["x-sluice-auth"], SECRET);
+    }
+  });
+
+  test("a client's own copy of the header is replaced, never passed on", async () => {
+    const response = await sluice.fetch("/static/forged", { headers: { "X-Sluice-Auth": "guess" } });
+    assert.equal(response.status, 200);
+    assert.equal(seen.at(-1)["x-sluice-auth"], SECRET);
+    const naming = await raw(sluice.base, "/static/named", { headers: { Connection: "x-sluice-auth", "X-Sluice-Auth": "guess" } });
+    assert.equal(naming.status, 200, "naming it in Connection does not strip Sluice's copy");
+    assert.equal(seen.at(-1)["x-sluice-auth"], SECRET);
+  });
+
+  test("the secret never comes back to the client", async () => {
+    const response = await sluice.fetch("/static/echo");
+    const text = await response.text();
+    assert.ok(![...response.headers.values()].some((v) => v.includes(SECRET)) && !text.includes(SECRET));
+  });
+
+  test("a missing or short secret is a configuration error naming the field", async () => {
+    const config = { origin: "route", origin_auth: { secret: "ORIGIN_SECRET" } };
+    for (const secrets of [{}, { ORIGIN_SECRET: "too-short" }]) {
+      const broken = await Sluice.start({ sluice: config, secrets });
+      try {
+        const response = await broken.fetch("/anything");
+        assert.equal(response.status, 500);
+        assert.equal((await response.json()).field, "SLUICE.origin_auth.secret");
+      } finally {
+        await broken.stop();
+      }
+    }
   });
 });
 
@@ -171,4 +306,37 @@ describe("with an invalid configuration", () => {
       assert.match(problem.detail, /SLUICE\.rules\[0\]\.window/);
     }
   });
+
+  test("the demo origin is never a default: an empty or missing origin is refused", async () => {
+    // A JSON string is passed as it is; the harness fills in no origin.
+    for (const sluiceVar of [JSON.stringify({ rules: [] }), { origin: "" }]) {
+      const broken = await Sluice.start({ sluice: sluiceVar });
+      try {
+        const response = await broken.fetch("/anything");
+        assert.equal(response.status, 500);
+        const problem = await response.json();
+        assert.equal(problem.field, "SLUICE.origin");
+        assert.match(problem.detail, /"demo"/);
+      } finally {
+        await broken.stop();
+      }
+    }
+  });
 });
+
+/** A request through node:http, which (unlike fetch) sends hop-by-hop
+ * headers as given; `chunks` are written one by one, so the body goes
+ * chunked. */
+function raw(base, path, { method = "GET", headers = {}, chunks = [] } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(base + path, { method, headers, agent: false }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    for (const chunk of chunks) req.write(chunk);
+    req.end();
+  });
+}

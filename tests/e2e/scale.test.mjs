@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice } from "./harness.mjs";
 
-const TOKEN = "scale-admin-token";
+const TOKEN = "scale-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
 
 let sluice;

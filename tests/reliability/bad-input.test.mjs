@@ -8,16 +8,16 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 import { createHmac } from "node:crypto";
-import { Sluice, freshKey } from "../e2e/harness.mjs";
+import { Sluice, freshKey, API_TOKEN } from "../e2e/harness.mjs";
 
-const ADMIN_TOKEN = "bad-input-admin-token";
+const ADMIN_TOKEN = "bad-input-admin-token-0123456789abcdef";
 const JWT_SECRET = "bad-input-jwt-secret";
 const PROBLEM = "application/problem+json";
 
 let sluice;
 before(async () => {
   sluice = await Sluice.start({
-    secrets: { ADMIN_TOKEN, JWT_SECRET },
+    secrets: { ADMIN_TOKEN, JWT_SECRET, API_TOKEN },
     sluice: {
       jwt: { secret: "JWT_SECRET", on_invalid: "reject" },
       rules: [
@@ -98,6 +98,8 @@ const corpus = [
   // Leases.
   ["lease: ttl 0", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 0 }), 400, "ttl_ms"],
   ["lease: owner not a string", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, owner: 7 }), 400, "owner"],
+  ["lease: lease_id not a string", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, lease_id: 7 }), 400, "lease_id"],
+  ["lease: re-enter an unknown lease", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000, lease_id: "nope" }), 404, "lease_id"],
   ["lease: renew an unknown lease", json("/_sluice/v1/leases/nope/renew?key=k", { ttl_ms: 1000 }), 404],
   ["lease: release without a key", () => sluice.fetch("/_sluice/v1/leases/nope", { method: "DELETE" }), 400, "key"],
   // Routing.
@@ -129,6 +131,11 @@ const corpus = [
   ["admin: ban for forever", () => sluice.fetch("/_sluice/admin/bans/k", { method: "PUT", headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: '{"for":"forever"}' }), 400, "for"],
   ["admin: ban body truncated", () => sluice.fetch("/_sluice/admin/bans/k", { method: "PUT", headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: '{"for":' }), 400, "body"],
   ["admin: unknown rule", get("/_sluice/admin/keys/nope/k", { Authorization: `Bearer ${ADMIN_TOKEN}` }), 404],
+  // The decision API's token.
+  ["API: empty Authorization", json("/_sluice/v1/limit", limitBody(), { Authorization: "" }), 401],
+  ["API: the admin token", json("/_sluice/v1/limit", limitBody(), { Authorization: `Bearer ${ADMIN_TOKEN}` }), 401],
+  ["API: token as Basic", json("/_sluice/v1/leases", { key: "k", limit: 1, ttl_ms: 1000 }, { Authorization: `Basic ${b64(`api:${API_TOKEN}`)}` }), 401],
+  ["API: 10 KiB token", json("/_sluice/v1/throttle", { key: "k", max_burst: 1, count: 1, period_s: 1 }, { Authorization: `Bearer ${"t".repeat(10_240)}` }), 401],
 ];
 
 const good = async () => {

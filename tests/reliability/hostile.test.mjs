@@ -2,7 +2,8 @@
 // - a flood of distinct keys (5 000 here, 100 000 with SLUICE_FULL=1), each
 //   admitted once and refused once, leaves the isolate's caches within their
 //   bounds and, once the windows pass, no storage behind: the sweep frees
-//   every object and the registry counts no live key;
+//   every object, and the hubs received a bounded number of requests however
+//   many keys there were;
 // - spoofed client-address headers change nothing: only CF-Connecting-IP
 //   names the caller;
 // - the admin API refuses every route without the right token.
@@ -11,14 +12,16 @@ import assert from "node:assert/strict";
 import { Sluice, tempDir, eventually } from "../e2e/harness.mjs";
 import { FULL, objectsHoldingData } from "./support.mjs";
 
-const ADMIN_TOKEN = "hostile-admin-token";
+const ADMIN_TOKEN = "hostile-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
 const KEYS = FULL ? 100_000 : 5_000;
 const WINDOW_MS = 2_000;
 
 let sluice;
 let persisted;
+let started;
 before(async () => {
+  started = Date.now();
   persisted = tempDir();
   sluice = await Sluice.start({
     persist: persisted.dir,
@@ -55,16 +58,31 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
   const firsts = new Map();
   let refused = 0;
   let late = 0;
+  let resent = 0;
   await pool(KEYS, 32, async (i) => {
+    // Under this flood the runtime sometimes closes a kept-alive connection
+    // just as the client reuses it ("other side closed"): the request is
+    // sent again on a new connection. It may have been counted the first
+    // time, so a key whose request was resent is left out of the checks.
+    let retried = false;
     const send = async () => {
-      const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
-      await response.arrayBuffer();
-      return response.status;
+      for (;;) {
+        try {
+          const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
+          await response.arrayBuffer();
+          return response.status;
+        } catch (e) {
+          if (retried || e.cause?.code !== "UND_ERR_SOCKET") throw e;
+          retried = true;
+          resent += 1;
+        }
+      }
     };
     const sent = Date.now();
     const first = await send();
-    firsts.set(first, (firsts.get(first) ?? 0) + 1);
     const second = await send();
+    if (retried) return;
+    firsts.set(first, (firsts.get(first) ?? 0) + 1);
     // The second must be refused if it was answered within a window of the
     // first being sent; under heavy load it may come later, and then
     // either answer is right.
@@ -72,8 +90,9 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
     else late += 1;
     if (second === 429) refused += 1;
   });
-  assert.deepEqual(Object.fromEntries(firsts), { 200: KEYS }, "each new key admitted");
-  assert.ok(refused >= KEYS * 0.9, `${refused} refused, ${late} answered after the window`);
+  assert.ok(resent <= KEYS / 100, `${resent} requests had to be sent again`);
+  assert.deepEqual(Object.fromEntries(firsts), { 200: KEYS - resent }, "each new key admitted");
+  assert.ok(refused >= (KEYS - resent) * 0.9, `${refused} refused, ${late} answered after the window`);
 
   const { isolate } = await stats();
   assert.ok(isolate.refusal_cache > 0, "refusals were cached");
@@ -83,7 +102,7 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
   assert.ok((await objectsHoldingData(persisted.dir, "Limiter")) > 0, "the flood's objects hold their logs");
 
   // Each object's alarm sweeps its key once the window has passed and frees
-  // its storage; it reports the key gone to the registry.
+  // its storage, telling nobody.
   const holding = await eventually(
     async () => {
       const left = await objectsHoldingData(persisted.dir, "Limiter");
@@ -93,10 +112,14 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
     500,
   );
   assert.equal(holding, "none");
-  await eventually(async () => {
-    const { rules } = await stats();
-    return (rules.find((r) => r.rule === "many")?.live_keys ?? 0) === 0;
-  }, 30_000, 200);
+  const { rules, shared } = await stats();
+  const many = rules.find((r) => r.rule === "many");
+  assert.ok(many.top_refused.length > 0 && many.top_refused.length <= 32, "the top refused keys stay bounded");
+  // Each stats call is one report and 16 summaries; the isolate itself
+  // reports at most once per 10 s. Nothing grows with the number of keys.
+  const received = Object.values(shared).reduce((sum, hub) => sum + hub.requests, 0);
+  const seconds = (Date.now() - started) / 1000;
+  assert.ok(received <= 3 * 17 + seconds / 10 + 2, `the hubs received ${received} requests for ${KEYS} keys in ${seconds} s`);
 });
 
 test("spoofed client-address headers change nothing", async () => {
@@ -144,9 +167,13 @@ test("the admin API refuses every route without the right token", async () => {
     ADMIN_TOKEN,
     `Token ${ADMIN_TOKEN}`,
   ];
+  // Each attempt from its own address: ten failures from one address in a
+  // minute lock it out with 429, which the lockout test checks on its own.
+  let attempt = 0;
   for (const [method, route] of routes) {
     for (const token of tokens) {
-      const headers = { "content-type": "application/json" };
+      attempt += 1;
+      const headers = { "content-type": "application/json", "CF-Connecting-IP": `198.18.0.${attempt}` };
       if (token !== undefined) headers.Authorization = token;
       const body = method === "PUT" ? JSON.stringify({ for: "1m", reason: "test" }) : undefined;
       const response = await sluice.fetch(`/_sluice/admin${route}`, { method, headers, body });

@@ -7,10 +7,10 @@
 //   never more than the limit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tempDir } from "../e2e/harness.mjs";
+import { tempDir, API_TOKEN } from "../e2e/harness.mjs";
 import { runtime, FULL } from "./support.mjs";
 
-const TOKEN = "reliability-admin-token";
+const TOKEN = "reliability-admin-token-0123456789abcdef";
 const TIGHT = { limit: 5, window_ms: 1000 };
 const DURABLE = { limit: 1_000_000, window_ms: 600_000 };
 const LEASES = { limit: 3, ttl_ms: 120_000 };
@@ -25,7 +25,7 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
     try {
       const response = await fetch(state.url + path, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", authorization: `Bearer ${API_TOKEN}` },
         body: JSON.stringify(body),
       });
       const answer = await response.json();
@@ -36,7 +36,10 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
   };
   const release = async (key, id) => {
     try {
-      const response = await fetch(`${state.url}/_sluice/v1/leases/${id}?key=${key}`, { method: "DELETE" });
+      const response = await fetch(`${state.url}/_sluice/v1/leases/${id}?key=${key}`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${API_TOKEN}` },
+      });
       return response.status;
     } catch {
       return 0;
@@ -82,14 +85,14 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
 
   let current = null;
   try {
-    current = await runtime(dir, { secrets: { ADMIN_TOKEN: TOKEN } });
+    current = await runtime(dir, { secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
     state.url = current.url;
     const drivers = Array.from({ length: 8 }, (_, n) => driver(n));
     for (let run = 0; run < runs; run++) {
       await new Promise((resolve) => setTimeout(resolve, 1200));
       await current.kill();
       state.url = null;
-      current = await runtime(dir, { secrets: { ADMIN_TOKEN: TOKEN } });
+      current = await runtime(dir, { secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN } });
       state.url = current.url;
     }
     await new Promise((resolve) => setTimeout(resolve, 800));

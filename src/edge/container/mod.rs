@@ -13,38 +13,32 @@
 mod meter;
 mod sql;
 
+use sql::Tables;
+
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
 use serde::de::DeserializeOwned;
-use worker::{
-    console_error, durable_object, Delay, DurableObject, Env, Method, Request, Response, Result,
-    State,
-};
+use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, Result, State};
 
-use super::client::Objects;
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
+use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::Problem;
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
 use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, LiveReport, ThrottleRequest,
+    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer,
+    SettleRequest, ThrottleRequest, WireOverride,
 };
 use crate::queue::Queue;
-
-/// Reports to the registry are background work; they get a generous
-/// deadline of their own.
-const REPORT_TIMEOUT_MS: u64 = 10_000;
 
 #[durable_object]
 pub struct Limiter {
     state: State,
-    env: Env,
     inner: RefCell<Inner>,
 }
 
@@ -79,25 +73,21 @@ struct Inner {
     ledger: Ledger,
     /// Whether the ledger has been read back from storage.
     loaded: bool,
-    /// Whether the tables exist; false on a new object and after the sweep
-    /// frees storage, so that reading never creates storage.
-    has_tables: bool,
+    /// Which tables exist: none on a new object and after the sweep frees
+    /// storage, so that reading never creates storage.
+    tables: Tables,
     /// When the alarm is set for, as far as this instance knows.
     alarm_ms: Option<u64>,
     /// Checks this instance has served, for measuring how many requests
     /// reach an object at all.
     checks: u64,
-    /// Keys reported live to the registry, to report again when forgotten.
-    /// Keys restored from storage count as reported.
-    reported: HashSet<String>,
     waiting: Queue<Waiting>,
 }
 
 impl DurableObject for Limiter {
-    fn new(state: State, env: Env) -> Self {
+    fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
-            env,
             inner: RefCell::new(Inner::default()),
         }
     }
@@ -128,12 +118,29 @@ impl DurableObject for Limiter {
                     let mut inner = self.inner.borrow_mut();
                     let (slots, ban) = inner.ledger.peek(&request.key, now_ms());
                     let leases = inner.ledger.leases(&request.key).to_vec();
-                    Response::from_json(&KeyState { slots, ban, leases })
+                    let overridden = inner
+                        .ledger
+                        .overridden(&request.key)
+                        .map(WireOverride::encode);
+                    Response::from_json(&KeyState {
+                        slots,
+                        ban,
+                        leases,
+                        overridden,
+                    })
                 }
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Post, "/reset") => match body::<KeyRequest>(&mut req).await {
                 Ok(request) => self.reset(&request.key).await,
+                Err(problem) => respond::problem(&problem),
+            },
+            (Method::Post, "/settle") => match body::<SettleRequest>(&mut req).await {
+                Ok(request) => self.settle(request).await,
+                Err(problem) => respond::problem(&problem),
+            },
+            (Method::Post, "/override") => match body::<OverrideRequest>(&mut req).await {
+                Ok(request) => self.set_override(request).await,
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Get, "/inspect") => Response::from_json(&self.inspect()?),
@@ -145,11 +152,13 @@ impl DurableObject for Limiter {
         meter::count(|m| m.alarms += 1);
         self.load().await?;
         let now = now_ms();
-        let expired = {
+        let (kept, expired) = {
             let mut inner = self.inner.borrow_mut();
             inner.alarm_ms = None;
-            inner.ledger.sweep(now)
+            let kept = inner.ledger.lapse(now);
+            (kept, inner.ledger.sweep(now))
         };
+        self.persist(kept, now).await?;
         let freed_leases = expired.iter().any(|e| matches!(e, Expired::Lease { .. }));
         self.delete(expired).await?;
         if freed_leases {
@@ -182,9 +191,23 @@ impl Limiter {
         let (outcome, writes) = {
             let mut inner = self.inner.borrow_mut();
             inner.checks += 1;
-            inner.ledger.check(&parsed.key, &parsed.ask(), now)
+            let conflict = check
+                .refuse_conflicts
+                .then(|| inner.ledger.conflict(&parsed.key, &parsed.specs, now))
+                .flatten();
+            match (conflict, &check.reserve) {
+                (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
+                (None, Some(reserve)) => inner.ledger.reserve(
+                    &parsed.key,
+                    &parsed.ask(),
+                    &reserve.id,
+                    now.saturating_add(reserve.ttl_ms),
+                    now,
+                ),
+                (None, None) => inner.ledger.check(&parsed.key, &parsed.ask(), now),
+            }
         };
-        self.persist(&parsed.key, writes, now).await?;
+        self.persist(writes, now).await?;
         let queue = check
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
@@ -234,7 +257,7 @@ impl Limiter {
             })
         };
         for (waiting, (outcome, writes)) in served {
-            self.persist(&waiting.check.key, writes, now).await?;
+            self.persist(writes, now).await?;
             // A waiter that gave up has left the queue, so it cannot be here.
             let _ = waiting.reply.send(outcome);
         }
@@ -248,7 +271,7 @@ impl Limiter {
                 .borrow_mut()
                 .ledger
                 .renew(&request.key, &request.id, request.ttl_ms, now);
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         match renewed {
             Some(lease) => Response::from_json(&lease),
             None => respond::problem(&no_lease()),
@@ -262,7 +285,7 @@ impl Limiter {
                 .borrow_mut()
                 .ledger
                 .release(&request.key, &request.id, now);
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         let freed = !expired.is_empty();
         self.delete(expired).await?;
         if freed {
@@ -282,7 +305,7 @@ impl Limiter {
         let now = now_ms();
         let answer = self.inner.borrow_mut().ledger.throttle(
             &request.key,
-            "throttle",
+            THROTTLE_SLOT,
             policy,
             now,
             request.quantity,
@@ -294,100 +317,106 @@ impl Limiter {
                 "the throttle slot holds another algorithm",
             ));
         };
-        self.persist(&request.key, writes, now).await?;
+        self.persist(writes, now).await?;
         Response::from_json(&throttle)
     }
 
     /// An operator's reset: forget the key, and free storage if it was the
     /// last one.
     async fn reset(&self, key: &str) -> Result<Response> {
-        let expired = self.inner.borrow_mut().ledger.reset(key);
+        let expired = self.inner.borrow_mut().ledger.reset(key, now_ms());
         let forgot = !expired.is_empty();
         self.delete(expired).await?;
         Response::from_json(&serde_json::json!({ "reset": forgot }))
     }
 
-    /// Writes what a decision recorded, re-arms the alarm, and reports a
-    /// key that has just started holding state.
-    async fn persist(&self, key: &str, writes: Vec<Write>, now: u64) -> Result<()> {
+    /// Keeps or refunds a reservation; 404 for one unknown or lapsed.
+    async fn settle(&self, request: SettleRequest) -> Result<Response> {
+        let now = now_ms();
+        let (settled, writes) = self.inner.borrow_mut().ledger.settle(
+            &request.key,
+            &request.reservation,
+            request.keep,
+            now,
+        );
+        self.persist(writes, now).await?;
+        self.delete(Vec::new()).await?;
+        match settled {
+            Some(settled) => Response::from_json(&SettleAnswer {
+                kept: settled.kept,
+                repeated: settled.repeated,
+            }),
+            None => respond::problem(&Problem::new(
+                404,
+                "no-such-reservation",
+                "no pending reservation with that id for that key; it may have lapsed (and been kept)",
+            )),
+        }
+    }
+
+    /// Sets or lifts a key's override; answers the one it replaced.
+    async fn set_override(&self, request: OverrideRequest) -> Result<Response> {
+        let next = match request.overridden.as_ref().map(WireOverride::decode) {
+            None => None,
+            Some(Ok(next)) => Some(next),
+            Some(Err(e)) => return respond::problem(&Problem::invalid("override", e.0)),
+        };
+        let now = now_ms();
+        let (previous, writes, expired) =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .set_override(&request.key, next, now);
+        self.persist(writes, now).await?;
+        self.delete(expired).await?;
+        Response::from_json(&serde_json::json!({
+            "previous": previous.as_ref().map(WireOverride::encode)
+        }))
+    }
+
+    /// Writes what a decision recorded and re-arms the alarm.
+    async fn persist(&self, writes: Vec<Write>, now: u64) -> Result<()> {
         if writes.is_empty() {
             return Ok(());
         }
-        let new_key = !self.inner.borrow().reported.contains(key);
         let storage_sql = self.state.storage().sql();
-        self.ensure_tables(&storage_sql)?;
-        for write in writes {
-            sql::put(&storage_sql, write)?;
-        }
-        self.rearm(now).await?;
-        if new_key {
-            self.inner.borrow_mut().reported.insert(key.to_string());
-            self.report(vec![LiveReport {
-                key: key.to_string(),
-                live: true,
-            }]);
-        }
-        Ok(())
+        let mut tables = self.inner.borrow().tables;
+        let written = writes
+            .into_iter()
+            .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
+        self.inner.borrow_mut().tables = tables;
+        written?;
+        self.rearm(now).await
     }
 
-    /// Deletes what the ledger expired and reports keys it forgot; frees
-    /// the whole storage once the ledger is empty, and otherwise re-arms for
-    /// the next sweep.
+    /// Deletes what the ledger expired; frees the whole storage once the
+    /// ledger is empty, and otherwise re-arms for the next sweep. Nothing
+    /// is reported anywhere: a key's lifecycle stays inside its object.
     async fn delete(&self, expired: Vec<Expired>) -> Result<()> {
-        let gone: Vec<LiveReport> = {
-            let mut inner = self.inner.borrow_mut();
-            let Inner {
-                ledger, reported, ..
-            } = &mut *inner;
-            let forgotten: Vec<String> = reported
-                .iter()
-                .filter(|key| !ledger.holds(key))
-                .cloned()
-                .collect();
-            forgotten
-                .into_iter()
-                .map(|key| {
-                    reported.remove(&key);
-                    LiveReport { key, live: false }
-                })
-                .collect()
-        };
-        if !gone.is_empty() {
-            self.report(gone);
-        }
-        let (empty, has_tables) = {
+        let (empty, mut tables) = {
             let inner = self.inner.borrow();
-            (inner.ledger.is_empty(), inner.has_tables)
+            (inner.ledger.is_empty(), inner.tables)
         };
         if empty {
-            if has_tables {
+            if tables.any() {
                 // Whether deleteAll also clears the alarm depends on the
                 // compatibility date; clearing it here keeps memory true.
                 let storage = self.state.storage();
                 storage.delete_all().await?;
                 storage.delete_alarm().await?;
                 let mut inner = self.inner.borrow_mut();
-                inner.has_tables = false;
+                inner.tables = Tables::default();
                 inner.alarm_ms = None;
             }
             return Ok(());
         }
         let storage_sql = self.state.storage().sql();
-        for gone in expired {
-            sql::remove(&storage_sql, gone)?;
-        }
+        let removed = expired
+            .into_iter()
+            .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
+        self.inner.borrow_mut().tables = tables;
+        removed?;
         self.rearm(now_ms()).await
-    }
-
-    /// Tells the registry which keys started or stopped holding state, in
-    /// the background: the decision does not wait for it.
-    fn report(&self, reports: Vec<LiveReport>) {
-        let objects = Objects::new(&self.env, REPORT_TIMEOUT_MS);
-        self.state.wait_until(async move {
-            if let Err(e) = objects.report_live(&reports).await {
-                console_error!("sluice: could not report live keys: {e}");
-            }
-        });
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -395,15 +424,11 @@ impl Limiter {
         // inspection's own reads.
         let meter = meter::read();
         let inner = self.inner.borrow();
-        let stored_rows = if inner.has_tables {
-            sql::row_count(&self.state.storage().sql())?
-        } else {
-            0
-        };
+        let stored_rows = sql::row_count(&self.state.storage().sql(), inner.tables)?;
         Ok(Inspection {
             keys: inner.ledger.keys().map(str::to_string).collect(),
             stored_rows,
-            has_storage: inner.has_tables,
+            has_storage: inner.tables.any(),
             alarm_ms: inner.alarm_ms,
             checks: inner.checks,
             meter,
@@ -416,13 +441,9 @@ impl Limiter {
             return Ok(());
         }
         let storage_sql = self.state.storage().sql();
-        let has_tables = sql::has_tables(&storage_sql)?;
-        let ledger = if has_tables {
-            sql::load(&storage_sql)?
-        } else {
-            Ledger::new()
-        };
-        let reported: HashSet<String> = ledger.keys().map(str::to_string).collect();
+        let tables = sql::existing(&storage_sql)?;
+        sql::upgrade(&storage_sql, tables)?;
+        let ledger = sql::load(&storage_sql, tables)?;
         let alarm_ms = self
             .state
             .storage()
@@ -434,19 +455,10 @@ impl Limiter {
             *inner = Inner {
                 ledger,
                 loaded: true,
-                has_tables,
+                tables,
                 alarm_ms,
-                reported,
                 ..Inner::default()
             };
-        }
-        Ok(())
-    }
-
-    fn ensure_tables(&self, storage_sql: &worker::SqlStorage) -> Result<()> {
-        if !self.inner.borrow().has_tables {
-            sql::create(storage_sql)?;
-            self.inner.borrow_mut().has_tables = true;
         }
         Ok(())
     }

@@ -9,23 +9,112 @@ use super::super::storage::int;
 use super::meter;
 use crate::ledger::{Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
+use crate::protocol::WireOverride;
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS slots (
-  key TEXT NOT NULL, policy TEXT NOT NULL,
-  kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
-  s1 INTEGER NOT NULL, s2 INTEGER NOT NULL,
-  PRIMARY KEY (key, policy)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS hits (
-  key TEXT NOT NULL, policy TEXT NOT NULL, at INTEGER NOT NULL, n INTEGER NOT NULL,
-  PRIMARY KEY (key, policy, at)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bans (
-  key TEXT NOT NULL PRIMARY KEY, until_ms INTEGER NOT NULL, offences INTEGER NOT NULL,
-  forget_ms INTEGER NOT NULL, reason TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-  key TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, fence INTEGER NOT NULL,
-  expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL,
-  PRIMARY KEY (key, id)) WITHOUT ROWID;";
+/// The container's tables. Each is created when it is first written, so a
+/// new key's first admission creates only the table it needs (creating a
+/// table counts as a row written), and a key that is only refused creates
+/// none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    Slots,
+    Hits,
+    Bans,
+    Leases,
+    FenceFloors,
+    Overrides,
+}
+
+impl Table {
+    const ALL: [Table; 6] = [
+        Table::Slots,
+        Table::Hits,
+        Table::Bans,
+        Table::Leases,
+        Table::FenceFloors,
+        Table::Overrides,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Table::Slots => "slots",
+            Table::Hits => "hits",
+            Table::Bans => "bans",
+            Table::Leases => "leases",
+            Table::FenceFloors => "fence_floors",
+            Table::Overrides => "overrides",
+        }
+    }
+
+    fn schema(self) -> &'static str {
+        match self {
+            Table::Slots => {
+                "CREATE TABLE IF NOT EXISTS slots (
+                  key TEXT NOT NULL, policy TEXT NOT NULL,
+                  kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
+                  s1 INTEGER NOT NULL, s2 INTEGER NOT NULL,
+                  PRIMARY KEY (key, policy)) WITHOUT ROWID"
+            }
+            Table::Hits => {
+                "CREATE TABLE IF NOT EXISTS hits (
+                  key TEXT NOT NULL, policy TEXT NOT NULL, at INTEGER NOT NULL, n INTEGER NOT NULL,
+                  PRIMARY KEY (key, policy, at)) WITHOUT ROWID"
+            }
+            Table::Bans => {
+                "CREATE TABLE IF NOT EXISTS bans (
+                  key TEXT NOT NULL PRIMARY KEY, until_ms INTEGER NOT NULL, offences INTEGER NOT NULL,
+                  forget_ms INTEGER NOT NULL, reason TEXT NOT NULL) WITHOUT ROWID"
+            }
+            Table::Leases => {
+                "CREATE TABLE IF NOT EXISTS leases (
+                  key TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, fence INTEGER NOT NULL,
+                  expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL, lim INTEGER,
+                  PRIMARY KEY (key, id)) WITHOUT ROWID"
+            }
+            Table::FenceFloors => {
+                "CREATE TABLE IF NOT EXISTS fence_floors (
+                  key TEXT NOT NULL PRIMARY KEY, fence INTEGER NOT NULL) WITHOUT ROWID"
+            }
+            Table::Overrides => {
+                "CREATE TABLE IF NOT EXISTS overrides (
+                  key TEXT NOT NULL PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
+            }
+        }
+    }
+}
+
+/// Which tables exist, as far as this instance knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tables(u8);
+
+impl Tables {
+    pub fn has(self, table: Table) -> bool {
+        self.0 & (1 << table as u8) != 0
+    }
+
+    fn add(&mut self, table: Table) {
+        self.0 |= 1 << table as u8;
+    }
+
+    /// Whether the object holds any table, i.e. any storage.
+    pub fn any(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Creates `table` unless it exists.
+    fn ensure(&mut self, sql: &SqlStorage, table: Table) -> Result<()> {
+        if !self.has(table) {
+            run(sql, table.schema(), Vec::new())?;
+            self.add(table);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct Named {
+    name: String,
+}
 
 #[derive(Deserialize)]
 struct SlotRow {
@@ -64,6 +153,19 @@ struct LeaseRow {
     fence: u64,
     expires_ms: u64,
     holds: u32,
+    lim: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct OverrideRow {
+    key: String,
+    body: String,
+}
+
+#[derive(Deserialize)]
+struct FloorRow {
+    key: String,
+    fence: u64,
 }
 
 #[derive(Deserialize)]
@@ -71,28 +173,57 @@ struct Count {
     n: u64,
 }
 
-/// Whether the tables exist (the last one the schema creates).
-pub fn has_tables(sql: &SqlStorage) -> Result<bool> {
-    let count = one_count(
+/// The tables that exist.
+pub fn existing(sql: &SqlStorage) -> Result<Tables> {
+    let names = rows::<Named>(
         sql,
-        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'",
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
     )?;
-    Ok(count > 0)
+    let mut tables = Tables::default();
+    for table in Table::ALL {
+        if names.iter().any(|n| n.name == table.name()) {
+            tables.add(table);
+        }
+    }
+    Ok(tables)
 }
 
 /// Every row, for an operator's inspection.
-pub fn row_count(sql: &SqlStorage) -> Result<u64> {
-    one_count(
-        sql,
-        "SELECT (SELECT COUNT(*) FROM slots) + (SELECT COUNT(*) FROM hits)
-         + (SELECT COUNT(*) FROM bans) + (SELECT COUNT(*) FROM leases) AS n",
-    )
+pub fn row_count(sql: &SqlStorage, tables: Tables) -> Result<u64> {
+    let mut total = 0;
+    for table in Table::ALL.into_iter().filter(|t| tables.has(*t)) {
+        total += one_count(sql, &format!("SELECT COUNT(*) AS n FROM {}", table.name()))?;
+    }
+    Ok(total)
 }
 
-/// The ledger as storage holds it.
-pub fn load(sql: &SqlStorage) -> Result<Ledger> {
+/// Brings tables written by an earlier version to the current layout:
+/// leases gained the limit they are held under (`lim`, NULL in old rows:
+/// the next acquire's limit is taken).
+pub fn upgrade(sql: &SqlStorage, tables: Tables) -> Result<()> {
+    if !tables.has(Table::Leases) {
+        return Ok(());
+    }
+    let current = one_count(
+        sql,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'
+         AND sql LIKE '%lim INTEGER%'",
+    )?;
+    if current == 0 {
+        run(sql, "ALTER TABLE leases ADD COLUMN lim INTEGER", Vec::new())?;
+    }
+    Ok(())
+}
+
+/// The ledger as storage holds it, from the tables that exist.
+pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     let mut ledger = Ledger::new();
-    for row in rows::<SlotRow>(sql, "SELECT key, policy, kind, a, b, c, s1, s2 FROM slots")? {
+    for row in rows_if::<SlotRow>(
+        sql,
+        tables,
+        Table::Slots,
+        "SELECT key, policy, kind, a, b, c, s1, s2 FROM slots",
+    )? {
         ledger.restore_slot(
             &row.key,
             &row.policy,
@@ -100,14 +231,18 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
             (row.s1, row.s2),
         );
     }
-    for row in rows::<HitRow>(
+    for row in rows_if::<HitRow>(
         sql,
+        tables,
+        Table::Hits,
         "SELECT key, policy, at, n FROM hits ORDER BY key, policy, at",
     )? {
         ledger.restore_hit(&row.key, &row.policy, row.at, row.n);
     }
-    for row in rows::<BanRow>(
+    for row in rows_if::<BanRow>(
         sql,
+        tables,
+        Table::Bans,
         "SELECT key, until_ms, offences, forget_ms, reason FROM bans",
     )? {
         let ban = Ban {
@@ -118,9 +253,11 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
         };
         ledger.restore_ban(&row.key, ban);
     }
-    for row in rows::<LeaseRow>(
+    for row in rows_if::<LeaseRow>(
         sql,
-        "SELECT key, id, owner, fence, expires_ms, holds FROM leases",
+        tables,
+        Table::Leases,
+        "SELECT key, id, owner, fence, expires_ms, holds, lim FROM leases",
     )? {
         let lease = Lease {
             id: row.id,
@@ -129,9 +266,46 @@ pub fn load(sql: &SqlStorage) -> Result<Ledger> {
             expires_ms: row.expires_ms,
             holds: row.holds,
         };
-        ledger.restore_lease(&row.key, lease);
+        ledger.restore_lease(&row.key, lease, row.lim);
+    }
+    for row in rows_if::<FloorRow>(
+        sql,
+        tables,
+        Table::FenceFloors,
+        "SELECT key, fence FROM fence_floors",
+    )? {
+        ledger.restore_floor(&row.key, row.fence);
+    }
+    for row in rows_if::<OverrideRow>(
+        sql,
+        tables,
+        Table::Overrides,
+        "SELECT key, body FROM overrides",
+    )? {
+        // A row that no longer reads back is dropped, not fatal: the key
+        // falls back to its rule's policies.
+        let decoded = serde_json::from_str::<WireOverride>(&row.body)
+            .ok()
+            .and_then(|wire| wire.decode().ok());
+        if let Some(overridden) = decoded {
+            ledger.restore_override(&row.key, overridden);
+        }
     }
     Ok(ledger)
+}
+
+/// The rows `query` answers, or none when `table` does not exist.
+fn rows_if<T: DeserializeOwned>(
+    sql: &SqlStorage,
+    tables: Tables,
+    table: Table,
+    query: &str,
+) -> Result<Vec<T>> {
+    if tables.has(table) {
+        rows(sql, query)
+    } else {
+        Ok(Vec::new())
+    }
 }
 
 /// Every row a query answers, counted in the meter.
@@ -153,11 +327,6 @@ fn run(sql: &SqlStorage, statement: &str, bindings: Vec<SqlStorageValue>) -> Res
     Ok(())
 }
 
-/// Creates the tables.
-pub fn create(sql: &SqlStorage) -> Result<()> {
-    run(sql, SCHEMA, Vec::new())
-}
-
 fn count_rows(cursor: &SqlCursor) {
     meter::count(|m| {
         m.rows_read += cursor.rows_read() as u64;
@@ -165,8 +334,25 @@ fn count_rows(cursor: &SqlCursor) {
     });
 }
 
-pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
+/// Writes one row, creating its table first if it does not exist yet.
+pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
+    let table = match write {
+        Write::Slot { .. } | Write::Respec { .. } => Table::Slots,
+        Write::Hit { .. } => Table::Hits,
+        Write::Ban { .. } => Table::Bans,
+        Write::Override { .. } => Table::Overrides,
+        Write::Lease { .. } => Table::Leases,
+    };
+    tables.ensure(sql, table)?;
     match write {
+        Write::Respec { key, name, spec } => {
+            let (kind, a, b, c) = spec.encode();
+            run(
+                sql,
+                "UPDATE slots SET kind = ?, a = ?, b = ?, c = ? WHERE key = ? AND policy = ?",
+                vec![int(kind), int(a), int(b), int(c), key.into(), name.into()],
+            )?
+        }
         Write::Slot {
             key,
             name,
@@ -213,9 +399,17 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
                 ban.reason.into(),
             ],
         )?,
-        Write::Lease { key, lease } => run(
+        Write::Override { key, overridden } => run(
             sql,
-            "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO overrides (key, body) VALUES (?, ?)",
+            vec![
+                key.into(),
+                serde_json::to_string(&WireOverride::encode(&overridden))?.into(),
+            ],
+        )?,
+        Write::Lease { key, lease, limit } => run(
+            sql,
+            "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?, ?)",
             vec![
                 key.into(),
                 lease.id.into(),
@@ -223,28 +417,42 @@ pub fn put(sql: &SqlStorage, write: Write) -> Result<()> {
                 int(lease.fence),
                 int(lease.expires_ms),
                 int(u64::from(lease.holds)),
+                limit.map(|n| int(u64::from(n))).into(),
             ],
         )?,
     };
     Ok(())
 }
 
-pub fn remove(sql: &SqlStorage, expired: Expired) -> Result<()> {
+/// Deletes what expired, from the tables that exist.
+pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result<()> {
     match expired {
         Expired::Hits {
             key,
             name,
             cutoff_ms,
         } => {
+            let bind = || -> Vec<SqlStorageValue> {
+                vec![key.clone().into(), name.clone().into(), int(cutoff_ms)]
+            };
+            if tables.has(Table::Hits) {
+                run(
+                    sql,
+                    "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
+                    bind(),
+                )?;
+            }
             run(
                 sql,
-                "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
-                vec![key.into(), name.into(), int(cutoff_ms)],
+                "UPDATE slots SET s1 = 0, s2 = 0 WHERE key = ? AND policy = ? AND s2 > 0 AND s1 <= ?",
+                bind(),
             )?;
         }
         Expired::Slot { key, name } => {
             let bind = || -> Vec<SqlStorageValue> { vec![key.clone().into(), name.clone().into()] };
-            run(sql, "DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
+            if tables.has(Table::Hits) {
+                run(sql, "DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
+            }
             run(
                 sql,
                 "DELETE FROM slots WHERE key = ? AND policy = ?",
@@ -254,12 +462,35 @@ pub fn remove(sql: &SqlStorage, expired: Expired) -> Result<()> {
         Expired::Ban { key } => {
             run(sql, "DELETE FROM bans WHERE key = ?", vec![key.into()])?;
         }
-        Expired::Lease { key, id } => {
+        Expired::Lease { key, id, floor } => {
+            if let Some(fence) = floor {
+                tables.ensure(sql, Table::FenceFloors)?;
+                run(
+                    sql,
+                    "INSERT INTO fence_floors (key, fence) VALUES (?, ?)
+                     ON CONFLICT (key) DO UPDATE SET fence = max(fence, excluded.fence)",
+                    vec![key.clone().into(), int(fence)],
+                )?;
+            }
             run(
                 sql,
                 "DELETE FROM leases WHERE key = ? AND id = ?",
                 vec![key.into(), id.into()],
             )?;
+        }
+        Expired::Override { key } => {
+            if tables.has(Table::Overrides) {
+                run(sql, "DELETE FROM overrides WHERE key = ?", vec![key.into()])?;
+            }
+        }
+        Expired::Floor { key } => {
+            if tables.has(Table::FenceFloors) {
+                run(
+                    sql,
+                    "DELETE FROM fence_floors WHERE key = ?",
+                    vec![key.into()],
+                )?;
+            }
         }
     }
     Ok(())

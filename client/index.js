@@ -1,0 +1,385 @@
+// A typed client for Sluice's decision API: limits, redis-cell's throttle,
+// leases and locks. It talks to Sluice through a service binding (any object
+// with `fetch`) or over HTTPS, and has no dependencies. See README.md.
+
+const DEFAULT_PREFIX = "/_sluice";
+/** A decision takes a few milliseconds; a second means Sluice is in trouble. */
+const DEFAULT_TIMEOUT_MS = 1000;
+/** Like Sluice's own `on_error`: a limiter that cannot decide refuses. */
+const DEFAULT_FAIL = "closed";
+const DEFAULT_TTL_MS = 30_000;
+/** What a fail-closed answer asks the caller to wait, as Sluice's own 503 does. */
+const FAIL_CLOSED_RETRY_MS = 1000;
+const FAIL_MODES = ["open", "closed", "throw"];
+const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A problem Sluice answered (RFC 9457), or a call that never got an answer. */
+export class SluiceError extends Error {
+  constructor(message, { status = 0, code, field, problem, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = "SluiceError";
+    this.status = status;
+    this.code = code;
+    this.field = field;
+    this.problem = problem;
+  }
+}
+
+/** Sluice could not decide: a timeout, a network error, a 5xx answer or an
+ * answer that is not Sluice's. Only these take the `fail` choice. */
+export class SluiceUnavailableError extends SluiceError {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "SluiceUnavailableError";
+  }
+}
+
+/** `withLease` or `withLock` found every lease held (after `wait`). */
+export class LeaseUnavailableError extends SluiceError {
+  constructor(key, retryAfter) {
+    super(`every lease of ${JSON.stringify(key)} is held; retry in ${retryAfter ?? "?"} ms`, {
+      status: 429,
+      code: "lease-unavailable",
+    });
+    this.name = "LeaseUnavailableError";
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** Milliseconds from a number (ms) or a duration such as "10s", "10 s",
+ * "1m", "500ms", "1d" (Upstash's spelling works too). */
+export function durationMs(value, name = "duration") {
+  if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  const match = typeof value === "string" ? /^(\d+)\s*(ms|s|m|h|d)$/.exec(value.trim()) : null;
+  if (!match || Number(match[1]) <= 0) {
+    throw new TypeError(`${name} must be a positive whole number of ms or a string like "10s", got ${JSON.stringify(value)}`);
+  }
+  return Number(match[1]) * UNITS[match[2]];
+}
+
+export class Sluice {
+  /**
+   * @param {object} options `binding` (a service binding) or `url` (where
+   * Sluice is deployed); `token` (its API_TOKEN); `prefix`; defaults for
+   * every call: `timeout` (ms), `fail`; and an optional default policy
+   * (`limit`, `window`) for `limit(identifier)`.
+   */
+  constructor(options = {}) {
+    const { binding, url, token, prefix = DEFAULT_PREFIX, timeout = DEFAULT_TIMEOUT_MS, fail = DEFAULT_FAIL } = options;
+    if (binding && typeof binding.fetch === "function") {
+      this.#fetch = (input, init) => binding.fetch(input, init);
+      this.#base = `https://sluice${prefix}`;
+    } else if (typeof url === "string" && /^https?:\/\//.test(url)) {
+      this.#fetch = (input, init) => fetch(input, init);
+      this.#base = url.replace(/\/+$/, "") + prefix;
+    } else {
+      throw new TypeError("Sluice needs a service binding (`binding`, with a fetch method) or a `url`");
+    }
+    this.#token = token;
+    this.#defaults = { timeout: checkTimeout(timeout), fail: checkFail(fail) };
+    if (options.limit !== undefined || options.window !== undefined) {
+      this.#policy = { limit: options.limit, window: durationMs(options.window, "window") };
+    }
+  }
+
+  #fetch;
+  #base;
+  #token;
+  #defaults;
+  #policy;
+
+  /**
+   * One decision: `limit("user:42")` with the default policy, or
+   * `limit({ key, limit, window, cost, algorithm })`, or
+   * `limit({ key, policies: [{ name, limit, window, algorithm }], cost })`.
+   */
+  async limit(input, more = {}) {
+    const call = typeof input === "string" ? { ...more, key: input } : { ...input, ...more };
+    const body = { key: call.key };
+    if (call.policies !== undefined) {
+      body.policies = call.policies.map((p) => ({
+        name: p.name,
+        limit: p.limit,
+        window_ms: durationMs(p.window, `policies: ${p.name}.window`),
+        ...(p.algorithm === undefined ? {} : { algorithm: p.algorithm }),
+      }));
+    } else {
+      const limit = call.limit ?? this.#policy?.limit;
+      const window = call.window ?? this.#policy?.window;
+      if (limit === undefined || window === undefined) {
+        throw new TypeError("limit needs `limit` and `window` (per call or in the constructor), or `policies`");
+      }
+      body.limit = limit;
+      body.window_ms = durationMs(window, "window");
+      if (call.algorithm !== undefined) body.algorithm = call.algorithm;
+    }
+    if (call.cost !== undefined) body.cost = call.cost;
+    const fallbackLimit = body.limit ?? Math.min(...(body.policies ?? []).map((p) => p.limit));
+    return this.#decide(call, "POST", "/v1/limit", body, (answer, now) => limitResult(answer, now), (reason, error, now) => ({
+      success: false,
+      limit: fallbackLimit,
+      remaining: 0,
+      reset: now,
+      retryAfter: 0,
+      ...(body.policies ? { violated: [], policies: [] } : {}),
+      reason,
+      error,
+    }));
+  }
+
+  /** redis-cell's `CL.THROTTLE key maxBurst count period quantity`; `period`
+   * is whole seconds ("60s", "1m" or 60000). */
+  async throttle(input) {
+    const periodMs = durationMs(input.period, "period");
+    if (periodMs % 1000 !== 0) throw new TypeError("period must be whole seconds");
+    const body = { key: input.key, max_burst: input.maxBurst, count: input.count, period_s: periodMs / 1000 };
+    if (input.quantity !== undefined) body.quantity = input.quantity;
+    return this.#decide(
+      input,
+      "POST",
+      "/v1/throttle",
+      body,
+      (a, now) => ({
+        success: !a.limited,
+        limit: a.limit,
+        remaining: a.remaining,
+        reset: now + a.reset_after_ms,
+        retryAfter: !a.limited ? 0 : a.retry_after_ms < 0 ? null : a.retry_after_ms,
+      }),
+      (reason, error, now) => ({ success: false, limit: input.maxBurst + 1, remaining: 0, reset: now, retryAfter: 0, reason, error }),
+    );
+  }
+
+  /** A lease: one of `limit` holders of `key` at once, for `ttl` unless
+   * renewed. With `leaseId`, re-enters that live lease. */
+  async acquire(input) {
+    const body = { key: input.key, limit: input.limit, ttl_ms: durationMs(input.ttl ?? DEFAULT_TTL_MS, "ttl") };
+    if (input.owner !== undefined) body.owner = input.owner;
+    if (input.leaseId !== undefined) body.lease_id = input.leaseId;
+    return this.#decide(
+      input,
+      "POST",
+      "/v1/leases",
+      body,
+      (a) => ({
+        granted: a.granted,
+        key: input.key,
+        leaseId: a.lease_id,
+        fence: a.fence,
+        expires: a.expires_ms,
+        holds: a.holds,
+        inFlight: a.in_flight,
+        retryAfter: a.retry_after_ms,
+      }),
+      (reason, error) => ({
+        granted: false,
+        key: input.key,
+        leaseId: null,
+        fence: null,
+        expires: null,
+        holds: null,
+        inFlight: null,
+        retryAfter: 0,
+        reason,
+        error,
+      }),
+    );
+  }
+
+  /** Extends a live lease to now + `ttl` (default 30 s). Throws a
+   * SluiceError with code `no-such-lease` when it lapsed or was released. */
+  async renew(lease, options = {}) {
+    const body = options.ttl === undefined ? {} : { ttl_ms: durationMs(options.ttl, "ttl") };
+    const answer = await this.#call("POST", `${leasePath(lease)}/renew?key=${encodeURIComponent(lease.key)}`, body, options);
+    return leaseState(lease.key, answer);
+  }
+
+  /** Drops one hold of a lease; `released` once it is free. A lease granted
+   * by `fail: "open"` (no `leaseId`) has nothing to release. */
+  async release(lease, options = {}) {
+    if (lease.leaseId == null) return { key: lease.key, leaseId: null, fence: null, expires: null, holds: 0, released: false };
+    const answer = await this.#call("DELETE", `${leasePath(lease)}?key=${encodeURIComponent(lease.key)}`, undefined, options);
+    return { ...leaseState(lease.key, answer), released: answer.released };
+  }
+
+  /**
+   * Runs `fn(lease, signal)` while holding one of `limit` leases of `key`,
+   * and releases it afterwards, whether `fn` returns or throws. While `fn`
+   * runs, the lease is renewed every third of its `ttl`; if it is lost
+   * anyway, `signal` aborts. Waits up to `wait` ms for a lease, then throws
+   * LeaseUnavailableError (or, when Sluice could not decide and `fail` is
+   * "closed", the SluiceUnavailableError). A failed release never hides `fn`'s outcome (the
+   * lease lapses after its ttl); it goes to `onReleaseError` if given.
+   */
+  async withLease(key, options, fn) {
+    const ttl = durationMs(options.ttl ?? DEFAULT_TTL_MS, "ttl");
+    const deadline = Date.now() + (options.wait ?? 0);
+    // A holder may release at any moment, long before its lease would
+    // lapse (retryAfter), so a waiter polls, backing off from 25 ms to 1 s.
+    let pause = 25;
+    let lease;
+    for (;;) {
+      lease = await this.acquire({ ...options, key, ttl });
+      if (lease.granted) break;
+      const left = deadline - Date.now();
+      if (left <= 0) throw lease.error ?? new LeaseUnavailableError(key, lease.retryAfter);
+      await sleep(Math.min(pause, lease.retryAfter || pause, left));
+      pause = Math.min(pause * 2, 1000);
+    }
+    const lost = new AbortController();
+    const renewal =
+      lease.leaseId == null || options.renew === false
+        ? null
+        : setInterval(() => {
+            this.renew(lease, { ttl, timeout: options.timeout }).catch((error) => {
+              if (error.code === "no-such-lease") {
+                clearInterval(renewal);
+                lost.abort(error);
+              }
+            });
+          }, Math.max(1, Math.floor(ttl / 3)));
+    try {
+      return await fn(lease, lost.signal);
+    } finally {
+      if (renewal !== null) clearInterval(renewal);
+      try {
+        await this.release(lease, { timeout: options.timeout });
+      } catch (error) {
+        options.onReleaseError?.(error, lease);
+      }
+    }
+  }
+
+  /** `withLease` with a limit of 1: `withLock(key, fn)` or
+   * `withLock(key, { ttl, wait }, fn)`. */
+  async withLock(key, options, fn) {
+    if (typeof options === "function") return this.withLease(key, { limit: 1 }, options);
+    return this.withLease(key, { ...options, limit: 1 }, fn);
+  }
+
+  /** A call whose failure takes the caller's `fail` choice. */
+  async #decide(call, method, path, body, result, failed) {
+    const fail = checkFail(call.fail ?? this.#defaults.fail);
+    try {
+      return result(await this.#call(method, path, body, call), Date.now());
+    } catch (error) {
+      if (!(error instanceof SluiceUnavailableError) || fail === "throw") throw error;
+      const reason = error.code === "timeout" ? "timeout" : "error";
+      const answer = failed(reason, error, Date.now());
+      if (fail === "open") return "granted" in answer ? { ...answer, granted: true } : { ...answer, success: true };
+      return { ...answer, retryAfter: FAIL_CLOSED_RETRY_MS };
+    }
+  }
+
+  /** One request to Sluice: the parsed JSON answer, or a SluiceError. */
+  async #call(method, path, body, options) {
+    const timeout = checkTimeout(options.timeout ?? this.#defaults.timeout);
+    const headers = { accept: "application/json" };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    const controller = new AbortController();
+    const signal = options.signal;
+    const onAbort = () => controller.abort(signal.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let timer;
+    const timedOut = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new SluiceUnavailableError(`Sluice did not answer within ${timeout} ms`, { code: "timeout" });
+        controller.abort(error);
+        reject(error);
+      }, timeout);
+    });
+    const exchange = (async () => {
+      const response = await this.#fetch(this.#base + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: controller.signal,
+      });
+      return { response, text: await response.text() };
+    })();
+    let response;
+    let text;
+    try {
+      ({ response, text } = await Promise.race([exchange, timedOut]));
+    } catch (error) {
+      if (error instanceof SluiceUnavailableError) throw error;
+      if (signal?.aborted) throw signal.reason;
+      throw new SluiceUnavailableError(`Sluice could not be reached: ${error.message}`, { code: "network", cause: error });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      exchange.catch(() => {});
+    }
+    let answer;
+    try {
+      answer = JSON.parse(text);
+    } catch {
+      answer = undefined;
+    }
+    if (response.ok && answer !== null && typeof answer === "object") return answer;
+    const problem = answer !== null && typeof answer === "object" && typeof answer.code === "string" ? answer : undefined;
+    const details = {
+      status: response.status,
+      code: problem?.code ?? (response.ok ? "bad-answer" : "unavailable"),
+      field: problem?.field,
+      problem,
+    };
+    const message = problem?.detail ?? `Sluice answered ${response.status} without a problem body`;
+    if (response.status >= 500 || response.ok || !problem) throw new SluiceUnavailableError(message, details);
+    throw new SluiceError(message, details);
+  }
+}
+
+/** The answer of `POST /v1/limit` in Upstash's shape, with absolute times:
+ * `reset` when the next unit frees (unix ms), `retryAfter` in ms (`null`
+ * when no wait can admit the request). The policies form reports the
+ * policy that refused, or else the one with the fewest units left. */
+function limitResult(a, now) {
+  if (!Array.isArray(a.policies)) {
+    return { success: a.allowed, limit: a.limit, remaining: a.remaining, reset: now + a.reset_ms, retryAfter: a.retry_after_ms };
+  }
+  const policies = a.policies.map((p) => ({
+    name: p.name,
+    success: p.allowed,
+    limit: p.limit,
+    window: p.window_ms,
+    remaining: p.remaining,
+    reset: now + p.reset_ms,
+    retryAfter: p.retry_after_ms,
+  }));
+  const tightest =
+    policies.find((p) => !p.success) ?? policies.reduce((best, p) => (p.remaining < best.remaining ? p : best), policies[0]);
+  return {
+    success: a.allowed,
+    limit: tightest.limit,
+    remaining: tightest.remaining,
+    reset: tightest.reset,
+    retryAfter: a.retry_after_ms,
+    violated: a.violated,
+    policies,
+  };
+}
+
+function leaseState(key, a) {
+  return { key, leaseId: a.lease_id, fence: a.fence, expires: a.expires_ms, holds: a.holds };
+}
+
+function leasePath(lease) {
+  if (!lease || typeof lease.key !== "string" || typeof lease.leaseId !== "string") {
+    throw new TypeError("a lease is { key, leaseId }, as acquire() returns it");
+  }
+  return `/v1/leases/${encodeURIComponent(lease.leaseId)}`;
+}
+
+function checkTimeout(timeout) {
+  if (!Number.isFinite(timeout) || timeout <= 0) throw new TypeError(`timeout must be a positive number of ms, got ${timeout}`);
+  return timeout;
+}
+
+function checkFail(fail) {
+  if (!FAIL_MODES.includes(fail)) throw new TypeError(`fail must be "open", "closed" or "throw", got ${JSON.stringify(fail)}`);
+  return fail;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

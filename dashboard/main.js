@@ -1,0 +1,594 @@
+// Sluice's operator dashboard. The page holds no data: it asks for the
+// admin token once, keeps it in this tab's sessionStorage, and reads and
+// acts through the admin API next to it with `Authorization: Bearer`.
+// Keys come from attackers, so every value reaches the page as text
+// (textContent and text nodes), never as HTML.
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import "./style.css";
+
+const API = new URL(".", location.href).pathname; // `{prefix}/admin/`
+const TOKEN = "sluice-admin-token";
+const REFRESH_MS = 5_000;
+const TIMEOUT_MS = 10_000;
+const TOP_MINUTES = 10;
+const MINUTE = 60_000;
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with attributes and children; strings become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false).map(
+    (c) => (c instanceof Node ? c : document.createTextNode(String(c))),
+  ));
+  return node;
+}
+
+// ---- formatting -------------------------------------------------------
+
+const number = new Intl.NumberFormat();
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const stamp = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+/** `90000` → `1m30s`; durations in the config's own notation. */
+function duration(ms) {
+  if (ms < 1000) return `${ms}ms`;
+  const parts = [];
+  let s = Math.round(ms / 1000);
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
+    if (s >= size) {
+      parts.push(`${Math.floor(s / size)}${unit}`);
+      s %= size;
+    }
+  }
+  return parts.join("");
+}
+
+function until(ms) {
+  const left = ms - Date.now();
+  return left > 0 ? `in ${duration(left)}` : "ending";
+}
+
+// ---- the admin API ----------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, problem, retryAfter) {
+    super(problem?.detail ?? (status ? `HTTP ${status}` : "the admin API did not answer"));
+    this.status = status;
+    this.problem = problem;
+    this.retryAfter = retryAfter;
+  }
+}
+
+async function call(method, path, body) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN) ?? ""}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  let response;
+  try {
+    response = await fetch(API + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+      redirect: "error",
+      signal: abort.signal,
+    });
+  } catch {
+    throw new ApiError(0, null, null);
+  } finally {
+    clearTimeout(timer);
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, data, response.headers.get("retry-after"));
+  if (data === null) throw new ApiError(0, null, null);
+  return data;
+}
+
+const segment = (text) => encodeURIComponent(text);
+
+// ---- session ----------------------------------------------------------
+
+const state = { rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map() };
+
+function setStatus(kind, text) {
+  const status = $("status");
+  status.dataset.state = kind;
+  status.textContent = text;
+}
+
+function showSignIn(message) {
+  sessionStorage.removeItem(TOKEN);
+  clearTimeout(state.timer);
+  $("dashboard").hidden = true;
+  $("session").hidden = true;
+  $("signin").hidden = false;
+  const error = $("signin-error");
+  error.hidden = !message;
+  error.textContent = message ?? "";
+  setStatus("idle", "Signed out");
+  $("token").value = "";
+  $("token").focus();
+}
+
+/** What a refused call means to the operator, in one sentence. */
+function explain(error) {
+  if (error.status === 401) return "The admin API refused this token (401 unauthorized). Check the ADMIN_TOKEN secret and sign in again.";
+  if (error.status === 429) return `Too many failed sign-ins from this address: the admin API locks it out for ${error.retryAfter ?? "a few hundred"} s.`;
+  if (error.status === 0) return "The admin API is unreachable (no answer from the worker).";
+  return `The admin API answered ${error.status}: ${error.message}`;
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const token = $("token").value.trim();
+  if (!token) return;
+  sessionStorage.setItem(TOKEN, token);
+  $("token").value = "";
+  const button = event.submitter ?? $("signin-form").querySelector("button");
+  button.disabled = true;
+  try {
+    state.rules = await call("GET", "rules");
+  } catch (error) {
+    showSignIn(explain(error));
+    return;
+  } finally {
+    button.disabled = false;
+  }
+  start();
+}
+
+function start() {
+  $("signin").hidden = true;
+  $("dashboard").hidden = false;
+  $("session").hidden = false;
+  $("main").focus();
+  refresh();
+}
+
+// ---- refreshing: one call in flight at most ---------------------------
+
+function schedule() {
+  clearTimeout(state.timer);
+  if (!state.paused && !document.hidden && sessionStorage.getItem(TOKEN)) {
+    state.timer = setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+function refresh() {
+  if (state.inFlight) return state.inFlight;
+  clearTimeout(state.timer);
+  state.inFlight = load().finally(() => {
+    state.inFlight = null;
+    schedule();
+  });
+  return state.inFlight;
+}
+
+async function load() {
+  try {
+    const since = Date.now() - 60 * MINUTE;
+    const [rules, stats, bans] = await Promise.all([
+      call("GET", "rules"),
+      call("GET", `stats?since=${since}&top_minutes=${TOP_MINUTES}`),
+      call("GET", "bans"),
+    ]);
+    state.rules = rules;
+    renderRules(rules);
+    renderTraffic(rules, stats);
+    renderBans(bans.bans);
+    renderFigures(stats);
+    state.lastOk = new Date();
+    const refreshed = $("refreshed");
+    refreshed.textContent = clock.format(state.lastOk);
+    refreshed.dateTime = state.lastOk.toISOString();
+    $("problem").hidden = true;
+    setStatus(state.paused ? "paused" : "live", state.paused ? "Paused" : "Live");
+  } catch (error) {
+    if (error.status === 401) return showSignIn(explain(error));
+    const since = state.lastOk ? ` Showing what it answered at ${clock.format(state.lastOk)}.` : "";
+    const problem = $("problem");
+    problem.textContent = `${explain(error)}${since} Retrying every ${REFRESH_MS / 1000} s.`;
+    problem.hidden = false;
+    setStatus("down", "Unreachable");
+  }
+}
+
+// ---- traffic: a chart and the top refused keys per rule ---------------
+
+const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
+function chartOptions(width) {
+  const text = css("--muted");
+  const grid = css("--grid");
+  const axis = { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+  const line = (label, color, dash) => ({
+    label, stroke: color, width: 2, dash, points: { show: false },
+    value: (_, v) => (v === null ? "–" : number.format(v)),
+  });
+  return {
+    width,
+    height: 170,
+    scales: { x: { time: true }, y: { range: (_, __, max) => [0, Math.max(4, Math.ceil(max * 1.15))] } },
+    axes: [axis, { ...axis, size: 52 }],
+    series: [
+      { value: (_, v) => (v === null ? "–" : clock.format(new Date(v * 1000))) },
+      line("admitted", css("--admitted")),
+      line("refused", css("--refused")),
+      line("failed", css("--failed"), [5, 4]),
+    ],
+    cursor: { drag: { x: false, y: false } },
+    legend: { live: false },
+  };
+}
+
+/** The last 60 minutes, one point per minute (zero when nothing counted). */
+function minutes(perMinute, now) {
+  const last = Math.floor(now / MINUTE) * MINUTE;
+  const xs = [];
+  const series = [[], [], []];
+  const byMinute = new Map(perMinute.map((row) => [row.minute_ms, row]));
+  for (let m = last - 59 * MINUTE; m <= last; m += MINUTE) {
+    const row = byMinute.get(m);
+    xs.push(m / 1000);
+    series[0].push(row?.admitted ?? 0);
+    series[1].push(row?.refused ?? 0);
+    series[2].push(row?.failed ?? 0);
+  }
+  return [xs, ...series];
+}
+
+function ruleCard(id) {
+  const chartBox = el("div", { class: "chart", role: "img", "aria-label": `Decisions per minute for ${id}` });
+  const totals = el("ul", { class: "totals" });
+  const topBody = el("tbody");
+  const topEmpty = el("p", { class: "empty" }, "No refusals.");
+  const dataBody = el("tbody");
+  const card = el("article", { class: "card rule-card", "data-rule": id },
+    el("header", {}, el("h3", {}, id), totals),
+    el("div", { class: "plot" },
+      chartBox,
+      el("details", { class: "minutes" },
+        el("summary", {}, "Per-minute counts"),
+        el("div", { class: "scroll" }, el("table", { class: "minute-table" },
+          el("thead", {}, el("tr", {},
+            el("th", { scope: "col" }, "Minute"), el("th", { scope: "col", class: "num" }, "Admitted"),
+            el("th", { scope: "col", class: "num" }, "Refused"), el("th", { scope: "col", class: "num" }, "Failed"))),
+          dataBody)))),
+    el("div", { class: "top" },
+      el("h4", {}, "Top refused keys"),
+      el("div", { class: "scroll" }, el("table", { class: "top-refused" },
+        el("thead", {}, el("tr", {},
+          el("th", { scope: "col" }, "Key"), el("th", { scope: "col", class: "num" }, "Refused"),
+          el("th", { scope: "col" }, el("span", { class: "sr-only" }, "Actions")))),
+        topBody)),
+      topEmpty));
+  return { card, chartBox, totals, topBody, topEmpty, dataBody, chart: null, data: null };
+}
+
+function renderTraffic(rules, stats) {
+  $("top-minutes").textContent = String(stats.top_minutes);
+  const byRule = new Map(stats.rules.map((r) => [r.rule, r]));
+  const ids = rules.rules.map((r) => r.id);
+  if (byRule.has(rules.api_rule)) ids.push(rules.api_rule);
+  for (const id of byRule.keys()) if (!ids.includes(id)) ids.push(id);
+  const box = $("traffic");
+  for (const [id, view] of state.charts) {
+    if (!ids.includes(id)) {
+      view.chart?.destroy();
+      view.card.remove();
+      state.charts.delete(id);
+    }
+  }
+  if (ids.length === 0) {
+    box.replaceChildren(el("p", { class: "empty card" }, "No rules and no decision-API traffic yet."));
+    return;
+  }
+  box.querySelector(":scope > p.empty")?.remove();
+  ids.forEach((id, i) => {
+    let view = state.charts.get(id);
+    if (!view) {
+      view = ruleCard(id);
+      state.charts.set(id, view);
+    }
+    if (box.children[i] !== view.card) box.insertBefore(view.card, box.children[i] ?? null);
+    const stat = byRule.get(id) ?? { admitted: 0, refused: 0, failed: 0, per_minute: [], top_refused: [] };
+    renderRuleStats(id, view, stat, stats.now_ms);
+  });
+}
+
+function renderRuleStats(id, view, stat, now) {
+  const quiet = stat.per_minute.length === 0 && stat.top_refused.length === 0;
+  view.card.classList.toggle("quiet", quiet);
+  view.totals.replaceChildren(
+    ...["admitted", "refused", "failed"].map((kind) =>
+      el("li", { class: kind }, el("b", {}, number.format(stat[kind])), ` ${kind}`)),
+    el("li", {}, quiet ? "no decisions in the last hour" : "last hour"),
+  );
+  view.data = minutes(stat.per_minute, now);
+  if (view.chart) view.chart.setData(view.data);
+  else if (view.chartBox.clientWidth > 0) {
+    view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
+    resizer.observe(view.chartBox);
+  }
+  view.dataBody.replaceChildren(...[...stat.per_minute].reverse().map((row) =>
+    el("tr", {},
+      el("td", {}, clock.format(new Date(row.minute_ms))),
+      el("td", { class: "num" }, number.format(row.admitted)),
+      el("td", { class: "num" }, number.format(row.refused)),
+      el("td", { class: "num" }, number.format(row.failed)))));
+  view.topEmpty.hidden = stat.top_refused.length > 0;
+  view.topBody.replaceChildren(...stat.top_refused.map((entry) =>
+    el("tr", {},
+      el("td", { class: "key" }, entry.key),
+      el("td", { class: "num", title: entry.error ? `between ${entry.count - entry.error} and ${entry.count}` : null },
+        number.format(entry.count), entry.error ? el("span", { class: "muted" }, ` ±${number.format(entry.error)}`) : null),
+      el("td", { class: "actions" },
+        el("button", { type: "button", class: "small", "aria-label": `Inspect ${entry.key}`, onclick: () => inspect(id, entry.key) }, "Inspect"),
+        el("button", { type: "button", class: "small", "aria-label": `Ban ${entry.key}`, onclick: () => prepareBan(entry.key) }, "Ban…")))));
+}
+
+const resizer = new ResizeObserver((entries) => {
+  for (const entry of entries) {
+    for (const view of state.charts.values()) {
+      if (view.chartBox === entry.target && view.chart) {
+        view.chart.setSize({ width: entry.contentRect.width, height: 170 });
+      }
+    }
+  }
+});
+
+/** Charts take their colours from the scheme: rebuild them when it changes. */
+matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+  for (const view of state.charts.values()) {
+    if (!view.chart) continue;
+    view.chart.destroy();
+    view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
+  }
+});
+
+// ---- bans -------------------------------------------------------------
+
+function renderBans(bans) {
+  $("bans-count").textContent = bans.length ? `(${number.format(bans.length)})` : "";
+  $("bans-empty").hidden = bans.length > 0;
+  const body = $("bans").tBodies[0];
+  body.replaceChildren(...bans.map((ban) => {
+    const manual = ban.source === "manual";
+    const rule = manual ? null : ban.source.replace(/^rule:/, "");
+    return el("tr", {},
+      el("td", { class: "keycell" }, el("span", { class: "key" }, ban.key),
+        el("span", { class: "source" }, manual ? el("span", { class: "tag" }, "manual") : el("span", { class: "tag warn" }, `rule ${rule}`))),
+      el("td", {},
+        el("time", { datetime: ban.until, title: stamp.format(new Date(ban.until_ms)) }, `ends ${until(ban.until_ms)}`),
+        el("span", { class: "line muted" }, ban.reason)),
+      el("td", { class: "actions" },
+        el("button", {
+          type: "button",
+          class: "small",
+          "aria-label": `Lift the ban on ${ban.key}`,
+          title: manual ? null : `Resets the key on rule ${rule}: its ban and its log`,
+          onclick: (event) => lift(event.currentTarget, ban.key, rule),
+        }, "Lift")));
+  }));
+}
+
+async function lift(button, key, rule) {
+  button.disabled = true;
+  await act(
+    () => (rule === null ? call("DELETE", `bans/${segment(key)}`) : call("DELETE", `keys/${segment(rule)}/${segment(key)}`)),
+    `Lifted the ban on ${key}.`,
+  );
+}
+
+// ---- actions ----------------------------------------------------------
+
+let noticeTimer = null;
+function notify(text, failed = false) {
+  const notice = $("notice");
+  notice.textContent = text;
+  notice.classList.toggle("failed", failed);
+  notice.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => { notice.hidden = true; }, 8_000);
+}
+
+/** Runs an action, says how it went, and refreshes what it changed. */
+async function act(action, done) {
+  try {
+    const answer = await action();
+    notify(done);
+    // A refresh that started before the change would show the old state.
+    if (state.inFlight) await state.inFlight;
+    await refresh();
+    return answer;
+  } catch (error) {
+    if (error.status === 401) return showSignIn(explain(error));
+    notify(`Failed: ${explain(error)}`, true);
+    return null;
+  }
+}
+
+function prepareBan(key) {
+  $("ban-key").value = key;
+  $("ban-for").focus();
+}
+
+async function ban(event) {
+  event.preventDefault();
+  const key = $("ban-key").value;
+  const body = { for: $("ban-for").value.trim() };
+  const reason = $("ban-reason").value.trim();
+  if (reason) body.reason = reason;
+  const answer = await act(() => call("PUT", `bans/${segment(key)}`, body), `Banned ${key}.`);
+  if (answer) $("ban-key").value = "";
+}
+
+// ---- key lookup -------------------------------------------------------
+
+function ruleOptions(rules) {
+  const select = $("lookup-rule");
+  const chosen = select.value;
+  const options = [];
+  for (const rule of rules.rules) {
+    for (const tier of rule.tiers) {
+      const label = tier.name ? `${rule.id} · ${tier.name}` : rule.id;
+      options.push(el("option", { value: tier.lookup }, label));
+    }
+  }
+  options.push(el("option", { value: rules.api_rule }, `${rules.api_rule} (decision API)`));
+  select.replaceChildren(...options);
+  if ([...select.options].some((o) => o.value === chosen)) select.value = chosen;
+}
+
+function inspect(rule, key) {
+  $("lookup-rule").value = rule;
+  $("lookup-key").value = key;
+  lookup();
+  $("lookup-key").focus();
+}
+
+async function lookup(event) {
+  event?.preventDefault();
+  const rule = $("lookup-rule").value;
+  const key = $("lookup-key").value;
+  if (!rule || !key) return;
+  const result = $("key-result");
+  try {
+    renderKey(await call("GET", `keys/${segment(rule)}/${segment(key)}`));
+  } catch (error) {
+    if (error.status === 401) return showSignIn(explain(error));
+    result.replaceChildren(el("p", { class: "message error" }, explain(error)));
+  }
+}
+
+function renderKey(found) {
+  const now = Date.now();
+  const slots = found.slots.length
+    ? el("div", { class: "scroll" }, el("table", { class: "slots" },
+      el("thead", {}, el("tr", {},
+        ...["Policy", "Limit", "Used", "Left", "Oldest admission"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...found.slots.map((slot) =>
+        el("tr", {},
+          el("td", {}, slot.policy),
+          el("td", {}, `${number.format(slot.limit)} / ${duration(slot.window_ms)}`),
+          el("td", { class: "num" }, number.format(slot.used)),
+          el("td", { class: "num" }, number.format(slot.remaining)),
+          el("td", {}, slot.used > 0 && slot.reset_ms > 0
+            ? [`${duration(Math.max(0, slot.window_ms - slot.reset_ms))} ago`, el("span", { class: "line muted" }, `a slot frees in ${duration(slot.reset_ms)}`)]
+            : "–"))))))
+    : el("p", { class: "empty" }, "Nothing counted: the key has no admissions in any window.");
+  const leases = found.leases.length
+    ? el("ul", {}, ...found.leases.map((lease) =>
+      el("li", {}, el("code", {}, lease.id), lease.owner ? ` held by ${lease.owner}` : "",
+        `, ${lease.holds} hold(s), lapses ${until(lease.expires_ms)}`)))
+    : el("p", { class: "empty" }, "No leases held.");
+  const bans = [];
+  if (found.ban) bans.push(el("p", {}, el("span", { class: "tag warn" }, "banned"),
+    ` by the rule ${until(found.ban.until_ms)} (offence ${found.ban.offences}): `, found.ban.reason));
+  if (found.manual_ban) bans.push(el("p", {}, el("span", { class: "tag warn" }, "manual ban"),
+    ` ${until(found.manual_ban.until_ms)}: `, found.manual_ban.reason));
+  if (!bans.length) bans.push(el("p", { class: "empty" }, "Not banned."));
+  $("key-result").replaceChildren(
+    el("div", { class: "head" },
+      el("p", {}, el("span", { class: "key" }, found.key), el("span", { class: "muted" }, ` on ${found.rule} · looked up ${clock.format(new Date(now))}`)),
+      el("p", {},
+        el("button", {
+          type: "button",
+          class: "small danger",
+          onclick: () => reset(found.rule, found.key),
+        }, "Reset key"),
+        " ",
+        el("button", { type: "button", class: "small", onclick: () => prepareBan(found.key) }, "Ban…"))),
+    slots, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
+}
+
+async function reset(rule, key) {
+  if (!confirm(`Reset ${key} on ${rule}? Its log, its ban and its leases are forgotten.`)) return;
+  await act(() => call("DELETE", `keys/${segment(rule)}/${segment(key)}`), `Reset ${key} on ${rule}.`);
+  $("lookup-rule").value = rule;
+  $("lookup-key").value = key;
+  await lookup();
+}
+
+// ---- rules and figures ------------------------------------------------
+
+function policyText(p) {
+  const base = `${number.format(p.limit)} / ${duration(p.window_ms)} · ${p.algorithm}`;
+  return p.algorithm === "gcra" ? `${base} (burst ${p.burst}, ${p.rate.count} per ${duration(p.rate.period_ms)})` : base;
+}
+
+function renderRules(rules) {
+  ruleOptions(rules);
+  $("rules-empty").hidden = rules.rules.length > 0;
+  const line = (...parts) => el("span", { class: "line" }, ...parts);
+  $("rules").tBodies[0].replaceChildren(...rules.rules.map((rule) => {
+    const tiered = rule.tiers.length > 1 || rule.tiers[0]?.name;
+    const tierLabel = (tier) => (tiered ? `${tier.name} (${tier.when}): ` : "");
+    return el("tr", { "data-rule": rule.id },
+      el("th", { scope: "row" }, rule.id),
+      el("td", {}, line(el("code", {}, rule.match.path)), line(rule.match.methods ? rule.match.methods.join(", ") : "any method")),
+      el("td", {}, ...rule.tiers.map((tier) => line(tierLabel(tier), tier.key === null ? "everyone (shared)" : el("code", {}, tier.key)))),
+      el("td", {}, ...rule.tiers.flatMap((tier) =>
+        tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")])),
+      el("td", {}, rule.scope === "global" ? `global${rule.split > 1 ? `, split ${rule.split}` : ""}` : "per key"),
+      el("td", {}, rule.concurrency
+        ? [line(`${number.format(rule.concurrency.limit)} at once`), line(`lease ${duration(rule.concurrency.lease_ttl_ms)}`),
+          rule.concurrency.max_wait_ms ? line(`queue ${rule.concurrency.max_queue}, wait ${duration(rule.concurrency.max_wait_ms)}`) : null]
+        : "–"),
+      el("td", {}, rule.ban
+        ? [line(`after ${rule.ban.after} in ${duration(rule.ban.within_ms)}`),
+          line(`for ${duration(rule.ban.for_ms)}${rule.ban.multiplier > 1 ? ` ×${rule.ban.multiplier} up to ${duration(rule.ban.max_ms)}` : ""}`),
+          line(`answers ${rule.ban.status}`)]
+        : "–"),
+      el("td", {}, rule.shadow ? el("span", { class: "tag warn" }, "shadow") : "enforcing"),
+      el("td", {}, rule.on_error === "allow" ? "allow (fail open)" : "deny (fail closed)"));
+  }));
+}
+
+function renderFigures(stats) {
+  const i = stats.isolate;
+  const hubs = Object.keys(stats.shared).length;
+  const requests = Object.values(stats.shared).reduce((sum, hub) => sum + hub.requests, 0);
+  const figures = [
+    ["Refusal cache", `${number.format(i.refusal_cache)} of ${number.format(i.refusal_cache_capacity)}`],
+    ["Manual bans held", number.format(i.manual_bans)],
+    ["Pending counts", `${number.format(i.pending_stats)} of ${number.format(i.pending_stats_capacity)}`],
+    ["Rules with pending top keys", number.format(i.pending_top_rules)],
+    ["Pending bans", number.format(i.pending_bans)],
+    ["Hubs answering", `${hubs} of ${hubs + stats.unreachable.length}`],
+    ["Reports received by hubs", number.format(requests)],
+  ];
+  if (stats.unreachable.length) figures.push(["Hubs unreachable", stats.unreachable.join(", ")]);
+  $("isolate").replaceChildren(...figures.map(([name, value]) => el("div", {}, el("dt", {}, name), el("dd", {}, value))));
+}
+
+// ---- wiring -----------------------------------------------------------
+
+$("signin-form").addEventListener("submit", signIn);
+$("lookup-form").addEventListener("submit", lookup);
+$("ban-form").addEventListener("submit", ban);
+$("refresh").addEventListener("click", () => refresh());
+$("signout").addEventListener("click", () => showSignIn(null));
+$("pause").addEventListener("click", (event) => {
+  state.paused = !state.paused;
+  event.currentTarget.setAttribute("aria-pressed", String(state.paused));
+  event.currentTarget.textContent = state.paused ? "Resume" : "Pause";
+  setStatus(state.paused ? "paused" : "live", state.paused ? "Paused" : "Live");
+  schedule();
+});
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && !state.paused && sessionStorage.getItem(TOKEN)) refresh();
+});
+
+if (sessionStorage.getItem(TOKEN)) start();
+else showSignIn(null);

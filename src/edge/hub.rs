@@ -1,0 +1,336 @@
+//! The hubs: [`HUBS`] Durable Objects that gather what no single container
+//! knows, off every request's path. Each isolate sends its report (counts,
+//! top refused keys, bans that started) to one hub at random at most once
+//! per interval, and the hub answers with the manual bans; the admin API
+//! writes manual bans to every hub and reads all of them to answer. No
+//! key's lifecycle and no request ever waits on a hub.
+//!
+//! A hub's alarm deletes bans that ended, counts older than
+//! [`KEEP_STATS_MS`] and top keys older than an hour.
+//!
+//! The hubs replaced a single registry object (class renamed by migration
+//! `v2`). That object still holds the manual bans of an earlier version;
+//! when its alarm next fires, it hands them to the hubs and drops its old
+//! tables.
+
+use std::cell::Cell;
+
+use serde::Deserialize;
+use worker::{
+    console_error, durable_object, DurableObject, Env, Method, Request, Response, Result,
+    SqlStorage, State,
+};
+
+use super::client::Objects;
+use super::storage::{int, set_alarm_at};
+use super::{now_ms, respond};
+use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::http::problem::Problem;
+use crate::protocol::UnbanRequest;
+use crate::report::{HubAnswer, HubSummary, Report, RuleTop};
+use crate::stats::StatRow;
+use crate::top::{TopKeys, CAPACITY};
+
+/// Per-minute counts are kept a week.
+pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;
+
+/// Top refused keys are kept an hour.
+pub const KEEP_TOP_MS: u64 = 3_600_000;
+
+/// Bans that decisions started, at most this many per hub: they come from
+/// attackers' keys, so the list is bounded (each ban still holds in its
+/// own object; only the listing would miss it).
+pub const MAX_STARTED_BANS: u64 = 10_000;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS hub_bans (
+  key TEXT NOT NULL, source TEXT NOT NULL, until_ms INTEGER NOT NULL, reason TEXT NOT NULL,
+  PRIMARY KEY (key, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hub_minutes (
+  rule TEXT NOT NULL, minute_ms INTEGER NOT NULL,
+  admitted INTEGER NOT NULL, refused INTEGER NOT NULL, failed INTEGER NOT NULL,
+  PRIMARY KEY (rule, minute_ms)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hub_top (
+  rule TEXT NOT NULL, minute_ms INTEGER NOT NULL, summary TEXT NOT NULL,
+  PRIMARY KEY (rule, minute_ms)) WITHOUT ROWID;";
+
+#[durable_object]
+pub struct Hub {
+    state: State,
+    env: Env,
+    /// Whether this instance has made sure the tables exist.
+    ready: Cell<bool>,
+    /// Requests received since this instance started, so that operators
+    /// and tests can see that background traffic stays bounded.
+    requests: Cell<u64>,
+}
+
+#[derive(Deserialize)]
+struct Count {
+    n: u64,
+}
+
+#[derive(Deserialize)]
+struct Next {
+    at: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TopRow {
+    rule: String,
+    minute_ms: u64,
+    summary: String,
+}
+
+impl DurableObject for Hub {
+    fn new(state: State, env: Env) -> Self {
+        Hub {
+            state,
+            env,
+            ready: Cell::new(false),
+            requests: Cell::new(0),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        self.requests.set(self.requests.get() + 1);
+        let sql = self.sql()?;
+        let now = now_ms();
+        let url = req.url()?;
+        match (req.method(), url.path()) {
+            (Method::Post, "/report") => {
+                let Ok(report) = req.json::<Report>().await else {
+                    return bad_body();
+                };
+                self.take_report(&sql, report)?;
+                self.rearm(&sql).await?;
+                let answer = HubAnswer {
+                    manual_bans: bans(&sql, Some(MANUAL), now)?,
+                };
+                Response::from_json(&answer)
+            }
+            (Method::Put, "/bans") => {
+                let Ok(ban) = req.json::<BanRecord>().await else {
+                    return bad_body();
+                };
+                let held = count(
+                    &sql,
+                    "SELECT COUNT(*) AS n FROM hub_bans WHERE source = ? AND until_ms > ? AND key <> ?",
+                    vec![MANUAL.into(), int(now), ban.key.clone().into()],
+                )?;
+                if held >= MAX_MANUAL_BANS as u64 {
+                    return Response::from_json(
+                        &serde_json::json!({"banned": false, "full": true}),
+                    );
+                }
+                put_ban(&sql, &ban)?;
+                self.rearm(&sql).await?;
+                Response::from_json(&serde_json::json!({"banned": true}))
+            }
+            (Method::Delete, "/bans") => {
+                let Ok(request) = req.json::<UnbanRequest>().await else {
+                    return bad_body();
+                };
+                let removed = sql
+                    .exec(
+                        "DELETE FROM hub_bans WHERE key = ? AND source = ?",
+                        vec![request.key.into(), request.source.into()],
+                    )?
+                    .rows_written();
+                Response::from_json(&serde_json::json!({"removed": removed > 0}))
+            }
+            (Method::Get, "/summary") => {
+                let since = url
+                    .query_pairs()
+                    .find(|(name, _)| name == "since")
+                    .and_then(|(_, value)| value.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let stats: Vec<StatRow> = sql
+                    .exec(
+                        "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
+                         WHERE minute_ms + 60000 > ? OR minute_ms + 3660000 > ?
+                         ORDER BY rule, minute_ms",
+                        vec![int(since), int(now)],
+                    )?
+                    .to_array()?;
+                let top = sql
+                    .exec("SELECT rule, minute_ms, summary FROM hub_top", None)?
+                    .to_array::<TopRow>()?
+                    .into_iter()
+                    .filter_map(|row| {
+                        let keys = serde_json::from_str(&row.summary).ok()?;
+                        Some(RuleTop {
+                            rule: row.rule,
+                            minute_ms: row.minute_ms,
+                            keys,
+                        })
+                    })
+                    .collect();
+                Response::from_json(&HubSummary {
+                    requests: self.requests.get(),
+                    stats,
+                    top,
+                    bans: bans(&sql, None, now)?,
+                })
+            }
+            _ => respond::problem(&Problem::new(404, "not-found", "no such hub route")),
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let sql = self.sql()?;
+        let now = now_ms();
+        self.hand_over_legacy_bans(&sql, now).await?;
+        sql.exec("DELETE FROM hub_bans WHERE until_ms <= ?", vec![int(now)])?;
+        sql.exec(
+            "DELETE FROM hub_minutes WHERE minute_ms < ?",
+            vec![int(now.saturating_sub(KEEP_STATS_MS))],
+        )?;
+        sql.exec(
+            "DELETE FROM hub_top WHERE minute_ms < ?",
+            vec![int(now.saturating_sub(KEEP_TOP_MS))],
+        )?;
+        self.rearm(&sql).await?;
+        Response::empty()
+    }
+}
+
+impl Hub {
+    fn sql(&self) -> Result<SqlStorage> {
+        let sql = self.state.storage().sql();
+        if !self.ready.get() {
+            sql.exec(SCHEMA, None)?;
+            self.ready.set(true);
+        }
+        Ok(sql)
+    }
+
+    /// Adds an isolate's report to what this hub holds.
+    fn take_report(&self, sql: &SqlStorage, report: Report) -> Result<()> {
+        for row in report.stats {
+            sql.exec(
+                "INSERT INTO hub_minutes (rule, minute_ms, admitted, refused, failed) VALUES (?, ?, ?, ?, ?)
+                 ON CONFLICT (rule, minute_ms) DO UPDATE SET admitted = admitted + excluded.admitted,
+                 refused = refused + excluded.refused, failed = failed + excluded.failed",
+                vec![row.rule.into(), int(row.minute_ms), int(row.admitted), int(row.refused), int(row.failed)],
+            )?;
+        }
+        for part in report.top {
+            let held: Vec<TopRow> = sql
+                .exec(
+                    "SELECT rule, minute_ms, summary FROM hub_top WHERE rule = ? AND minute_ms = ?",
+                    vec![part.rule.clone().into(), int(part.minute_ms)],
+                )?
+                .to_array()?;
+            let mut keys: TopKeys = held
+                .first()
+                .and_then(|row| serde_json::from_str(&row.summary).ok())
+                .unwrap_or_default();
+            keys.merge(&part.keys, CAPACITY);
+            sql.exec(
+                "INSERT OR REPLACE INTO hub_top (rule, minute_ms, summary) VALUES (?, ?, ?)",
+                vec![
+                    part.rule.into(),
+                    int(part.minute_ms),
+                    serde_json::to_string(&keys)?.into(),
+                ],
+            )?;
+        }
+        let started = count(
+            sql,
+            "SELECT COUNT(*) AS n FROM hub_bans WHERE source <> ?",
+            vec![MANUAL.into()],
+        )?;
+        let room = MAX_STARTED_BANS.saturating_sub(started);
+        let started = report
+            .bans
+            .iter()
+            .filter(|ban| ban.source != MANUAL)
+            .take(usize::try_from(room).unwrap_or(usize::MAX));
+        for ban in started {
+            put_ban(sql, ban)?;
+        }
+        Ok(())
+    }
+
+    /// The object that was the single registry before the hubs: passes its
+    /// manual bans to the hubs, then drops its tables. Nothing else
+    /// addresses it, so this runs when its last alarm fires.
+    async fn hand_over_legacy_bans(&self, sql: &SqlStorage, now: u64) -> Result<()> {
+        let legacy = count(
+            sql,
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'live'",
+            Vec::new(),
+        )?;
+        if legacy == 0 {
+            return Ok(());
+        }
+        let manual: Vec<BanRecord> = sql
+            .exec(
+                "SELECT key, source, until_ms, reason FROM bans WHERE source = ? AND until_ms > ?",
+                vec![MANUAL.into(), int(now)],
+            )?
+            .to_array()?;
+        let objects = Objects::new(&self.env, 10_000);
+        for ban in &manual {
+            if let Err(e) = objects.ban_everywhere(ban).await {
+                console_error!("sluice: could not hand a manual ban to the hubs: {e}");
+                return Ok(());
+            }
+        }
+        sql.exec(
+            "DROP TABLE IF EXISTS bans; DROP TABLE IF EXISTS stats; DROP TABLE IF EXISTS live;",
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Sets the alarm for the next ban to end or the oldest row to age out,
+    /// whichever is first.
+    async fn rearm(&self, sql: &SqlStorage) -> Result<()> {
+        let next = sql
+            .exec(
+                "SELECT MIN(at) AS at FROM (SELECT MIN(until_ms) AS at FROM hub_bans
+                 UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_minutes
+                 UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_top)",
+                vec![int(KEEP_STATS_MS), int(KEEP_TOP_MS)],
+            )?
+            .one::<Next>()?
+            .at;
+        let storage = self.state.storage();
+        match next {
+            Some(at) => set_alarm_at(&storage, at).await,
+            None => storage.delete_alarm().await,
+        }
+    }
+}
+
+fn put_ban(sql: &SqlStorage, ban: &BanRecord) -> Result<()> {
+    sql.exec(
+        "INSERT OR REPLACE INTO hub_bans (key, source, until_ms, reason) VALUES (?, ?, ?, ?)",
+        vec![
+            ban.key.clone().into(),
+            ban.source.clone().into(),
+            int(ban.until_ms),
+            ban.reason.clone().into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Bans that have not ended, of one source or all.
+fn bans(sql: &SqlStorage, source: Option<&str>, now: u64) -> Result<Vec<BanRecord>> {
+    let query = "SELECT key, source, until_ms, reason FROM hub_bans
+                 WHERE until_ms > ? AND (? IS NULL OR source = ?) ORDER BY until_ms, key";
+    let source = source.map_or(worker::SqlStorageValue::Null, |s| s.into());
+    sql.exec(query, vec![int(now), source.clone(), source])?
+        .to_array()
+}
+
+fn count(sql: &SqlStorage, query: &str, bindings: Vec<worker::SqlStorageValue>) -> Result<u64> {
+    Ok(sql.exec(query, bindings)?.one::<Count>()?.n)
+}
+
+fn bad_body() -> Result<Response> {
+    respond::problem(&Problem::invalid("body", "malformed hub request"))
+}

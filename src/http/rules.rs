@@ -1,0 +1,322 @@
+//! `GET {prefix}/admin/rules`: the rules as the validated config holds
+//! them, for the dashboard and for operators checking what a deploy
+//! enforces. Built from the config types, so it shows what Sluice runs,
+//! not what the var said.
+
+use serde::Serialize;
+
+use crate::config::rule::Concurrency;
+use crate::config::{Config, OnError, Rule, RuleBan, Tier, When};
+use crate::limit::Spec;
+
+use super::admin::API_RULE;
+
+/// Every rule in match order, and the name the decision API's keys are
+/// looked up under.
+#[derive(Serialize)]
+pub struct Listing<'a> {
+    rules: Vec<Listed<'a>>,
+    api_rule: &'static str,
+}
+
+pub fn listing(config: &Config) -> Listing<'_> {
+    Listing {
+        rules: config.rules.iter().map(Listed::of).collect(),
+        api_rule: API_RULE,
+    }
+}
+
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: &'a str,
+    #[serde(rename = "match")]
+    matcher: Match<'a>,
+    paths: Paths,
+    action: Option<&'a str>,
+    tiers: Vec<ListedTier<'a>>,
+    scope: &'static str,
+    split: usize,
+    concurrency: Option<ListedConcurrency>,
+    ban: Option<ListedBan>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    shadow: bool,
+    on_error: &'static str,
+}
+
+#[derive(Serialize)]
+struct Match<'a> {
+    path: String,
+    methods: Option<&'a [String]>,
+}
+
+#[derive(Serialize)]
+struct Paths {
+    case_insensitive: bool,
+    ignore_trailing_slash: bool,
+}
+
+/// A tier: who it is for, its key (none for a global quota, which every
+/// caller shares), its policies, and the rule name its keys are looked up
+/// under (`GET /admin/keys/{lookup}/{key}`).
+#[derive(Serialize)]
+struct ListedTier<'a> {
+    name: Option<&'a str>,
+    /// `always`, `registered`, `anonymous`, or `claim plan in [pro, team]`.
+    when: String,
+    key: Option<String>,
+    lookup: &'a str,
+    policies: Vec<ListedPolicy<'a>>,
+}
+
+#[derive(Serialize)]
+struct ListedPolicy<'a> {
+    name: &'a str,
+    limit: u64,
+    window_ms: u64,
+    algorithm: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    burst: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate: Option<Rate>,
+}
+
+#[derive(Serialize)]
+struct Rate {
+    count: u64,
+    period_ms: u64,
+}
+
+#[derive(Serialize)]
+struct ListedConcurrency {
+    limit: u32,
+    lease_ttl_ms: u64,
+    max_wait_ms: u64,
+    max_queue: u32,
+}
+
+#[derive(Serialize)]
+struct ListedBan {
+    after: u32,
+    within_ms: u64,
+    for_ms: u64,
+    multiplier: u64,
+    max_ms: u64,
+    status: u16,
+}
+
+impl<'a> Listed<'a> {
+    fn of(rule: &'a Rule) -> Listed<'a> {
+        let global = rule.global.as_ref();
+        Listed {
+            id: &rule.id,
+            matcher: Match {
+                path: rule.path.to_string(),
+                methods: rule.methods.as_deref(),
+            },
+            paths: Paths {
+                case_insensitive: rule.paths.case_insensitive,
+                ignore_trailing_slash: rule.paths.ignore_trailing_slash,
+            },
+            action: rule.action.as_deref(),
+            tiers: rule
+                .tiers
+                .iter()
+                .map(|tier| ListedTier::of(tier, global.is_none()))
+                .collect(),
+            scope: if global.is_some() { "global" } else { "key" },
+            split: global.map_or(1, |g| g.parts.len()),
+            concurrency: rule.concurrency.as_ref().map(ListedConcurrency::of),
+            ban: rule.ban.as_ref().map(ListedBan::of),
+            allow: rule.allow.iter().map(ToString::to_string).collect(),
+            deny: rule.deny.iter().map(ToString::to_string).collect(),
+            shadow: rule.shadow,
+            on_error: match rule.on_error {
+                OnError::Allow => "allow",
+                OnError::Deny => "deny",
+            },
+        }
+    }
+}
+
+impl<'a> ListedTier<'a> {
+    fn of(tier: &'a Tier, keyed: bool) -> ListedTier<'a> {
+        ListedTier {
+            name: tier.name.as_deref(),
+            when: match &tier.when {
+                When::Always => "always".to_string(),
+                When::Registered => "registered".to_string(),
+                When::Anonymous => "anonymous".to_string(),
+                When::Claim { name, values } => {
+                    format!("claim {name} in [{}]", values.join(", "))
+                }
+            },
+            key: keyed.then(|| tier.key.to_string()),
+            lookup: tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
+            policies: tier
+                .policies
+                .iter()
+                .map(|(name, spec)| ListedPolicy::of(name, spec))
+                .collect(),
+        }
+    }
+}
+
+impl<'a> ListedPolicy<'a> {
+    fn of(name: &'a str, spec: &Spec) -> ListedPolicy<'a> {
+        let (algorithm, gcra) = match spec {
+            Spec::SlidingLog(_) => ("sliding_log", None),
+            Spec::FixedWindow(_) => ("fixed_window", None),
+            Spec::Gcra(gcra) => ("gcra", Some(gcra)),
+        };
+        ListedPolicy {
+            name,
+            limit: spec.limit(),
+            window_ms: spec.window_ms(),
+            algorithm,
+            burst: gcra.map(|g| g.max_burst()),
+            rate: gcra.map(|g| Rate {
+                count: g.count(),
+                period_ms: g.period_ms(),
+            }),
+        }
+    }
+}
+
+impl ListedConcurrency {
+    fn of(c: &Concurrency) -> ListedConcurrency {
+        ListedConcurrency {
+            limit: c.limit,
+            lease_ttl_ms: c.lease_ttl_ms,
+            max_wait_ms: c.max_wait_ms,
+            max_queue: c.max_queue,
+        }
+    }
+}
+
+impl ListedBan {
+    fn of(ban: &RuleBan) -> ListedBan {
+        let strikes = ban.policy.strikes();
+        ListedBan {
+            after: strikes.limit(),
+            within_ms: strikes.window_ms(),
+            for_ms: ban.policy.for_ms(),
+            multiplier: ban.policy.multiplier(),
+            max_ms: ban.policy.max_ms(),
+            status: ban.status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn listed(config: Value) -> Value {
+        serde_json::to_value(listing(&Config::from_value(config).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn a_plain_rule_lists_every_field() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [{"id": "api", "match": {"path": "/API/*", "methods": ["get"]},
+                       "key": "ip+header:x-team", "limit": 10, "window": "1m",
+                       "allow": ["10.0.0.0/8"]}]
+        }));
+        assert_eq!(rules["api_rule"], "_api");
+        assert_eq!(
+            rules["rules"][0],
+            json!({
+                "id": "api",
+                "match": {"path": "/api/*", "methods": ["GET"]},
+                "paths": {"case_insensitive": true, "ignore_trailing_slash": true},
+                "action": null,
+                "tiers": [{
+                    "name": null, "when": "always", "key": "{ip}|{header:x-team}", "lookup": "api",
+                    "policies": [{"name": "api", "limit": 10, "window_ms": 60_000, "algorithm": "sliding_log"}],
+                }],
+                "scope": "key",
+                "split": 1,
+                "concurrency": null,
+                "ban": null,
+                "allow": ["10.0.0.0/8"],
+                "deny": [],
+                "shadow": false,
+                "on_error": "deny",
+            })
+        );
+    }
+
+    #[test]
+    fn bans_concurrency_shadow_and_on_error_are_listed() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [
+                {"id": "login", "match": {"path": "/login"}, "limit": 5, "window": "15m",
+                 "ban": {"after": 3, "within": "1h", "for": "10m", "multiplier": 2, "max": "1d", "status": 403},
+                 "shadow": true, "on_error": "allow"},
+                {"id": "report", "match": {"path": "/report"}, "concurrency": 10, "lease_ttl": "1m",
+                 "queue": {"max_wait": "5s", "max_len": 20}},
+            ]
+        }));
+        let login = &rules["rules"][0];
+        assert_eq!(
+            login["ban"],
+            json!({"after": 3, "within_ms": 3_600_000, "for_ms": 600_000, "multiplier": 2,
+                   "max_ms": 86_400_000, "status": 403})
+        );
+        assert_eq!(login["shadow"], true);
+        assert_eq!(login["on_error"], "allow");
+        let report = &rules["rules"][1];
+        assert_eq!(
+            report["concurrency"],
+            json!({"limit": 10, "lease_ttl_ms": 60_000, "max_wait_ms": 5_000, "max_queue": 20})
+        );
+        assert_eq!(report["tiers"][0]["policies"], json!([]));
+    }
+
+    #[test]
+    fn a_split_global_quota_lists_the_whole_ceiling_and_no_key() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [{"id": "sale", "match": {"path": "/buy"}, "scope": "global", "split": 4,
+                       "limit": 1000, "window": "1s", "algorithm": "fixed_window"}]
+        }));
+        let sale = &rules["rules"][0];
+        assert_eq!(
+            (sale["scope"].as_str(), sale["split"].as_u64()),
+            (Some("global"), Some(4))
+        );
+        assert_eq!(sale["tiers"][0]["key"], Value::Null);
+        assert_eq!(
+            sale["tiers"][0]["policies"],
+            json!([{"name": "sale", "limit": 1000, "window_ms": 1_000, "algorithm": "fixed_window"}])
+        );
+    }
+
+    #[test]
+    fn tiers_and_gcra_policies_are_listed() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "jwt": {},
+            "rules": [{"id": "api", "match": {"path": "/api/*"}, "tiers": [
+                {"name": "registered", "when": "registered",
+                 "policies": [{"name": "burst", "limit": 10, "window": "1s", "algorithm": "gcra", "burst": 4}]},
+                {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
+            ]}]
+        }));
+        let tiers = &rules["rules"][0]["tiers"];
+        assert_eq!(tiers[0]["when"], "registered");
+        assert_eq!(tiers[0]["key"], "{claim:sub}");
+        assert_eq!(tiers[0]["lookup"], "api.registered");
+        assert_eq!(
+            tiers[0]["policies"][0],
+            json!({"name": "api.registered.burst", "limit": 5, "window_ms": 500, "algorithm": "gcra",
+                   "burst": 4, "rate": {"count": 10, "period_ms": 1_000}})
+        );
+        assert_eq!(tiers[1]["lookup"], "api.anonymous");
+        assert_eq!(tiers[1]["key"], "{ip}");
+    }
+}

@@ -1,0 +1,220 @@
+//! What an isolate tells the hubs, and how it keeps that bounded.
+//!
+//! Nothing on a request's path talks to a shared object. Instead each
+//! isolate collects, in memory, per-minute decision counts per rule, the
+//! keys it refused most often per rule ([`TopKeys`]), and the bans its
+//! decisions started; at most once per [`INTERVAL_MS`] it sends all of it
+//! in one request to one hub picked at random, in the background, and the
+//! hub answers with the operators' manual bans. Everything here is
+//! bounded, so an outage of the hubs or a flood of distinct keys cannot
+//! grow an isolate's memory or its next report.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::banlist::BanRecord;
+use crate::stats::{StatRow, Tally, Verdict};
+use crate::top::{TopKeys, CAPACITY};
+
+/// How often an isolate reports (and refreshes the manual bans).
+pub const INTERVAL_MS: u64 = 10_000;
+
+/// How many hubs share the reports. At 10 000 isolates reporting every
+/// [`INTERVAL_MS`], that is 1 000 reports/s in all and about 63 per hub.
+pub const HUBS: u32 = 16;
+
+/// Rules whose refused keys an isolate follows; more rules than any config
+/// holds, so the bound only matters for hostile input.
+pub const MAX_RULES: usize = 128;
+
+/// Bans that started, kept for the next report; beyond it they are
+/// dropped (each still holds in its own object).
+pub const MAX_BANS: usize = 64;
+
+/// One rule's most refused keys since the last report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleTop {
+    pub rule: String,
+    /// The minute the report was made in.
+    pub minute_ms: u64,
+    pub keys: TopKeys,
+}
+
+/// `POST /report` to a hub.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub stats: Vec<StatRow>,
+    pub top: Vec<RuleTop>,
+    pub bans: Vec<BanRecord>,
+}
+
+/// A hub's answer to a report: the manual bans every isolate applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubAnswer {
+    pub manual_bans: Vec<BanRecord>,
+}
+
+/// `GET /summary` from a hub, for the admin API, which merges all hubs'.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubSummary {
+    /// Requests this hub has received since its instance started.
+    pub requests: u64,
+    pub stats: Vec<StatRow>,
+    /// Top refused keys per rule and minute, for the last hour.
+    pub top: Vec<RuleTop>,
+    /// Bans that have not ended: manual ones and those decisions started.
+    pub bans: Vec<BanRecord>,
+}
+
+#[derive(Debug, Default)]
+pub struct Outbox {
+    tally: Tally,
+    top: BTreeMap<String, TopKeys>,
+    bans: Vec<BanRecord>,
+    /// When the last report left; `None` before the first, which is due at
+    /// once so that a new isolate learns the manual bans soon.
+    sent_ms: Option<u64>,
+}
+
+impl Outbox {
+    pub fn new() -> Outbox {
+        Outbox::default()
+    }
+
+    pub fn record(&mut self, rule: &str, now_ms: u64, verdict: Verdict) {
+        self.tally.record(rule, now_ms, verdict);
+    }
+
+    /// Counts a refusal of `key` under `rule`.
+    pub fn refused(&mut self, rule: &str, key: &str) {
+        if !self.top.contains_key(rule) && self.top.len() >= MAX_RULES {
+            return;
+        }
+        self.top
+            .entry(rule.to_string())
+            .or_default()
+            .add(key, CAPACITY);
+    }
+
+    pub fn ban_started(&mut self, ban: BanRecord) {
+        if self.bans.len() < MAX_BANS {
+            self.bans.push(ban);
+        }
+    }
+
+    /// Whether a report is due, and claims it: requests that arrive while
+    /// it is under way do not start another.
+    pub fn claim(&mut self, now_ms: u64) -> bool {
+        let due = self
+            .sent_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= INTERVAL_MS);
+        if due {
+            self.sent_ms = Some(now_ms);
+        }
+        due
+    }
+
+    /// Everything collected, which is then no longer pending.
+    pub fn take(&mut self, now_ms: u64) -> Report {
+        let minute_ms = now_ms - now_ms % 60_000;
+        Report {
+            stats: self.tally.take(),
+            top: std::mem::take(&mut self.top)
+                .into_iter()
+                .map(|(rule, keys)| RuleTop {
+                    rule,
+                    minute_ms,
+                    keys,
+                })
+                .collect(),
+            bans: std::mem::take(&mut self.bans),
+        }
+    }
+
+    /// Puts back a report that could not be sent, within the same bounds:
+    /// counts are added to what came since, and the hubs learn it next time.
+    pub fn restore(&mut self, report: Report) {
+        self.tally.restore(report.stats);
+        for RuleTop { rule, keys, .. } in report.top {
+            if !self.top.contains_key(&rule) && self.top.len() >= MAX_RULES {
+                continue;
+            }
+            self.top.entry(rule).or_default().merge(&keys, CAPACITY);
+        }
+        for ban in report.bans {
+            self.ban_started(ban);
+        }
+    }
+
+    /// Figures for operators: each is bounded.
+    pub fn pending(&self) -> (usize, usize, usize) {
+        (self.tally.pending(), self.top.len(), self.bans.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ban(key: &str) -> BanRecord {
+        BanRecord {
+            key: key.into(),
+            until_ms: 1,
+            reason: "r".into(),
+            source: "rule:api".into(),
+        }
+    }
+
+    #[test]
+    fn the_first_report_is_due_at_once_then_once_per_interval() {
+        let mut outbox = Outbox::new();
+        assert!(outbox.claim(5));
+        assert!(!outbox.claim(5), "claimed");
+        assert!(!outbox.claim(INTERVAL_MS + 4));
+        assert!(outbox.claim(INTERVAL_MS + 5));
+    }
+
+    #[test]
+    fn a_report_carries_counts_top_keys_and_bans_once() {
+        let mut outbox = Outbox::new();
+        outbox.record("api", 61_000, Verdict::Refused);
+        outbox.refused("api", "10.0.0.1");
+        outbox.refused("api", "10.0.0.1");
+        outbox.ban_started(ban("10.0.0.1"));
+        let report = outbox.take(62_000);
+        assert_eq!(report.stats.len(), 1);
+        assert_eq!(report.top[0].rule, "api");
+        assert_eq!(report.top[0].minute_ms, 60_000);
+        assert_eq!(report.top[0].keys.ranked()[0].count, 2);
+        assert_eq!(report.bans, [ban("10.0.0.1")]);
+        assert_eq!(outbox.take(63_000), Report::default());
+    }
+
+    #[test]
+    fn a_failed_report_is_put_back_within_bounds() {
+        let mut outbox = Outbox::new();
+        outbox.record("api", 0, Verdict::Refused);
+        outbox.refused("api", "a");
+        let report = outbox.take(0);
+        outbox.refused("api", "a");
+        outbox.restore(report);
+        let again = outbox.take(0);
+        assert_eq!(again.stats[0].refused, 1);
+        assert_eq!(again.top[0].keys.ranked()[0].count, 2);
+    }
+
+    #[test]
+    fn hostile_input_stays_bounded() {
+        let mut outbox = Outbox::new();
+        for i in 0..10_000 {
+            outbox.refused(&format!("rule{i}"), &format!("key{i}"));
+            outbox.refused("api", &format!("key{i}"));
+            outbox.ban_started(ban(&format!("key{i}")));
+        }
+        let (_, rules, bans) = outbox.pending();
+        assert_eq!((rules, bans), (MAX_RULES, MAX_BANS));
+        let report = outbox.take(0);
+        assert!(report.top.iter().all(|t| t.keys.len() <= CAPACITY));
+    }
+}

@@ -1,0 +1,185 @@
+//! The keys refused most often, in bounded memory: the space-saving
+//! summary (Metwally, Agrawal, El Abbadi, 2005).
+//!
+//! A summary keeps at most `capacity` counters. A key already counted adds
+//! to its counter; a new key takes a free counter, or else replaces the
+//! smallest one and inherits its count, remembered as `error`. So:
+//!
+//! - every counted `count` is an upper bound of the key's true count, and
+//!   `count - error` a lower bound;
+//! - a key seen more than `n / capacity` times (of `n` seen in all) is
+//!   always listed.
+//!
+//! Summaries merge by adding counts (and errors) key by key, then keeping
+//! the `capacity` largest: the merged bounds hold for the sum of the
+//! inputs, with `n` the total, because a key left out of one input had at
+//! most that input's smallest count there, and that is added to its error.
+
+use serde::{Deserialize, Serialize};
+
+/// How many keys an isolate (and a hub, per rule and minute) keeps.
+pub const CAPACITY: usize = 32;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    pub key: String,
+    /// At least the key's true count.
+    pub count: u64,
+    /// How much `count` may overstate it.
+    pub error: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TopKeys {
+    counted: Vec<Counted>,
+    /// Everything ever added, so readers can state the guarantee.
+    seen: u64,
+}
+
+impl TopKeys {
+    pub fn new() -> TopKeys {
+        TopKeys::default()
+    }
+
+    /// Counts `key` once more.
+    pub fn add(&mut self, key: &str, capacity: usize) {
+        self.seen += 1;
+        if let Some(c) = self.counted.iter_mut().find(|c| c.key == key) {
+            c.count += 1;
+            return;
+        }
+        if self.counted.len() < capacity {
+            self.counted.push(Counted {
+                key: key.to_string(),
+                count: 1,
+                error: 0,
+            });
+            return;
+        }
+        if let Some(smallest) = self.counted.iter_mut().min_by_key(|c| c.count) {
+            *smallest = Counted {
+                key: key.to_string(),
+                count: smallest.count + 1,
+                error: smallest.count,
+            };
+        }
+    }
+
+    /// Adds `other` in and keeps the `capacity` largest counters.
+    pub fn merge(&mut self, other: &TopKeys, capacity: usize) {
+        // A key one side does not list may have counted up to that side's
+        // smallest count there (or nothing, if that side was not full).
+        let floor = |side: &TopKeys| {
+            if side.counted.len() >= capacity {
+                side.counted.iter().map(|c| c.count).min().unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        let (mine, theirs) = (floor(self), floor(other));
+        let mut merged: Vec<Counted> = Vec::with_capacity(self.counted.len() + other.counted.len());
+        for c in &self.counted {
+            let (count, error) = match other.counted.iter().find(|o| o.key == c.key) {
+                Some(o) => (c.count + o.count, c.error + o.error),
+                None => (c.count + theirs, c.error + theirs),
+            };
+            merged.push(Counted {
+                key: c.key.clone(),
+                count,
+                error,
+            });
+        }
+        for o in &other.counted {
+            if !self.counted.iter().any(|c| c.key == o.key) {
+                merged.push(Counted {
+                    key: o.key.clone(),
+                    count: o.count + mine,
+                    error: o.error + mine,
+                });
+            }
+        }
+        merged.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        merged.truncate(capacity);
+        self.counted = merged;
+        self.seen += other.seen;
+    }
+
+    /// The counters, largest first.
+    pub fn ranked(&self) -> Vec<Counted> {
+        let mut ranked = self.counted.clone();
+        ranked.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        ranked
+    }
+
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen == 0
+    }
+
+    /// Counters held (at most the capacity).
+    pub fn len(&self) -> usize {
+        self.counted.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_exactly_while_there_is_room() {
+        let mut top = TopKeys::new();
+        for key in ["a", "b", "a", "c", "a", "b"] {
+            top.add(key, 3);
+        }
+        let ranked = top.ranked();
+        let counts: Vec<(&str, u64, u64)> = ranked
+            .iter()
+            .map(|c| (c.key.as_str(), c.count, c.error))
+            .collect();
+        assert_eq!(counts, [("a", 3, 0), ("b", 2, 0), ("c", 1, 0)]);
+        assert_eq!(top.seen(), 6);
+    }
+
+    #[test]
+    fn a_new_key_replaces_the_smallest_and_inherits_its_count_as_error() {
+        let mut top = TopKeys::new();
+        for key in ["a", "a", "b", "c"] {
+            top.add(key, 2);
+        }
+        let ranked = top.ranked();
+        assert_eq!(ranked[0].key, "a");
+        assert_eq!(
+            (ranked[1].key.as_str(), ranked[1].count, ranked[1].error),
+            ("c", 2, 1)
+        );
+        assert_eq!(top.len(), 2);
+    }
+
+    #[test]
+    fn merging_adds_counts_and_keeps_the_largest() {
+        let mut left = TopKeys::new();
+        let mut right = TopKeys::new();
+        for key in ["a", "a", "b"] {
+            left.add(key, 2);
+        }
+        for key in ["b", "b", "c"] {
+            right.add(key, 2);
+        }
+        left.merge(&right, 2);
+        let ranked = left.ranked();
+        let ranked: Vec<(&str, u64, u64)> = ranked
+            .iter()
+            .map(|c| (c.key.as_str(), c.count, c.error))
+            .collect();
+        assert_eq!(
+            ranked,
+            [("a", 3, 1), ("b", 3, 0)],
+            "a may also have been seen once on the right, which was full"
+        );
+        assert_eq!(left.seen(), 6);
+    }
+}

@@ -1,0 +1,130 @@
+// Request bodies, end to end on workerd: a chunked body larger than any
+// endpoint needs is refused with 413 as soon as the limit is passed, and the
+// runtime's memory does not grow with what the client keeps sending.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { readdirSync, readFileSync } from "node:fs";
+import { Sluice, API_TOKEN } from "./harness.mjs";
+
+const ADMIN_TOKEN = "bodies-test-admin-token-0123456789abcdef";
+const MiB = 1024 * 1024;
+/** The most any endpoint reads (src/http/api.rs MAX_BODY_BYTES). */
+const LIMIT = 64 * 1024;
+
+let sluice;
+before(async () => {
+  sluice = await Sluice.start({ sluice: { origin: "demo", rules: [] }, secrets: { ADMIN_TOKEN, API_TOKEN } });
+});
+after(() => sluice?.stop());
+
+/** Resident memory of the workerd processes this test file started, in bytes. */
+function runtimeRss() {
+  const processes = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const status = readFileSync(`/proc/${entry}/status`, "utf8");
+      processes.push({
+        pid: Number(entry),
+        ppid: Number(/^PPid:\s*(\d+)/m.exec(status)[1]),
+        workerd: /^Name:\s*workerd/m.test(status),
+        rss: Number(/^VmRSS:\s*(\d+)/m.exec(status)?.[1] ?? 0) * 1024,
+      });
+    } catch {
+      // The process ended between listing and reading.
+    }
+  }
+  const ours = new Set([process.pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of processes) {
+      if (!ours.has(p.pid) && ours.has(p.ppid)) grew = ours.add(p.pid) && true;
+    }
+  }
+  return processes.filter((p) => p.workerd && ours.has(p.pid)).reduce((sum, p) => sum + p.rss, 0);
+}
+
+/** Sends `size` bytes chunked (no Content-Length) over a plain socket and
+ * resolves with the answer (`status` and `body`, or `status: null` when the
+ * connection ended without one) and how many bytes had been sent by then.
+ * A plain socket, because the runtime closes the connection once it has
+ * answered without reading the rest: an HTTP client reports the failed
+ * write and drops the answer, and a socket can lose it to the reset that
+ * closing with unread data sends (workerd does not linger). */
+function chunked(path, size, headers = {}) {
+  const url = new URL(sluice.base);
+  const chunk = Buffer.alloc(64 * 1024, "a");
+  const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from("\r\n")]);
+  const method = path.includes("/admin/") ? "PUT" : "POST";
+  const head = [
+    `${method} ${path} HTTP/1.1`,
+    `host: ${url.host}`,
+    "content-type: application/json",
+    "transfer-encoding: chunked",
+    "connection: close",
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+    "",
+    "",
+  ].join("\r\n");
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname);
+    let received = "";
+    let written = 0;
+    let writtenWhenAnswered = null;
+    socket.setEncoding("latin1");
+    socket.on("data", (data) => {
+      received += data;
+      writtenWhenAnswered ??= written;
+    });
+    socket.on("error", () => socket.destroy());
+    socket.on("close", () => {
+      const match = /^HTTP\/1\.1 (\d{3})[^\r]*\r\n[\s\S]*?\r\n\r\n([\s\S]*)$/.exec(received);
+      if (!match && received) return reject(new Error(`a malformed answer: ${JSON.stringify(received)}`));
+      resolve({ status: match ? Number(match[1]) : null, body: match?.[2], written: writtenWhenAnswered ?? written });
+    });
+    socket.write(head);
+    // Past the limit, each further chunk waits a little for the answer:
+    // a runtime that stopped reading answers then, and closes with nothing
+    // unread, so its answer is not lost to a reset.
+    let answered = () => {};
+    socket.on("data", () => answered());
+    const answerOrPause = () =>
+      new Promise((resolve) => {
+        answered = resolve;
+        setTimeout(resolve, 200);
+      });
+    const pump = async () => {
+      while (writtenWhenAnswered === null && written < size && !socket.destroyed) {
+        written += chunk.length;
+        if (!socket.write(frame)) await new Promise((resolve) => socket.once("drain", resolve));
+        if (written > LIMIT) await answerOrPause();
+      }
+      if (!socket.destroyed && writtenWhenAnswered === null) socket.end("0\r\n\r\n");
+    };
+    pump().catch(() => socket.destroy());
+  });
+}
+
+for (const size of [1 * MiB, 100 * MiB]) {
+  test(`a ${size / MiB} MiB chunked body is refused with 413 before it is read whole`, { timeout: 60_000 }, async () => {
+    const before = runtimeRss();
+    const started = Date.now();
+    for (const [path, headers] of [
+      ["/_sluice/v1/limit", { authorization: `Bearer ${API_TOKEN}` }],
+      ["/_sluice/v1/leases", { authorization: `Bearer ${API_TOKEN}` }],
+      ["/_sluice/admin/bans/203.0.113.9", { authorization: `Bearer ${ADMIN_TOKEN}` }],
+    ]) {
+      const answer = await chunked(path, size, headers);
+      assert.equal(answer.status, 413, `${path}: ${answer.body}`);
+      assert.equal(JSON.parse(answer.body).status, 413);
+      assert.ok(answer.written <= LIMIT + 4 * 64 * 1024, `${path}: ${answer.written} bytes were sent before the answer`);
+    }
+    assert.ok(before > 0, "the runtime's memory can be read");
+    const grew = runtimeRss() - before;
+    assert.ok(grew < 32 * MiB, `the runtime grew by ${Math.round(grew / MiB)} MiB`);
+    assert.ok(Date.now() - started < 10_000, "answered quickly");
+    const ok = await sluice.post("/_sluice/v1/limit", { key: "after-large-body", limit: 1, window_ms: 1000 });
+    assert.equal(ok.status, 200, "the isolate still serves");
+  });
+}

@@ -1,0 +1,111 @@
+// Counting what the origin answered, end to end on workerd: a login rule
+// that counts only failed attempts (the demo origin answers ?status=401),
+// and reservations kept or refunded through the decision API.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Sluice, freshKey, API_TOKEN } from "./harness.mjs";
+
+const rules = [
+  {
+    id: "login",
+    match: { path: "/login", methods: ["POST"] },
+    key: "ip+header:x-user",
+    limit: 5,
+    window: "15m",
+    count: { status: [401, 403, "5xx"] },
+  },
+];
+
+let sluice;
+before(async () => {
+  sluice = await Sluice.start({ sluice: { origin: "demo", rules }, secrets: { API_TOKEN } });
+});
+after(() => sluice?.stop());
+
+let n = 0;
+const login = (user, status, ip = "198.18.20.1") =>
+  sluice.fetch(`/login?status=${status}`, { method: "POST", headers: { "CF-Connecting-IP": ip, "X-User": user } });
+
+test("successful logins never count; the sixth failure in the window is refused, even with the right password", async () => {
+  const user = `ann-${++n}`;
+  for (let i = 0; i < 10; i++) {
+    const ok = await login(user, 200);
+    assert.equal(ok.status, 200, `success ${i + 1}`);
+    assert.equal((await ok.json()).status, 200);
+  }
+  for (let i = 0; i < 5; i++) assert.equal((await login(user, 401)).status, 401, `failure ${i + 1} reaches the origin`);
+  const sixth = await login(user, 200);
+  assert.equal(sixth.status, 429, "refused before the origin sees the password");
+  assert.equal((await sixth.json()).type, "https://iana.org/assignments/http-problem-types#quota-exceeded");
+  assert.equal((await login(`other-${n}`, 200)).status, 200, "another username is counted apart");
+});
+
+test("30 concurrent failed attempts, limit 5: exactly 5 reach the origin", async () => {
+  const user = `bob-${++n}`;
+  const answers = await Promise.all(Array.from({ length: 30 }, () => login(user, 401)));
+  const statuses = answers.map((r) => r.status);
+  assert.equal(statuses.filter((s) => s === 401).length, 5, statuses.join(","));
+  assert.equal(statuses.filter((s) => s === 429).length, 25);
+});
+
+test("server errors count too, other answers do not", async () => {
+  const user = `cat-${++n}`;
+  for (const status of [503, 500, 404, 302, 201]) await login(user, status);
+  for (let i = 0; i < 3; i++) assert.notEqual((await login(user, 403)).status, 429);
+  assert.equal((await login(user, 200)).status, 429, "503, 500 and three 403s make five");
+});
+
+const limit = (body) => sluice.post("/_sluice/v1/limit", body);
+const settle = (body) => sluice.post("/_sluice/v1/limit/settle", body);
+
+test("a refunded decision-API reservation frees its unit at once; a kept one counts", async () => {
+  const key = freshKey("reserve");
+  const policy = { key, limit: 1, window_ms: 600_000 };
+  const first = await (await limit({ ...policy, reserve: true })).json();
+  assert.equal(first.allowed, true);
+  assert.match(first.reservation, /^[0-9a-f]+$/);
+  const meanwhile = await (await limit({ ...policy, reserve: true })).json();
+  assert.equal(meanwhile.allowed, false, "a pending reservation counts");
+  assert.equal(meanwhile.reservation, undefined);
+  const refunded = await settle({ key, reservation: first.reservation, keep: false });
+  assert.equal(refunded.status, 200);
+  assert.deepEqual(await refunded.json(), { kept: false, repeated: false });
+  const again = await settle({ key, reservation: first.reservation, keep: true });
+  assert.deepEqual(await again.json(), { kept: false, repeated: true }, "a repeated settle changes nothing");
+  const second = await (await limit({ ...policy, reserve: true })).json();
+  assert.equal(second.allowed, true, "the refund freed the unit");
+  assert.equal((await settle({ key, reservation: second.reservation, keep: true })).status, 200);
+  assert.equal((await (await limit(policy)).json()).allowed, false, "the kept one counts");
+});
+
+test("the policies form reserves and settles every policy together", async () => {
+  const key = freshKey("reserve-many");
+  const body = { key, reserve: true, policies: [{ name: "second", limit: 1, window_ms: 1000 }, { name: "day", limit: 5, window_ms: 86_400_000 }] };
+  const first = await (await limit(body)).json();
+  assert.equal(first.allowed, true);
+  await settle({ key, reservation: first.reservation, keep: false });
+  const peek = await (await limit({ ...body, reserve: false, cost: 0 })).json();
+  assert.deepEqual(peek.policies.map((p) => p.remaining), [1, 5], "both policies got their unit back");
+});
+
+test("settle answers 404 for an unknown reservation and 400 naming a bad field", async () => {
+  const key = freshKey("settle");
+  const unknown = await settle({ key, reservation: "0123abcd", keep: true });
+  assert.equal(unknown.status, 404);
+  assert.equal((await unknown.json()).field, "reservation");
+  for (const [body, field] of [
+    [{ key, keep: true }, "reservation"],
+    [{ key, reservation: "x y", keep: true }, "reservation"],
+    [{ key, reservation: "ab" }, "keep"],
+    [{ key, reservation: "ab", keep: "yes" }, "keep"],
+    [{ reservation: "ab", keep: true }, "key"],
+    [{ key, reservation: "ab", keep: true, extra: 1 }, "extra"],
+  ]) {
+    const response = await settle(body);
+    assert.equal(response.status, 400, JSON.stringify(body));
+    assert.equal((await response.json()).field, field);
+  }
+  const peekReserve = await limit({ key, limit: 1, window_ms: 1000, cost: 0, reserve: true });
+  assert.equal(peekReserve.status, 400);
+  assert.equal((await peekReserve.json()).field, "reserve");
+});

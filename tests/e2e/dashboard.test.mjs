@@ -1,0 +1,303 @@
+// The operator's dashboard in a real browser: headless Chromium (Debian's
+// `chromium` package, driven by puppeteer-core) against the built worker
+// on workerd. Every page fails its test on a console error, an uncaught
+// exception or an alert.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import puppeteer from "puppeteer-core";
+import { Sluice } from "./harness.mjs";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const TOKEN = "dashboard-token-for-e2e-0123456789-abcdef";
+const SHOTS = new URL("../../build/screenshots/", import.meta.url).pathname;
+const XSS = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>'];
+
+const config = {
+  rules: [
+    { id: "api", match: { path: "/api/*", methods: ["GET", "POST"] }, limit: 3, window: "1m" },
+    {
+      id: "login", match: { path: "/login" }, limit: 1, window: "1m",
+      ban: { after: 2, within: "1m", for: "10m", multiplier: 2, max: "1h" },
+    },
+    { id: "search", match: { path: "/search" }, key: "header:x-user", limit: 1, window: "1m", shadow: false },
+    { id: "sale", match: { path: "/buy" }, scope: "global", split: 2, limit: 1000, window: "1s", algorithm: "fixed_window" },
+    { id: "report", match: { path: "/report" }, concurrency: 2, on_error: "allow" },
+  ],
+};
+
+const skip = existsSync(CHROMIUM)
+  ? false
+  : `no Chromium at ${CHROMIUM}: run scripts/setup.sh as root, or apt-get install -y chromium (or set CHROMIUM_PATH)`;
+
+let sluice;
+let browser;
+before(async () => {
+  if (skip) return;
+  mkdirSync(SHOTS, { recursive: true });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+});
+after(async () => {
+  await browser?.close();
+  await sluice?.stop();
+});
+
+const from = (ip, path, headers = {}) =>
+  sluice.fetch(path, { headers: { "CF-Connecting-IP": ip, ...headers } });
+
+/** A page that records console errors, uncaught exceptions and dialogs;
+ * `expected` lists console errors the test provokes on purpose. */
+async function open({ width = 1280, height = 800, dark = false } = {}) {
+  const page = await browser.newPage();
+  await page.setViewport({ width, height });
+  await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: dark ? "dark" : "light" }]);
+  const problems = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console: ${message.text()}`);
+  });
+  page.on("pageerror", (error) => problems.push(`exception: ${error.message}`));
+  page.on("dialog", async (dialog) => {
+    if (dialog.type() === "confirm") return dialog.accept();
+    problems.push(`dialog: ${dialog.type()} ${dialog.message()}`);
+    return dialog.dismiss();
+  });
+  await page.goto(`${sluice.base}/_sluice/admin/`, { waitUntil: "load" });
+  return { page, problems };
+}
+
+async function signIn(page, token = TOKEN) {
+  await page.waitForSelector("#token", { visible: true });
+  await page.type("#token", token);
+  await page.keyboard.press("Enter");
+}
+
+const text = (page, selector) => page.$eval(selector, (node) => node.textContent);
+const texts = (page, selector) => page.$$eval(selector, (nodes) => nodes.map((node) => node.textContent));
+
+/** Waits until `selector`'s rows hold a cell whose text is exactly `value`. */
+function rowWith(page, selector, value) {
+  return page.waitForFunction(
+    (sel, v) => [...document.querySelectorAll(`${sel} td, ${sel} th, ${sel} .key, ${sel} .line`)].some((cell) => cell.textContent === v),
+    { timeout: 15_000 },
+    selector,
+    value,
+  );
+}
+
+describe("the dashboard", { skip }, () => {
+  test("exists only with ADMIN_TOKEN, with strict headers, and holds no data", async () => {
+    const page = await sluice.fetch("/_sluice/admin/");
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get("content-type"), /^text\/html/);
+    const csp = page.headers.get("content-security-policy");
+    assert.match(csp, /default-src 'self'/);
+    assert.match(csp, /script-src 'self';/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.equal(page.headers.get("x-content-type-options"), "nosniff");
+    assert.equal(page.headers.get("referrer-policy"), "no-referrer");
+    const html = await page.text();
+    assert.doesNotMatch(html, /<script>|<style|\sstyle=|\son[a-z]+=/i, "no inline script, style or handler");
+    assert.doesNotMatch(html, new RegExp(TOKEN));
+
+    const script = await sluice.fetch("/_sluice/admin/dashboard.js");
+    assert.equal(script.status, 200);
+    assert.match(script.headers.get("content-type"), /javascript/);
+    assert.equal(script.headers.get("x-content-type-options"), "nosniff");
+    assert.equal((await sluice.fetch("/_sluice/admin/dashboard.css")).status, 200);
+    assert.equal((await sluice.fetch("/_sluice/admin/dashboard.js", { method: "POST" })).status, 405);
+
+    const home = await sluice.fetch("/_sluice/admin", { redirect: "manual" });
+    assert.equal(home.status, 308);
+    assert.equal(home.headers.get("location"), "/_sluice/admin/");
+
+    assert.equal((await sluice.fetch("/_sluice/admin/rules")).status, 401);
+    const rules = await sluice.fetch("/_sluice/admin/rules", { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(rules.status, 200);
+    assert.equal(rules.headers.get("cache-control"), "no-store");
+    assert.equal(rules.headers.get("x-content-type-options"), "nosniff");
+    assert.equal(rules.headers.get("referrer-policy"), "no-referrer");
+    const listed = await rules.json();
+    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report"]);
+    assert.deepEqual([listed.rules[3].scope, listed.rules[3].split], ["global", 2]);
+
+    // The assets are not reachable outside the admin path.
+    const root = await sluice.fetch("/dashboard.js");
+    assert.doesNotMatch(await root.text(), /uPlot|sluice-admin-token/);
+
+    const bare = await Sluice.start({ sluice: config });
+    try {
+      for (const path of ["/_sluice/admin/", "/_sluice/admin/dashboard.js", "/_sluice/admin"]) {
+        assert.equal((await bare.fetch(path, { redirect: "manual" })).status, 404, path);
+      }
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  test("a wrong token shows the error and nothing else", async () => {
+    const { page, problems } = await open();
+    await signIn(page, "not-the-token-0123456789-0123456789-abc");
+    await page.waitForSelector("#signin-error", { visible: true });
+    assert.match(await text(page, "#signin-error"), /refused this token \(401/);
+    assert.equal(await page.$eval("#dashboard", (node) => node.hidden), true);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0, "a refused token is not kept");
+    assert.equal(await page.$eval("#token", (node) => document.activeElement === node), true);
+    await page.screenshot({ path: join(SHOTS, "wrong-token.png") });
+    // The one console error is the browser reporting the 401 itself.
+    assert.deepEqual(problems.filter((p) => !/status of 401/.test(p)), []);
+    await page.close();
+  });
+
+  test("shows rules, traffic, top refused keys and bans, and lifts a ban", async () => {
+    // Traffic: api refuses 198.51.100.1 twice; login bans 198.51.100.2;
+    // search refuses the hostile keys.
+    for (let i = 0; i < 5; i += 1) await from("198.51.100.1", "/api/items");
+    for (let i = 0; i < 4; i += 1) await from("198.51.100.2", "/login");
+    for (const key of XSS) for (let i = 0; i < 3; i += 1) await from("198.51.100.3", "/search", { "x-user": key });
+    assert.notEqual((await from("198.51.100.2", "/login")).status, 200, "the login key is banned");
+
+    const { page, problems } = await open();
+    const statsInFlight = { now: 0, most: 0 };
+    page.on("request", (request) => {
+      if (request.url().includes("/admin/stats")) {
+        statsInFlight.now += 1;
+        statsInFlight.most = Math.max(statsInFlight.most, statsInFlight.now);
+      }
+    });
+    const settled = (request) => {
+      if (request.url().includes("/admin/stats")) statsInFlight.now -= 1;
+    };
+    page.on("requestfinished", settled);
+    page.on("requestfailed", settled);
+    await signIn(page);
+
+    // The rules as configured.
+    await rowWith(page, "#rules", "api");
+    const ruleRows = await page.$$eval("#rules tbody tr", (rows) => rows.map((row) => row.textContent));
+    assert.equal(ruleRows.length, 5);
+    assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
+    assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
+    assert.match(ruleRows[3], /everyone \(shared\).*1,000 \/ 1s · fixed_window.*global, split 2/);
+    assert.match(ruleRows[4], /2 at once.*allow \(fail open\)/);
+
+    // The chart and its data, per minute.
+    await page.waitForSelector('.rule-card[data-rule="api"] canvas');
+    await rowWith(page, '.rule-card[data-rule="api"] .minute-table', "2");
+    const minute = await page.$$eval('.rule-card[data-rule="api"] .minute-table tbody tr td', (cells) =>
+      cells.slice(1, 4).map((cell) => cell.textContent));
+    assert.deepEqual(minute, ["3", "2", "0"]);
+    assert.match(await text(page, '.rule-card[data-rule="api"] .totals'), /3 admitted.*2 refused.*0 failed/);
+
+    // Top refused keys, hostile ones shown as text and run nothing.
+    await rowWith(page, '.rule-card[data-rule="api"] .top-refused', "198.51.100.1");
+    for (const key of XSS) await rowWith(page, '.rule-card[data-rule="search"] .top-refused', key);
+    assert.equal(await page.$$eval("#traffic img, #traffic script", (nodes) => nodes.length), 0);
+    assert.equal(await page.$$eval('img[src="x"], body script', (nodes) => nodes.length), 0);
+
+    // The ban the login rule started, and one set from the page.
+    await rowWith(page, "#bans", "198.51.100.2");
+    await page.type("#ban-key", "198.51.100.9");
+    await page.$eval("#ban-for", (input) => { input.value = ""; });
+    await page.type("#ban-for", "10m");
+    await page.type("#ban-reason", XSS[0]);
+    await page.click("#ban-form button[type=submit]");
+    await rowWith(page, "#bans", "198.51.100.9");
+    await rowWith(page, "#bans", XSS[0]);
+    assert.notEqual((await from("198.51.100.9", "/api/x")).status, 200, "the manual ban holds");
+
+    // Key lookup: the api key's state per policy.
+    await page.select("#lookup-rule", "api");
+    await page.type("#lookup-key", "198.51.100.1");
+    await page.click("#lookup-form button[type=submit]");
+    await page.waitForSelector("#key-result .slots");
+    assert.match(await text(page, "#key-result .slots tbody"), /^api3 \/ 1m30/);
+    assert.match(await text(page, "#key-result"), /Not banned\./);
+
+    // The isolate's figures and the time of the last refresh.
+    assert.match(await text(page, "#isolate"), /Refusal cache.*of 4,096.*Hubs answering16 of 16/);
+    assert.notEqual(await text(page, "#refreshed"), "never");
+    assert.equal(await text(page, "#status"), "Live");
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(SHOTS, "dashboard.png") });
+    await page.screenshot({ path: join(SHOTS, "dashboard-full.png"), fullPage: true });
+
+    // Lift both bans from the page: the keys are admitted again.
+    for (const key of ["198.51.100.9", "198.51.100.2"]) {
+      await page.click(`#bans button[aria-label="Lift the ban on ${key}"]`);
+      await page.waitForFunction(
+        (k) => ![...document.querySelectorAll("#bans .key")].some((cell) => cell.textContent === k),
+        { timeout: 15_000 },
+        key,
+      );
+    }
+    assert.equal((await from("198.51.100.9", "/api/x")).status, 200);
+    assert.equal((await from("198.51.100.2", "/login")).status, 200);
+
+    // Reset from the lookup (confirmed in a dialog) empties the key.
+    await page.click("#key-result button.danger");
+    await page.waitForFunction(() => /Nothing counted/.test(document.querySelector("#key-result").textContent));
+    assert.equal((await from("198.51.100.1", "/api/items")).status, 200);
+
+    assert.ok(statsInFlight.most <= 1, `at most one refresh in flight, saw ${statsInFlight.most}`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("reads at phone width in the dark, and by keyboard", async () => {
+    const { page, problems } = await open({ width: 390, height: 844, dark: true });
+    assert.equal(await page.$eval("#token", (node) => node === document.activeElement), true, "the token field has focus");
+    assert.equal(await page.$eval("#token", (node) => node.labels[0]?.textContent), "Admin token");
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press("Enter");
+    await rowWith(page, "#rules", "api");
+    await page.waitForSelector('.rule-card[data-rule="api"] canvas');
+    const unlabeled = await page.$$eval("input, select", (fields) =>
+      fields.filter((field) => field.labels.length === 0).map((field) => field.id));
+    assert.deepEqual(unlabeled, []);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `no sideways scrolling at 390 px (${overflow} px too wide)`);
+    const background = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+    assert.equal(background, "rgb(15, 20, 25)", "the dark scheme applies");
+
+    // Keyboard: tab from the header reaches the controls in reading order.
+    await page.focus("#refresh");
+    const order = [];
+    for (let i = 0; i < 5; i += 1) {
+      await page.keyboard.press("Tab");
+      order.push(await page.evaluate(() => document.activeElement.id || document.activeElement.textContent));
+    }
+    assert.deepEqual(order.slice(0, 2), ["pause", "signout"]);
+    await page.screenshot({ path: join(SHOTS, "dashboard-phone-dark.png"), fullPage: true });
+
+    // Signing out forgets the token.
+    await page.click("#signout");
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("says so when the admin API is unreachable, and recovers", async () => {
+    const { page, problems } = await open();
+    await signIn(page);
+    await rowWith(page, "#rules", "api");
+    await page.setOfflineMode(true);
+    await page.click("#refresh");
+    await page.waitForSelector("#problem", { visible: true });
+    assert.match(await text(page, "#problem"), /unreachable.*Showing what it answered at/);
+    assert.equal(await text(page, "#status"), "Unreachable");
+    await page.screenshot({ path: join(SHOTS, "unreachable.png") });
+    await page.setOfflineMode(false);
+    await page.click("#refresh");
+    await page.waitForSelector("#problem", { hidden: true });
+    assert.equal(await text(page, "#status"), "Live");
+    // Offline fetches are reported by the browser itself.
+    assert.deepEqual(problems.filter((p) => !/ERR_INTERNET_DISCONNECTED/.test(p)), []);
+    await page.close();
+  });
+});
