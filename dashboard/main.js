@@ -498,6 +498,14 @@ function renderKey(found) {
   if (found.manual_ban) bans.push(el("p", {}, el("span", { class: "tag warn" }, "manual ban"),
     ` ${until(found.manual_ban.until_ms)}: `, found.manual_ban.reason));
   if (!bans.length) bans.push(el("p", { class: "empty" }, "Not banned."));
+  const override = found.override
+    ? el("p", {}, el("span", { class: "tag" }, "override"), " ",
+      found.override.unlimited
+        ? "unlimited"
+        : found.override.policies.map((p) => `${p.name}: ${number.format(p.limit)} / ${duration(p.window_ms)}`).join(", "),
+      found.override.until_ms ? `, lapses ${until(found.override.until_ms)}` : ", until lifted",
+      found.override.reason ? ` (${found.override.reason})` : "")
+    : el("p", { class: "empty" }, "No override: the rule's limits apply.");
   $("key-result").replaceChildren(
     el("div", { class: "head" },
       el("p", {}, el("span", { class: "key" }, found.key), el("span", { class: "muted" }, ` on ${found.rule} · looked up ${clock.format(new Date(now))}`)),
@@ -509,7 +517,7 @@ function renderKey(found) {
         }, "Reset key"),
         " ",
         el("button", { type: "button", class: "small", onclick: () => prepareBan(found.key) }, "Ban…"))),
-    slots, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
+    slots, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
 }
 
 async function reset(rule, key) {

@@ -211,6 +211,14 @@ describe("the dashboard", { skip }, () => {
     await rowWith(page, "#bans", XSS[0]);
     assert.notEqual((await from("198.51.100.9", "/api/x")).status, 200, "the manual ban holds");
 
+    // An override set through the admin API shows in the lookup, as text.
+    const override = await fetch(`${sluice.base}/_sluice/admin/keys/api/198.51.100.1/override`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ limit: 5, window: "1m", reason: XSS[1] }),
+    });
+    assert.equal(override.status, 200);
+
     // Key lookup: the api key's state per policy.
     await page.select("#lookup-rule", "api");
     await page.type("#lookup-key", "198.51.100.1");
@@ -218,6 +226,9 @@ describe("the dashboard", { skip }, () => {
     await page.waitForSelector("#key-result .slots");
     assert.match(await text(page, "#key-result .slots tbody"), /^api3 \/ 1m30/);
     assert.match(await text(page, "#key-result"), /Not banned\./);
+    const overrideText = await text(page, "#key-result");
+    assert.match(overrideText, /override ?api: 5 \/ 1m, until lifted/);
+    assert.ok(overrideText.includes(XSS[1]), "the override's reason is shown as text");
 
     // The isolate's figures and the time of the last refresh.
     assert.match(await text(page, "#isolate"), /Refusal cache.*of 4,096.*Hubs answering16 of 16/);
