@@ -86,6 +86,30 @@ pub struct QueueAsk {
     pub max_len: u32,
 }
 
+/// Policies in storage encoding, as both sides send them.
+fn encode_specs(policies: &[(String, Spec)]) -> Vec<WireSpec> {
+    policies
+        .iter()
+        .map(|(name, spec)| WireSpec {
+            name: name.clone(),
+            spec: spec.encode(),
+        })
+        .collect()
+}
+
+/// Policies as sent, validated: an invalid one is an error, not a panic.
+fn decode_specs(policies: &[WireSpec]) -> Result<Vec<(String, Spec)>, Invalid> {
+    policies
+        .iter()
+        .map(|p| {
+            let (kind, a, b, c) = p.spec;
+            Spec::decode(kind, a, b, c)
+                .map(|spec| (p.name.clone(), spec))
+                .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
+        })
+        .collect()
+}
+
 /// Why a check request cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid(pub String);
@@ -99,13 +123,7 @@ impl CheckRequest {
     ) -> CheckRequest {
         CheckRequest {
             key: key.to_string(),
-            policies: policies
-                .iter()
-                .map(|(name, spec)| WireSpec {
-                    name: name.clone(),
-                    spec: spec.encode(),
-                })
-                .collect(),
+            policies: encode_specs(policies),
             cost,
             ban: ban.map(|b| WireBan {
                 after: u64::from(b.strikes().limit()),
@@ -122,15 +140,7 @@ impl CheckRequest {
     }
 
     pub fn policies(&self) -> Result<Vec<(String, Spec)>, Invalid> {
-        self.policies
-            .iter()
-            .map(|p| {
-                let (kind, a, b, c) = p.spec;
-                Spec::decode(kind, a, b, c)
-                    .map(|spec| (p.name.clone(), spec))
-                    .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
-            })
-            .collect()
+        decode_specs(&self.policies)
     }
 
     pub fn ban(&self) -> Result<Option<BanPolicy>, Invalid> {
@@ -183,14 +193,7 @@ pub struct WireOverride {
 impl WireOverride {
     pub fn encode(o: &Override) -> WireOverride {
         WireOverride {
-            policies: o
-                .policies
-                .iter()
-                .map(|(name, spec)| WireSpec {
-                    name: name.clone(),
-                    spec: spec.encode(),
-                })
-                .collect(),
+            policies: encode_specs(&o.policies),
             until_ms: o.until_ms,
             reason: o.reason.clone(),
             set_ms: o.set_ms,
@@ -198,18 +201,8 @@ impl WireOverride {
     }
 
     pub fn decode(&self) -> Result<Override, Invalid> {
-        let policies = self
-            .policies
-            .iter()
-            .map(|p| {
-                let (kind, a, b, c) = p.spec;
-                Spec::decode(kind, a, b, c)
-                    .map(|spec| (p.name.clone(), spec))
-                    .ok_or_else(|| Invalid(format!("policy {:?} has an invalid spec", p.name)))
-            })
-            .collect::<Result<_, _>>()?;
         Ok(Override {
-            policies,
+            policies: decode_specs(&self.policies)?,
             until_ms: self.until_ms,
             reason: self.reason.clone(),
             set_ms: self.set_ms,

@@ -976,12 +976,7 @@ fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, Co
 }
 
 fn validate_rule_id(id: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&id.len())
-        && !id.starts_with('_')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
+    if is_part_name(id) && !id.starts_with('_') {
         Ok(())
     } else {
         Err(format!(
@@ -990,16 +985,20 @@ fn validate_rule_id(id: &str) -> Result<(), String> {
     }
 }
 
+/// 1 to 64 of `A-Z a-z 0-9 - _`.
+fn is_part_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// Tier and policy names join rule ids in policy names
 /// (`<rule>.<tier>.<policy>`) and object names (`rule:<rule>.<tier>:<key>`),
 /// so like rule ids they hold no `.` or `:`: with them, `a` + `b.c` and
 /// `a.b` + `c` would be one name.
 fn validate_part_name(name: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
+    if is_part_name(name) {
         Ok(())
     } else {
         Err(format!(

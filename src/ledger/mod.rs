@@ -270,6 +270,14 @@ impl Override {
 }
 
 impl KeyState {
+    /// The ban in force, as a decision reports it.
+    fn active_ban(&self, now_ms: u64) -> Option<BanNotice> {
+        self.ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false))
+    }
+
     /// The policies in force: an active override's, or the ones asked.
     fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
         match &self.overridden {
@@ -565,11 +573,7 @@ impl Ledger {
                 }
             })
             .collect();
-        let ban = state
-            .ban
-            .as_ref()
-            .filter(|ban| ban.is_active(now_ms))
-            .map(|ban| BanNotice::of(ban, false));
+        let ban = state.active_ban(now_ms);
         let lease = ask
             .lease
             .map(|l| lease_report(&state.leases, l, None, now_ms));
@@ -1011,11 +1015,7 @@ impl Ledger {
                 }
             })
             .collect();
-        let ban = state
-            .ban
-            .as_ref()
-            .filter(|ban| ban.is_active(now_ms))
-            .map(|ban| BanNotice::of(ban, false));
+        let ban = state.active_ban(now_ms);
         (slots, ban)
     }
 
