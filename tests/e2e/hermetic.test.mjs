@@ -54,8 +54,8 @@ before(async () => {
 
   // A leftover .wrangler/state from `npm run dev`, written the way wrangler
   // dev writes it, in which key "leftover" has used its one admission.
-  const { Sluice } = await import(pathToFileURL(join(copy, "tests/e2e/harness.mjs")));
-  const dev = await Sluice.start({ persist: join(copy, ".wrangler/state/v3/do") });
+  const { Sluice, API_TOKEN } = await import(pathToFileURL(join(copy, "tests/e2e/harness.mjs")));
+  const dev = await Sluice.start({ persist: join(copy, ".wrangler/state/v3/do"), secrets: { API_TOKEN } });
   try {
     const seeded = await (await dev.post("/_sluice/v1/limit", { key: "leftover", limit: 1, window_ms: 3_600_000 })).json();
     assert.equal(seeded.allowed, true);
@@ -108,12 +108,12 @@ async function withEnv(vars, fn) {
   }
 }
 
-/** What the harness in the copy starts: no secret but those passed, none of
- * the leftover state. */
+/** What the harness in the copy starts: no secret but those passed (here
+ * the decision API's token), none of the leftover state. */
 async function probe() {
-  const { Sluice } = await import(pathToFileURL(join(copy, "tests/e2e/harness.mjs")));
+  const { Sluice, API_TOKEN } = await import(pathToFileURL(join(copy, "tests/e2e/harness.mjs")));
   const found = {};
-  const bare = await Sluice.start();
+  const bare = await Sluice.start({ secrets: { API_TOKEN } });
   try {
     const admin = await bare.fetch("/_sluice/admin/bans", { headers: { Authorization: "Bearer from-the-developers-dev-vars" } });
     found.admin = admin.status;

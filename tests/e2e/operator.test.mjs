@@ -6,7 +6,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
-import { Sluice, freshKey, eventually } from "./harness.mjs";
+import { Sluice, freshKey, eventually, API_TOKEN } from "./harness.mjs";
 
 const TOKEN = "admin-token-for-e2e-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
@@ -33,7 +33,7 @@ let sluice;
 before(async () => {
   sluice = await Sluice.start({
     sluice: config,
-    secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET: "sluice-e2e-secret-0123456789abcdef" },
+    secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN, JWT_SECRET: "sluice-e2e-secret-0123456789abcdef" },
   });
 });
 after(() => sluice?.stop());
