@@ -20,7 +20,7 @@ if [ ! -e .dev.vars ]; then
       for (const name of ["API_TOKEN", "ADMIN_TOKEN"]) console.log(`${name}=${randomBytes(32).toString("hex")}`);
     ' > .dev.vars
   )
-  echo "dev: wrote .dev.vars with a new random API_TOKEN and ADMIN_TOKEN (local only; see \"Tokens\" in README.md)"
+  echo "dev: wrote .dev.vars with a new random API_TOKEN and ADMIN_TOKEN (local only; see \"Tokens and rotation\" in docs/operations.md)"
 elif ! grep -q '^API_TOKEN=' .dev.vars; then
   echo "dev: .dev.vars has no API_TOKEN, so the decision API (/_sluice/v1/...) answers 404; add a line API_TOKEN=<32 or more random characters>" >&2
 fi

@@ -1,6 +1,6 @@
 //! The operator's dashboard: `{prefix}/admin/` and its files, served from
 //! the Workers static assets the build writes to `build/dashboard` (see
-//! README.md, "Dashboard"). The worker runs first on every request and
+//! docs/http-api.md, "Dashboard"). The worker runs first on every request and
 //! fetches a file through the `ASSETS` binding only here, after the admin
 //! API has checked that `ADMIN_TOKEN` is set: without it the page does not
 //! exist. The files hold no data; the page asks for the token and sends it

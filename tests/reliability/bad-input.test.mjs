@@ -1,6 +1,6 @@
 // Bad input: a corpus of malformed requests (API bodies, keys, headers,
 // admin calls, raw bytes on the socket) and malformed configs. Each gets a
-// clear answer with the status the README promises, a problem+json body
+// clear answer with the status docs/http-api.md promises, a problem+json body
 // where Sluice answers, and is followed by a good request that must still
 // be served: a panic would poison the wasm instance and fail everything after
 // it. At the end the runtime's output holds no panic and no reinitialisation.
