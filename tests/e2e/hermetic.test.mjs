@@ -130,9 +130,9 @@ async function probe() {
   } finally {
     await jwt.stop();
   }
-  const passed = await Sluice.start({ secrets: { ADMIN_TOKEN: "passed-by-the-test" } });
+  const passed = await Sluice.start({ secrets: { ADMIN_TOKEN: "passed-by-the-test-0123456789abcdef" } });
   try {
-    const response = await passed.fetch("/_sluice/admin/bans", { headers: { Authorization: "Bearer passed-by-the-test" } });
+    const response = await passed.fetch("/_sluice/admin/bans", { headers: { Authorization: "Bearer passed-by-the-test-0123456789abcdef" } });
     found.passed = response.status;
     await response.arrayBuffer();
   } finally {
