@@ -207,7 +207,13 @@ impl Limiter {
                 (None, None) => inner.ledger.check(&parsed.key, &parsed.ask(), now),
             }
         };
+        let reserved = check.reserve.is_some() && outcome.allowed;
         self.persist(writes, now).await?;
+        if reserved {
+            // A reservation writes nothing, but its lapse is due: the alarm
+            // keeps it then if no settle came.
+            self.rearm(now).await?;
+        }
         let queue = check
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
@@ -444,12 +450,18 @@ impl Limiter {
         let tables = sql::existing(&storage_sql)?;
         sql::upgrade(&storage_sql, tables)?;
         let ledger = sql::load(&storage_sql, tables)?;
-        let alarm_ms = self
-            .state
-            .storage()
-            .get_alarm()
-            .await?
-            .and_then(|at| u64::try_from(at).ok());
+        // An object without tables has had nothing stored since it began or
+        // since its sweep freed its storage (alarm and all), so a new key's
+        // first request skips the alarm lookup.
+        let alarm_ms = if tables.any() {
+            self.state
+                .storage()
+                .get_alarm()
+                .await?
+                .and_then(|at| u64::try_from(at).ok())
+        } else {
+            None
+        };
         let mut inner = self.inner.borrow_mut();
         if !inner.loaded {
             *inner = Inner {
