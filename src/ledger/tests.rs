@@ -808,3 +808,31 @@ fn a_full_concurrency_limit_asks_for_a_short_retry() {
         "a lapse sooner than the short retry"
     );
 }
+
+#[test]
+fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 5, 900_000)];
+    let ask = Ask {
+        specs: &p,
+        cost: 1,
+        ban: None,
+        lease: None,
+    };
+    let (outcome, writes) = ledger.reserve("k", &ask, "r1", 60_000, 0);
+    assert!(outcome.allowed && writes.is_empty());
+    assert_eq!(
+        ledger.next_sweep(1),
+        Some(60_000),
+        "the alarm is due at the lapse"
+    );
+    assert!(ledger.lapse(59_999).is_empty());
+    let kept = ledger.lapse(60_000);
+    assert!(
+        matches!(kept[..], [Write::Slot { state: (0, 1), .. }]),
+        "{kept:?}"
+    );
+    let (again, _) = ledger.settle("k", "r1", false, 60_001);
+    assert!(again.is_none(), "a lapsed reservation cannot be refunded");
+    assert_eq!(ledger.peek("k", 60_001).0[0].used, 1);
+}
