@@ -14,7 +14,7 @@ use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{hub_name, Objects};
 use super::dashboard;
-use super::endpoints::{self, not_allowed, read_body};
+use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
@@ -123,10 +123,8 @@ async fn api(
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
-            let content_type = req.headers().get("content-type")?;
-            let ban = read_body(&mut req)
-                .await
-                .and_then(|body| json_object(content_type.as_deref(), &body))
+            let ban = parsed_body(&mut req, json_object)
+                .await?
                 .and_then(|object| parse_manual_ban(&object));
             match ban {
                 Ok(ban) => {
@@ -159,11 +157,7 @@ async fn api(
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
-            let content_type = req.headers().get("content-type")?;
-            let body = read_body(&mut req)
-                .await
-                .and_then(|body| json_object(content_type.as_deref(), &body));
-            match body {
+            match parsed_body(&mut req, json_object).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
                 Err(problem) => return respond::problem(&problem),
             }

@@ -91,12 +91,7 @@ fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>>
 
 /// `POST /v1/leases`: a lease under a concurrency limit, or a lock.
 async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
-    let content_type = req.headers().get("content-type")?;
-    let call = match read_body(&mut req).await {
-        Ok(body) => parse_lease_request(content_type.as_deref(), &body),
-        Err(problem) => Err(problem),
-    };
-    let call = match call {
+    let call = match parsed_body(&mut req, parse_lease_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -143,12 +138,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
     };
     let answer = match (req.method(), rest.strip_suffix("/renew")) {
         (Method::Post, Some(id)) if !id.is_empty() && !id.contains('/') => {
-            let content_type = req.headers().get("content-type")?;
-            let ttl = match read_body(&mut req).await {
-                Ok(body) => parse_renew_body(content_type.as_deref(), &body),
-                Err(problem) => Err(problem),
-            };
-            let ttl = match ttl {
+            let ttl = match parsed_body(&mut req, parse_renew_body).await? {
                 Ok(ttl) => ttl,
                 Err(problem) => return respond::problem(&problem),
             };
@@ -185,12 +175,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
 
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
 async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
-    let content_type = req.headers().get("content-type")?;
-    let request = match read_body(&mut req).await {
-        Ok(body) => parse_limit_request(content_type.as_deref(), &body),
-        Err(problem) => Err(problem),
-    };
-    let request = match request {
+    let request = match parsed_body(&mut req, parse_limit_request).await? {
         Ok(request) => request,
         Err(problem) => return respond::problem(&problem),
     };
@@ -238,12 +223,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
 
 /// `POST /v1/limit/settle`: keep or refund a reservation.
 async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
-    let content_type = req.headers().get("content-type")?;
-    let call = match read_body(&mut req).await {
-        Ok(body) => parse_settle_request(content_type.as_deref(), &body),
-        Err(problem) => Err(problem),
-    };
-    let call = match call {
+    let call = match parsed_body(&mut req, parse_settle_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -271,12 +251,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
 
 /// `POST /v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
 async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
-    let content_type = req.headers().get("content-type")?;
-    let call = match read_body(&mut req).await {
-        Ok(body) => parse_throttle_request(content_type.as_deref(), &body),
-        Err(problem) => Err(problem),
-    };
-    let call = match call {
+    let call = match parsed_body(&mut req, parse_throttle_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -314,7 +289,7 @@ pub fn verdict(allowed: bool) -> Verdict {
 /// first would let one request take the isolate past its memory limit.
 /// (Reading every body as a stream cost a hot key about a sixth of its
 /// throughput: see BENCHMARKS.md.)
-pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
+async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     let declared = req
         .headers()
         .get("content-length")
@@ -349,6 +324,18 @@ pub async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Proble
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The body, read and then parsed by `parse` with the request's content
+/// type; the problem to answer when either fails.
+pub async fn parsed_body<T>(
+    req: &mut Request,
+    parse: impl FnOnce(Option<&str>, &[u8]) -> std::result::Result<T, Problem>,
+) -> Result<std::result::Result<T, Problem>> {
+    let content_type = req.headers().get("content-type")?;
+    Ok(read_body(req)
+        .await
+        .and_then(|body| parse(content_type.as_deref(), &body)))
 }
 
 pub fn not_found(path: &str) -> Result<Response> {
