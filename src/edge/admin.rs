@@ -30,6 +30,7 @@ use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::key::MAX_KEY_BYTES;
 use crate::http::problem::Problem;
+use crate::http::query;
 use crate::http::rules;
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
@@ -139,12 +140,8 @@ async fn api(
         }
         (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Stats) => {
-            let url = req.url()?;
-            let param = |name: &str| {
-                url.query_pairs()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, value)| value.into_owned())
-            };
+            let url = req.inner().url();
+            let param = |name: &str| query::param(&url, name);
             let since = match parse_since(param("since").as_deref()) {
                 Ok(since) => since,
                 Err(problem) => return respond::problem(&problem),

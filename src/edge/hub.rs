@@ -26,6 +26,7 @@ use super::storage::{int, set_alarm_at};
 use super::{now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::problem::Problem;
+use crate::http::query;
 use crate::protocol::UnbanRequest;
 use crate::report::{HubAnswer, HubSummary, Report, RuleTop};
 use crate::stats::StatRow;
@@ -96,8 +97,7 @@ impl DurableObject for Hub {
         self.requests.set(self.requests.get() + 1);
         let sql = self.sql()?;
         let now = now_ms();
-        let url = req.url()?;
-        match (req.method(), url.path()) {
+        match (req.method(), req.path().as_str()) {
             (Method::Post, "/report") => {
                 let Ok(report) = req.json::<Report>().await else {
                     return bad_body();
@@ -140,10 +140,8 @@ impl DurableObject for Hub {
                 Response::from_json(&serde_json::json!({"removed": removed > 0}))
             }
             (Method::Get, "/summary") => {
-                let since = url
-                    .query_pairs()
-                    .find(|(name, _)| name == "since")
-                    .and_then(|(_, value)| value.parse::<u64>().ok())
+                let since = query::param(&req.inner().url(), "since")
+                    .and_then(|value| value.parse::<u64>().ok())
                     .unwrap_or(0);
                 let stats: Vec<StatRow> = sql
                     .exec(

@@ -12,6 +12,7 @@ pub mod jwt;
 pub mod key;
 pub mod path;
 pub mod problem;
+pub mod query;
 pub mod rules;
 pub mod time;
 
