@@ -6,8 +6,10 @@
 pub mod banlist;
 pub mod config;
 pub mod http;
+pub mod input;
 pub mod ledger;
 pub mod limit;
+pub mod limits;
 pub mod lockout;
 pub mod protocol;
 pub mod queue;

@@ -18,7 +18,6 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
-use sluice::config::duration::parse_ms;
 use sluice::config::pattern::Pattern;
 use sluice::config::Config as SluiceConfig;
 use sluice::http::admin::{parse_manual_ban, AdminRoute};
@@ -28,9 +27,11 @@ use sluice::http::api::{
 use sluice::http::cidr::{Cidr, CidrList};
 use sluice::http::forward::{to_origin, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
-use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
+use sluice::http::key::{KeyInputs, KeySpec};
 use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
+use sluice::input::duration::parse_ms;
+use sluice::limits::MAX_KEY_BYTES;
 
 struct Counting;
 

@@ -28,11 +28,11 @@ use crate::http::auth::authorized;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
-use crate::http::key::MAX_KEY_BYTES;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::http::rules;
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
+use crate::limits::MAX_KEY_BYTES;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::protocol::WireOverride;
 use crate::report::HUBS;
@@ -83,8 +83,7 @@ async fn api(
         let headers = Headers::new();
         headers.set("retry-after", &retry_after(wait_ms))?;
         let problem = Problem::new(
-            429,
-            "too-many-failures",
+            Code::TooManyFailures,
             format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
         );
         return respond::problem_with(&problem, headers);
@@ -95,8 +94,7 @@ async fn api(
         let headers = Headers::new();
         headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
         let problem = Problem::new(
-            401,
-            "unauthorized",
+            Code::Unauthorized,
             "the admin API needs the admin token as a bearer token",
         );
         return respond::problem_with(&problem, headers);
@@ -192,7 +190,7 @@ fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
         ));
     }
     let scope = format!("rule:{rule}");
-    let settings = settings(env).map_err(|e| Problem::new(500, "invalid-config", e.to_string()))?;
+    let settings = settings(env).map_err(|e| Problem::new(Code::InvalidConfig, e.to_string()))?;
     let found = settings
         .config
         .rules
@@ -205,8 +203,7 @@ fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
         )),
         Some((_, tier)) => Ok(tier.clone()),
         None => Err(Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
         )
         .with("field", "rule")),
@@ -260,8 +257,7 @@ async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> R
     let object = object_name(rule, key);
     let Some(previous) = objects.set_override(&object, None).await? else {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no override on {key:?} for rule {rule:?}"),
         ));
     };
@@ -411,8 +407,7 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
     };
     if !objects.ban_everywhere(&record).await? {
         return respond::problem(&Problem::new(
-            409,
-            "too-many-bans",
+            Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
@@ -427,8 +422,7 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
     isolate::forget_manual_ban(key);
     if !removed {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no manual ban on {key:?}"),
         ));
     }

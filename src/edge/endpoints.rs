@@ -15,7 +15,7 @@ use crate::http::api::{
     RESERVATION_TTL_MS,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
@@ -80,8 +80,7 @@ fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>>
             let headers = Headers::new();
             headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
             let problem = Problem::new(
-                401,
-                "unauthorized",
+                Code::Unauthorized,
                 "the decision API needs the API token as a bearer token",
             );
             respond::problem_with(&problem, headers).map(Some)
@@ -162,8 +161,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
             Headers::new(),
         ),
         Ok(None) => respond::problem(&Problem::new(
-            404,
-            "no-such-lease",
+            Code::NoSuchLease,
             "no live lease with that id for that key; it may have lapsed or been released",
         )),
         Err(e) => {
@@ -198,8 +196,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
             ..
         }) => respond::problem(
                 &Problem::new(
-                    409,
-                    "policy-conflict",
+                    Code::PolicyConflict,
                     format!(
                         "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
                     ),
@@ -236,8 +233,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(Some(answer)) => respond::json(&answer, Headers::new()),
         Ok(None) => respond::problem(
             &Problem::new(
-                404,
-                "no-such-reservation",
+                Code::NoSuchReservation,
                 "no pending reservation with that id for that key; it may have lapsed (and been kept)",
             )
             .with("field", "reservation"),
@@ -340,8 +336,7 @@ pub async fn parsed_body<T>(
 
 pub fn not_found(path: &str) -> Result<Response> {
     respond::problem(&Problem::new(
-        404,
-        "not-found",
+        Code::NotFound,
         format!("no Sluice endpoint at {path:?}"),
     ))
 }
@@ -350,7 +345,7 @@ pub fn not_allowed(allow: &str) -> Result<Response> {
     let headers = Headers::new();
     headers.set("allow", allow)?;
     respond::problem_with(
-        &Problem::new(405, "method-not-allowed", format!("use {allow}")),
+        &Problem::new(Code::MethodNotAllowed, format!("use {allow}")),
         headers,
     )
 }
@@ -362,8 +357,7 @@ pub fn unavailable() -> Result<Response> {
     headers.set("retry-after", "1")?;
     respond::problem_with(
         &Problem::new(
-            503,
-            "unavailable",
+            Code::Unavailable,
             "the limiter could not reach a decision; retry shortly",
         ),
         headers,

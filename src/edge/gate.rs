@@ -19,7 +19,7 @@ use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims};
 use crate::http::key::{client_ip, KeyInputs};
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::http::Incoming;
 use crate::ledger::{LeaseAsk, Outcome};
@@ -79,7 +79,7 @@ pub async fn limited(
         _ if rule.global.is_some() => GLOBAL_KEY.to_string(),
         Ok(key) => key,
         Err(missing) => {
-            let problem = Problem::new(400, "missing-key", missing.to_string())
+            let problem = Problem::new(Code::MissingKey, missing.to_string())
                 .with("rule", rule.id.as_str())
                 .with("field", missing.part.as_str());
             return respond::problem(&problem);
@@ -385,7 +385,7 @@ fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
 /// A caller refused before any decision: deny-listed.
 pub fn denied(rule_id: &str) -> Result<Response> {
     let problem =
-        Problem::new(403, "denied", "the client address is on a deny list").with("rule", rule_id);
+        Problem::new(Code::Denied, "the client address is on a deny list").with("rule", rule_id);
     respond::problem(&problem)
 }
 
@@ -394,8 +394,11 @@ pub fn denied(rule_id: &str) -> Result<Response> {
 fn manually_banned(rule: &Rule, ban: &BanRecord, now_ms: u64) -> Result<Response> {
     let status = rule.ban.map_or(429, |b| b.status);
     let until = rfc3339(ban.until_ms);
-    let problem = Problem::new(status, "banned", manual_ban_detail(&until, &ban.reason))
-        .with("banned-until", until);
+    let problem = Problem::new(
+        Code::Banned { status },
+        manual_ban_detail(&until, &ban.reason),
+    )
+    .with("banned-until", until);
     let headers = Headers::new();
     headers.set(
         "retry-after",
@@ -433,8 +436,7 @@ fn caller(
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),
             OnInvalid::Reject => Err(Problem::new(
-                401,
-                "invalid-token",
+                Code::InvalidToken,
                 format!("the bearer token was refused: {e}"),
             )),
         },

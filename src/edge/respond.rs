@@ -5,7 +5,7 @@ use worker::{Headers, Response, Result};
 
 use crate::config::Rule;
 use crate::http::headers::{ratelimit, ratelimit_policy, retry_after_field};
-use crate::http::problem::{Problem, CONTENT_TYPE};
+use crate::http::problem::{Code, Problem, CONTENT_TYPE};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
 use crate::limit::NEVER;
@@ -65,7 +65,7 @@ pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> 
             } else {
                 format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
             };
-            Problem::new(status, "banned", detail)
+            Problem::new(Code::Banned { status }, detail)
                 .with("banned-until", until)
                 .with("offences", ban.offences)
         }

@@ -5,10 +5,10 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use super::cidr::client_network;
-use super::problem::Problem;
-use crate::config::duration::parse_ms;
+use super::problem::{Code, Problem};
 use crate::config::Config;
-use crate::ledger::ban::MAX_BAN_MS;
+use crate::input::duration::parse_ms;
+use crate::limits::MAX_BAN_MS;
 
 /// Pseudo rule id under which the decision API's keys are addressed; rule
 /// ids may not start with `_`, so it cannot collide with a rule.
@@ -167,7 +167,7 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
         None => (rule, None),
     };
     let not_found = |field: &str, detail: String| {
-        Err(Problem::new(404, "not-found", detail).with("field", field))
+        Err(Problem::new(Code::NotFound, detail).with("field", field))
     };
     let Some(found) = config.rules.iter().find(|r| r.id == id) else {
         return not_found(

@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::problem::Problem;
+use super::problem::{Code, Problem};
 use crate::ledger::Outcome;
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 use crate::limit::lease::LeaseError;
@@ -310,8 +310,7 @@ pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
     let lease = outcome.lease.as_ref()?;
     let problem = match lease.error? {
         LeaseError::LimitMismatch { held } => Problem::new(
-            409,
-            "lease-limit-conflict",
+            Code::LeaseLimitConflict,
             format!(
                 "this key's leases are held with limit {held}, not {}; ask with limit {held} until they are all released or lapsed",
                 lease.limit
@@ -320,8 +319,7 @@ pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
         .with("field", "limit")
         .with("held-limit", held),
         LeaseError::NoSuchLease => Problem::new(
-            404,
-            "no-such-lease",
+            Code::NoSuchLease,
             "no live lease with that lease_id for that key; it may have lapsed or been released",
         )
         .with("field", "lease_id"),
@@ -347,8 +345,7 @@ pub fn lease_response(outcome: &Outcome) -> Value {
 
 pub fn too_large() -> Problem {
     Problem::new(
-        413,
-        "body-too-large",
+        Code::BodyTooLarge,
         format!("the body must be at most {MAX_BODY_BYTES} bytes"),
     )
 }
