@@ -1026,11 +1026,12 @@ fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// `PUT {prefix}/admin/keys/{rule}/{key}/override`: the limits, or
-/// `"unlimited": true`, with `for` and `reason`.
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
+/// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
+/// like any API body; [`parse_override`] checks it against the tier.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawOverride {
+pub struct OverrideRequest {
     limit: Option<u64>,
     window: Option<String>,
     algorithm: Option<String>,
@@ -1056,14 +1057,7 @@ pub struct OverrideBody {
 /// window or algorithm: admissions logged under one window would be
 /// re-read through another, and a log read through a shorter window
 /// forgets what a longer one counts again. Errors name the body's field.
-pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBody, ConfigError> {
-    let raw: RawOverride = serde_path_to_error::deserialize(body).map_err(|e| {
-        let path = e.path().to_string();
-        error(
-            if path == "." { "body" } else { &path },
-            e.into_inner().to_string(),
-        )
-    })?;
+pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
     if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
         return Err(error(

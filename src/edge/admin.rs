@@ -19,12 +19,12 @@ use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
-use crate::config::rule::{parse_override, Tier};
+use crate::config::rule::{parse_override, OverrideRequest, Tier};
 use crate::http::admin::{
     ban_subject, object_name, parse_manual_ban, parse_since, targets, AdminRoute, Target, API_RULE,
 };
-use crate::http::api::json_object;
 use crate::http::auth::authorized;
+use crate::http::body;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
@@ -121,10 +121,7 @@ async fn api(
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
-            let ban = parsed_body(&mut req, json_object)
-                .await?
-                .and_then(|object| parse_manual_ban(&object));
-            match ban {
+            match parsed_body(&mut req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
                     put_ban(objects, subject, ban.for_ms, ban.reason).await
@@ -155,7 +152,7 @@ async fn api(
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
-            match parsed_body(&mut req, json_object).await? {
+            match parsed_body(&mut req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
                 Err(problem) => return respond::problem(&problem),
             }
@@ -216,7 +213,7 @@ async fn put_override(
     objects: &Objects,
     rule: &str,
     key: &str,
-    body: serde_json::Map<String, serde_json::Value>,
+    body: OverrideRequest,
 ) -> Result<Response> {
     let tier = match override_tier(env, rule) {
         Ok(tier) => tier,
@@ -228,7 +225,7 @@ async fn put_override(
             format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
         ));
     }
-    let parsed = match parse_override(serde_json::Value::Object(body), &tier) {
+    let parsed = match parse_override(body, &tier) {
         Ok(parsed) => parsed,
         Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
     };

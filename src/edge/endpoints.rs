@@ -11,12 +11,13 @@ use super::settings::settings;
 use super::{admin, isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
-    RESERVATION_TTL_MS,
+    parse_renew_body, parse_settle_request, parse_throttle_request, RESERVATION_TTL_MS,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
+use crate::http::body::too_large;
 use crate::http::problem::{Code, Problem};
 use crate::ledger::{LeaseAsk, Outcome};
+use crate::limits::MAX_BODY_BYTES;
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
@@ -293,7 +294,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
         .flatten()
         .and_then(|len| len.parse::<u64>().ok());
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return Err(api::too_large());
+        return Err(too_large());
     }
     let unreadable = |_| Problem::invalid("body", "the body could not be read");
     // A declared length within the limit is all the runtime will deliver,
@@ -302,7 +303,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     if declared.is_some() {
         let body = req.bytes().await.map_err(unreadable)?;
         return if body.len() > MAX_BODY_BYTES {
-            Err(api::too_large())
+            Err(too_large())
         } else {
             Ok(body)
         };
@@ -315,7 +316,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(unreadable)?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(api::too_large());
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }

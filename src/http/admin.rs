@@ -2,13 +2,14 @@
 
 use std::net::IpAddr;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
+use super::body;
 use super::cidr::client_network;
 use super::problem::{Code, Problem};
 use crate::config::Config;
 use crate::input::duration::parse_ms;
-use crate::limits::MAX_BAN_MS;
+use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
 
 /// Pseudo rule id under which the decision API's keys are addressed; rule
 /// ids may not start with `_`, so it cannot collide with a rule.
@@ -246,35 +247,34 @@ pub struct ManualBan {
     pub reason: String,
 }
 
-pub fn parse_manual_ban(object: &Map<String, Value>) -> Result<ManualBan, Problem> {
-    if let Some(unknown) = object
-        .keys()
-        .find(|k| !["for", "reason"].contains(&k.as_str()))
-    {
+/// A manual ban's body as sent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManualBan {
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    reason: Option<String>,
+}
+
+pub fn parse_manual_ban(content_type: Option<&str>, body: &[u8]) -> Result<ManualBan, Problem> {
+    let raw: RawManualBan = body::read(content_type, body)?;
+    let lasts = raw
+        .lasts
+        .ok_or_else(|| Problem::invalid("for", "for is required: a duration such as \"10m\""))?;
+    let for_ms = parse_ms(&lasts).map_err(|m| Problem::invalid("for", m))?;
+    if !(1..=MAX_BAN_MS).contains(&for_ms) {
         return Err(Problem::invalid(
-            unknown,
-            format!("unknown field {unknown:?}; expected for, reason"),
+            "for",
+            format!("for must be from 1 ms to {} days", MAX_BAN_MS / DAY_MS),
         ));
     }
-    let for_ms = match object.get("for") {
-        Some(Value::String(text)) => parse_ms(text).map_err(|m| Problem::invalid("for", m))?,
-        _ => {
-            return Err(Problem::invalid(
-                "for",
-                "for is required: a duration such as \"10m\"",
-            ))
-        }
-    };
-    if !(1..=MAX_BAN_MS).contains(&for_ms) {
-        return Err(Problem::invalid("for", "for must be from 1 ms to 365 days"));
-    }
-    let reason = match object.get("reason") {
+    let reason = match raw.reason {
         None => DEFAULT_BAN_REASON.to_string(),
-        Some(Value::String(reason)) if reason.len() <= 512 => reason.clone(),
+        Some(reason) if reason.len() <= MAX_BAN_REASON_BYTES => reason,
         Some(_) => {
             return Err(Problem::invalid(
                 "reason",
-                "reason must be a string of at most 512 bytes",
+                format!("reason must be a string of at most {MAX_BAN_REASON_BYTES} bytes"),
             ))
         }
     };
@@ -306,7 +306,7 @@ fn percent_decode(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn routes_parse_with_encoded_keys() {
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn manual_bans_are_validated() {
-        let ok = |v: Value| parse_manual_ban(v.as_object().unwrap());
+        let ok = |v: Value| parse_manual_ban(Some("application/json"), v.to_string().as_bytes());
         assert_eq!(
             ok(json!({"for": "10m", "reason": "abuse"})).unwrap(),
             ManualBan {
@@ -484,8 +484,14 @@ mod tests {
         assert_eq!(field(json!({})), "for");
         assert_eq!(field(json!({"for": 10})), "for");
         assert_eq!(field(json!({"for": "0s"})), "for");
+        assert_eq!(field(json!({"for": "forever"})), "for");
         assert_eq!(field(json!({"for": "400d"})), "for");
         assert_eq!(field(json!({"for": "1m", "reason": 5})), "reason");
+        assert_eq!(
+            field(json!({"for": "1m", "reason": "x".repeat(513)})),
+            "reason"
+        );
         assert_eq!(field(json!({"for": "1m", "why": "x"})), "why");
+        assert_eq!(field(json!(["1m"])), "body");
     }
 }
