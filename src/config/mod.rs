@@ -3,6 +3,8 @@
 //! it is about (`SLUICE.rules[0].window`), because a limiter that silently
 //! runs without its limits is worse than one that refuses to start.
 
+pub mod listing;
+pub mod lookup;
 pub mod paths;
 pub mod pattern;
 pub mod rule;

@@ -19,9 +19,11 @@ use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::config::listing;
+use crate::config::lookup::{targets, Target};
 use crate::config::rule::{parse_override, OverrideRequest, Tier};
 use crate::http::admin::{
-    ban_subject, object_name, parse_manual_ban, parse_since, targets, AdminRoute, Target, API_RULE,
+    ban_subject, object_name, parse_manual_ban, parse_since, AdminRoute, API_RULE,
 };
 use crate::http::auth::authorized;
 use crate::http::body;
@@ -29,7 +31,6 @@ use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
-use crate::http::rules;
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
@@ -162,7 +163,7 @@ async fn api(
         }
         (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Rules) => {
-            respond::json(&rules::listing(&settings.config), Headers::new())
+            respond::json(&listing::of(&settings.config), Headers::new())
         }
         (_, AdminRoute::Rules) => return not_allowed("GET"),
         // Served before authentication, in `serve`.
