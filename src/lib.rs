@@ -5,10 +5,12 @@
 
 pub mod banlist;
 pub mod config;
+pub mod gate;
 pub mod http;
 pub mod ledger;
 pub mod limit;
 pub mod lockout;
+pub mod objects;
 pub mod protocol;
 pub mod queue;
 pub mod refusals;

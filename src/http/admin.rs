@@ -9,10 +9,7 @@ use super::problem::Problem;
 use crate::config::duration::parse_ms;
 use crate::config::Config;
 use crate::ledger::ban::MAX_BAN_MS;
-
-/// Pseudo rule id under which the decision API's keys are addressed; rule
-/// ids may not start with `_`, so it cannot collide with a rule.
-pub const API_RULE: &str = "_api";
+use crate::objects::name::{ObjectName, Scope, API_SCOPE};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRoute {
@@ -87,16 +84,6 @@ impl AdminRoute {
     }
 }
 
-/// The object that holds `key` for `rule` (a rule id, `rule.tier` for a
-/// tier, or [`API_RULE`]), as the edge names it.
-pub fn object_name(rule: &str, key: &str) -> String {
-    if rule == API_RULE {
-        format!("api:{key}")
-    } else {
-        format!("rule:{rule}:{key}")
-    }
-}
-
 /// What a manual ban on `key` must name to refuse that client: an IPv6
 /// address stands for its `/ipv6_prefix` group, because that group is what
 /// requests are matched by (a ban on one address of it would refuse
@@ -146,8 +133,8 @@ pub fn parse_since(since: Option<&str>) -> Result<u64, Problem> {
 /// rule (or `rule.tier`) it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub rule: String,
-    pub object: String,
+    pub scope: Scope,
+    pub object: ObjectName,
 }
 
 /// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
@@ -156,10 +143,10 @@ pub struct Target {
 /// global rule's key is `*`, or `*#i` for part `i` of a split one; anything
 /// else is a 404 naming the field at fault and what would be right.
 pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
-    if rule == API_RULE {
+    if rule == API_SCOPE {
         return Ok(vec![Target {
-            rule: rule.to_string(),
-            object: object_name(rule, key),
+            scope: Scope::Api,
+            object: Scope::Api.object(key),
         }]);
     }
     let (id, tier) = match rule.split_once('.') {
@@ -172,7 +159,7 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
     let Some(found) = config.rules.iter().find(|r| r.id == id) else {
         return not_found(
             "rule",
-            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
+            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_SCOPE} for the decision API"),
         );
     };
     let names: Vec<&str> = found
@@ -221,12 +208,9 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
     }
     Ok(chosen
         .into_iter()
-        .map(|t| {
-            let rule = t.scope.trim_start_matches("rule:").to_string();
-            Target {
-                object: format!("{}:{key}", t.scope),
-                rule,
-            }
+        .map(|t| Target {
+            scope: t.scope.clone(),
+            object: t.scope.object(key),
         })
         .collect())
 }
@@ -359,12 +343,6 @@ mod tests {
     }
 
     #[test]
-    fn object_names_match_the_edge() {
-        assert_eq!(object_name("api", "1.2.3.4"), "rule:api:1.2.3.4");
-        assert_eq!(object_name(API_RULE, "user:1"), "api:user:1");
-    }
-
-    #[test]
     fn a_manual_ban_on_an_ipv6_address_names_its_group() {
         assert_eq!(ban_subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
         assert_eq!(ban_subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
@@ -421,7 +399,7 @@ mod tests {
 
     fn objects(rule: &str, key: &str) -> Result<Vec<String>, (u16, String)> {
         targets(&config(), rule, key)
-            .map(|t| t.into_iter().map(|t| t.object).collect())
+            .map(|t| t.into_iter().map(|t| t.object.to_string()).collect())
             .map_err(|p| {
                 let body: Value = serde_json::from_str(&p.to_json()).unwrap();
                 (
@@ -434,7 +412,7 @@ mod tests {
     #[test]
     fn admin_key_routes_name_their_objects_or_say_what_is_wrong() {
         assert_eq!(objects("plain", "1.2.3.4").unwrap(), ["rule:plain:1.2.3.4"]);
-        assert_eq!(objects(API_RULE, "u").unwrap(), ["api:u"]);
+        assert_eq!(objects(API_SCOPE, "u").unwrap(), ["api:u"]);
         assert_eq!(
             objects("api.registered", "u1").unwrap(),
             ["rule:api.registered:u1"]

@@ -9,7 +9,7 @@ use crate::config::rule::Concurrency;
 use crate::config::{Config, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
 
-use super::admin::API_RULE;
+use crate::objects::name::API_SCOPE;
 
 /// Every rule in match order, and the name the decision API's keys are
 /// looked up under.
@@ -22,7 +22,7 @@ pub struct Listing<'a> {
 pub fn listing(config: &Config) -> Listing<'_> {
     Listing {
         rules: config.rules.iter().map(Listed::of).collect(),
-        api_rule: API_RULE,
+        api_rule: API_SCOPE,
     }
 }
 
@@ -152,7 +152,7 @@ impl<'a> ListedTier<'a> {
                 }
             },
             key: keyed.then(|| tier.key.to_string()),
-            lookup: tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
+            lookup: tier.scope.id(),
             policies: tier
                 .policies
                 .iter()
