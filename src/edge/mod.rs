@@ -56,7 +56,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     isolate::upkeep(&objects, &ctx);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
+    let ip = client_ip(&Parts::of(&req));
+    if ip.is_some_and(|ip| config.deny.contains(ip)) {
         return respond::problem(&crate::gate::denied("*"));
     }
     let path = req.path();
@@ -75,6 +76,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
                 rule,
                 path: path.form(rule.paths).text(),
                 params: &params,
+                ip,
             };
             gate::limited(req, &ctx, &objects, &settings, matched).await
         }

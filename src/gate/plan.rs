@@ -2,13 +2,15 @@
 //! deny lists, a bad token, no key, a manual ban, a cached refusal), or a
 //! question to the key's object, or to parts of a split quota.
 
+use std::net::IpAddr;
+
 use super::{Answer, Conclusion, Reply};
 use crate::banlist::BanRecord;
 use crate::config::{Config, OnInvalid, Rule, Tier};
 use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims, Hs256Key};
-use crate::http::key::{client_ip, KeyInputs};
+use crate::http::key::KeyInputs;
 use crate::http::problem::Problem;
 use crate::http::Incoming;
 use crate::ledger::{LeaseAsk, Outcome};
@@ -23,6 +25,9 @@ pub struct Matched<'a> {
     /// The path as the rule compared it (canonical, folded per its `paths`).
     pub path: &'a str,
     pub params: &'a [(&'a str, &'a str)],
+    /// The client's address (`CF-Connecting-IP`), parsed once per request
+    /// for the deny list that holds before any rule.
+    pub ip: Option<IpAddr>,
 }
 
 /// What the isolate knows before the request: the config, the JWT key, and
@@ -115,7 +120,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         now_ms,
     } = arrival;
     let (config, rule) = (known.config, matched.rule);
-    let ip = client_ip(request);
+    let ip = matched.ip;
     if let Some(ip) = ip {
         if config.allow.contains(ip) || rule.allow.contains(ip) {
             return done(Reply::untouched());

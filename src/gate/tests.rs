@@ -123,6 +123,7 @@ fn plan_with<'a>(
             rule: &config.rules[0],
             path: "/",
             params: &[],
+            ip: crate::http::key::client_ip(request),
         },
         request,
         now_ms: NOW,
