@@ -5,12 +5,14 @@
 
 pub mod banlist;
 pub mod config;
+pub mod gate;
 pub mod http;
 pub mod input;
 pub mod ledger;
 pub mod limit;
 pub mod limits;
 pub mod lockout;
+pub mod objects;
 pub mod protocol;
 pub mod queue;
 pub mod refusals;

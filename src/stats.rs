@@ -24,6 +24,17 @@ pub enum Verdict {
     Failed,
 }
 
+impl Verdict {
+    /// An admission or a refusal, as a decision said.
+    pub fn of(allowed: bool) -> Verdict {
+        if allowed {
+            Verdict::Admitted
+        } else {
+            Verdict::Refused
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatRow {
     pub rule: String,

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::rule::Concurrency;
 use super::{Config, OnError, Rule, RuleBan, Tier, When};
-use crate::http::admin::API_RULE;
 use crate::limit::Spec;
+use crate::objects::name::API_SCOPE;
 
 /// Every rule in match order, and the name the decision API's keys are
 /// looked up under.
@@ -21,7 +21,7 @@ pub struct Listing<'a> {
 pub fn of(config: &Config) -> Listing<'_> {
     Listing {
         rules: config.rules.iter().map(Listed::of).collect(),
-        api_rule: API_RULE,
+        api_rule: API_SCOPE,
     }
 }
 
@@ -151,7 +151,7 @@ impl<'a> ListedTier<'a> {
                 }
             },
             key: keyed.then(|| tier.key.to_string()),
-            lookup: tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
+            lookup: tier.scope.id(),
             policies: tier
                 .policies
                 .iter()

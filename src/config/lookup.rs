@@ -3,15 +3,15 @@
 //! name the config does not have is a 404 that says what would be right.
 
 use super::Config;
-use crate::http::admin::{object_name, API_RULE};
 use crate::http::problem::{Code, Problem};
+use crate::objects::name::{ObjectName, Scope, API_SCOPE};
 
 /// One container object an admin key route reads or resets, named by the
 /// rule (or `rule.tier`) it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub rule: String,
-    pub object: String,
+    pub scope: Scope,
+    pub object: ObjectName,
 }
 
 /// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
@@ -20,10 +20,10 @@ pub struct Target {
 /// global rule's key is `*`, or `*#i` for part `i` of a split one; anything
 /// else is a 404 naming the field at fault and what would be right.
 pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
-    if rule == API_RULE {
+    if rule == API_SCOPE {
         return Ok(vec![Target {
-            rule: rule.to_string(),
-            object: object_name(rule, key),
+            scope: Scope::Api,
+            object: Scope::Api.object(key),
         }]);
     }
     let (id, tier) = match rule.split_once('.') {
@@ -36,7 +36,7 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
     let Some(found) = config.rules.iter().find(|r| r.id == id) else {
         return not_found(
             "rule",
-            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
+            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_SCOPE} for the decision API"),
         );
     };
     let names: Vec<&str> = found
@@ -85,12 +85,9 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
     }
     Ok(chosen
         .into_iter()
-        .map(|t| {
-            let rule = t.scope.trim_start_matches("rule:").to_string();
-            Target {
-                object: format!("{}:{key}", t.scope),
-                rule,
-            }
+        .map(|t| Target {
+            scope: t.scope.clone(),
+            object: t.scope.object(key),
         })
         .collect())
 }
@@ -128,7 +125,7 @@ mod tests {
 
     fn objects(rule: &str, key: &str) -> Result<Vec<String>, (u16, String)> {
         targets(&config(), rule, key)
-            .map(|t| t.into_iter().map(|t| t.object).collect())
+            .map(|t| t.into_iter().map(|t| t.object.to_string()).collect())
             .map_err(|p| {
                 let body: Value = serde_json::from_str(&p.to_json()).unwrap();
                 (
@@ -141,7 +138,7 @@ mod tests {
     #[test]
     fn admin_key_routes_name_their_objects_or_say_what_is_wrong() {
         assert_eq!(objects("plain", "1.2.3.4").unwrap(), ["rule:plain:1.2.3.4"]);
-        assert_eq!(objects(API_RULE, "u").unwrap(), ["api:u"]);
+        assert_eq!(objects(API_SCOPE, "u").unwrap(), ["api:u"]);
         assert_eq!(
             objects("api.registered", "u1").unwrap(),
             ["rule:api.registered:u1"]

@@ -20,6 +20,7 @@ use crate::limits::{
     DAY_MS, DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS, MAX_NAME_BYTES,
     MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES, MAX_POLICIES,
 };
+use crate::objects::name::Scope;
 
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -96,8 +97,9 @@ pub struct Tier {
     pub key: KeySpec,
     /// Policies as named in the RateLimit headers, all enforced together.
     pub policies: Vec<(String, Spec)>,
-    /// Prefix of the container objects' names, unique per rule and tier.
-    pub scope: String,
+    /// Names the objects that hold this tier's keys, unique per rule and
+    /// tier.
+    pub scope: Scope,
 }
 
 /// Which callers a tier is for.
@@ -169,6 +171,15 @@ impl Rule {
     /// claims (none for an anonymous caller).
     pub fn tier_for(&self, claims: Option<&Claims>) -> Option<&Tier> {
         self.tiers.iter().find(|tier| tier.when.holds(claims))
+    }
+
+    /// Each part's policies when the rule's global quota is split in two or
+    /// more; `None` for a quota held by one object.
+    pub fn split_parts(&self) -> Option<&[Vec<(String, Spec)>]> {
+        self.global
+            .as_ref()
+            .map(|g| g.parts.as_slice())
+            .filter(|parts| parts.len() > 1)
     }
 
     /// Whether any tier needs a JWT verified.
@@ -333,7 +344,7 @@ pub(super) fn validate_rule(
                 when: When::Always,
                 key,
                 policies,
-                scope: format!("rule:{}", raw.id),
+                scope: Scope::rule(&raw.id, None),
             }]
         }
         Some(tiers) => {
@@ -676,7 +687,7 @@ fn validate_tiers(
                 "anonymous callers have no verified JWT, so their key cannot use {sub} or a claim: key them by ip or a header",
             ));
         }
-        let base = format!("{rule_id}.{}", tier.name);
+        let scope = Scope::rule(rule_id, Some(&tier.name));
         let limits = RawLimits {
             limit: tier.limit,
             window: tier.window,
@@ -684,13 +695,13 @@ fn validate_tiers(
             burst: tier.burst,
             policies: tier.policies,
         };
-        let policies = validate_limits(limits, &base, &here)?;
+        let policies = validate_limits(limits, scope.id(), &here)?;
         tiers.push(Tier {
             name: Some(tier.name),
             when,
             key,
             policies,
-            scope: format!("rule:{base}"),
+            scope,
         });
     }
     // Claim tiers are tried first where listed, but only `registered`,
@@ -1095,11 +1106,7 @@ pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody,
         }
         Some(true) => Vec::new(),
         Some(false) | None => {
-            let base = tier
-                .scope
-                .strip_prefix("rule:")
-                .unwrap_or(tier.scope.as_str());
-            let policies = validate_limits(limits, base, "")
+            let policies = validate_limits(limits, tier.scope.id(), "")
                 .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
             check_same_shape(&policies, &tier.policies)?;
             policies

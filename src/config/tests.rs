@@ -53,7 +53,7 @@ fn a_full_config_parses() {
             Spec::SlidingLog(Policy::new(5, 500).unwrap())
         )]
     );
-    assert_eq!(login.scope, "rule:login");
+    assert_eq!(login.scope.to_string(), "rule:login");
     assert_eq!(
         config
             .rule_for("GET", &RequestPath::new("/api/x"))
@@ -186,7 +186,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
     let someone = crate::http::jwt::Claims::from(json!({"sub": "u1"}).as_object().unwrap().clone());
     let registered = rule.tier_for(Some(&someone)).unwrap();
     assert_eq!(registered.policies[0].0, "api.registered");
-    assert_eq!(registered.scope, "rule:api.registered");
+    assert_eq!(registered.scope.to_string(), "rule:api.registered");
     assert_eq!(
         registered
             .key

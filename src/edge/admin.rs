@@ -22,9 +22,7 @@ use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::config::listing;
 use crate::config::lookup::{targets, Target};
 use crate::config::rule::{parse_override, OverrideRequest, Tier};
-use crate::http::admin::{
-    ban_subject, object_name, parse_manual_ban, parse_since, AdminRoute, API_RULE,
-};
+use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, AdminRoute};
 use crate::http::auth::authorized;
 use crate::http::body;
 use crate::http::cidr::client_network;
@@ -35,6 +33,7 @@ use crate::http::time::rfc3339;
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::objects::name::{Scope, API_SCOPE};
 use crate::protocol::WireOverride;
 use crate::report::HUBS;
 use crate::stats::summarize;
@@ -182,12 +181,12 @@ async fn api(
 /// call) and for a global quota (one object per part, not per key).
 fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
     let not_here = |detail: String| Err(Problem::invalid("rule", detail));
-    if rule == API_RULE {
+    if rule == API_SCOPE {
         return not_here(format!(
-            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_RULE}"
+            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_SCOPE}"
         ));
     }
-    let scope = format!("rule:{rule}");
+    let scope = Scope::named(rule);
     let settings = settings(env).map_err(|e| Problem::new(Code::InvalidConfig, e.to_string()))?;
     let found = settings
         .config
@@ -238,8 +237,10 @@ async fn put_override(
         set_ms: now,
     };
     let wire = WireOverride::encode(&overridden);
-    let object = object_name(rule, key);
-    let previous = objects.set_override(&object, Some(wire.clone())).await?;
+    let object = Scope::named(rule).object(key);
+    let previous = objects
+        .set_override(object.as_str(), Some(wire.clone()))
+        .await?;
     isolate::forget_refusal(&object);
     respond::json(
         &json!({"object": object, "override": override_view(&wire), "replaced": previous.is_some()}),
@@ -252,8 +253,8 @@ async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> R
     if let Err(problem) = override_tier(env, rule) {
         return respond::problem(&problem);
     }
-    let object = object_name(rule, key);
-    let Some(previous) = objects.set_override(&object, None).await? else {
+    let object = Scope::named(rule).object(key);
+    let Some(previous) = objects.set_override(object.as_str(), None).await? else {
         return respond::problem(&Problem::new(
             Code::NotFound,
             format!("no override on {key:?} for rule {rule:?}"),
@@ -298,9 +299,9 @@ async fn inspect_key(
     let manual_ban = isolate::manual_ban(&[key], now_ms());
     let mut states = Vec::with_capacity(targets.len());
     for target in targets {
-        let state = objects.peek(&target.object).await?;
+        let state = objects.peek(target.object.as_str()).await?;
         states.push(json!({
-            "rule": target.rule,
+            "rule": target.scope.id(),
             "key": key,
             "object": target.object,
             "slots": state.slots,
@@ -327,10 +328,10 @@ async fn reset_key(
 ) -> Result<Response> {
     let mut answers = Vec::with_capacity(targets.len());
     for target in targets {
-        let reset = objects.reset(&target.object).await?;
+        let reset = objects.reset(target.object.as_str()).await?;
         isolate::forget_refusal(&target.object);
         objects
-            .unban_everywhere(key, &format!("rule:{}", target.rule))
+            .unban_everywhere(key, &target.scope.to_string())
             .await?;
         answers.push(json!({"object": target.object, "reset": reset}));
     }

@@ -22,7 +22,7 @@ use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
-use crate::http::admin::API_RULE;
+use crate::objects::name::{Scope, API_SCOPE};
 
 /// Serves `path`, the part of the URL below the prefix.
 pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
@@ -95,7 +95,7 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
-    let mut request = CheckRequest::new(&format!("api:{}", call.key), &[], 1, None);
+    let mut request = CheckRequest::new(Scope::Api.object(&call.key).as_str(), &[], 1, None);
     request.lease = Some(LeaseAsk {
         name: "concurrency".into(),
         limit: call.limit,
@@ -110,13 +110,13 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
             if let Some(problem) = api::lease_problem(&outcome) {
                 return respond::problem(&problem);
             }
-            isolate::record(API_RULE, &call.key, verdict(outcome.allowed));
+            isolate::record(API_SCOPE, &call.key, Verdict::of(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&lease_response(&outcome), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, &call.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &call.key, Verdict::Failed);
             console_error!("sluice: lease for the API failed: {e}");
             unavailable()
         }
@@ -133,7 +133,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
             .map(|(_, value)| value.into_owned()),
     );
     let key = match key {
-        Ok(key) => format!("api:{key}"),
+        Ok(key) => Scope::Api.object(&key),
         Err(problem) => return respond::problem(&problem),
     };
     let answer = match (req.method(), rest.strip_suffix("/renew")) {
@@ -142,10 +142,10 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
                 Ok(ttl) => ttl,
                 Err(problem) => return respond::problem(&problem),
             };
-            objects.renew(&key, id, ttl).await
+            objects.renew(key.as_str(), id, ttl).await
         }
         (Method::Delete, None) if !rest.is_empty() && !rest.contains('/') => {
-            objects.release(&key, rest).await
+            objects.release(key.as_str(), rest).await
         }
         (_, Some(_)) => return not_allowed("POST"),
         (_, None) => return not_allowed("DELETE"),
@@ -179,7 +179,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let mut check = CheckRequest::new(
-        &format!("api:{}", request.key),
+        Scope::Api.object(&request.key).as_str(),
         &request.policies,
         request.cost,
         None,
@@ -205,14 +205,14 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
                 .with("policy", name.as_str()),
             ),
         Ok(outcome) => {
-            isolate::record(API_RULE, &request.key, verdict(outcome.allowed));
+            isolate::record(API_SCOPE, &request.key, Verdict::of(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
             respond::json(&limit_response(&request, &outcome, reservation), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, &request.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
             unavailable()
         }
@@ -226,7 +226,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let request = SettleRequest {
-        key: format!("api:{}", call.key),
+        key: Scope::Api.object(&call.key).to_string(),
         reservation: call.reservation,
         keep: call.keep,
     };
@@ -253,7 +253,7 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let request = ThrottleRequest {
-        key: format!("api:{}", call.key),
+        key: Scope::Api.object(&call.key).to_string(),
         max_burst: call.policy.max_burst(),
         count: call.policy.count(),
         period_ms: call.policy.period_ms(),
@@ -261,22 +261,14 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
     };
     match objects.throttle(&request).await {
         Ok(answer) => {
-            isolate::record(API_RULE, &call.key, verdict(!answer.limited));
+            isolate::record(API_SCOPE, &call.key, Verdict::of(!answer.limited));
             respond::json(&answer, Headers::new())
         }
         Err(e) => {
-            isolate::record(API_RULE, &call.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &call.key, Verdict::Failed);
             console_error!("sluice: throttle failed: {e}");
             unavailable()
         }
-    }
-}
-
-pub fn verdict(allowed: bool) -> Verdict {
-    if allowed {
-        Verdict::Admitted
-    } else {
-        Verdict::Refused
     }
 }
 
@@ -354,13 +346,5 @@ pub fn not_allowed(allow: &str) -> Result<Response> {
 /// The answer when a Durable Object cannot decide: fail closed, and say
 /// when to try again.
 pub fn unavailable() -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("retry-after", "1")?;
-    respond::problem_with(
-        &Problem::new(
-            Code::Unavailable,
-            "the limiter could not reach a decision; retry shortly",
-        ),
-        headers,
-    )
+    respond::answer(&crate::gate::unavailable())
 }

@@ -23,11 +23,11 @@ pub use hub::Hub;
 
 use worker::{event, Context, Env, Request, Response, Result};
 
+use crate::gate::Matched;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
 use client::Objects;
-use gate::Matched;
 use incoming::Parts;
 use proxy::Forward;
 
@@ -55,8 +55,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     isolate::upkeep(&objects, &ctx);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
-        return gate::denied("*");
+    let ip = client_ip(&Parts::of(&req));
+    if ip.is_some_and(|ip| config.deny.contains(ip)) {
+        return respond::problem(&crate::gate::denied("*"));
     }
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
@@ -74,6 +75,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
                 rule,
                 path: path.form(rule.paths).text(),
                 params: &params,
+                ip,
             };
             gate::limited(req, &ctx, &objects, &settings, matched).await
         }

@@ -10,10 +10,6 @@ use super::problem::Problem;
 use crate::input::duration::parse_ms;
 use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
 
-/// Pseudo rule id under which the decision API's keys are addressed; rule
-/// ids may not start with `_`, so it cannot collide with a rule.
-pub const API_RULE: &str = "_api";
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRoute {
     /// `/admin/keys/{rule}/{key}`
@@ -84,16 +80,6 @@ impl AdminRoute {
             rule: non_empty(percent_decode(rule)?)?,
             key: non_empty(percent_decode(key)?)?,
         })
-    }
-}
-
-/// The object that holds `key` for `rule` (a rule id, `rule.tier` for a
-/// tier, or [`API_RULE`]), as the edge names it.
-pub fn object_name(rule: &str, key: &str) -> String {
-    if rule == API_RULE {
-        format!("api:{key}")
-    } else {
-        format!("rule:{rule}:{key}")
     }
 }
 
@@ -258,12 +244,6 @@ mod tests {
                 file: "dashboard.js"
             })
         );
-    }
-
-    #[test]
-    fn object_names_match_the_edge() {
-        assert_eq!(object_name("api", "1.2.3.4"), "rule:api:1.2.3.4");
-        assert_eq!(object_name(API_RULE, "user:1"), "api:user:1");
     }
 
     #[test]

@@ -14,6 +14,27 @@
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::NEVER;
 
+/// Header fields to set on a response, in order.
+pub type Fields = Vec<(&'static str, String)>;
+
+/// The RateLimit fields for every policy of an outcome (none without a
+/// policy), and `Retry-After` when it refused and waiting can help.
+pub fn limit_fields(outcome: &Outcome) -> Fields {
+    let mut fields = Fields::new();
+    if let Some(value) = ratelimit_policy(outcome) {
+        fields.push(("ratelimit-policy", value));
+    }
+    if let Some(value) = ratelimit(outcome) {
+        fields.push(("ratelimit", value));
+    }
+    if !outcome.allowed {
+        if let Some(value) = retry_after_field(outcome.retry_after_ms) {
+            fields.push(("retry-after", value));
+        }
+    }
+    fields
+}
+
 /// One member per rate policy, and one for a concurrency limit:
 /// `"api.concurrency";q=10;qu="concurrent-requests"` (no window). `None`
 /// when there is nothing to announce: no field beats an empty one.
