@@ -4,7 +4,6 @@
 
 use serde::Deserialize;
 
-use super::duration::parse_ms;
 use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::{error, ConfigError};
@@ -12,10 +11,15 @@ use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
+use crate::input::duration::parse_ms;
 use crate::ledger::BanPolicy;
 use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::split::{share_spec, MAX_PARTS};
 use crate::limit::{Policy, Spec};
+use crate::limits::{
+    DAY_MS, DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS, MAX_NAME_BYTES,
+    MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES, MAX_POLICIES,
+};
 use crate::objects::name::Scope;
 
 #[derive(Debug, Clone)]
@@ -85,9 +89,6 @@ pub struct Concurrency {
     /// At most this many requests wait per key; more are refused.
     pub max_queue: u32,
 }
-
-/// The most requests one key may have in flight.
-pub const MAX_CONCURRENCY: u64 = 100_000;
 
 #[derive(Debug, Clone)]
 pub struct Tier {
@@ -598,7 +599,7 @@ fn validate_concurrency(
     };
     let limit = u32::try_from(limit)
         .ok()
-        .filter(|n| (1..=MAX_CONCURRENCY).contains(&u64::from(*n)))
+        .filter(|n| (1..=MAX_CONCURRENCY).contains(n))
         .ok_or_else(|| {
             error(
                 &format!("{at}.concurrency"),
@@ -606,10 +607,10 @@ fn validate_concurrency(
             )
         })?;
     let lease_ttl_ms = match lease_ttl {
-        None => 30_000,
+        None => DEFAULT_LEASE_TTL_MS,
         Some(text) => {
             let ms = parse_ms(text).map_err(|m| error(&format!("{at}.lease_ttl"), m))?;
-            if !(1..=24 * 3_600_000).contains(&ms) {
+            if !(1..=MAX_LEASE_TTL_MS).contains(&ms) {
                 return Err(error(
                     &format!("{at}.lease_ttl"),
                     "lease_ttl must be from 1 ms to 1 day",
@@ -749,10 +750,10 @@ fn validate_limits(
                     "with \"policies\", set algorithm and burst in each policy",
                 ));
             }
-            if policies.is_empty() || policies.len() > 8 {
+            if policies.is_empty() || policies.len() > MAX_POLICIES {
                 return Err(error(
                     &format!("{at}.policies"),
-                    "policies must list 1 to 8 policies",
+                    format!("policies must list 1 to {MAX_POLICIES} policies"),
                 ));
             }
             let mut out: Vec<(String, Spec)> = Vec::with_capacity(policies.len());
@@ -991,14 +992,14 @@ fn validate_rule_id(id: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{id:?} is not a valid rule id: use 1 to 64 letters, digits, \"-\" or \"_\", not starting with \"_\""
+            "{id:?} is not a valid rule id: use 1 to {MAX_NAME_BYTES} letters, digits, \"-\" or \"_\", not starting with \"_\""
         ))
     }
 }
 
-/// 1 to 64 of `A-Z a-z 0-9 - _`.
+/// 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 - _`.
 fn is_part_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
+    (1..=MAX_NAME_BYTES).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -1013,7 +1014,7 @@ fn validate_part_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
+            "{name:?} is not a valid name: use 1 to {MAX_NAME_BYTES} letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
         ))
     }
 }
@@ -1036,11 +1037,12 @@ fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// `PUT {prefix}/admin/keys/{rule}/{key}/override`: the limits, or
-/// `"unlimited": true`, with `for` and `reason`.
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
+/// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
+/// like any API body; [`parse_override`] checks it against the tier.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawOverride {
+pub struct OverrideRequest {
     limit: Option<u64>,
     window: Option<String>,
     algorithm: Option<String>,
@@ -1061,27 +1063,19 @@ pub struct OverrideBody {
     pub reason: String,
 }
 
-/// The longest an override may be set for.
-pub const MAX_OVERRIDE_MS: u64 = 366 * 86_400_000;
-
 /// Parses an override for `tier`. An override may change a policy's limit
 /// (and a GCRA burst), and add policies of its own, but not a policy's
 /// window or algorithm: admissions logged under one window would be
 /// re-read through another, and a log read through a shorter window
 /// forgets what a longer one counts again. Errors name the body's field.
-pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBody, ConfigError> {
-    let raw: RawOverride = serde_path_to_error::deserialize(body).map_err(|e| {
-        let path = e.path().to_string();
-        error(
-            if path == "." { "body" } else { &path },
-            e.into_inner().to_string(),
-        )
-    })?;
+pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
-    if reason.len() > 200 || reason.chars().any(char::is_control) {
+    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
         return Err(error(
             "reason",
-            "reason holds at most 200 characters and no control characters",
+            format!(
+                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
+            ),
         ));
     }
     let for_ms = raw
@@ -1091,7 +1085,10 @@ pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBo
             if (1..=MAX_OVERRIDE_MS).contains(&ms) {
                 Ok(ms)
             } else {
-                Err(error("for", "for must be from 1 ms to 366 days"))
+                Err(error(
+                    "for",
+                    format!("for must be from 1 ms to {} days", MAX_OVERRIDE_MS / DAY_MS),
+                ))
             }
         })
         .transpose()?;

@@ -19,18 +19,19 @@ use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
-use crate::config::rule::{parse_override, Tier};
-use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, targets, AdminRoute, Target};
-use crate::http::api::json_object;
+use crate::config::listing;
+use crate::config::lookup::{targets, Target};
+use crate::config::rule::{parse_override, OverrideRequest, Tier};
+use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, AdminRoute};
 use crate::http::auth::authorized;
+use crate::http::body;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
-use crate::http::key::MAX_KEY_BYTES;
-use crate::http::problem::Problem;
-use crate::http::rules;
+use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
+use crate::limits::MAX_KEY_BYTES;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::objects::name::{Scope, API_SCOPE};
 use crate::protocol::WireOverride;
@@ -82,8 +83,7 @@ async fn api(
         let headers = Headers::new();
         headers.set("retry-after", &retry_after(wait_ms))?;
         let problem = Problem::new(
-            429,
-            "too-many-failures",
+            Code::TooManyFailures,
             format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
         );
         return respond::problem_with(&problem, headers);
@@ -94,8 +94,7 @@ async fn api(
         let headers = Headers::new();
         headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
         let problem = Problem::new(
-            401,
-            "unauthorized",
+            Code::Unauthorized,
             "the admin API needs the admin token as a bearer token",
         );
         return respond::problem_with(&problem, headers);
@@ -122,10 +121,7 @@ async fn api(
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
-            let ban = parsed_body(&mut req, json_object)
-                .await?
-                .and_then(|object| parse_manual_ban(&object));
-            match ban {
+            match parsed_body(&mut req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
                     put_ban(objects, subject, ban.for_ms, ban.reason).await
@@ -156,7 +152,7 @@ async fn api(
         }
         (_, AdminRoute::Stats) => return not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
-            match parsed_body(&mut req, json_object).await? {
+            match parsed_body(&mut req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
                 Err(problem) => return respond::problem(&problem),
             }
@@ -166,7 +162,7 @@ async fn api(
         }
         (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Rules) => {
-            respond::json(&rules::listing(&settings.config), Headers::new())
+            respond::json(&listing::of(&settings.config), Headers::new())
         }
         (_, AdminRoute::Rules) => return not_allowed("GET"),
         // Served before authentication, in `serve`.
@@ -191,7 +187,7 @@ fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
         ));
     }
     let scope = Scope::named(rule);
-    let settings = settings(env).map_err(|e| Problem::new(500, "invalid-config", e.to_string()))?;
+    let settings = settings(env).map_err(|e| Problem::new(Code::InvalidConfig, e.to_string()))?;
     let found = settings
         .config
         .rules
@@ -204,8 +200,7 @@ fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
         )),
         Some((_, tier)) => Ok(tier.clone()),
         None => Err(Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
         )
         .with("field", "rule")),
@@ -218,7 +213,7 @@ async fn put_override(
     objects: &Objects,
     rule: &str,
     key: &str,
-    body: serde_json::Map<String, serde_json::Value>,
+    body: OverrideRequest,
 ) -> Result<Response> {
     let tier = match override_tier(env, rule) {
         Ok(tier) => tier,
@@ -230,7 +225,7 @@ async fn put_override(
             format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
         ));
     }
-    let parsed = match parse_override(serde_json::Value::Object(body), &tier) {
+    let parsed = match parse_override(body, &tier) {
         Ok(parsed) => parsed,
         Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
     };
@@ -261,8 +256,7 @@ async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> R
     let object = Scope::named(rule).object(key);
     let Some(previous) = objects.set_override(object.as_str(), None).await? else {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no override on {key:?} for rule {rule:?}"),
         ));
     };
@@ -412,8 +406,7 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
     };
     if !objects.ban_everywhere(&record).await? {
         return respond::problem(&Problem::new(
-            409,
-            "too-many-bans",
+            Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
@@ -428,8 +421,7 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
     isolate::forget_manual_ban(key);
     if !removed {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no manual ban on {key:?}"),
         ));
     }

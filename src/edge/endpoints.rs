@@ -11,12 +11,13 @@ use super::settings::settings;
 use super::{admin, isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
-    RESERVATION_TTL_MS,
+    parse_renew_body, parse_settle_request, parse_throttle_request, RESERVATION_TTL_MS,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
-use crate::http::problem::Problem;
+use crate::http::body::too_large;
+use crate::http::problem::{Code, Problem};
 use crate::ledger::{LeaseAsk, Outcome};
+use crate::limits::MAX_BODY_BYTES;
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 use crate::stats::Verdict;
 
@@ -80,8 +81,7 @@ fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>>
             let headers = Headers::new();
             headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
             let problem = Problem::new(
-                401,
-                "unauthorized",
+                Code::Unauthorized,
                 "the decision API needs the API token as a bearer token",
             );
             respond::problem_with(&problem, headers).map(Some)
@@ -162,8 +162,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
             Headers::new(),
         ),
         Ok(None) => respond::problem(&Problem::new(
-            404,
-            "no-such-lease",
+            Code::NoSuchLease,
             "no live lease with that id for that key; it may have lapsed or been released",
         )),
         Err(e) => {
@@ -198,8 +197,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
             ..
         }) => respond::problem(
                 &Problem::new(
-                    409,
-                    "policy-conflict",
+                    Code::PolicyConflict,
                     format!(
                         "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
                     ),
@@ -236,8 +234,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(Some(answer)) => respond::json(&answer, Headers::new()),
         Ok(None) => respond::problem(
             &Problem::new(
-                404,
-                "no-such-reservation",
+                Code::NoSuchReservation,
                 "no pending reservation with that id for that key; it may have lapsed (and been kept)",
             )
             .with("field", "reservation"),
@@ -289,7 +286,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
         .flatten()
         .and_then(|len| len.parse::<u64>().ok());
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return Err(api::too_large());
+        return Err(too_large());
     }
     let unreadable = |_| Problem::invalid("body", "the body could not be read");
     // A declared length within the limit is all the runtime will deliver,
@@ -298,7 +295,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     if declared.is_some() {
         let body = req.bytes().await.map_err(unreadable)?;
         return if body.len() > MAX_BODY_BYTES {
-            Err(api::too_large())
+            Err(too_large())
         } else {
             Ok(body)
         };
@@ -311,7 +308,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(unreadable)?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(api::too_large());
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
@@ -332,8 +329,7 @@ pub async fn parsed_body<T>(
 
 pub fn not_found(path: &str) -> Result<Response> {
     respond::problem(&Problem::new(
-        404,
-        "not-found",
+        Code::NotFound,
         format!("no Sluice endpoint at {path:?}"),
     ))
 }
@@ -342,7 +338,7 @@ pub fn not_allowed(allow: &str) -> Result<Response> {
     let headers = Headers::new();
     headers.set("allow", allow)?;
     respond::problem_with(
-        &Problem::new(405, "method-not-allowed", format!("use {allow}")),
+        &Problem::new(Code::MethodNotAllowed, format!("use {allow}")),
         headers,
     )
 }

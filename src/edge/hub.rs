@@ -25,7 +25,7 @@ use super::client::Objects;
 use super::storage::{int, set_alarm_at};
 use super::{now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::protocol::UnbanRequest;
 use crate::report::{HubAnswer, HubSummary, Report, RuleTop};
 use crate::stats::StatRow;
@@ -173,7 +173,7 @@ impl DurableObject for Hub {
                     bans: bans(&sql, None, now)?,
                 })
             }
-            _ => respond::problem(&Problem::new(404, "not-found", "no such hub route")),
+            _ => respond::problem(&Problem::new(Code::NotFound, "no such hub route")),
         }
     }
 

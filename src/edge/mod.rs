@@ -26,7 +26,7 @@ use worker::{event, Context, Env, Request, Response, Result};
 use crate::gate::Matched;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use client::Objects;
 use incoming::Parts;
 use proxy::Forward;
@@ -43,8 +43,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Ok(settings) => settings,
         Err(e) => {
             let problem = Problem::new(
-                500,
-                "invalid-config",
+                Code::InvalidConfig,
                 format!("Sluice's configuration is invalid: {e}"),
             )
             .with("field", e.field.as_str());

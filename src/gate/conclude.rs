@@ -7,7 +7,7 @@ use crate::banlist::BanRecord;
 use crate::config::{OnError, Rule};
 use crate::http::admin::manual_ban_detail;
 use crate::http::headers::{limit_fields, retry_after, retry_after_field, Fields};
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
 use crate::limit::NEVER;
@@ -160,7 +160,7 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
             } else {
                 format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
             };
-            Problem::new(status, "banned", detail)
+            Problem::new(Code::Banned { status }, detail)
                 .with("banned-until", until)
                 .with("offences", ban.offences)
         }
@@ -190,8 +190,11 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
 pub fn manually_banned(rule: &Rule, ban: &BanRecord, now_ms: u64) -> Answer {
     let status = rule.ban.map_or(429, |b| b.status);
     let until = rfc3339(ban.until_ms);
-    let problem = Problem::new(status, "banned", manual_ban_detail(&until, &ban.reason))
-        .with("banned-until", until);
+    let problem = Problem::new(
+        Code::Banned { status },
+        manual_ban_detail(&until, &ban.reason),
+    )
+    .with("banned-until", until);
     let fields: Fields = vec![(
         "retry-after",
         retry_after(ban.until_ms.saturating_sub(now_ms)),
@@ -216,8 +219,7 @@ fn shadow_field(outcome: &Outcome) -> String {
 /// No decision could be reached and the caller should come back shortly.
 pub fn unavailable() -> Answer {
     let problem = Problem::new(
-        503,
-        "unavailable",
+        Code::Unavailable,
         "the limiter could not reach a decision; retry shortly",
     );
     Answer {

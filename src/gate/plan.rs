@@ -11,7 +11,7 @@ use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims, Hs256Key};
 use crate::http::key::KeyInputs;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::http::Incoming;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::{split, Spec};
@@ -150,7 +150,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         _ if rule.global.is_some() => GLOBAL_KEY.to_string(),
         Ok(key) => key,
         Err(missing) => {
-            let problem = Problem::new(400, "missing-key", missing.to_string())
+            let problem = Problem::new(Code::MissingKey, missing.to_string())
                 .with("rule", rule.id.as_str())
                 .with("field", missing.part.as_str());
             return done(Reply::Answer(problem.into()));
@@ -288,7 +288,7 @@ fn refused(key: String, answer: Answer) -> Conclusion {
 
 /// A caller refused before any decision: deny-listed.
 pub fn denied(rule_id: &str) -> Problem {
-    Problem::new(403, "denied", "the client address is on a deny list").with("rule", rule_id)
+    Problem::new(Code::Denied, "the client address is on a deny list").with("rule", rule_id)
 }
 
 /// The verified claims of a registered caller; `None` for an anonymous one.
@@ -321,8 +321,7 @@ fn caller<M: Memory>(
         Err(e) => match jwt_config.on_invalid {
             OnInvalid::Anonymous => Ok(None),
             OnInvalid::Reject => Err(Problem::new(
-                401,
-                "invalid-token",
+                Code::InvalidToken,
                 format!("the bearer token was refused: {e}"),
             )),
         },

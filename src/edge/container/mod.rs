@@ -26,7 +26,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Respons
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
 use crate::http::api::THROTTLE_SLOT;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
@@ -144,7 +144,7 @@ impl DurableObject for Limiter {
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Get, "/inspect") => Response::from_json(&self.inspect()?),
-            _ => respond::problem(&Problem::new(404, "not-found", "no such container route")),
+            _ => respond::problem(&Problem::new(Code::NotFound, "no such container route")),
         }
     }
 
@@ -318,8 +318,7 @@ impl Limiter {
         );
         let Some((throttle, writes)) = answer else {
             return respond::problem(&Problem::new(
-                500,
-                "internal",
+                Code::Internal,
                 "the throttle slot holds another algorithm",
             ));
         };
@@ -353,8 +352,7 @@ impl Limiter {
                 repeated: settled.repeated,
             }),
             None => respond::problem(&Problem::new(
-                404,
-                "no-such-reservation",
+                Code::NoSuchReservation,
                 "no pending reservation with that id for that key; it may have lapsed (and been kept)",
             )),
         }
@@ -491,9 +489,5 @@ impl Limiter {
 }
 
 fn no_lease() -> Problem {
-    Problem::new(
-        404,
-        "no-such-lease",
-        "no live lease with that id for that key",
-    )
+    Problem::new(Code::NoSuchLease, "no live lease with that id for that key")
 }
