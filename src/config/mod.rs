@@ -4,9 +4,11 @@
 //! runs without its limits is worse than one that refuses to start.
 
 pub mod duration;
+pub mod listing;
 pub mod paths;
 pub mod pattern;
 pub mod rule;
+pub mod targets;
 mod words;
 
 use std::fmt;

@@ -19,8 +19,10 @@ use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::config::listing::listing;
 use crate::config::rule::{parse_override, Tier};
-use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, targets, AdminRoute, Target};
+use crate::config::targets::{targets, Target};
+use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, AdminRoute};
 use crate::http::api::json_object;
 use crate::http::auth::authorized;
 use crate::http::cidr::client_network;
@@ -28,7 +30,6 @@ use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::key::MAX_KEY_BYTES;
 use crate::http::problem::Problem;
-use crate::http::rules;
 use crate::http::time::rfc3339;
 use crate::ledger::Override;
 use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
@@ -166,7 +167,7 @@ async fn api(
         }
         (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
         (Method::Get, AdminRoute::Rules) => {
-            respond::json(&rules::listing(&settings.config), Headers::new())
+            respond::json(&listing(&settings.config), Headers::new())
         }
         (_, AdminRoute::Rules) => return not_allowed("GET"),
         // Served before authentication, in `serve`.

@@ -12,7 +12,6 @@ pub mod jwt;
 pub mod key;
 pub mod path;
 pub mod problem;
-pub mod rules;
 pub mod time;
 
 /// The parts of an incoming request that rules and keys look at. The edge

@@ -5,10 +5,9 @@
 
 use serde::Serialize;
 
-use crate::config::rule::Concurrency;
-use crate::config::{Config, OnError, Rule, RuleBan, Tier, When};
+use super::rule::Concurrency;
+use super::{Config, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
-
 use crate::objects::name::API_SCOPE;
 
 /// Every rule in match order, and the name the decision API's keys are
