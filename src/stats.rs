@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::RuleTop;
-use crate::top::{Counted, TopKeys, CAPACITY};
+use crate::top::{Counted, RuleTop, TopKeys, CAPACITY};
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's

@@ -1,6 +1,7 @@
 //! Sluice's own endpoints, below the configured prefix: health, the
-//! decision API, redis-cell's throttle, and the admin API. Everything under
-//! `/v1` (decisions, throttle, leases) sits behind the API token.
+//! decision API and redis-cell's throttle (the admin API, in `admin.rs`,
+//! is routed beside them), and the helpers both answer with. Everything
+//! under `/v1` (decisions, throttle, leases) sits behind the API token.
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -8,7 +9,7 @@ use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::settings::settings;
-use super::{admin, isolate, respond};
+use super::{isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
     parse_renew_body, parse_settle_request, parse_throttle_request, RESERVATION_TTL_MS,
@@ -27,11 +28,6 @@ use crate::objects::name::{Scope, API_SCOPE};
 /// Serves `path`, the part of the URL below the prefix.
 pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
     let method = req.method();
-    if let Some(below) = path.strip_prefix("/admin") {
-        if below.is_empty() || below.starts_with('/') {
-            return admin::serve(req, env, objects, below).await;
-        }
-    }
     if path == "/v1" || path.starts_with("/v1/") {
         if let Some(refused) = api_refusal(&req, env, path)? {
             return Ok(refused);

@@ -27,9 +27,9 @@ use super::{now_ms, respond};
 use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::problem::{Code, Problem};
 use crate::protocol::UnbanRequest;
-use crate::report::{HubAnswer, HubSummary, Report, RuleTop};
+use crate::report::{HubAnswer, HubSummary, Report};
 use crate::stats::StatRow;
-use crate::top::{TopKeys, CAPACITY};
+use crate::top::{RuleTop, TopKeys, CAPACITY};
 
 /// Per-minute counts are kept a week.
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;

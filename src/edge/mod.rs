@@ -24,6 +24,7 @@ pub use hub::Hub;
 use worker::{event, Context, Env, Request, Response, Result};
 
 use crate::gate::Matched;
+use crate::http::admin::admin_path;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
@@ -61,7 +62,10 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
-        return endpoints::serve(req, &env, &objects, own).await;
+        return match admin_path(own) {
+            Some(below) => admin::serve(req, &env, &objects, below).await,
+            None => endpoints::serve(req, &env, &objects, own).await,
+        };
     }
     if proxy::has_looped(&req) {
         return proxy::loop_detected();

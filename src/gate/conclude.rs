@@ -10,7 +10,6 @@ use crate::http::headers::{limit_fields, retry_after, retry_after_field, Fields}
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
-use crate::limit::NEVER;
 use crate::objects::name::ObjectName;
 use crate::stats::Verdict;
 
@@ -149,16 +148,14 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
             let until = rfc3339(ban.until_ms.max(now_ms));
             // Retry-After is when a request can pass: the ban's end, or
             // later when the rule's window is still full then.
-            let pass_ms = now_ms.saturating_add(outcome.retry_after_ms);
-            let detail = if outcome.retry_after_ms != NEVER && pass_ms > ban.until_ms {
-                format!(
+            let detail = match outcome.retry.at(now_ms) {
+                Some(pass_ms) if pass_ms > ban.until_ms => format!(
                     "banned by rule {} until {until}: {}; the rule's limit admits requests again from {}",
                     rule.id,
                     ban.reason,
                     rfc3339(pass_ms)
-                )
-            } else {
-                format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
+                ),
+                _ => format!("banned by rule {} until {until}: {}", rule.id, ban.reason),
             };
             Problem::new(Code::Banned { status }, detail)
                 .with("banned-until", until)
@@ -166,7 +163,7 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
         }
         None => {
             let violated = outcome.violated_names();
-            let detail = match retry_after_field(outcome.retry_after_ms) {
+            let detail = match retry_after_field(outcome.retry) {
                 Some(secs) => format!(
                     "rate limit {} exceeded; retry in {secs} s",
                     violated.join(", ")
@@ -210,7 +207,7 @@ fn shadow_field(outcome: &Outcome) -> String {
     }
     let violated = outcome.violated_names();
     let banned = if outcome.ban.is_some() { ";banned" } else { "" };
-    let retry = retry_after_field(outcome.retry_after_ms)
+    let retry = retry_after_field(outcome.retry)
         .map(|secs| format!(";retry={secs}"))
         .unwrap_or_default();
     format!("refuse;violated=\"{}\"{retry}{banned}", violated.join(" "))

@@ -269,7 +269,7 @@ impl<'a> Ask<'a> {
 /// Of two refusals, the one that can be retried sooner.
 pub fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
     match a {
-        Some(a) if a.retry_after_ms <= b.retry_after_ms => Some(a),
+        Some(a) if a.retry <= b.retry => Some(a),
         _ => Some(b),
     }
 }

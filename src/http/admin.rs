@@ -42,6 +42,14 @@ const DASHBOARD_FILES: [(&str, &str); 4] = [
     ("/favicon.svg", "favicon.svg"),
 ];
 
+/// The part of `own` (a path below Sluice's prefix) below `/admin`, when
+/// it is an admin path: `/admin` itself or under `/admin/`, not
+/// `/administrator`.
+pub fn admin_path(own: &str) -> Option<&str> {
+    own.strip_prefix("/admin")
+        .filter(|below| below.is_empty() || below.starts_with('/'))
+}
+
 impl AdminRoute {
     /// The route for `path` (below `/admin`); keys are percent-decoded and
     /// may contain `/`.
@@ -195,6 +203,14 @@ fn percent_decode(text: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn admin_paths_are_admin_or_below_it() {
+        assert_eq!(admin_path("/admin"), Some(""));
+        assert_eq!(admin_path("/admin/stats"), Some("/stats"));
+        assert_eq!(admin_path("/administrator"), None);
+        assert_eq!(admin_path("/v1/limit"), None);
+    }
 
     #[test]
     fn routes_parse_with_encoded_keys() {

@@ -17,7 +17,7 @@ use super::problem::{Code, Problem};
 use crate::ledger::Outcome;
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 use crate::limit::lease::LeaseError;
-use crate::limit::{Policy, Spec, NEVER};
+use crate::limit::{Policy, Retry, Spec};
 use crate::limits::{
     DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
     MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES,
@@ -464,7 +464,7 @@ pub fn lease_response(outcome: &Outcome) -> Value {
         "expires_ms": held.map(|l| l.expires_ms),
         "holds": held.map(|l| l.holds),
         "in_flight": lease.map_or(0, |l| l.in_flight),
-        "retry_after_ms": wait_ms(outcome.retry_after_ms),
+        "retry_after_ms": wait_ms(outcome.retry),
     })
 }
 
@@ -503,7 +503,7 @@ fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "limit": d.limit,
                 "remaining": d.remaining,
                 "reset_ms": d.reset_ms,
-                "retry_after_ms": wait_ms(d.retry_after_ms),
+                "retry_after_ms": wait_ms(d.retry),
             });
         }
     }
@@ -519,26 +519,21 @@ fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "window_ms": p.window_ms,
                 "remaining": p.decision.remaining,
                 "reset_ms": p.decision.reset_ms,
-                "retry_after_ms": wait_ms(p.decision.retry_after_ms),
+                "retry_after_ms": wait_ms(p.decision.retry),
             })
         })
         .collect();
     json!({
         "allowed": outcome.allowed,
         "violated": violated,
-        "retry_after_ms": wait_ms(outcome.retry_after_ms),
+        "retry_after_ms": wait_ms(outcome.retry),
         "policies": policies,
     })
 }
 
-/// A wait in a body: `null` for a request no wait can admit, rather than
-/// the internal [`NEVER`], which no JSON reader could take for a time.
-fn wait_ms(ms: u64) -> Value {
-    if ms == NEVER {
-        Value::Null
-    } else {
-        ms.into()
-    }
+/// A wait in a body: its ms, or `null` for a request no wait can admit.
+fn wait_ms(retry: Retry) -> Value {
+    retry.ms().into()
 }
 
 #[cfg(test)]
@@ -587,6 +582,35 @@ mod tests {
             ),
             (&json!(true), &json!(0), &json!(false))
         );
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_says_null_and_no_retry_after() {
+        use crate::http::headers::retry_after_field;
+        use crate::ledger::{Ask, Ledger};
+        // Parsing refuses a cost above the limit, so the ledger is asked
+        // directly, as when an object's limit is lower than the caller's.
+        let flat = br#"{"key":"k","limit":2,"window_ms":1000}"#;
+        let named = br#"{"key":"k","policies":[{"name":"p","limit":2,"window_ms":1000}]}"#;
+        for (body, per_policy) in [(&flat[..], false), (&named[..], true)] {
+            let call = parse_limit_request(JSON, body).unwrap();
+            let ask = Ask {
+                specs: &call.policies,
+                cost: 3,
+                ban: None,
+                lease: None,
+            };
+            let (outcome, _) = Ledger::new().check("k", &ask, 0);
+            assert_eq!(outcome.retry, Retry::Never);
+            assert_eq!(retry_after_field(outcome.retry), None);
+            let answer = limit_response(&call, &outcome, None);
+            assert_eq!(answer["allowed"], false);
+            assert_eq!(answer["retry_after_ms"], Value::Null);
+            if per_policy {
+                assert_eq!(answer["policies"][0]["retry_after_ms"], Value::Null);
+                assert_eq!(answer["policies"][0]["allowed"], false);
+            }
+        }
     }
 
     #[test]
