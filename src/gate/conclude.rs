@@ -1,7 +1,6 @@
 //! From an object's outcome (or its silence) to what the isolate keeps,
 //! reports, logs and answers.
 
-use super::plan::sooner;
 use super::{Answer, Ask, Conclusion, Judged, Log, Pass, Reply, Settle};
 use crate::banlist::BanRecord;
 use crate::config::{OnError, Rule};
@@ -129,6 +128,14 @@ impl Ask<'_> {
             record: Some((self.key, Verdict::Refused)),
             ..Conclusion::reply(Reply::Answer(refusal(self.rule, &outcome, now_ms)))
         }
+    }
+}
+
+/// Of two refusals, the one that can be retried sooner.
+pub fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
+    match a {
+        Some(a) if a.retry <= b.retry => Some(a),
+        _ => Some(b),
     }
 }
 

@@ -10,10 +10,8 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use conclude::unavailable;
-pub use plan::{
-    denied, plan, sooner, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try,
-};
+pub use conclude::{sooner, unavailable};
+pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
 use crate::banlist::BanRecord;
 use crate::config::rule::CountedStatuses;

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use super::conclude::{manually_banned, refusal, sooner};
 use super::{Answer, Conclusion, Reply};
 use crate::banlist::BanRecord;
 use crate::config::{Config, OnInvalid, Rule, Tier};
@@ -163,7 +164,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .chain([key.as_str()])
         .collect();
     if let Some(ban) = known.memory.manual_ban(&candidates, now_ms) {
-        let answer = super::conclude::manually_banned(rule, &ban, now_ms);
+        let answer = manually_banned(rule, &ban, now_ms);
         return Plan::Done(refused(key, answer));
     }
     let ask = Ask {
@@ -188,7 +189,7 @@ impl<'a> Ask<'a> {
         let object = tier.scope.object(&self.key);
         if !rule.shadow {
             if let Some(cached) = memory.cached_refusal(&object, now_ms) {
-                let answer = super::conclude::refusal(rule, &cached, now_ms);
+                let answer = refusal(rule, &cached, now_ms);
                 return Plan::Done(refused(self.key, answer));
             }
         }
@@ -263,14 +264,6 @@ impl<'a> Ask<'a> {
             return Plan::Done(self.all_full(known_full, now_ms));
         }
         Plan::Ask(self)
-    }
-}
-
-/// Of two refusals, the one that can be retried sooner.
-pub fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
-    match a {
-        Some(a) if a.retry <= b.retry => Some(a),
-        _ => Some(b),
     }
 }
 
