@@ -5,7 +5,7 @@
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
 //! gets a 401 that says nothing about keys. A client with too many failures
-//! is locked out for a while (`crate::lockout`).
+//! is locked out for a while (`crate::isolate::lockout`).
 
 use std::cell::RefCell;
 
@@ -18,7 +18,6 @@ use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
-use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::config::listing;
 use crate::config::lookup::{targets, Target};
 use crate::config::rule::{parse_override, OverrideRequest, Tier};
@@ -30,13 +29,14 @@ use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
+use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::isolate::report::HUBS;
+use crate::isolate::stats::summarize;
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
-use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::objects::name::{Scope, API_SCOPE};
 use crate::protocol::WireOverride;
-use crate::report::HUBS;
-use crate::stats::summarize;
 
 thread_local! {
     /// Failed authentications per client, this isolate's share of them.

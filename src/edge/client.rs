@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::{Delay, Env, Method, Request, RequestInit, Result};
 
-use crate::banlist::BanRecord;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
 use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
@@ -17,7 +18,6 @@ use crate::protocol::{
     CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer, SettleRequest,
     ThrottleRequest, UnbanRequest, WireOverride,
 };
-use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
 /// The container objects' namespace binding in wrangler.toml.
 pub const CONTAINERS: &str = "LIMITER";

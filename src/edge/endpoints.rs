@@ -17,10 +17,10 @@ use crate::http::api::{
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
 use crate::http::problem::{Code, Problem};
+use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limits::MAX_BODY_BYTES;
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
-use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
 use crate::objects::name::{Scope, API_SCOPE};

@@ -24,12 +24,12 @@ use worker::{
 use super::client::Objects;
 use super::storage::{int, set_alarm_at};
 use super::{now_ms, respond};
-use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::problem::{Code, Problem};
+use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::report::{HubAnswer, HubSummary, Report};
+use crate::isolate::stats::StatRow;
+use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
 use crate::protocol::UnbanRequest;
-use crate::report::{HubAnswer, HubSummary, Report};
-use crate::stats::StatRow;
-use crate::top::{RuleTop, TopKeys, CAPACITY};
 
 /// Per-minute counts are kept a week.
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;

@@ -9,12 +9,12 @@ use worker::{console_error, Context};
 
 use super::client::Objects;
 use super::now_ms;
-use crate::banlist::{BanList, BanRecord};
+use crate::isolate::banlist::{BanList, BanRecord};
+use crate::isolate::refusals::{RefusalCache, CAPACITY};
+use crate::isolate::report::Outbox;
+use crate::isolate::stats::{Verdict, MAX_PENDING};
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
-use crate::refusals::{RefusalCache, CAPACITY};
-use crate::report::Outbox;
-use crate::stats::{Verdict, MAX_PENDING};
 
 thread_local! {
     static REFUSALS: RefCell<RefusalCache> = RefCell::new(RefusalCache::new(CAPACITY));

@@ -2,15 +2,15 @@
 //! reports, logs and answers.
 
 use super::{Answer, Ask, Conclusion, Judged, Log, Pass, Reply, Settle};
-use crate::banlist::BanRecord;
 use crate::config::{OnError, Rule};
 use crate::http::admin::manual_ban_detail;
 use crate::http::headers::{limit_fields, retry_after, retry_after_field, Fields};
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
-use crate::stats::Verdict;
 
 impl Ask<'_> {
     /// What an answer means. A split part announces the whole quota's

@@ -13,13 +13,13 @@ mod tests;
 pub use conclude::{sooner, unavailable};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
-use crate::banlist::BanRecord;
 use crate::config::rule::CountedStatuses;
 use crate::http::headers::Fields;
 use crate::http::problem::Problem;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
-use crate::stats::Verdict;
 
 /// Everything that follows from one request's decision; the edge applies
 /// it in this order, then builds the reply.

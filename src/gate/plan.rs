@@ -6,7 +6,6 @@ use std::net::IpAddr;
 
 use super::conclude::{manually_banned, refusal, sooner};
 use super::{Answer, Conclusion, Reply};
-use crate::banlist::BanRecord;
 use crate::config::{Config, OnInvalid, Rule, Tier};
 use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
@@ -14,11 +13,12 @@ use crate::http::jwt::{self, Claims, Hs256Key};
 use crate::http::key::KeyInputs;
 use crate::http::problem::{Code, Problem};
 use crate::http::Incoming;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::{split, Spec};
 use crate::objects::name::{ObjectName, GLOBAL_KEY};
 use crate::protocol::{CheckRequest, QueueAsk, ReserveAsk};
-use crate::stats::Verdict;
 
 /// The rule a request matched, and what the match gave keys to use.
 pub struct Matched<'a> {

@@ -5,11 +5,11 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::banlist::{BanRecord, MANUAL};
 use crate::config::Config;
 use crate::http::jwt::tests::sign_raw;
 use crate::http::jwt::Hs256Key;
 use crate::http::tests::FakeRequest;
+use crate::isolate::banlist::{BanRecord, MANUAL};
 use crate::ledger::{Ask as Question, Ledger};
 use crate::objects::name::ObjectName;
 

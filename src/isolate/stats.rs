@@ -1,5 +1,5 @@
 //! Per-rule decision counts, tallied in the isolate and sent to a hub with
-//! its next report ([`crate::report`]), so counting adds no Durable Object
+//! its next report ([`crate::isolate::report`]), so counting adds no Durable Object
 //! call to a request. Counts are kept per minute, which is also how the
 //! hubs store and answer them.
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::top::{Counted, RuleTop, TopKeys, CAPACITY};
+use crate::isolate::top::{Counted, RuleTop, TopKeys, CAPACITY};
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's

@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::banlist::BanRecord;
-use crate::stats::{StatRow, Tally, Verdict};
-use crate::top::{RuleTop, TopKeys, CAPACITY};
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::stats::{StatRow, Tally, Verdict};
+use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
 
 /// How often an isolate reports (and refreshes the manual bans).
 pub const INTERVAL_MS: u64 = 10_000;
