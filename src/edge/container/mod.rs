@@ -212,7 +212,7 @@ impl Limiter {
         if reserved {
             // A reservation writes nothing, but its lapse is due: the alarm
             // keeps it then if no settle came.
-            self.rearm(now).await?;
+            self.rearm(now)?;
         }
         let queue = check
             .queue
@@ -392,7 +392,7 @@ impl Limiter {
             .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
         self.inner.borrow_mut().tables = tables;
         written?;
-        self.rearm(now).await
+        self.rearm(now)
     }
 
     /// Deletes what the ledger expired; frees the whole storage once the
@@ -422,7 +422,7 @@ impl Limiter {
             .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
         self.inner.borrow_mut().tables = tables;
         removed?;
-        self.rearm(now_ms()).await
+        self.rearm(now_ms())
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -476,7 +476,7 @@ impl Limiter {
     }
 
     /// Moves the alarm earlier if the ledger is due sooner than it is set.
-    async fn rearm(&self, now: u64) -> Result<()> {
+    fn rearm(&self, now: u64) -> Result<()> {
         let (due, armed) = {
             let inner = self.inner.borrow();
             (inner.ledger.next_sweep(now), inner.alarm_ms)
@@ -484,7 +484,7 @@ impl Limiter {
         let Some(due) = due.filter(|&due| armed.is_none_or(|armed| due < armed)) else {
             return Ok(());
         };
-        set_alarm_at(&self.state.storage(), due).await?;
+        set_alarm_at(&self.state, due)?;
         self.inner.borrow_mut().alarm_ms = Some(due);
         Ok(())
     }
