@@ -168,11 +168,13 @@ impl DurableObject for Limiter {
     }
 }
 
-/// A JSON body, or the problem that says it is not one.
+/// A JSON body, or the problem that says it is not one. Read as text and
+/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
+/// the result back into Rust with a wasm↔JS call per field and value.
 async fn body<T: DeserializeOwned>(req: &mut Request) -> std::result::Result<T, Problem> {
-    req.json::<T>()
-        .await
-        .map_err(|_| Problem::invalid("body", "malformed container request"))
+    let malformed = || Problem::invalid("body", "malformed container request");
+    let text = req.text().await.map_err(|_| malformed())?;
+    serde_json::from_str(&text).map_err(|_| malformed())
 }
 
 impl Limiter {
