@@ -297,10 +297,9 @@ impl Hub {
             )?
             .one::<Next>()?
             .at;
-        let storage = self.state.storage();
         match next {
-            Some(at) => set_alarm_at(&storage, at).await,
-            None => storage.delete_alarm().await,
+            Some(at) => set_alarm_at(&self.state, at),
+            None => self.state.storage().delete_alarm().await,
         }
     }
 }

@@ -168,11 +168,13 @@ impl DurableObject for Limiter {
     }
 }
 
-/// A JSON body, or the problem that says it is not one.
+/// A JSON body, or the problem that says it is not one. Read as text and
+/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
+/// the result back into Rust with a wasm↔JS call per field and value.
 async fn body<T: DeserializeOwned>(req: &mut Request) -> std::result::Result<T, Problem> {
-    req.json::<T>()
-        .await
-        .map_err(|_| Problem::invalid("body", "malformed container request"))
+    let malformed = || Problem::invalid("body", "malformed container request");
+    let text = req.text().await.map_err(|_| malformed())?;
+    serde_json::from_str(&text).map_err(|_| malformed())
 }
 
 impl Limiter {
@@ -212,7 +214,7 @@ impl Limiter {
         if reserved {
             // A reservation writes nothing, but its lapse is due: the alarm
             // keeps it then if no settle came.
-            self.rearm(now).await?;
+            self.rearm(now)?;
         }
         let queue = check
             .queue
@@ -390,7 +392,7 @@ impl Limiter {
             .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
         self.inner.borrow_mut().tables = tables;
         written?;
-        self.rearm(now).await
+        self.rearm(now)
     }
 
     /// Deletes what the ledger expired; frees the whole storage once the
@@ -420,7 +422,7 @@ impl Limiter {
             .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
         self.inner.borrow_mut().tables = tables;
         removed?;
-        self.rearm(now_ms()).await
+        self.rearm(now_ms())
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -474,7 +476,7 @@ impl Limiter {
     }
 
     /// Moves the alarm earlier if the ledger is due sooner than it is set.
-    async fn rearm(&self, now: u64) -> Result<()> {
+    fn rearm(&self, now: u64) -> Result<()> {
         let (due, armed) = {
             let inner = self.inner.borrow();
             (inner.ledger.next_sweep(now), inner.alarm_ms)
@@ -482,7 +484,7 @@ impl Limiter {
         let Some(due) = due.filter(|&due| armed.is_none_or(|armed| due < armed)) else {
             return Ok(());
         };
-        set_alarm_at(&self.state.storage(), due).await?;
+        set_alarm_at(&self.state, due)?;
         self.inner.borrow_mut().alarm_ms = Some(due);
         Ok(())
     }
