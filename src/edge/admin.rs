@@ -65,7 +65,7 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
 
 /// An admin API call, once the token is known to be set.
 async fn api(
-    mut req: Request,
+    req: Request,
     env: &Env,
     objects: &Objects,
     path: &str,
@@ -73,9 +73,25 @@ async fn api(
     token: &str,
     route: Option<AdminRoute>,
 ) -> Result<Response> {
+    if let Some(refusal) = unauthorized(&req, settings, token)? {
+        return Ok(refusal);
+    }
+    let Some(route) = route else {
+        return endpoints::not_found(&format!("/admin{path}"));
+    };
+    let answer = call(req, env, objects, settings, route).await;
+    answer.or_else(|e| {
+        console_error!("sluice: admin call failed: {e}");
+        endpoints::unavailable()
+    })
+}
+
+/// The refusal for a caller without the admin token, or one locked out
+/// after too many failures; `None` lets the call through.
+fn unauthorized(req: &Request, settings: &Settings, token: &str) -> Result<Option<Response>> {
     // Requests without a usable address (only seen locally: Cloudflare
     // always sets one) share one count.
-    let client = client_ip(&Parts::of(&req))
+    let client = client_ip(&Parts::of(req))
         .map(|ip| client_network(ip, settings.config.ipv6_prefix))
         .unwrap_or_default();
     let now = now_ms();
@@ -86,94 +102,96 @@ async fn api(
             Code::TooManyFailures,
             format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
         );
-        return respond::problem_with(&problem, headers);
+        return respond::problem_with(&problem, headers).map(Some);
     }
     let authorization = req.headers().get("authorization")?;
-    if !authorized(authorization.as_deref(), token) {
-        LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
-        let headers = Headers::new();
-        headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
-        let problem = Problem::new(
-            Code::Unauthorized,
-            "the admin API needs the admin token as a bearer token",
-        );
-        return respond::problem_with(&problem, headers);
+    if authorized(authorization.as_deref(), token) {
+        return Ok(None);
     }
-    let Some(route) = route else {
-        return endpoints::not_found(&format!("/admin{path}"));
-    };
+    LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
+    let headers = Headers::new();
+    headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
+    let problem = Problem::new(
+        Code::Unauthorized,
+        "the admin API needs the admin token as a bearer token",
+    );
+    respond::problem_with(&problem, headers).map(Some)
+}
+
+/// An authenticated admin call, by route and method.
+async fn call(
+    mut req: Request,
+    env: &Env,
+    objects: &Objects,
+    settings: &Settings,
+    route: AdminRoute,
+) -> Result<Response> {
     let config = &settings.config;
-    let targets = match &route {
-        AdminRoute::Key { rule, key } => match targets(config, rule, key) {
-            Ok(targets) => targets,
-            Err(problem) => return respond::problem(&problem),
-        },
-        _ => Vec::new(),
-    };
-    let answer = match (req.method(), route) {
-        (Method::Get, AdminRoute::Key { rule, key }) => {
-            inspect_key(objects, &rule, &key, &targets).await
+    match (req.method(), route) {
+        (method, AdminRoute::Key { rule, key }) => {
+            let targets = match targets(config, &rule, &key) {
+                Ok(targets) => targets,
+                Err(problem) => return respond::problem(&problem),
+            };
+            match method {
+                Method::Get => inspect_key(objects, &rule, &key, &targets).await,
+                Method::Delete => reset_key(objects, &rule, &key, &targets).await,
+                _ => not_allowed("GET, DELETE"),
+            }
         }
-        (Method::Delete, AdminRoute::Key { rule, key }) => {
-            reset_key(objects, &rule, &key, &targets).await
-        }
-        (_, AdminRoute::Key { .. }) => return not_allowed("GET, DELETE"),
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
-        (_, AdminRoute::Bans) => return not_allowed("GET"),
+        (_, AdminRoute::Bans) => not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
             match parsed_body(&mut req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
                     put_ban(objects, subject, ban.for_ms, ban.reason).await
                 }
-                Err(problem) => return respond::problem(&problem),
+                Err(problem) => respond::problem(&problem),
             }
         }
         (Method::Delete, AdminRoute::Ban { key }) => {
             lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
         }
-        (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Stats) => {
-            let url = req.url()?;
-            let param = |name: &str| {
-                url.query_pairs()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, value)| value.into_owned())
-            };
-            let since = match parse_since(param("since").as_deref()) {
-                Ok(since) => since,
-                Err(problem) => return respond::problem(&problem),
-            };
-            let top_minutes = param("top_minutes")
-                .and_then(|value| value.parse::<u64>().ok())
-                .unwrap_or(10)
-                .clamp(1, 60);
-            stats(objects, since, top_minutes).await
-        }
-        (_, AdminRoute::Stats) => return not_allowed("GET"),
+        (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Stats) => get_stats(&req, objects).await,
+        (_, AdminRoute::Stats) => not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
             match parsed_body(&mut req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
-                Err(problem) => return respond::problem(&problem),
+                Err(problem) => respond::problem(&problem),
             }
         }
         (Method::Delete, AdminRoute::Override { rule, key }) => {
             lift_override(env, objects, &rule, &key).await
         }
-        (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Rules) => {
-            respond::json(&listing::of(&settings.config), Headers::new())
-        }
-        (_, AdminRoute::Rules) => return not_allowed("GET"),
+        (_, AdminRoute::Override { .. }) => not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Rules) => respond::json(&listing::of(config), Headers::new()),
+        (_, AdminRoute::Rules) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
-            return endpoints::not_found(&format!("/admin{path}"))
+            endpoints::not_found(&req.path())
         }
+    }
+}
+
+/// `GET /admin/stats?since=<ms>&top_minutes=<1..60>`.
+async fn get_stats(req: &Request, objects: &Objects) -> Result<Response> {
+    let url = req.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.into_owned())
     };
-    answer.or_else(|e| {
-        console_error!("sluice: admin call failed: {e}");
-        endpoints::unavailable()
-    })
+    let since = match parse_since(param("since").as_deref()) {
+        Ok(since) => since,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let top_minutes = param("top_minutes")
+        .and_then(|value| value.parse::<u64>().ok())
+        .unwrap_or(10)
+        .clamp(1, 60);
+    stats(objects, since, top_minutes).await
 }
 
 /// The tier `rule` (a rule id, or `rule.tier`) names, with an override
