@@ -7,9 +7,13 @@ use std::time::Duration;
 use futures_util::future::{join_all, select, Either};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use worker::{Delay, Env, Method, Request, RequestInit, Result};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::DurableObject;
+use worker::{web_sys, Delay, Env, Method, Result};
 
-use crate::banlist::BanRecord;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
 use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
@@ -17,7 +21,6 @@ use crate::protocol::{
     CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer, SettleRequest,
     ThrottleRequest, UnbanRequest, WireOverride,
 };
-use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
 /// The container objects' namespace binding in wrangler.toml.
 pub const CONTAINERS: &str = "LIMITER";
@@ -241,6 +244,13 @@ impl Objects {
 
     /// One request to an object within the deadline: the status, and the
     /// parsed body when the status is 200.
+    ///
+    /// Built and read through the runtime's own Request and Response, not
+    /// `worker`'s wrappers: those read the object's answer as a stream (a
+    /// call per chunk and per reader) and copy every request's method, URL,
+    /// headers and `cf` across the wasm boundary on construction, which on a
+    /// new key's first request cost more than the object's own work (CPU
+    /// profile in BENCHMARKS.md).
     async fn exchange<B: Serialize, T: DeserializeOwned>(
         &self,
         binding: &str,
@@ -249,24 +259,31 @@ impl Objects {
         route: &str,
         body: Option<&B>,
     ) -> Result<(u16, Option<T>)> {
-        let mut init = RequestInit::new();
-        init.with_method(method);
+        let init = web_sys::RequestInit::new();
+        init.set_method(method.as_ref());
         if let Some(body) = body {
-            init.with_body(Some(serde_json::to_string(body)?.into()));
+            init.set_body(&JsValue::from_str(&serde_json::to_string(body)?));
         }
-        let request = Request::new_with_init(&format!("https://object/{route}"), &init)?;
-        let stub = self
+        let request =
+            web_sys::Request::new_with_str_and_init(&format!("https://object/{route}"), &init)?;
+        let stub: DurableObject = self
             .env
             .durable_object(binding)?
             .id_from_name(object)?
-            .get_stub()?;
+            .get_stub()?
+            .into_rpc();
         let exchange = async move {
-            let mut response = stub.fetch_with_request(request).await?;
-            let status = response.status_code();
+            let response: web_sys::Response = JsFuture::from(stub.fetch_with_request(&request)?)
+                .await?
+                .dyn_into()?;
+            let status = response.status();
             if status != 200 {
                 return Ok((status, None));
             }
-            Ok((status, Some(response.json::<T>().await?)))
+            let text = JsFuture::from(response.text()?).await?.as_string();
+            let text = text
+                .ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))?;
+            Ok((status, Some(serde_json::from_str::<T>(&text)?)))
         };
         let deadline = Delay::from(Duration::from_millis(self.timeout_ms));
         match select(Box::pin(exchange), deadline).await {

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod body;
 pub mod cidr;
 pub mod forward;
 pub mod headers;
@@ -13,7 +14,6 @@ pub mod key;
 pub mod path;
 pub mod problem;
 pub mod query;
-pub mod rules;
 pub mod time;
 
 /// The parts of an incoming request that rules and keys look at. The edge

@@ -26,7 +26,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Respons
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
 use crate::http::api::THROTTLE_SLOT;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::Spec;
@@ -144,7 +144,7 @@ impl DurableObject for Limiter {
                 Err(problem) => respond::problem(&problem),
             },
             (Method::Get, "/inspect") => Response::from_json(&self.inspect()?),
-            _ => respond::problem(&Problem::new(404, "not-found", "no such container route")),
+            _ => respond::problem(&Problem::new(Code::NotFound, "no such container route")),
         }
     }
 
@@ -168,11 +168,13 @@ impl DurableObject for Limiter {
     }
 }
 
-/// A JSON body, or the problem that says it is not one.
+/// A JSON body, or the problem that says it is not one. Read as text and
+/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
+/// the result back into Rust with a wasm↔JS call per field and value.
 async fn body<T: DeserializeOwned>(req: &mut Request) -> std::result::Result<T, Problem> {
-    req.json::<T>()
-        .await
-        .map_err(|_| Problem::invalid("body", "malformed container request"))
+    let malformed = || Problem::invalid("body", "malformed container request");
+    let text = req.text().await.map_err(|_| malformed())?;
+    serde_json::from_str(&text).map_err(|_| malformed())
 }
 
 impl Limiter {
@@ -212,7 +214,7 @@ impl Limiter {
         if reserved {
             // A reservation writes nothing, but its lapse is due: the alarm
             // keeps it then if no settle came.
-            self.rearm(now).await?;
+            self.rearm(now)?;
         }
         let queue = check
             .queue
@@ -318,8 +320,7 @@ impl Limiter {
         );
         let Some((throttle, writes)) = answer else {
             return respond::problem(&Problem::new(
-                500,
-                "internal",
+                Code::Internal,
                 "the throttle slot holds another algorithm",
             ));
         };
@@ -353,8 +354,7 @@ impl Limiter {
                 repeated: settled.repeated,
             }),
             None => respond::problem(&Problem::new(
-                404,
-                "no-such-reservation",
+                Code::NoSuchReservation,
                 "no pending reservation with that id for that key; it may have lapsed (and been kept)",
             )),
         }
@@ -392,7 +392,7 @@ impl Limiter {
             .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
         self.inner.borrow_mut().tables = tables;
         written?;
-        self.rearm(now).await
+        self.rearm(now)
     }
 
     /// Deletes what the ledger expired; frees the whole storage once the
@@ -422,7 +422,7 @@ impl Limiter {
             .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
         self.inner.borrow_mut().tables = tables;
         removed?;
-        self.rearm(now_ms()).await
+        self.rearm(now_ms())
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -476,7 +476,7 @@ impl Limiter {
     }
 
     /// Moves the alarm earlier if the ledger is due sooner than it is set.
-    async fn rearm(&self, now: u64) -> Result<()> {
+    fn rearm(&self, now: u64) -> Result<()> {
         let (due, armed) = {
             let inner = self.inner.borrow();
             (inner.ledger.next_sweep(now), inner.alarm_ms)
@@ -484,16 +484,12 @@ impl Limiter {
         let Some(due) = due.filter(|&due| armed.is_none_or(|armed| due < armed)) else {
             return Ok(());
         };
-        set_alarm_at(&self.state.storage(), due).await?;
+        set_alarm_at(&self.state, due)?;
         self.inner.borrow_mut().alarm_ms = Some(due);
         Ok(())
     }
 }
 
 fn no_lease() -> Problem {
-    Problem::new(
-        404,
-        "no-such-lease",
-        "no live lease with that id for that key",
-    )
+    Problem::new(Code::NoSuchLease, "no live lease with that id for that key")
 }
