@@ -41,7 +41,7 @@ pub struct RuleTop {
     pub keys: TopKeys,
 }
 
-/// `POST /report` to a hub.
+/// An isolate's report to a hub ([`crate::protocol::HubCall::Report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     pub stats: Vec<StatRow>,
@@ -55,7 +55,8 @@ pub struct HubAnswer {
     pub manual_bans: Vec<BanRecord>,
 }
 
-/// `GET /summary` from a hub, for the admin API, which merges all hubs'.
+/// What a hub holds ([`crate::protocol::HubCall::Summary`]), for the admin
+/// API, which merges all hubs'.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubSummary {
     /// Requests this hub has received since its instance started.
