@@ -3,18 +3,17 @@
 //! `limit` holds the algorithms (pure, host-tested); everything that touches
 //! the Workers runtime lives in `edge`, compiled only for wasm32.
 
-pub mod banlist;
 pub mod config;
+pub mod gate;
 pub mod http;
+pub mod input;
+pub mod isolate;
 pub mod ledger;
 pub mod limit;
-pub mod lockout;
+pub mod limits;
+pub mod objects;
 pub mod protocol;
 pub mod queue;
-pub mod refusals;
-pub mod report;
-pub mod stats;
-pub mod top;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

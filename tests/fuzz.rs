@@ -18,19 +18,23 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
-use sluice::config::duration::parse_ms;
 use sluice::config::pattern::Pattern;
+use sluice::config::rule::OverrideRequest;
 use sluice::config::Config as SluiceConfig;
 use sluice::http::admin::{parse_manual_ban, AdminRoute};
 use sluice::http::api::{
-    json_object, parse_lease_request, parse_limit_request, parse_throttle_request,
+    parse_lease_request, parse_limit_request, parse_renew_body, parse_settle_request,
+    parse_throttle_request,
 };
+use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
 use sluice::http::forward::{to_origin, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
-use sluice::http::key::{KeyInputs, KeySpec, MAX_KEY_BYTES};
+use sluice::http::key::{KeyInputs, KeySpec};
 use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
+use sluice::input::duration::parse_ms;
+use sluice::limits::MAX_KEY_BYTES;
 use sluice::protocol::{HubCall, LimiterCall};
 
 struct Counting;
@@ -314,9 +318,10 @@ fn the_api_body_parsers_never_panic() {
             let _ = parse_limit_request(*content_type, bytes);
             let _ = parse_throttle_request(*content_type, bytes);
             let _ = parse_lease_request(*content_type, bytes);
-            if let Ok(object) = json_object(*content_type, bytes) {
-                let _ = parse_manual_ban(&object);
-            }
+            let _ = parse_settle_request(*content_type, bytes);
+            let _ = parse_renew_body(*content_type, bytes);
+            let _ = parse_manual_ban(*content_type, bytes);
+            let _ = body::read::<OverrideRequest>(*content_type, bytes);
         },
     );
 }

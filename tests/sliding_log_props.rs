@@ -3,7 +3,7 @@
 //! exactly `t + W`, and costs above one.
 
 use proptest::prelude::*;
-use sluice::limit::{Policy, SlidingLog, NEVER};
+use sluice::limit::{Policy, Retry, SlidingLog};
 
 /// Every admission as `(timestamp, cost)`; the model recounts from scratch.
 struct Model {
@@ -71,13 +71,14 @@ proptest! {
             let oldest = model.oldest_live(now);
             prop_assert_eq!(d.reset_ms, oldest.map_or(0, |t| t + window - now));
             if d.allowed {
-                prop_assert_eq!(d.retry_after_ms, 0);
+                prop_assert_eq!(d.retry, Retry::NOW);
             } else if u64::from(cost) > limit {
-                prop_assert_eq!(d.retry_after_ms, NEVER);
+                prop_assert_eq!(d.retry, Retry::Never);
             } else {
                 // Exactly the first moment the same request would fit.
-                let at = now + d.retry_after_ms;
-                prop_assert!(d.retry_after_ms > 0);
+                let wait = d.retry.ms().unwrap_or_default();
+                prop_assert!(wait > 0, "a finite wait: {:?}", d.retry);
+                let at = now + wait;
                 prop_assert!(model.held(at) + u64::from(cost) <= limit);
                 prop_assert!(model.held(at - 1) + u64::from(cost) > limit);
             }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use sluice::top::TopKeys;
+use sluice::isolate::top::TopKeys;
 
 fn stream() -> impl Strategy<Value = Vec<(u8, u8)>> {
     // (key, which isolate saw it); a skewed alphabet makes heavy hitters.

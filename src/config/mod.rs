@@ -3,11 +3,11 @@
 //! it is about (`SLUICE.rules[0].window`), because a limiter that silently
 //! runs without its limits is worse than one that refuses to start.
 
-pub mod duration;
+pub mod listing;
+pub mod lookup;
 pub mod paths;
 pub mod pattern;
 pub mod rule;
-mod words;
 
 use std::fmt;
 
@@ -19,6 +19,8 @@ use crate::http::cidr::CidrList;
 use crate::http::forward::may_carry_secret;
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
+use crate::input::duration;
+use crate::input::words::{self, Dialect};
 pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
@@ -210,7 +212,7 @@ impl Config {
             } else {
                 format!("SLUICE.{path}")
             };
-            let (missing, message) = words::plain(&e.into_inner().to_string());
+            let (missing, message) = words::plain(&e.into_inner().to_string(), Dialect::Toml);
             if let Some(name) = missing {
                 field = format!("{field}.{name}");
             }

@@ -4,7 +4,6 @@
 
 use serde::Deserialize;
 
-use super::duration::parse_ms;
 use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::{error, ConfigError};
@@ -12,10 +11,16 @@ use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
+use crate::input::duration::parse_ms;
 use crate::ledger::BanPolicy;
 use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::split::{share_spec, MAX_PARTS};
 use crate::limit::{Policy, Spec};
+use crate::limits::{
+    DAY_MS, DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS, MAX_NAME_BYTES,
+    MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES, MAX_POLICIES,
+};
+use crate::objects::name::Scope;
 
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -85,9 +90,6 @@ pub struct Concurrency {
     pub max_queue: u32,
 }
 
-/// The most requests one key may have in flight.
-pub const MAX_CONCURRENCY: u64 = 100_000;
-
 #[derive(Debug, Clone)]
 pub struct Tier {
     pub name: Option<String>,
@@ -95,8 +97,9 @@ pub struct Tier {
     pub key: KeySpec,
     /// Policies as named in the RateLimit headers, all enforced together.
     pub policies: Vec<(String, Spec)>,
-    /// Prefix of the container objects' names, unique per rule and tier.
-    pub scope: String,
+    /// Names the objects that hold this tier's keys, unique per rule and
+    /// tier.
+    pub scope: Scope,
 }
 
 /// Which callers a tier is for.
@@ -168,6 +171,15 @@ impl Rule {
     /// claims (none for an anonymous caller).
     pub fn tier_for(&self, claims: Option<&Claims>) -> Option<&Tier> {
         self.tiers.iter().find(|tier| tier.when.holds(claims))
+    }
+
+    /// Each part's policies when the rule's global quota is split in two or
+    /// more; `None` for a quota held by one object.
+    pub fn split_parts(&self) -> Option<&[Vec<(String, Spec)>]> {
+        self.global
+            .as_ref()
+            .map(|g| g.parts.as_slice())
+            .filter(|parts| parts.len() > 1)
     }
 
     /// Whether any tier needs a JWT verified.
@@ -332,7 +344,7 @@ pub(super) fn validate_rule(
                 when: When::Always,
                 key,
                 policies,
-                scope: format!("rule:{}", raw.id),
+                scope: Scope::rule(&raw.id, None),
             }]
         }
         Some(tiers) => {
@@ -587,7 +599,7 @@ fn validate_concurrency(
     };
     let limit = u32::try_from(limit)
         .ok()
-        .filter(|n| (1..=MAX_CONCURRENCY).contains(&u64::from(*n)))
+        .filter(|n| (1..=MAX_CONCURRENCY).contains(n))
         .ok_or_else(|| {
             error(
                 &format!("{at}.concurrency"),
@@ -595,10 +607,10 @@ fn validate_concurrency(
             )
         })?;
     let lease_ttl_ms = match lease_ttl {
-        None => 30_000,
+        None => DEFAULT_LEASE_TTL_MS,
         Some(text) => {
             let ms = parse_ms(text).map_err(|m| error(&format!("{at}.lease_ttl"), m))?;
-            if !(1..=24 * 3_600_000).contains(&ms) {
+            if !(1..=MAX_LEASE_TTL_MS).contains(&ms) {
                 return Err(error(
                     &format!("{at}.lease_ttl"),
                     "lease_ttl must be from 1 ms to 1 day",
@@ -675,7 +687,7 @@ fn validate_tiers(
                 "anonymous callers have no verified JWT, so their key cannot use {sub} or a claim: key them by ip or a header",
             ));
         }
-        let base = format!("{rule_id}.{}", tier.name);
+        let scope = Scope::rule(rule_id, Some(&tier.name));
         let limits = RawLimits {
             limit: tier.limit,
             window: tier.window,
@@ -683,13 +695,13 @@ fn validate_tiers(
             burst: tier.burst,
             policies: tier.policies,
         };
-        let policies = validate_limits(limits, &base, &here)?;
+        let policies = validate_limits(limits, scope.id(), &here)?;
         tiers.push(Tier {
             name: Some(tier.name),
             when,
             key,
             policies,
-            scope: format!("rule:{base}"),
+            scope,
         });
     }
     // Claim tiers are tried first where listed, but only `registered`,
@@ -738,10 +750,10 @@ fn validate_limits(
                     "with \"policies\", set algorithm and burst in each policy",
                 ));
             }
-            if policies.is_empty() || policies.len() > 8 {
+            if policies.is_empty() || policies.len() > MAX_POLICIES {
                 return Err(error(
                     &format!("{at}.policies"),
-                    "policies must list 1 to 8 policies",
+                    format!("policies must list 1 to {MAX_POLICIES} policies"),
                 ));
             }
             let mut out: Vec<(String, Spec)> = Vec::with_capacity(policies.len());
@@ -980,14 +992,14 @@ fn validate_rule_id(id: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{id:?} is not a valid rule id: use 1 to 64 letters, digits, \"-\" or \"_\", not starting with \"_\""
+            "{id:?} is not a valid rule id: use 1 to {MAX_NAME_BYTES} letters, digits, \"-\" or \"_\", not starting with \"_\""
         ))
     }
 }
 
-/// 1 to 64 of `A-Z a-z 0-9 - _`.
+/// 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 - _`.
 fn is_part_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
+    (1..=MAX_NAME_BYTES).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -1002,7 +1014,7 @@ fn validate_part_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
+            "{name:?} is not a valid name: use 1 to {MAX_NAME_BYTES} letters, digits, \"-\" or \"_\" (no \".\" or \":\", which separate the parts of policy names)"
         ))
     }
 }
@@ -1025,11 +1037,12 @@ fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// `PUT {prefix}/admin/keys/{rule}/{key}/override`: the limits, or
-/// `"unlimited": true`, with `for` and `reason`.
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
+/// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
+/// like any API body; [`parse_override`] checks it against the tier.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawOverride {
+pub struct OverrideRequest {
     limit: Option<u64>,
     window: Option<String>,
     algorithm: Option<String>,
@@ -1050,27 +1063,19 @@ pub struct OverrideBody {
     pub reason: String,
 }
 
-/// The longest an override may be set for.
-pub const MAX_OVERRIDE_MS: u64 = 366 * 86_400_000;
-
 /// Parses an override for `tier`. An override may change a policy's limit
 /// (and a GCRA burst), and add policies of its own, but not a policy's
 /// window or algorithm: admissions logged under one window would be
 /// re-read through another, and a log read through a shorter window
 /// forgets what a longer one counts again. Errors name the body's field.
-pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBody, ConfigError> {
-    let raw: RawOverride = serde_path_to_error::deserialize(body).map_err(|e| {
-        let path = e.path().to_string();
-        error(
-            if path == "." { "body" } else { &path },
-            e.into_inner().to_string(),
-        )
-    })?;
+pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
-    if reason.len() > 200 || reason.chars().any(char::is_control) {
+    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
         return Err(error(
             "reason",
-            "reason holds at most 200 characters and no control characters",
+            format!(
+                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
+            ),
         ));
     }
     let for_ms = raw
@@ -1080,7 +1085,10 @@ pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBo
             if (1..=MAX_OVERRIDE_MS).contains(&ms) {
                 Ok(ms)
             } else {
-                Err(error("for", "for must be from 1 ms to 366 days"))
+                Err(error(
+                    "for",
+                    format!("for must be from 1 ms to {} days", MAX_OVERRIDE_MS / DAY_MS),
+                ))
             }
         })
         .transpose()?;
@@ -1098,11 +1106,7 @@ pub fn parse_override(body: serde_json::Value, tier: &Tier) -> Result<OverrideBo
         }
         Some(true) => Vec::new(),
         Some(false) | None => {
-            let base = tier
-                .scope
-                .strip_prefix("rule:")
-                .unwrap_or(tier.scope.as_str());
-            let policies = validate_limits(limits, base, "")
+            let policies = validate_limits(limits, tier.scope.id(), "")
                 .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
             check_same_shape(&policies, &tier.policies)?;
             policies

@@ -53,7 +53,7 @@ fn a_full_config_parses() {
             Spec::SlidingLog(Policy::new(5, 500).unwrap())
         )]
     );
-    assert_eq!(login.scope, "rule:login");
+    assert_eq!(login.scope.to_string(), "rule:login");
     assert_eq!(
         config
             .rule_for("GET", &RequestPath::new("/api/x"))
@@ -186,7 +186,7 @@ fn tiers_tell_registered_from_anonymous_callers() {
     let someone = crate::http::jwt::Claims::from(json!({"sub": "u1"}).as_object().unwrap().clone());
     let registered = rule.tier_for(Some(&someone)).unwrap();
     assert_eq!(registered.policies[0].0, "api.registered");
-    assert_eq!(registered.scope, "rule:api.registered");
+    assert_eq!(registered.scope.to_string(), "rule:api.registered");
     assert_eq!(
         registered
             .key
@@ -1146,4 +1146,49 @@ fn count_takes_statuses_and_classes_where_a_refund_can_be_exact() {
     ] {
         assert_eq!(error_field(rule(extra.clone())), field, "{extra}");
     }
+}
+
+#[test]
+fn override_bodies_are_read_like_any_api_body_then_checked_against_the_tier() {
+    use crate::config::rule::{parse_override, OverrideRequest};
+    use crate::http::body;
+    let config = Config::from_value(with_rule(json!({}))).unwrap();
+    let tier = &config.rules[0].tiers[0];
+    let read = |body: Value| {
+        body::read::<OverrideRequest>(Some("application/json"), body.to_string().as_bytes())
+    };
+    let Ok(Ok(raised)) = read(json!({"limit": 50, "window": "1m", "for": "1d"}))
+        .map(|raw| parse_override(raw, tier))
+    else {
+        panic!("a raised limit is an override")
+    };
+    assert_eq!(
+        (raised.policies[0].1.limit(), raised.for_ms),
+        (50, Some(86_400_000))
+    );
+    let field = |body: Value| {
+        let Err(problem) = read(body) else {
+            panic!("accepted")
+        };
+        serde_json::from_str::<Value>(&problem.to_json()).unwrap()["field"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(field(json!({"limt": 50})), "limt");
+    assert_eq!(field(json!({"limit": "50"})), "limit");
+    assert_eq!(
+        field(json!({"policies": [{"limit": 1}]})),
+        "policies[0].window"
+    );
+    let check = |body: Value| match read(body).map(|raw| parse_override(raw, tier)) {
+        Ok(Err(e)) => e.field,
+        _ => panic!("read, then refused against the tier"),
+    };
+    assert_eq!(check(json!({"limit": 50, "window": "1h"})), "window");
+    assert_eq!(
+        check(json!({"limit": 50, "window": "1m", "for": "367d"})),
+        "for"
+    );
+    assert_eq!(check(json!({"unlimited": true, "limit": 5})), "unlimited");
 }

@@ -5,7 +5,7 @@
 //! (otherwise every admin path is a 404, like any unknown path), and every
 //! call must carry that token as a bearer token; a wrong or missing one
 //! gets a 401 that says nothing about keys. A client with too many failures
-//! is locked out for a while (`crate::lockout`).
+//! is locked out for a while (`crate::isolate::lockout`).
 
 use std::cell::RefCell;
 
@@ -18,25 +18,25 @@ use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::Parts;
 use super::settings::{settings, Settings};
 use super::{isolate, now_ms, respond};
-use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
-use crate::config::rule::{parse_override, Tier};
-use crate::http::admin::{
-    ban_subject, object_name, parse_manual_ban, parse_since, targets, AdminRoute, Target, API_RULE,
-};
-use crate::http::api::json_object;
+use crate::config::listing;
+use crate::config::lookup::{targets, Target};
+use crate::config::rule::{parse_override, OverrideRequest, Tier};
+use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, AdminRoute};
 use crate::http::auth::authorized;
+use crate::http::body;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
-use crate::http::key::MAX_KEY_BYTES;
-use crate::http::problem::Problem;
-use crate::http::rules;
+use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
+use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::isolate::report::HUBS;
+use crate::isolate::stats::summarize;
 use crate::ledger::Override;
-use crate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
+use crate::limits::MAX_KEY_BYTES;
+use crate::objects::name::{Scope, API_SCOPE};
 use crate::protocol::WireOverride;
-use crate::report::HUBS;
-use crate::stats::summarize;
 
 thread_local! {
     /// Failed authentications per client, this isolate's share of them.
@@ -65,7 +65,7 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
 
 /// An admin API call, once the token is known to be set.
 async fn api(
-    mut req: Request,
+    req: Request,
     env: &Env,
     objects: &Objects,
     path: &str,
@@ -73,9 +73,25 @@ async fn api(
     token: &str,
     route: Option<AdminRoute>,
 ) -> Result<Response> {
+    if let Some(refusal) = unauthorized(&req, settings, token)? {
+        return Ok(refusal);
+    }
+    let Some(route) = route else {
+        return endpoints::not_found(&format!("/admin{path}"));
+    };
+    let answer = call(req, env, objects, settings, route).await;
+    answer.or_else(|e| {
+        console_error!("sluice: admin call failed: {e}");
+        endpoints::unavailable()
+    })
+}
+
+/// The refusal for a caller without the admin token, or one locked out
+/// after too many failures; `None` lets the call through.
+fn unauthorized(req: &Request, settings: &Settings, token: &str) -> Result<Option<Response>> {
     // Requests without a usable address (only seen locally: Cloudflare
     // always sets one) share one count.
-    let client = client_ip(&Parts::of(&req))
+    let client = client_ip(&Parts::of(req))
         .map(|ip| client_network(ip, settings.config.ipv6_prefix))
         .unwrap_or_default();
     let now = now_ms();
@@ -83,102 +99,99 @@ async fn api(
         let headers = Headers::new();
         headers.set("retry-after", &retry_after(wait_ms))?;
         let problem = Problem::new(
-            429,
-            "too-many-failures",
+            Code::TooManyFailures,
             format!("{MAX_FAILURES} failed admin authentications from this client within a minute; try again later"),
         );
-        return respond::problem_with(&problem, headers);
+        return respond::problem_with(&problem, headers).map(Some);
     }
     let authorization = req.headers().get("authorization")?;
-    if !authorized(authorization.as_deref(), token) {
-        LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
-        let headers = Headers::new();
-        headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
-        let problem = Problem::new(
-            401,
-            "unauthorized",
-            "the admin API needs the admin token as a bearer token",
-        );
-        return respond::problem_with(&problem, headers);
+    if authorized(authorization.as_deref(), token) {
+        return Ok(None);
     }
-    let Some(route) = route else {
-        return endpoints::not_found(&format!("/admin{path}"));
-    };
+    LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
+    let headers = Headers::new();
+    headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
+    let problem = Problem::new(
+        Code::Unauthorized,
+        "the admin API needs the admin token as a bearer token",
+    );
+    respond::problem_with(&problem, headers).map(Some)
+}
+
+/// An authenticated admin call, by route and method.
+async fn call(
+    mut req: Request,
+    env: &Env,
+    objects: &Objects,
+    settings: &Settings,
+    route: AdminRoute,
+) -> Result<Response> {
     let config = &settings.config;
-    let targets = match &route {
-        AdminRoute::Key { rule, key } => match targets(config, rule, key) {
-            Ok(targets) => targets,
-            Err(problem) => return respond::problem(&problem),
-        },
-        _ => Vec::new(),
-    };
-    let answer = match (req.method(), route) {
-        (Method::Get, AdminRoute::Key { rule, key }) => {
-            inspect_key(objects, &rule, &key, &targets).await
+    match (req.method(), route) {
+        (method, AdminRoute::Key { rule, key }) => {
+            let targets = match targets(config, &rule, &key) {
+                Ok(targets) => targets,
+                Err(problem) => return respond::problem(&problem),
+            };
+            match method {
+                Method::Get => inspect_key(objects, &rule, &key, &targets).await,
+                Method::Delete => reset_key(objects, &rule, &key, &targets).await,
+                _ => not_allowed("GET, DELETE"),
+            }
         }
-        (Method::Delete, AdminRoute::Key { rule, key }) => {
-            reset_key(objects, &rule, &key, &targets).await
-        }
-        (_, AdminRoute::Key { .. }) => return not_allowed("GET, DELETE"),
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
-        (_, AdminRoute::Bans) => return not_allowed("GET"),
+        (_, AdminRoute::Bans) => not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
-            let ban = parsed_body(&mut req, json_object)
-                .await?
-                .and_then(|object| parse_manual_ban(&object));
-            match ban {
+            match parsed_body(&mut req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
                     put_ban(objects, subject, ban.for_ms, ban.reason).await
                 }
-                Err(problem) => return respond::problem(&problem),
+                Err(problem) => respond::problem(&problem),
             }
         }
         (Method::Delete, AdminRoute::Ban { key }) => {
             lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
         }
-        (_, AdminRoute::Ban { .. }) => return not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Stats) => {
-            let url = req.url()?;
-            let param = |name: &str| {
-                url.query_pairs()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, value)| value.into_owned())
-            };
-            let since = match parse_since(param("since").as_deref()) {
-                Ok(since) => since,
-                Err(problem) => return respond::problem(&problem),
-            };
-            let top_minutes = param("top_minutes")
-                .and_then(|value| value.parse::<u64>().ok())
-                .unwrap_or(10)
-                .clamp(1, 60);
-            stats(objects, since, top_minutes).await
-        }
-        (_, AdminRoute::Stats) => return not_allowed("GET"),
+        (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Stats) => get_stats(&req, objects).await,
+        (_, AdminRoute::Stats) => not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
-            match parsed_body(&mut req, json_object).await? {
+            match parsed_body(&mut req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
-                Err(problem) => return respond::problem(&problem),
+                Err(problem) => respond::problem(&problem),
             }
         }
         (Method::Delete, AdminRoute::Override { rule, key }) => {
             lift_override(env, objects, &rule, &key).await
         }
-        (_, AdminRoute::Override { .. }) => return not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Rules) => {
-            respond::json(&rules::listing(&settings.config), Headers::new())
-        }
-        (_, AdminRoute::Rules) => return not_allowed("GET"),
+        (_, AdminRoute::Override { .. }) => not_allowed("PUT, DELETE"),
+        (Method::Get, AdminRoute::Rules) => respond::json(&listing::of(config), Headers::new()),
+        (_, AdminRoute::Rules) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
-            return endpoints::not_found(&format!("/admin{path}"))
+            endpoints::not_found(&req.path())
         }
+    }
+}
+
+/// `GET /admin/stats?since=<ms>&top_minutes=<1..60>`.
+async fn get_stats(req: &Request, objects: &Objects) -> Result<Response> {
+    let url = req.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.into_owned())
     };
-    answer.or_else(|e| {
-        console_error!("sluice: admin call failed: {e}");
-        endpoints::unavailable()
-    })
+    let since = match parse_since(param("since").as_deref()) {
+        Ok(since) => since,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let top_minutes = param("top_minutes")
+        .and_then(|value| value.parse::<u64>().ok())
+        .unwrap_or(10)
+        .clamp(1, 60);
+    stats(objects, since, top_minutes).await
 }
 
 /// The tier `rule` (a rule id, or `rule.tier`) names, with an override
@@ -186,13 +199,13 @@ async fn api(
 /// call) and for a global quota (one object per part, not per key).
 fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
     let not_here = |detail: String| Err(Problem::invalid("rule", detail));
-    if rule == API_RULE {
+    if rule == API_SCOPE {
         return not_here(format!(
-            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_RULE}"
+            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_SCOPE}"
         ));
     }
-    let scope = format!("rule:{rule}");
-    let settings = settings(env).map_err(|e| Problem::new(500, "invalid-config", e.to_string()))?;
+    let scope = Scope::named(rule);
+    let settings = settings(env).map_err(|e| Problem::new(Code::InvalidConfig, e.to_string()))?;
     let found = settings
         .config
         .rules
@@ -205,8 +218,7 @@ fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
         )),
         Some((_, tier)) => Ok(tier.clone()),
         None => Err(Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
         )
         .with("field", "rule")),
@@ -219,7 +231,7 @@ async fn put_override(
     objects: &Objects,
     rule: &str,
     key: &str,
-    body: serde_json::Map<String, serde_json::Value>,
+    body: OverrideRequest,
 ) -> Result<Response> {
     let tier = match override_tier(env, rule) {
         Ok(tier) => tier,
@@ -231,7 +243,7 @@ async fn put_override(
             format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
         ));
     }
-    let parsed = match parse_override(serde_json::Value::Object(body), &tier) {
+    let parsed = match parse_override(body, &tier) {
         Ok(parsed) => parsed,
         Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
     };
@@ -243,8 +255,10 @@ async fn put_override(
         set_ms: now,
     };
     let wire = WireOverride::encode(&overridden);
-    let object = object_name(rule, key);
-    let previous = objects.set_override(&object, Some(wire.clone())).await?;
+    let object = Scope::named(rule).object(key);
+    let previous = objects
+        .set_override(object.as_str(), Some(wire.clone()))
+        .await?;
     isolate::forget_refusal(&object);
     respond::json(
         &json!({"object": object, "override": override_view(&wire), "replaced": previous.is_some()}),
@@ -257,11 +271,10 @@ async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> R
     if let Err(problem) = override_tier(env, rule) {
         return respond::problem(&problem);
     }
-    let object = object_name(rule, key);
-    let Some(previous) = objects.set_override(&object, None).await? else {
+    let object = Scope::named(rule).object(key);
+    let Some(previous) = objects.set_override(object.as_str(), None).await? else {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no override on {key:?} for rule {rule:?}"),
         ));
     };
@@ -304,9 +317,9 @@ async fn inspect_key(
     let manual_ban = isolate::manual_ban(&[key], now_ms());
     let mut states = Vec::with_capacity(targets.len());
     for target in targets {
-        let state = objects.peek(&target.object).await?;
+        let state = objects.peek(target.object.as_str()).await?;
         states.push(json!({
-            "rule": target.rule,
+            "rule": target.scope.id(),
             "key": key,
             "object": target.object,
             "slots": state.slots,
@@ -333,10 +346,10 @@ async fn reset_key(
 ) -> Result<Response> {
     let mut answers = Vec::with_capacity(targets.len());
     for target in targets {
-        let reset = objects.reset(&target.object).await?;
+        let reset = objects.reset(target.object.as_str()).await?;
         isolate::forget_refusal(&target.object);
         objects
-            .unban_everywhere(key, &format!("rule:{}", target.rule))
+            .unban_everywhere(key, &target.scope.to_string())
             .await?;
         answers.push(json!({"object": target.object, "reset": reset}));
     }
@@ -411,8 +424,7 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
     };
     if !objects.ban_everywhere(&record).await? {
         return respond::problem(&Problem::new(
-            409,
-            "too-many-bans",
+            Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
@@ -427,8 +439,7 @@ async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
     isolate::forget_manual_ban(key);
     if !removed {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!("no manual ban on {key:?}"),
         ));
     }

@@ -7,9 +7,13 @@ use std::time::Duration;
 use futures_util::future::{join_all, select, Either};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use worker::{Delay, Env, Method, Request, RequestInit, Result};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::DurableObject;
+use worker::{web_sys, Delay, Env, Method, Result};
 
-use crate::banlist::BanRecord;
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
 use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
@@ -17,7 +21,6 @@ use crate::protocol::{
     CheckRequest, HubCall, HubReply, KeyRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
     OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
 };
-use crate::report::{HubAnswer, HubSummary, Report, HUBS};
 
 /// The container objects' namespace binding in wrangler.toml.
 pub const CONTAINERS: &str = "LIMITER";
@@ -222,25 +225,41 @@ impl Objects {
 
     /// One call to an object within the deadline, and its reply. Anything
     /// but a 200 with a reply (a problem, a failure) is an error.
+    ///
+    /// Built and read through the runtime's own Request and Response, not
+    /// `worker`'s wrappers: those read the object's answer as a stream (a
+    /// call per chunk and per reader) and copy every request's method, URL,
+    /// headers and `cf` across the wasm boundary on construction, which on a
+    /// new key's first request cost more than the object's own work (CPU
+    /// profile in BENCHMARKS.md).
     async fn exchange<C: Serialize, R: DeserializeOwned>(
         &self,
         binding: &str,
         object: &str,
         call: &C,
     ) -> Result<R> {
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post);
-        init.with_body(Some(serde_json::to_string(call)?.into()));
-        let request = Request::new_with_init("https://object/", &init)?;
-        let stub = self
+        let init = web_sys::RequestInit::new();
+        init.set_method(Method::Post.as_ref());
+        init.set_body(&JsValue::from_str(&serde_json::to_string(call)?));
+        let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
+        let stub: DurableObject = self
             .env
             .durable_object(binding)?
             .id_from_name(object)?
-            .get_stub()?;
+            .get_stub()?
+            .into_rpc();
         let exchange = async move {
-            let mut response = stub.fetch_with_request(request).await?;
-            match response.status_code() {
-                200 => response.json::<R>().await,
+            let response: web_sys::Response = JsFuture::from(stub.fetch_with_request(&request)?)
+                .await?
+                .dyn_into()?;
+            match response.status() {
+                200 => {
+                    let text = JsFuture::from(response.text()?).await?.as_string();
+                    let text = text.ok_or_else(|| {
+                        worker::Error::RustError(format!("{binding} answered no text"))
+                    })?;
+                    Ok(serde_json::from_str::<R>(&text)?)
+                }
                 status => Err(worker::Error::RustError(format!(
                     "{binding} answered {status}"
                 ))),

@@ -10,7 +10,7 @@ use worker::{Env, Headers, Method, Request, Response, Result};
 
 use super::endpoints::not_allowed;
 use super::respond;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 
 /// The page loads its own script, style and icon and talks to its own
 /// origin only: no inline script or style, no other host, no frames.
@@ -30,8 +30,7 @@ pub async fn file(req: &Request, env: &Env, file: &str) -> Result<Response> {
         .await?;
     if asset.status_code() != 200 {
         return respond::problem(&Problem::new(
-            404,
-            "not-found",
+            Code::NotFound,
             format!(
                 "the dashboard's {file} is not in the deployed assets: build with scripts/build.sh"
             ),

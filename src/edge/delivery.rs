@@ -17,6 +17,7 @@ use futures_util::Stream;
 use worker::{console_error, Context, Response, ResponseBody, Result};
 
 use super::client::Objects;
+use crate::objects::name::ObjectName;
 
 /// Dropping it releases the lease.
 pub struct ReleaseGuard {
@@ -28,14 +29,14 @@ pub struct ReleaseGuard {
 pub fn release_on_drop(
     ctx: &Context,
     objects: Objects,
-    object: String,
+    object: ObjectName,
     lease_id: String,
 ) -> ReleaseGuard {
     let (dropped, released) = oneshot::channel::<()>();
     ctx.wait_until(async move {
         // Resolves (cancelled) when the guard is dropped.
         let _ = released.await;
-        if let Err(e) = objects.release(&object, &lease_id).await {
+        if let Err(e) = objects.release(object.as_str(), &lease_id).await {
             console_error!("sluice: could not release lease {lease_id} of {object}: {e}");
         }
     });

@@ -1,6 +1,7 @@
 //! Sluice's own endpoints, below the configured prefix: health, the
-//! decision API, redis-cell's throttle, and the admin API. Everything under
-//! `/v1` (decisions, throttle, leases) sits behind the API token.
+//! decision API and redis-cell's throttle (the admin API, in `admin.rs`,
+//! is routed beside them), and the helpers both answer with. Everything
+//! under `/v1` (decisions, throttle, leases) sits behind the API token.
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -8,29 +9,25 @@ use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::settings::settings;
-use super::{admin, isolate, respond};
+use super::{isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_settle_request, parse_throttle_request, MAX_BODY_BYTES,
-    RESERVATION_TTL_MS,
+    parse_renew_body, parse_settle_request, parse_throttle_request, RESERVATION_TTL_MS,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
-use crate::http::problem::Problem;
+use crate::http::body::too_large;
+use crate::http::problem::{Code, Problem};
+use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
+use crate::limits::MAX_BODY_BYTES;
 use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
-use crate::stats::Verdict;
 
 /// The name the decision API's counts are kept under.
-use crate::http::admin::API_RULE;
+use crate::objects::name::{Scope, API_SCOPE};
 
 /// Serves `path`, the part of the URL below the prefix.
 pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
     let method = req.method();
-    if let Some(below) = path.strip_prefix("/admin") {
-        if below.is_empty() || below.starts_with('/') {
-            return admin::serve(req, env, objects, below).await;
-        }
-    }
     if path == "/v1" || path.starts_with("/v1/") {
         if let Some(refused) = api_refusal(&req, env, path)? {
             return Ok(refused);
@@ -80,8 +77,7 @@ fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>>
             let headers = Headers::new();
             headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
             let problem = Problem::new(
-                401,
-                "unauthorized",
+                Code::Unauthorized,
                 "the decision API needs the API token as a bearer token",
             );
             respond::problem_with(&problem, headers).map(Some)
@@ -95,7 +91,7 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
-    let mut request = CheckRequest::new(&format!("api:{}", call.key), &[], 1, None);
+    let mut request = CheckRequest::new(Scope::Api.object(&call.key).as_str(), &[], 1, None);
     request.lease = Some(LeaseAsk {
         name: "concurrency".into(),
         limit: call.limit,
@@ -110,13 +106,13 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
             if let Some(problem) = api::lease_problem(&outcome) {
                 return respond::problem(&problem);
             }
-            isolate::record(API_RULE, &call.key, verdict(outcome.allowed));
+            isolate::record(API_SCOPE, &call.key, Verdict::of(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&lease_response(&outcome), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, &call.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &call.key, Verdict::Failed);
             console_error!("sluice: lease for the API failed: {e}");
             unavailable()
         }
@@ -133,7 +129,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
             .map(|(_, value)| value.into_owned()),
     );
     let key = match key {
-        Ok(key) => format!("api:{key}"),
+        Ok(key) => Scope::Api.object(&key),
         Err(problem) => return respond::problem(&problem),
     };
     let answer = match (req.method(), rest.strip_suffix("/renew")) {
@@ -142,10 +138,10 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
                 Ok(ttl) => ttl,
                 Err(problem) => return respond::problem(&problem),
             };
-            objects.renew(&key, id, ttl).await
+            objects.renew(key.as_str(), id, ttl).await
         }
         (Method::Delete, None) if !rest.is_empty() && !rest.contains('/') => {
-            objects.release(&key, rest).await
+            objects.release(key.as_str(), rest).await
         }
         (_, Some(_)) => return not_allowed("POST"),
         (_, None) => return not_allowed("DELETE"),
@@ -162,8 +158,7 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
             Headers::new(),
         ),
         Ok(None) => respond::problem(&Problem::new(
-            404,
-            "no-such-lease",
+            Code::NoSuchLease,
             "no live lease with that id for that key; it may have lapsed or been released",
         )),
         Err(e) => {
@@ -180,7 +175,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let mut check = CheckRequest::new(
-        &format!("api:{}", request.key),
+        Scope::Api.object(&request.key).as_str(),
         &request.policies,
         request.cost,
         None,
@@ -198,8 +193,7 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
             ..
         }) => respond::problem(
                 &Problem::new(
-                    409,
-                    "policy-conflict",
+                    Code::PolicyConflict,
                     format!(
                         "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
                     ),
@@ -207,14 +201,14 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
                 .with("policy", name.as_str()),
             ),
         Ok(outcome) => {
-            isolate::record(API_RULE, &request.key, verdict(outcome.allowed));
+            isolate::record(API_SCOPE, &request.key, Verdict::of(outcome.allowed));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
             respond::json(&limit_response(&request, &outcome, reservation), headers)
         }
         Err(e) => {
-            isolate::record(API_RULE, &request.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
             unavailable()
         }
@@ -228,7 +222,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let request = SettleRequest {
-        key: format!("api:{}", call.key),
+        key: Scope::Api.object(&call.key).to_string(),
         reservation: call.reservation,
         keep: call.keep,
     };
@@ -236,8 +230,7 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
         Ok(Some(answer)) => respond::json(&answer, Headers::new()),
         Ok(None) => respond::problem(
             &Problem::new(
-                404,
-                "no-such-reservation",
+                Code::NoSuchReservation,
                 "no pending reservation with that id for that key; it may have lapsed (and been kept)",
             )
             .with("field", "reservation"),
@@ -256,7 +249,7 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
         Err(problem) => return respond::problem(&problem),
     };
     let request = ThrottleRequest {
-        key: format!("api:{}", call.key),
+        key: Scope::Api.object(&call.key).to_string(),
         max_burst: call.policy.max_burst(),
         count: call.policy.count(),
         period_ms: call.policy.period_ms(),
@@ -264,22 +257,14 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
     };
     match objects.throttle(&request).await {
         Ok(answer) => {
-            isolate::record(API_RULE, &call.key, verdict(!answer.limited));
+            isolate::record(API_SCOPE, &call.key, Verdict::of(!answer.limited));
             respond::json(&answer, Headers::new())
         }
         Err(e) => {
-            isolate::record(API_RULE, &call.key, Verdict::Failed);
+            isolate::record(API_SCOPE, &call.key, Verdict::Failed);
             console_error!("sluice: throttle failed: {e}");
             unavailable()
         }
-    }
-}
-
-pub fn verdict(allowed: bool) -> Verdict {
-    if allowed {
-        Verdict::Admitted
-    } else {
-        Verdict::Refused
     }
 }
 
@@ -297,7 +282,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
         .flatten()
         .and_then(|len| len.parse::<u64>().ok());
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return Err(api::too_large());
+        return Err(too_large());
     }
     let unreadable = |_| Problem::invalid("body", "the body could not be read");
     // A declared length within the limit is all the runtime will deliver,
@@ -306,7 +291,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     if declared.is_some() {
         let body = req.bytes().await.map_err(unreadable)?;
         return if body.len() > MAX_BODY_BYTES {
-            Err(api::too_large())
+            Err(too_large())
         } else {
             Ok(body)
         };
@@ -319,7 +304,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(unreadable)?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(api::too_large());
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
@@ -340,8 +325,7 @@ pub async fn parsed_body<T>(
 
 pub fn not_found(path: &str) -> Result<Response> {
     respond::problem(&Problem::new(
-        404,
-        "not-found",
+        Code::NotFound,
         format!("no Sluice endpoint at {path:?}"),
     ))
 }
@@ -350,7 +334,7 @@ pub fn not_allowed(allow: &str) -> Result<Response> {
     let headers = Headers::new();
     headers.set("allow", allow)?;
     respond::problem_with(
-        &Problem::new(405, "method-not-allowed", format!("use {allow}")),
+        &Problem::new(Code::MethodNotAllowed, format!("use {allow}")),
         headers,
     )
 }
@@ -358,14 +342,5 @@ pub fn not_allowed(allow: &str) -> Result<Response> {
 /// The answer when a Durable Object cannot decide: fail closed, and say
 /// when to try again.
 pub fn unavailable() -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("retry-after", "1")?;
-    respond::problem_with(
-        &Problem::new(
-            503,
-            "unavailable",
-            "the limiter could not reach a decision; retry shortly",
-        ),
-        headers,
-    )
+    respond::answer(&crate::gate::unavailable())
 }

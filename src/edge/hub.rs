@@ -23,12 +23,12 @@ use worker::{
 use super::client::Objects;
 use super::storage::{int, set_alarm_at};
 use super::{now_ms, respond};
-use crate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::http::problem::Problem;
+use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::report::{HubAnswer, HubSummary, Report};
+use crate::isolate::stats::StatRow;
+use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
 use crate::protocol::{HubCall, HubReply};
-use crate::report::{HubAnswer, HubSummary, Report, RuleTop};
-use crate::stats::StatRow;
-use crate::top::{TopKeys, CAPACITY};
 
 /// Per-minute counts are kept a week.
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;
@@ -293,10 +293,9 @@ impl Hub {
             )?
             .one::<Next>()?
             .at;
-        let storage = self.state.storage();
         match next {
-            Some(at) => set_alarm_at(&storage, at).await,
-            None => storage.delete_alarm().await,
+            Some(at) => set_alarm_at(&self.state, at),
+            None => self.state.storage().delete_alarm().await,
         }
     }
 }

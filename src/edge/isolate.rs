@@ -9,11 +9,12 @@ use worker::{console_error, Context};
 
 use super::client::Objects;
 use super::now_ms;
-use crate::banlist::{BanList, BanRecord};
+use crate::isolate::banlist::{BanList, BanRecord};
+use crate::isolate::refusals::{RefusalCache, CAPACITY};
+use crate::isolate::report::Outbox;
+use crate::isolate::stats::{Verdict, MAX_PENDING};
 use crate::ledger::Outcome;
-use crate::refusals::{RefusalCache, CAPACITY};
-use crate::report::Outbox;
-use crate::stats::{Verdict, MAX_PENDING};
+use crate::objects::name::ObjectName;
 
 thread_local! {
     static REFUSALS: RefCell<RefusalCache> = RefCell::new(RefusalCache::new(CAPACITY));
@@ -21,17 +22,17 @@ thread_local! {
     static OUTBOX: RefCell<Outbox> = RefCell::new(Outbox::new());
 }
 
-pub fn cached_refusal(object: &str, now_ms: u64) -> Option<Outcome> {
-    REFUSALS.with(|cache| cache.borrow_mut().get(object, now_ms))
+pub fn cached_refusal(object: &ObjectName, now_ms: u64) -> Option<Outcome> {
+    REFUSALS.with(|cache| cache.borrow_mut().get(object.as_str(), now_ms))
 }
 
-pub fn cache_refusal(object: &str, outcome: &Outcome, now_ms: u64) {
-    REFUSALS.with(|cache| cache.borrow_mut().insert(object, outcome, now_ms));
+pub fn cache_refusal(object: &ObjectName, outcome: &Outcome, now_ms: u64) {
+    REFUSALS.with(|cache| cache.borrow_mut().insert(object.as_str(), outcome, now_ms));
 }
 
 /// Forgets a cached refusal, after an operator reset the object.
-pub fn forget_refusal(object: &str) {
-    REFUSALS.with(|cache| cache.borrow_mut().remove(object));
+pub fn forget_refusal(object: &ObjectName) {
+    REFUSALS.with(|cache| cache.borrow_mut().remove(object.as_str()));
 }
 
 /// The manual ban on any of `candidates`, if one is active.

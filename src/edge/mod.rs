@@ -23,11 +23,12 @@ pub use hub::Hub;
 
 use worker::{event, Context, Env, Request, Response, Result};
 
+use crate::gate::Matched;
+use crate::http::admin::admin_path;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use client::Objects;
-use gate::Matched;
 use incoming::Parts;
 use proxy::Forward;
 
@@ -43,8 +44,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Ok(settings) => settings,
         Err(e) => {
             let problem = Problem::new(
-                500,
-                "invalid-config",
+                Code::InvalidConfig,
                 format!("Sluice's configuration is invalid: {e}"),
             )
             .with("field", e.field.as_str());
@@ -56,12 +56,16 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     isolate::upkeep(&objects, &ctx);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    if client_ip(&Parts::of(&req)).is_some_and(|ip| config.deny.contains(ip)) {
-        return gate::denied("*");
+    let ip = client_ip(&Parts::of(&req));
+    if ip.is_some_and(|ip| config.deny.contains(ip)) {
+        return respond::problem(&crate::gate::denied("*"));
     }
     let path = req.path();
     if let Some(own) = config.own_path(&path) {
-        return endpoints::serve(req, &env, &objects, own).await;
+        return match admin_path(own) {
+            Some(below) => admin::serve(req, &env, &objects, below).await,
+            None => endpoints::serve(req, &env, &objects, own).await,
+        };
     }
     if proxy::has_looped(&req) {
         return proxy::loop_detected();
@@ -75,6 +79,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
                 rule,
                 path: path.form(rule.paths).text(),
                 params: &params,
+                ip,
             };
             gate::limited(req, &ctx, &objects, &settings, matched).await
         }

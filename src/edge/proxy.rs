@@ -15,7 +15,7 @@ use super::{now_ms, respond};
 use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
 pub struct Forward<'a> {
@@ -54,8 +54,7 @@ pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) ->
         Err(e) => {
             console_error!("sluice: origin unreachable: {e}");
             return respond::problem(&Problem::new(
-                502,
-                "origin-unreachable",
+                Code::OriginUnreachable,
                 "the origin could not be reached",
             ));
         }
@@ -116,8 +115,7 @@ pub fn has_looped(req: &Request) -> bool {
 /// The answer to a request that came back to Sluice: `508 Loop Detected`.
 pub fn loop_detected() -> Result<Response> {
     respond::problem(&Problem::new(
-        508,
-        "loop-detected",
+        Code::LoopDetected,
         "this request was already forwarded by Sluice: the origin leads back to Sluice itself; set origin to the server behind it",
     ))
 }
@@ -186,8 +184,7 @@ async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
         let headers = Headers::new();
         headers.set("retry-after", "1")?;
         let problem = Problem::new(
-            503,
-            "demo-busy",
+            Code::DemoBusy,
             format!("the demo origin holds at most {MAX_HELD} requests at once"),
         );
         return respond::problem_with(&problem, headers);

@@ -3,12 +3,10 @@
 use serde::Serialize;
 use worker::{Headers, Response, Result};
 
-use crate::config::Rule;
-use crate::http::headers::{ratelimit, ratelimit_policy, retry_after_field};
+use crate::gate::Answer;
+use crate::http::headers::{limit_fields, Fields};
 use crate::http::problem::{Problem, CONTENT_TYPE};
-use crate::http::time::rfc3339;
 use crate::ledger::Outcome;
-use crate::limit::NEVER;
 
 pub fn problem(problem: &Problem) -> Result<Response> {
     problem_with(problem, Headers::new())
@@ -29,76 +27,24 @@ pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
 /// The RateLimit fields for every policy of an outcome (none without a
 /// policy), and `Retry-After` when it refused and waiting can help.
 pub fn limit_headers(headers: &Headers, outcome: &Outcome) -> Result<()> {
-    if let Some(value) = ratelimit_policy(outcome) {
-        headers.set("ratelimit-policy", &value)?;
-    }
-    if let Some(value) = ratelimit(outcome) {
-        headers.set("ratelimit", &value)?;
-    }
-    if !outcome.allowed {
-        if let Some(value) = retry_after_field(outcome.retry_after_ms) {
-            headers.set("retry-after", &value)?;
-        }
+    for (name, value) in limit_fields(outcome) {
+        headers.set(name, &value)?;
     }
     Ok(())
 }
 
-/// The answer to a request a rule refused: banned (429 or 403, as the rule
-/// says) or over quota (429).
-pub fn refused(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Result<Response> {
+/// A header set holding `fields`.
+pub fn headers(fields: &Fields) -> Result<Headers> {
     let headers = Headers::new();
-    limit_headers(&headers, outcome)?;
-    let problem = match &outcome.ban {
-        Some(ban) => {
-            let status = rule.ban.map_or(429, |b| b.status);
-            let until = rfc3339(ban.until_ms.max(now_ms));
-            // Retry-After is when a request can pass: the ban's end, or
-            // later when the rule's window is still full then.
-            let pass_ms = now_ms.saturating_add(outcome.retry_after_ms);
-            let detail = if outcome.retry_after_ms != NEVER && pass_ms > ban.until_ms {
-                format!(
-                    "banned by rule {} until {until}: {}; the rule's limit admits requests again from {}",
-                    rule.id,
-                    ban.reason,
-                    rfc3339(pass_ms)
-                )
-            } else {
-                format!("banned by rule {} until {until}: {}", rule.id, ban.reason)
-            };
-            Problem::new(status, "banned", detail)
-                .with("banned-until", until)
-                .with("offences", ban.offences)
-        }
-        None => {
-            let violated = outcome.violated_names();
-            let detail = match retry_after_field(outcome.retry_after_ms) {
-                Some(secs) => format!(
-                    "rate limit {} exceeded; retry in {secs} s",
-                    violated.join(", ")
-                ),
-                None => format!(
-                    "rate limit {} exceeded; the request costs more than the limit and can never be admitted",
-                    violated.join(", ")
-                ),
-            };
-            Problem::quota_exceeded(detail, violated)
-        }
-    };
-    problem_with(&problem, headers)
+    for (name, value) in fields {
+        headers.set(name, value)?;
+    }
+    Ok(headers)
 }
 
-/// What a shadow rule would have done, for the `Sluice-Shadow` field:
-/// `allow`, or `refuse` with the policies and the retry time.
-pub fn shadow_header(outcome: &Outcome) -> String {
-    if outcome.allowed {
-        return "allow".to_string();
-    }
-    let violated = outcome.violated_names();
-    let banned = if outcome.ban.is_some() { ";banned" } else { "" };
-    let retry = retry_after_field(outcome.retry_after_ms)
-        .map(|secs| format!(";retry={secs}"))
-        .unwrap_or_default();
-    format!("refuse;violated=\"{}\"{retry}{banned}", violated.join(" "))
+/// A problem Sluice answers with, and its fields.
+pub fn answer(answer: &Answer) -> Result<Response> {
+    problem_with(&answer.problem, headers(&answer.fields)?)
 }
 
 /// A response whose headers can be changed: responses from `fetch` carry

@@ -2,17 +2,13 @@
 
 use std::net::IpAddr;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
+use super::body;
 use super::cidr::client_network;
 use super::problem::Problem;
-use crate::config::duration::parse_ms;
-use crate::config::Config;
-use crate::ledger::ban::MAX_BAN_MS;
-
-/// Pseudo rule id under which the decision API's keys are addressed; rule
-/// ids may not start with `_`, so it cannot collide with a rule.
-pub const API_RULE: &str = "_api";
+use crate::input::duration::parse_ms;
+use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRoute {
@@ -45,6 +41,14 @@ const DASHBOARD_FILES: [(&str, &str); 4] = [
     ("/dashboard.css", "dashboard.css"),
     ("/favicon.svg", "favicon.svg"),
 ];
+
+/// The part of `own` (a path below Sluice's prefix) below `/admin`, when
+/// it is an admin path: `/admin` itself or under `/admin/`, not
+/// `/administrator`.
+pub fn admin_path(own: &str) -> Option<&str> {
+    own.strip_prefix("/admin")
+        .filter(|below| below.is_empty() || below.starts_with('/'))
+}
 
 impl AdminRoute {
     /// The route for `path` (below `/admin`); keys are percent-decoded and
@@ -84,16 +88,6 @@ impl AdminRoute {
             rule: non_empty(percent_decode(rule)?)?,
             key: non_empty(percent_decode(key)?)?,
         })
-    }
-}
-
-/// The object that holds `key` for `rule` (a rule id, `rule.tier` for a
-/// tier, or [`API_RULE`]), as the edge names it.
-pub fn object_name(rule: &str, key: &str) -> String {
-    if rule == API_RULE {
-        format!("api:{key}")
-    } else {
-        format!("rule:{rule}:{key}")
     }
 }
 
@@ -142,103 +136,6 @@ pub fn parse_since(since: Option<&str>) -> Result<u64, Problem> {
     }
 }
 
-/// One container object an admin key route reads or resets, named by the
-/// rule (or `rule.tier`) it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub rule: String,
-    pub object: String,
-}
-
-/// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
-/// rule, a tier (`rule.tier`) or the decision API; every tier's for the id
-/// of a tiered rule (the key alone cannot tell which tier it is under). A
-/// global rule's key is `*`, or `*#i` for part `i` of a split one; anything
-/// else is a 404 naming the field at fault and what would be right.
-pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
-    if rule == API_RULE {
-        return Ok(vec![Target {
-            rule: rule.to_string(),
-            object: object_name(rule, key),
-        }]);
-    }
-    let (id, tier) = match rule.split_once('.') {
-        Some((id, tier)) => (id, Some(tier)),
-        None => (rule, None),
-    };
-    let not_found = |field: &str, detail: String| {
-        Err(Problem::new(404, "not-found", detail).with("field", field))
-    };
-    let Some(found) = config.rules.iter().find(|r| r.id == id) else {
-        return not_found(
-            "rule",
-            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_RULE} for the decision API"),
-        );
-    };
-    let names: Vec<&str> = found
-        .tiers
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
-    let chosen: Vec<_> = found
-        .tiers
-        .iter()
-        .filter(|t| tier.is_none() || t.name.as_deref() == tier)
-        .collect();
-    if chosen.is_empty() {
-        let detail = if names.is_empty() {
-            format!("rule {id:?} has no tiers: use {id:?}")
-        } else {
-            format!(
-                "rule {id:?} has no tier {:?}; its tiers are {}",
-                tier.unwrap_or_default(),
-                tiers_of(id, &names)
-            )
-        };
-        return not_found("rule", detail);
-    }
-    if let Some(global) = &found.global {
-        let parts = global.parts.len();
-        let valid = if parts > 1 {
-            key.strip_prefix("*#")
-                .filter(|i| i.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|i| i.parse::<usize>().ok())
-                .is_some_and(|i| i < parts)
-        } else {
-            key == "*"
-        };
-        if !valid {
-            let expected = if parts > 1 {
-                format!("*#0 to *#{}, one per part of its split quota", parts - 1)
-            } else {
-                "*".to_string()
-            };
-            return not_found(
-                "key",
-                format!("rule {id:?} has one quota for every caller: its key is {expected}, not {key:?}"),
-            );
-        }
-    }
-    Ok(chosen
-        .into_iter()
-        .map(|t| {
-            let rule = t.scope.trim_start_matches("rule:").to_string();
-            Target {
-                object: format!("{}:{key}", t.scope),
-                rule,
-            }
-        })
-        .collect())
-}
-
-fn tiers_of(id: &str, names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|name| format!("{id}.{name}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// `PUT /admin/bans/{key}`: `{"for": "10m", "reason": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManualBan {
@@ -246,35 +143,34 @@ pub struct ManualBan {
     pub reason: String,
 }
 
-pub fn parse_manual_ban(object: &Map<String, Value>) -> Result<ManualBan, Problem> {
-    if let Some(unknown) = object
-        .keys()
-        .find(|k| !["for", "reason"].contains(&k.as_str()))
-    {
+/// A manual ban's body as sent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManualBan {
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    reason: Option<String>,
+}
+
+pub fn parse_manual_ban(content_type: Option<&str>, body: &[u8]) -> Result<ManualBan, Problem> {
+    let raw: RawManualBan = body::read(content_type, body)?;
+    let lasts = raw
+        .lasts
+        .ok_or_else(|| Problem::invalid("for", "for is required: a duration such as \"10m\""))?;
+    let for_ms = parse_ms(&lasts).map_err(|m| Problem::invalid("for", m))?;
+    if !(1..=MAX_BAN_MS).contains(&for_ms) {
         return Err(Problem::invalid(
-            unknown,
-            format!("unknown field {unknown:?}; expected for, reason"),
+            "for",
+            format!("for must be from 1 ms to {} days", MAX_BAN_MS / DAY_MS),
         ));
     }
-    let for_ms = match object.get("for") {
-        Some(Value::String(text)) => parse_ms(text).map_err(|m| Problem::invalid("for", m))?,
-        _ => {
-            return Err(Problem::invalid(
-                "for",
-                "for is required: a duration such as \"10m\"",
-            ))
-        }
-    };
-    if !(1..=MAX_BAN_MS).contains(&for_ms) {
-        return Err(Problem::invalid("for", "for must be from 1 ms to 365 days"));
-    }
-    let reason = match object.get("reason") {
+    let reason = match raw.reason {
         None => DEFAULT_BAN_REASON.to_string(),
-        Some(Value::String(reason)) if reason.len() <= 512 => reason.clone(),
+        Some(reason) if reason.len() <= MAX_BAN_REASON_BYTES => reason,
         Some(_) => {
             return Err(Problem::invalid(
                 "reason",
-                "reason must be a string of at most 512 bytes",
+                format!("reason must be a string of at most {MAX_BAN_REASON_BYTES} bytes"),
             ))
         }
     };
@@ -306,7 +202,15 @@ fn percent_decode(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn admin_paths_are_admin_or_below_it() {
+        assert_eq!(admin_path("/admin"), Some(""));
+        assert_eq!(admin_path("/admin/stats"), Some("/stats"));
+        assert_eq!(admin_path("/administrator"), None);
+        assert_eq!(admin_path("/v1/limit"), None);
+    }
 
     #[test]
     fn routes_parse_with_encoded_keys() {
@@ -359,12 +263,6 @@ mod tests {
     }
 
     #[test]
-    fn object_names_match_the_edge() {
-        assert_eq!(object_name("api", "1.2.3.4"), "rule:api:1.2.3.4");
-        assert_eq!(object_name(API_RULE, "user:1"), "api:user:1");
-    }
-
-    #[test]
     fn a_manual_ban_on_an_ipv6_address_names_its_group() {
         assert_eq!(ban_subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
         assert_eq!(ban_subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
@@ -402,67 +300,9 @@ mod tests {
         }
     }
 
-    fn config() -> Config {
-        Config::from_value(json!({
-            "origin": "demo",
-            "jwt": {},
-            "rules": [
-                {"id": "api", "tiers": [
-                    {"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
-                    {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
-                ]},
-                {"id": "plain", "limit": 1, "window": "1s"},
-                {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
-                {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
-            ]
-        }))
-        .unwrap()
-    }
-
-    fn objects(rule: &str, key: &str) -> Result<Vec<String>, (u16, String)> {
-        targets(&config(), rule, key)
-            .map(|t| t.into_iter().map(|t| t.object).collect())
-            .map_err(|p| {
-                let body: Value = serde_json::from_str(&p.to_json()).unwrap();
-                (
-                    p.status,
-                    body["field"].as_str().unwrap_or_default().to_string(),
-                )
-            })
-    }
-
-    #[test]
-    fn admin_key_routes_name_their_objects_or_say_what_is_wrong() {
-        assert_eq!(objects("plain", "1.2.3.4").unwrap(), ["rule:plain:1.2.3.4"]);
-        assert_eq!(objects(API_RULE, "u").unwrap(), ["api:u"]);
-        assert_eq!(
-            objects("api.registered", "u1").unwrap(),
-            ["rule:api.registered:u1"]
-        );
-        // A tiered rule's id: every tier's state.
-        assert_eq!(
-            objects("api", "1.2.3.4").unwrap(),
-            ["rule:api.registered:1.2.3.4", "rule:api.anonymous:1.2.3.4"]
-        );
-        assert_eq!(objects("api.gold", "k").unwrap_err(), (404, "rule".into()));
-        assert_eq!(objects("plain.x", "k").unwrap_err(), (404, "rule".into()));
-        assert_eq!(objects("nope", "k").unwrap_err(), (404, "rule".into()));
-        // A split quota's parts are *#0 to *#3.
-        assert_eq!(objects("sale", "*#3").unwrap(), ["rule:sale:*#3"]);
-        for bad in ["*#4", "*#-1", "*#", "*", "*#+1", "x"] {
-            assert_eq!(
-                objects("sale", bad).unwrap_err(),
-                (404, "key".into()),
-                "{bad}"
-            );
-        }
-        assert_eq!(objects("one", "*").unwrap(), ["rule:one:*"]);
-        assert_eq!(objects("one", "*#0").unwrap_err(), (404, "key".into()));
-    }
-
     #[test]
     fn manual_bans_are_validated() {
-        let ok = |v: Value| parse_manual_ban(v.as_object().unwrap());
+        let ok = |v: Value| parse_manual_ban(Some("application/json"), v.to_string().as_bytes());
         assert_eq!(
             ok(json!({"for": "10m", "reason": "abuse"})).unwrap(),
             ManualBan {
@@ -484,8 +324,14 @@ mod tests {
         assert_eq!(field(json!({})), "for");
         assert_eq!(field(json!({"for": 10})), "for");
         assert_eq!(field(json!({"for": "0s"})), "for");
+        assert_eq!(field(json!({"for": "forever"})), "for");
         assert_eq!(field(json!({"for": "400d"})), "for");
         assert_eq!(field(json!({"for": "1m", "reason": 5})), "reason");
+        assert_eq!(
+            field(json!({"for": "1m", "reason": "x".repeat(513)})),
+            "reason"
+        );
         assert_eq!(field(json!({"for": "1m", "why": "x"})), "why");
+        assert_eq!(field(json!(["1m"])), "body");
     }
 }

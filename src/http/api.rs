@@ -3,26 +3,25 @@
 //! `POST {prefix}/v1/limit` takes either one policy
 //! (`{"key", "limit", "window_ms", "algorithm"?, "cost"?}`) or several
 //! (`{"key", "policies": [{"name", "limit", "window_ms", "algorithm"?}, ...], "cost"?}`).
-//! Everything is validated here, field by field, so a bad body gets a 400
-//! that names the field instead of reaching a Durable Object.
+//! Each body is read into its `Raw*` struct by [`body::read`] (unknown
+//! fields refused, a shape error naming its field), then checked here for
+//! what a type cannot say: ranges, names, fields that go together. Either
+//! way a bad body gets a 400 that names the field instead of reaching a
+//! Durable Object.
 
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
-use super::problem::Problem;
+use super::body;
+use super::problem::{Code, Problem};
 use crate::ledger::Outcome;
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 use crate::limit::lease::LeaseError;
-use crate::limit::{Policy, Spec, NEVER};
-
-/// Largest body the API reads; anything larger is refused with 413 before
-/// it is parsed.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// Longest key the API accepts, in bytes.
-pub const MAX_KEY_BYTES: usize = 512;
-
-/// Most policies one request may carry.
-pub const MAX_POLICIES: usize = 8;
+use crate::limit::{Policy, Retry, Spec};
+use crate::limits::{
+    DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
+    MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES,
+};
 
 /// The policy name used when a request gives `limit` and `window_ms`.
 pub const DEFAULT_POLICY: &str = "default";
@@ -51,6 +50,194 @@ pub struct LimitRequest {
 /// use (failed logins), an attempt whose answer was lost must not be free.
 pub const RESERVATION_TTL_MS: u64 = 60_000;
 
+/// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
+/// are the one-policy form, `policies` the named form; which one was used
+/// is checked after reading, so the error can say what to do.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimitRequest {
+    key: String,
+    limit: Option<u64>,
+    window_ms: Option<u64>,
+    algorithm: Option<String>,
+    policies: Option<Vec<RawPolicy>>,
+    cost: Option<u64>,
+    #[serde(default)]
+    reserve: bool,
+}
+
+/// One of `policies`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: String,
+    limit: u64,
+    window_ms: u64,
+    algorithm: Option<String>,
+}
+
+/// Checks the content type and size, then reads and validates the body.
+pub fn parse_limit_request(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<LimitRequest, Problem> {
+    let raw: RawLimitRequest = body::read(content_type, body)?;
+    let key = checked_key(raw.key)?;
+    let named = raw.policies.is_some();
+    let policies = match raw.policies {
+        Some(policies) => {
+            let flat = [
+                ("limit", raw.limit.is_some()),
+                ("window_ms", raw.window_ms.is_some()),
+                ("algorithm", raw.algorithm.is_some()),
+            ];
+            if let Some((field, _)) = flat.iter().find(|(_, given)| *given) {
+                return Err(Problem::invalid(
+                    field,
+                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given; set algorithm per policy)"),
+                ));
+            }
+            named_policies(policies)?
+        }
+        None => {
+            let limit = raw
+                .limit
+                .ok_or_else(|| Problem::invalid("limit", "limit is required"))?;
+            let window_ms = raw
+                .window_ms
+                .ok_or_else(|| Problem::invalid("window_ms", "window_ms is required"))?;
+            let spec = policy_spec(limit, window_ms, raw.algorithm.as_deref(), "")?;
+            vec![(DEFAULT_POLICY.to_string(), spec)]
+        }
+    };
+    let smallest = policies.iter().map(|(_, p)| p.limit()).min().unwrap_or(0);
+    let cost = match raw.cost {
+        None => 1,
+        Some(cost) => u32::try_from(cost)
+            .ok()
+            .filter(|_| cost <= smallest)
+            .ok_or_else(|| {
+                Problem::invalid(
+                    "cost",
+                    format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
+                )
+            })?,
+    };
+    if raw.reserve && cost == 0 {
+        return Err(Problem::invalid(
+            "reserve",
+            "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
+        ));
+    }
+    Ok(LimitRequest {
+        key,
+        policies,
+        cost,
+        named,
+        reserve: raw.reserve,
+    })
+}
+
+fn named_policies(raw: Vec<RawPolicy>) -> Result<Vec<(String, Spec)>, Problem> {
+    if raw.is_empty() || raw.len() > MAX_POLICIES {
+        return Err(Problem::invalid(
+            "policies",
+            format!(
+                "policies must hold 1 to {MAX_POLICIES} policies, got {}",
+                raw.len()
+            ),
+        ));
+    }
+    let mut policies: Vec<(String, Spec)> = Vec::with_capacity(raw.len());
+    for (i, policy) in raw.into_iter().enumerate() {
+        let prefix = format!("policies[{i}].");
+        let name_field = format!("{prefix}name");
+        check_policy_name(&policy.name).map_err(|e| Problem::invalid(&name_field, e))?;
+        if policy.name == THROTTLE_SLOT {
+            return Err(Problem::invalid(
+                &name_field,
+                format!("{THROTTLE_SLOT:?} is reserved for {{prefix}}/v1/throttle's state; choose another name"),
+            ));
+        }
+        if policies.iter().any(|(n, _)| *n == policy.name) {
+            return Err(Problem::invalid(
+                &name_field,
+                format!("policy name {:?} is used twice", policy.name),
+            ));
+        }
+        let spec = policy_spec(
+            policy.limit,
+            policy.window_ms,
+            policy.algorithm.as_deref(),
+            &prefix,
+        )?;
+        policies.push((policy.name, spec));
+    }
+    Ok(policies)
+}
+
+/// Policy names travel in RateLimit headers as structured-field strings and
+/// in problem bodies; keeping them to a plain alphabet keeps both simple.
+fn check_policy_name(name: &str) -> Result<(), String> {
+    let ok = (1..=MAX_NAME_BYTES).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name: use 1 to {MAX_NAME_BYTES} letters, digits, \"-\", \"_\", \".\" or \":\""
+        ))
+    }
+}
+
+/// `limit`, `window_ms` and `algorithm` (sliding_log by default; GCRA has
+/// its own endpoint, since its parameters differ); `prefix` is where they
+/// are in the body.
+fn policy_spec(
+    limit: u64,
+    window_ms: u64,
+    algorithm: Option<&str>,
+    prefix: &str,
+) -> Result<Spec, Problem> {
+    let policy = Policy::new(limit, window_ms)
+        .map_err(|e| Problem::invalid(&format!("{prefix}{}", e.field()), e.to_string()))?;
+    match algorithm {
+        None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
+        Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
+        Some(other) => Err(Problem::invalid(
+            &format!("{prefix}algorithm"),
+            format!("algorithm must be \"sliding_log\" or \"fixed_window\" (GCRA is POST /v1/throttle), got {other:?}"),
+        )),
+    }
+}
+
+/// A key as the API takes it, in a body or the lease routes' query.
+fn checked_key(key: String) -> Result<String, Problem> {
+    let problem = |detail: String| Err(Problem::invalid("key", detail));
+    if key.is_empty() {
+        problem("key must not be empty".into())
+    } else if key.len() > MAX_KEY_BYTES {
+        problem(format!(
+            "key must be at most {MAX_KEY_BYTES} bytes, got {}",
+            key.len()
+        ))
+    } else if key.chars().any(char::is_control) {
+        problem("key must not contain control characters".into())
+    } else {
+        Ok(key)
+    }
+}
+
+/// The `key` query parameter of the lease routes, validated like a body key.
+pub fn key_param(query: Option<String>) -> Result<String, Problem> {
+    match query {
+        None => Err(Problem::invalid("key", "key is required")),
+        Some(key) => checked_key(key),
+    }
+}
+
 /// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettleCall {
@@ -59,74 +246,45 @@ pub struct SettleCall {
     pub keep: bool,
 }
 
-/// `{"key", "reservation", "keep"}`.
+/// `{"key", "reservation", "keep"}` as sent; the last two are checked by
+/// hand so that a missing one says what it is for.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettle {
+    key: String,
+    reservation: Option<String>,
+    keep: Option<bool>,
+}
+
 pub fn parse_settle_request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<SettleCall, Problem> {
-    let object = json_object(content_type, body)?;
-    only_fields(&object, "", &["key", "reservation", "keep"])?;
-    let key = key_field(&object)?;
-    let reservation = match object.get("reservation") {
-        Some(Value::String(id))
-            if (1..=64).contains(&id.len())
-                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
-        {
-            id.clone()
-        }
-        _ => {
-            return Err(Problem::invalid(
+    let raw: RawSettle = body::read(content_type, body)?;
+    let key = checked_key(raw.key)?;
+    let reservation = raw
+        .reservation
+        .filter(|id| {
+            (1..=MAX_RESERVATION_ID_BYTES).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        .ok_or_else(|| {
+            Problem::invalid(
                 "reservation",
                 "reservation is required: the id a reserving call answered",
-            ))
-        }
-    };
-    let keep = match object.get("keep") {
-        Some(Value::Bool(keep)) => *keep,
-        _ => {
-            return Err(Problem::invalid(
-                "keep",
-                "keep is required: true to count the reservation, false to refund it",
-            ))
-        }
-    };
+            )
+        })?;
+    let keep = raw.keep.ok_or_else(|| {
+        Problem::invalid(
+            "keep",
+            "keep is required: true to count the reservation, false to refund it",
+        )
+    })?;
     Ok(SettleCall {
         key,
         reservation,
         keep,
     })
-}
-
-/// Checks the content type and size, then parses the body.
-pub fn parse_limit_request(
-    content_type: Option<&str>,
-    body: &[u8],
-) -> Result<LimitRequest, Problem> {
-    json_object(content_type, body).and_then(|object| limit_request(&object))
-}
-
-/// A JSON object body, or the problem that says why not.
-pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Map<String, Value>, Problem> {
-    let media_type = content_type
-        .and_then(|ct| ct.split(';').next())
-        .map(|ct| ct.trim().to_ascii_lowercase());
-    if media_type.as_deref() != Some("application/json") {
-        return Err(Problem::invalid(
-            "content-type",
-            "the body must be JSON, sent with Content-Type: application/json",
-        ));
-    }
-    if body.len() > MAX_BODY_BYTES {
-        return Err(too_large());
-    }
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(object)) => Ok(object),
-        Ok(_) => Err(Problem::invalid("body", "the body must be a JSON object")),
-        Err(e) => Err(Problem::invalid(
-            "body",
-            format!("the body is not valid JSON: {e}"),
-        )),
-    }
 }
 
 /// `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE key max_burst
@@ -138,51 +296,39 @@ pub struct ThrottleCall {
     pub quantity: u32,
 }
 
-/// `{"key", "max_burst", "count", "period_s", "quantity"?}`; `quantity`
-/// defaults to 1, and 0 only peeks.
+/// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
+/// `quantity` defaults to 1, and 0 only peeks.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThrottle {
+    key: String,
+    max_burst: u64,
+    count: u64,
+    period_s: u64,
+    quantity: Option<u32>,
+}
+
 pub fn parse_throttle_request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<ThrottleCall, Problem> {
-    let object = json_object(content_type, body)?;
-    only_fields(
-        &object,
-        "",
-        &["key", "max_burst", "count", "period_s", "quantity"],
-    )?;
-    let key = key_field(&object)?;
-    let field = |name: &str, expected: &str| match object.get(name) {
-        Some(value) => integer(value, name, expected),
-        None => Err(Problem::invalid(name, format!("{name} is required"))),
-    };
-    let max_burst = field("max_burst", "an integer from 0 to 1000000")?;
-    let count = field("count", "an integer from 1 to 1000000")?;
-    let period_s = field("period_s", "a whole number of seconds from 1 to 2592000")?;
-    let quantity = match object.get("quantity") {
-        None => 1,
-        Some(value) => u32::try_from(integer(value, "quantity", "a non-negative integer")?)
-            .map_err(|_| Problem::invalid("quantity", "quantity is too large"))?,
-    };
+    let raw: RawThrottle = body::read(content_type, body)?;
+    let key = checked_key(raw.key)?;
     let max_period_s = MAX_PERIOD_MS / 1000;
+    let period_s = raw.period_s;
     if !(1..=max_period_s).contains(&period_s) {
         return Err(Problem::invalid(
             "period_s",
             format!("period_s must be from 1 to {max_period_s} seconds (30 days), got {period_s}"),
         ));
     }
-    let period_ms = period_s * 1000;
-    let policy = GcraPolicy::new(max_burst, count, period_ms).map_err(|e| {
-        let name = if e.field() == "period" {
-            "period_s"
-        } else {
-            e.field()
-        };
-        Problem::invalid(name, e.to_string())
-    })?;
+    // `period_s` is checked above, in the seconds the caller wrote.
+    let policy = GcraPolicy::new(raw.max_burst, raw.count, period_s * 1000)
+        .map_err(|e| Problem::invalid(e.field(), e.to_string()))?;
     Ok(ThrottleCall {
         key,
         policy,
-        quantity,
+        quantity: raw.quantity.unwrap_or(1),
     })
 }
 
@@ -200,59 +346,52 @@ pub struct LeaseCall {
     pub lease_id: Option<String>,
 }
 
-/// The longest a lease may be asked to last in one go: a day.
-pub const MAX_LEASE_TTL_MS: u64 = 86_400_000;
+/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLease {
+    key: String,
+    limit: Option<u64>,
+    ttl_ms: Option<u64>,
+    owner: Option<String>,
+    lease_id: Option<String>,
+}
 
-/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}`.
 pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
-    let object = json_object(content_type, body)?;
-    only_fields(
-        &object,
-        "",
-        &["key", "limit", "ttl_ms", "owner", "lease_id"],
-    )?;
-    let key = key_field(&object)?;
-    let limit = match object.get("limit") {
-        Some(value) => integer(value, "limit", "an integer from 1 to 100000")?,
-        None => {
-            return Err(Problem::invalid(
-                "limit",
-                "limit is required (1 for a lock)",
-            ))
-        }
-    };
+    let raw: RawLease = body::read(content_type, body)?;
+    let key = checked_key(raw.key)?;
+    let limit = raw
+        .limit
+        .ok_or_else(|| Problem::invalid("limit", "limit is required (1 for a lock)"))?;
     let limit = u32::try_from(limit)
         .ok()
-        .filter(|n| (1..=100_000).contains(n))
+        .filter(|n| (1..=MAX_CONCURRENCY).contains(n))
         .ok_or_else(|| {
             Problem::invalid(
                 "limit",
-                format!("limit must be from 1 to 100000, got {limit}"),
+                format!("limit must be from 1 to {MAX_CONCURRENCY}, got {limit}"),
             )
         })?;
-    let ttl_ms = ttl_field(object.get("ttl_ms"), true)?;
-    let owner = match object.get("owner") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(owner)) if !owner.is_empty() && owner.len() <= 256 => {
-            Some(owner.clone())
+    let ttl_ms = raw
+        .ttl_ms
+        .ok_or_else(|| Problem::invalid("ttl_ms", "ttl_ms is required"))
+        .and_then(checked_ttl)?;
+    let label = |value: Option<String>, field: &str, detail: String| match value {
+        Some(text) if text.is_empty() || text.len() > MAX_LEASE_LABEL_BYTES => {
+            Err(Problem::invalid(field, detail))
         }
-        Some(_) => {
-            return Err(Problem::invalid(
-                "owner",
-                "owner must be a string of 1 to 256 bytes",
-            ))
-        }
+        other => Ok(other),
     };
-    let lease_id = match object.get("lease_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= 256 => Some(id.clone()),
-        Some(_) => {
-            return Err(Problem::invalid(
-                "lease_id",
-                "lease_id must be the id of a lease this key granted",
-            ))
-        }
-    };
+    let owner = label(
+        raw.owner,
+        "owner",
+        format!("owner must be a string of 1 to {MAX_LEASE_LABEL_BYTES} bytes"),
+    )?;
+    let lease_id = label(
+        raw.lease_id,
+        "lease_id",
+        "lease_id must be the id of a lease this key granted".into(),
+    )?;
     Ok(LeaseCall {
         key,
         limit,
@@ -262,38 +401,24 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
     })
 }
 
-/// A renewal's body: `{"ttl_ms"}`, optional, 30 s by default. An empty
-/// body is fine.
+/// A renewal's body, `{"ttl_ms"?}` as sent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRenew {
+    ttl_ms: Option<u64>,
+}
+
+/// A renewal's `ttl_ms`: optional, [`DEFAULT_LEASE_TTL_MS`] by default. An
+/// empty body is fine.
 pub fn parse_renew_body(content_type: Option<&str>, body: &[u8]) -> Result<u64, Problem> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(30_000);
+        return Ok(DEFAULT_LEASE_TTL_MS);
     }
-    let object = json_object(content_type, body)?;
-    only_fields(&object, "", &["ttl_ms"])?;
-    match object.get("ttl_ms") {
-        None => Ok(30_000),
-        value => ttl_field(value, false),
-    }
+    let raw: RawRenew = body::read(content_type, body)?;
+    raw.ttl_ms.map_or(Ok(DEFAULT_LEASE_TTL_MS), checked_ttl)
 }
 
-/// The `key` query parameter of the lease routes, validated like a body key.
-pub fn key_param(query: Option<String>) -> Result<String, Problem> {
-    let mut object = Map::new();
-    if let Some(key) = query {
-        object.insert("key".into(), Value::String(key));
-    }
-    key_field(&object)
-}
-
-fn ttl_field(value: Option<&Value>, required: bool) -> Result<u64, Problem> {
-    let Some(value) = value else {
-        return if required {
-            Err(Problem::invalid("ttl_ms", "ttl_ms is required"))
-        } else {
-            Ok(30_000)
-        };
-    };
-    let ttl = integer(value, "ttl_ms", "a positive integer number of milliseconds")?;
+fn checked_ttl(ttl: u64) -> Result<u64, Problem> {
     if (1..=MAX_LEASE_TTL_MS).contains(&ttl) {
         Ok(ttl)
     } else {
@@ -310,8 +435,7 @@ pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
     let lease = outcome.lease.as_ref()?;
     let problem = match lease.error? {
         LeaseError::LimitMismatch { held } => Problem::new(
-            409,
-            "lease-limit-conflict",
+            Code::LeaseLimitConflict,
             format!(
                 "this key's leases are held with limit {held}, not {}; ask with limit {held} until they are all released or lapsed",
                 lease.limit
@@ -320,8 +444,7 @@ pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
         .with("field", "limit")
         .with("held-limit", held),
         LeaseError::NoSuchLease => Problem::new(
-            404,
-            "no-such-lease",
+            Code::NoSuchLease,
             "no live lease with that lease_id for that key; it may have lapsed or been released",
         )
         .with("field", "lease_id"),
@@ -341,229 +464,8 @@ pub fn lease_response(outcome: &Outcome) -> Value {
         "expires_ms": held.map(|l| l.expires_ms),
         "holds": held.map(|l| l.holds),
         "in_flight": lease.map_or(0, |l| l.in_flight),
-        "retry_after_ms": wait_ms(outcome.retry_after_ms),
+        "retry_after_ms": wait_ms(outcome.retry),
     })
-}
-
-pub fn too_large() -> Problem {
-    Problem::new(
-        413,
-        "body-too-large",
-        format!("the body must be at most {MAX_BODY_BYTES} bytes"),
-    )
-}
-
-fn limit_request(object: &Map<String, Value>) -> Result<LimitRequest, Problem> {
-    only_fields(
-        object,
-        "",
-        &[
-            "key",
-            "limit",
-            "window_ms",
-            "algorithm",
-            "policies",
-            "cost",
-            "reserve",
-        ],
-    )?;
-    let key = key_field(object)?;
-    let reserve = match object.get("reserve") {
-        None => false,
-        Some(Value::Bool(reserve)) => *reserve,
-        Some(_) => return Err(Problem::invalid("reserve", "reserve must be true or false")),
-    };
-    let named = object.contains_key("policies");
-    let policies = if named {
-        for field in ["limit", "window_ms", "algorithm"] {
-            if object.contains_key(field) {
-                return Err(Problem::invalid(
-                    field,
-                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given; set algorithm per policy)"),
-                ));
-            }
-        }
-        policies_field(&object["policies"])?
-    } else {
-        vec![(DEFAULT_POLICY.to_string(), policy_fields(object, "")?)]
-    };
-    let smallest = policies.iter().map(|(_, p)| p.limit()).min().unwrap_or(0);
-    let cost = match object.get("cost") {
-        None => 1,
-        Some(value) => {
-            let cost = integer(value, "cost", "an integer from 0 to the limit")?;
-            if cost > smallest {
-                return Err(Problem::invalid(
-                    "cost",
-                    format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
-                ));
-            }
-            cost as u32
-        }
-    };
-    if reserve && cost == 0 {
-        return Err(Problem::invalid(
-            "reserve",
-            "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
-        ));
-    }
-    Ok(LimitRequest {
-        key,
-        policies,
-        cost,
-        named,
-        reserve,
-    })
-}
-
-fn key_field(object: &Map<String, Value>) -> Result<String, Problem> {
-    match object.get("key") {
-        None => Err(Problem::invalid("key", "key is required")),
-        Some(Value::String(key)) if key.is_empty() => {
-            Err(Problem::invalid("key", "key must not be empty"))
-        }
-        Some(Value::String(key)) if key.len() > MAX_KEY_BYTES => Err(Problem::invalid(
-            "key",
-            format!(
-                "key must be at most {MAX_KEY_BYTES} bytes, got {}",
-                key.len()
-            ),
-        )),
-        Some(Value::String(key)) if key.chars().any(char::is_control) => Err(Problem::invalid(
-            "key",
-            "key must not contain control characters",
-        )),
-        Some(Value::String(key)) => Ok(key.clone()),
-        Some(_) => Err(Problem::invalid("key", "key must be a string")),
-    }
-}
-
-fn policies_field(value: &Value) -> Result<Vec<(String, Spec)>, Problem> {
-    let Value::Array(items) = value else {
-        return Err(Problem::invalid(
-            "policies",
-            "policies must be an array of {name, limit, window_ms}",
-        ));
-    };
-    if items.is_empty() || items.len() > MAX_POLICIES {
-        return Err(Problem::invalid(
-            "policies",
-            format!(
-                "policies must hold 1 to {MAX_POLICIES} policies, got {}",
-                items.len()
-            ),
-        ));
-    }
-    let mut policies: Vec<(String, Spec)> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let prefix = format!("policies[{i}].");
-        let Value::Object(object) = item else {
-            return Err(Problem::invalid(
-                &format!("policies[{i}]"),
-                "each policy must be an object",
-            ));
-        };
-        only_fields(
-            object,
-            &prefix,
-            &["name", "limit", "window_ms", "algorithm"],
-        )?;
-        let name_field = format!("{prefix}name");
-        let name = match object.get("name") {
-            Some(Value::String(name)) => name.clone(),
-            _ => {
-                return Err(Problem::invalid(
-                    &name_field,
-                    "name is required and must be a string",
-                ))
-            }
-        };
-        validate_policy_name(&name).map_err(|e| Problem::invalid(&name_field, e))?;
-        if name == THROTTLE_SLOT {
-            return Err(Problem::invalid(
-                &name_field,
-                format!("{THROTTLE_SLOT:?} is reserved for {{prefix}}/v1/throttle's state; choose another name"),
-            ));
-        }
-        if policies.iter().any(|(n, _)| *n == name) {
-            return Err(Problem::invalid(
-                &name_field,
-                format!("policy name {name:?} is used twice"),
-            ));
-        }
-        policies.push((name, policy_fields(object, &prefix)?));
-    }
-    Ok(policies)
-}
-
-/// Policy names travel in RateLimit headers as structured-field strings and
-/// in problem bodies; keeping them to a plain alphabet keeps both simple.
-pub fn validate_policy_name(name: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a valid name: use 1 to 64 letters, digits, \"-\", \"_\", \".\" or \":\""
-        ))
-    }
-}
-
-/// `limit`, `window_ms` and `algorithm` (sliding_log by default; GCRA has
-/// its own endpoint, since its parameters differ).
-fn policy_fields(object: &Map<String, Value>, prefix: &str) -> Result<Spec, Problem> {
-    let limit_field = format!("{prefix}limit");
-    let window_field = format!("{prefix}window_ms");
-    let required = |field: &str, name: &str| {
-        object
-            .get(name)
-            .ok_or_else(|| Problem::invalid(field, format!("{name} is required")))
-    };
-    let limit = integer(
-        required(&limit_field, "limit")?,
-        &limit_field,
-        "a positive integer",
-    )?;
-    let window = integer(
-        required(&window_field, "window_ms")?,
-        &window_field,
-        "a positive integer number of milliseconds",
-    )?;
-    let policy = Policy::new(limit, window).map_err(|e| {
-        let field = format!("{prefix}{}", e.field());
-        Problem::invalid(&field, e.to_string())
-    })?;
-    match object.get("algorithm") {
-        None => Ok(Spec::SlidingLog(policy)),
-        Some(Value::String(name)) if name == "sliding_log" => Ok(Spec::SlidingLog(policy)),
-        Some(Value::String(name)) if name == "fixed_window" => Ok(Spec::FixedWindow(policy)),
-        Some(other) => Err(Problem::invalid(
-            &format!("{prefix}algorithm"),
-            format!("algorithm must be \"sliding_log\" or \"fixed_window\" (GCRA is POST /v1/throttle), got {other}"),
-        )),
-    }
-}
-
-fn integer(value: &Value, field: &str, expected: &str) -> Result<u64, Problem> {
-    value
-        .as_u64()
-        .ok_or_else(|| Problem::invalid(field, format!("{field} must be {expected}, got {value}")))
-}
-
-fn only_fields(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Result<(), Problem> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(unknown) => Err(Problem::invalid(
-            &format!("{prefix}{unknown}"),
-            format!(
-                "unknown field {unknown:?}; expected one of {}",
-                known.join(", ")
-            ),
-        )),
-    }
 }
 
 /// The answer body: the single-policy form flat, the `policies` form per
@@ -601,7 +503,7 @@ fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "limit": d.limit,
                 "remaining": d.remaining,
                 "reset_ms": d.reset_ms,
-                "retry_after_ms": wait_ms(d.retry_after_ms),
+                "retry_after_ms": wait_ms(d.retry),
             });
         }
     }
@@ -617,26 +519,21 @@ fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
                 "window_ms": p.window_ms,
                 "remaining": p.decision.remaining,
                 "reset_ms": p.decision.reset_ms,
-                "retry_after_ms": wait_ms(p.decision.retry_after_ms),
+                "retry_after_ms": wait_ms(p.decision.retry),
             })
         })
         .collect();
     json!({
         "allowed": outcome.allowed,
         "violated": violated,
-        "retry_after_ms": wait_ms(outcome.retry_after_ms),
+        "retry_after_ms": wait_ms(outcome.retry),
         "policies": policies,
     })
 }
 
-/// A wait in a body: `null` for a request no wait can admit, rather than
-/// the internal [`NEVER`], which no JSON reader could take for a time.
-fn wait_ms(ms: u64) -> Value {
-    if ms == NEVER {
-        Value::Null
-    } else {
-        ms.into()
-    }
+/// A wait in a body: its ms, or `null` for a request no wait can admit.
+fn wait_ms(retry: Retry) -> Value {
+    retry.ms().into()
 }
 
 #[cfg(test)]
@@ -685,6 +582,35 @@ mod tests {
             ),
             (&json!(true), &json!(0), &json!(false))
         );
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_says_null_and_no_retry_after() {
+        use crate::http::headers::retry_after_field;
+        use crate::ledger::{Ask, Ledger};
+        // Parsing refuses a cost above the limit, so the ledger is asked
+        // directly, as when an object's limit is lower than the caller's.
+        let flat = br#"{"key":"k","limit":2,"window_ms":1000}"#;
+        let named = br#"{"key":"k","policies":[{"name":"p","limit":2,"window_ms":1000}]}"#;
+        for (body, per_policy) in [(&flat[..], false), (&named[..], true)] {
+            let call = parse_limit_request(JSON, body).unwrap();
+            let ask = Ask {
+                specs: &call.policies,
+                cost: 3,
+                ban: None,
+                lease: None,
+            };
+            let (outcome, _) = Ledger::new().check("k", &ask, 0);
+            assert_eq!(outcome.retry, Retry::Never);
+            assert_eq!(retry_after_field(outcome.retry), None);
+            let answer = limit_response(&call, &outcome, None);
+            assert_eq!(answer["allowed"], false);
+            assert_eq!(answer["retry_after_ms"], Value::Null);
+            if per_policy {
+                assert_eq!(answer["policies"][0]["retry_after_ms"], Value::Null);
+                assert_eq!(answer["policies"][0]["allowed"], false);
+            }
+        }
     }
 
     #[test]
@@ -798,6 +724,26 @@ mod tests {
                 r#"{"key":"k","policies":[{"name":"a","limit":1,"window_ms":1,"x":0}]}"#,
                 "policies[0].x",
             ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":"yes"}"#,
+                "reserve",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"cost":0,"reserve":true}"#,
+                "reserve",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"algorithm":"gcra"}"#,
+                "algorithm",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a","limit":1}]}"#,
+                "policies[0].window_ms",
+            ),
+            (
+                r#"{"key":"k","policies":[{"name":"a","limit":1,"window_ms":1,"algorithm":7}]}"#,
+                "policies[0].algorithm",
+            ),
             (r#"{"key":"k""#, "body"),
             ("[1,2]", "body"),
             ("", "body"),
@@ -805,6 +751,11 @@ mod tests {
         for (body, field) in cases {
             assert_eq!(field_of(body), field, "for {body}");
         }
+        let nine: Vec<String> = (0..9)
+            .map(|i| format!(r#"{{"name":"p{i}","limit":1,"window_ms":1}}"#))
+            .collect();
+        let nine = format!(r#"{{"key":"k","policies":[{}]}}"#, nine.join(","));
+        assert_eq!(field_of(&nine), "policies");
         let long_key = format!(r#"{{"key":"{}","limit":1,"window_ms":1}}"#, "k".repeat(513));
         assert_eq!(field_of(&long_key), "key");
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
@@ -939,6 +890,96 @@ mod tests {
         assert!(key_param(Some(String::new())).is_err());
     }
 
+    fn problem_field(problem: Problem) -> String {
+        assert_eq!(problem.status, 400, "{}", problem.to_json());
+        serde_json::from_str::<Value>(&problem.to_json()).unwrap()["field"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn settle_calls_parse_and_name_bad_fields() {
+        let call =
+            parse_settle_request(JSON, br#"{"key":"k","reservation":"r-1","keep":false}"#).unwrap();
+        assert_eq!(
+            call,
+            SettleCall {
+                key: "k".into(),
+                reservation: "r-1".into(),
+                keep: false
+            }
+        );
+        let long = format!(
+            r#"{{"key":"k","reservation":"{}","keep":true}}"#,
+            "r".repeat(65)
+        );
+        for (body, expected) in [
+            (r#"{"reservation":"r","keep":true}"#, "key"),
+            (r#"{"key":"","reservation":"r","keep":true}"#, "key"),
+            (r#"{"key":"k","keep":true}"#, "reservation"),
+            (r#"{"key":"k","reservation":"","keep":true}"#, "reservation"),
+            (
+                r#"{"key":"k","reservation":"a b","keep":true}"#,
+                "reservation",
+            ),
+            (r#"{"key":"k","reservation":7,"keep":true}"#, "reservation"),
+            (long.as_str(), "reservation"),
+            (r#"{"key":"k","reservation":"r"}"#, "keep"),
+            (r#"{"key":"k","reservation":"r","keep":"yes"}"#, "keep"),
+            (r#"{"key":"k","reservation":"r","keep":true,"id":1}"#, "id"),
+        ] {
+            let problem = parse_settle_request(JSON, body.as_bytes()).unwrap_err();
+            assert_eq!(problem_field(problem), expected, "{body}");
+        }
+        let missing = parse_settle_request(JSON, br#"{"key":"k","reservation":"r"}"#);
+        assert!(missing.unwrap_err().detail().contains("false to refund"));
+    }
+
+    #[test]
+    fn renewals_take_an_optional_ttl_and_nothing_else() {
+        assert_eq!(parse_renew_body(None, b"  "), Ok(DEFAULT_LEASE_TTL_MS));
+        assert_eq!(parse_renew_body(JSON, b"{}"), Ok(DEFAULT_LEASE_TTL_MS));
+        assert_eq!(parse_renew_body(JSON, br#"{"ttl_ms":900}"#), Ok(900));
+        for body in [
+            r#"{"ttl_ms":0}"#,
+            r#"{"ttl_ms":86400001}"#,
+            r#"{"ttl_ms":"1s"}"#,
+        ] {
+            let problem = parse_renew_body(JSON, body.as_bytes()).unwrap_err();
+            assert_eq!(problem_field(problem), "ttl_ms", "{body}");
+        }
+        let unknown = parse_renew_body(JSON, br#"{"ttl":900}"#).unwrap_err();
+        assert_eq!(problem_field(unknown), "ttl");
+    }
+
+    #[test]
+    fn shape_errors_say_what_was_expected_and_given() {
+        let problem =
+            parse_limit_request(JSON, br#"{"key":"k","limit":2.5,"window_ms":1000}"#).unwrap_err();
+        assert_eq!(
+            problem.detail(),
+            "limit: expected a whole number, got the number 2.5"
+        );
+        let problem = parse_limit_request(
+            JSON,
+            br#"{"key":"k","policies":[{"name":"a","limit":1,"window_ms":1,"windw":2}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            problem.detail().contains("unknown field \"windw\"")
+                && problem.detail().contains("\"window_ms\""),
+            "{}",
+            problem.detail()
+        );
+        let algorithm = parse_limit_request(
+            JSON,
+            br#"{"key":"k","limit":1,"window_ms":1,"algorithm":"gcra"}"#,
+        )
+        .unwrap_err();
+        assert!(algorithm.detail().contains("/v1/throttle"));
+    }
+
     #[test]
     fn content_type_and_size_are_checked_first() {
         let body = br#"{"key":"k","limit":1,"window_ms":1}"#;
@@ -947,7 +988,7 @@ mod tests {
             assert_eq!(p.status, 400);
             assert!(p.to_json().contains("content-type"));
         }
-        let huge = vec![b' '; MAX_BODY_BYTES + 1];
+        let huge = vec![b' '; crate::limits::MAX_BODY_BYTES + 1];
         assert_eq!(parse_limit_request(JSON, &huge).unwrap_err().status, 413);
     }
 }

@@ -12,7 +12,28 @@
 //! sub-second window is announced as one second.
 
 use crate::ledger::{Outcome, PolicyDecision};
-use crate::limit::NEVER;
+use crate::limit::Retry;
+
+/// Header fields to set on a response, in order.
+pub type Fields = Vec<(&'static str, String)>;
+
+/// The RateLimit fields for every policy of an outcome (none without a
+/// policy), and `Retry-After` when it refused and waiting can help.
+pub fn limit_fields(outcome: &Outcome) -> Fields {
+    let mut fields = Fields::new();
+    if let Some(value) = ratelimit_policy(outcome) {
+        fields.push(("ratelimit-policy", value));
+    }
+    if let Some(value) = ratelimit(outcome) {
+        fields.push(("ratelimit", value));
+    }
+    if !outcome.allowed {
+        if let Some(value) = retry_after_field(outcome.retry) {
+            fields.push(("retry-after", value));
+        }
+    }
+    fields
+}
 
 /// One member per rate policy, and one for a concurrency limit:
 /// `"api.concurrency";q=10;qu="concurrent-requests"` (no window). `None`
@@ -73,8 +94,8 @@ pub fn retry_after(ms: u64) -> String {
 /// `Retry-After` for a refusal, or `None` when no wait can help (the request
 /// costs more than a limit): a made-up delay would only send the client back
 /// to be refused again.
-pub fn retry_after_field(ms: u64) -> Option<String> {
-    (ms != NEVER).then(|| retry_after(ms))
+pub fn retry_after_field(retry: Retry) -> Option<String> {
+    retry.ms().map(retry_after)
 }
 
 pub fn ceil_secs(ms: u64) -> u64 {
@@ -122,7 +143,7 @@ mod tests {
                 limit,
                 remaining,
                 reset_ms,
-                retry_after_ms: 0,
+                retry: Retry::NOW,
             },
         }
     }
@@ -134,7 +155,7 @@ mod tests {
             ban: None,
             lease: None,
             conflict: None,
-            retry_after_ms: 0,
+            retry: Retry::NOW,
         }
     }
 
@@ -208,8 +229,8 @@ mod tests {
 
     #[test]
     fn a_request_that_can_never_pass_gets_no_retry_after() {
-        assert_eq!(retry_after_field(NEVER), None);
-        assert_eq!(retry_after_field(1500).as_deref(), Some("2"));
+        assert_eq!(retry_after_field(Retry::Never), None);
+        assert_eq!(retry_after_field(Retry::After(1500)).as_deref(), Some("2"));
     }
 
     #[test]

@@ -384,7 +384,7 @@ fn decode_base64url(text: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -408,7 +408,7 @@ mod tests {
         out
     }
 
-    fn sign_raw(header: &str, payload: &str, secret: &[u8]) -> String {
+    pub(crate) fn sign_raw(header: &str, payload: &str, secret: &[u8]) -> String {
         let input = format!(
             "{}.{}",
             encode(header.as_bytes()),

@@ -22,10 +22,7 @@ use sha2::{Digest, Sha256};
 use super::cidr::client_network;
 use super::jwt::Claims;
 use super::Incoming;
-
-/// Longest key kept verbatim; longer derived keys are replaced by a SHA-256
-/// digest so that a long header cannot bloat storage or object names.
-pub const MAX_KEY_BYTES: usize = 512;
+use crate::limits::MAX_KEY_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {

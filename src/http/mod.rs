@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod body;
 pub mod cidr;
 pub mod forward;
 pub mod headers;
@@ -12,7 +13,6 @@ pub mod jwt;
 pub mod key;
 pub mod path;
 pub mod problem;
-pub mod rules;
 pub mod time;
 
 /// The parts of an incoming request that rules and keys look at. The edge

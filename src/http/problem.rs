@@ -11,6 +11,100 @@ pub const CONTENT_TYPE: &str = "application/problem+json";
 
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
+/// Every `code` Sluice answers with, one per kind of failure, so a caller
+/// can match on it; the wire strings are part of the API and never change.
+/// Each carries its status, except a ban, whose status the rule chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// A body, query or path input is wrong; `field` names it.
+    InvalidRequest,
+    /// The rule's key could not be derived from the request.
+    MissingKey,
+    /// No token, or the wrong one, for the API or the admin API.
+    Unauthorized,
+    /// A JWT failed verification and the config rejects such callers.
+    InvalidToken,
+    /// The client is on a deny list.
+    Denied,
+    /// The key is banned, by a rule or an operator: 429 unless the rule
+    /// says 403.
+    Banned {
+        status: u16,
+    },
+    NotFound,
+    NoSuchLease,
+    NoSuchReservation,
+    MethodNotAllowed,
+    /// An API call names a policy the key holds with another window or
+    /// algorithm.
+    PolicyConflict,
+    /// A lease asked with another limit than the key's held leases.
+    LeaseLimitConflict,
+    /// The manual ban list is full.
+    TooManyBans,
+    BodyTooLarge,
+    QuotaExceeded,
+    /// Too many failed admin logins from one client.
+    TooManyFailures,
+    Internal,
+    InvalidConfig,
+    OriginUnreachable,
+    /// A key's object could not decide in time.
+    Unavailable,
+    /// The demo origin is answering too many requests.
+    DemoBusy,
+    /// A request came back to Sluice through its own origin.
+    LoopDetected,
+}
+
+impl Code {
+    /// The stable machine name in the body's `code` member.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidRequest => "invalid-request",
+            Code::MissingKey => "missing-key",
+            Code::Unauthorized => "unauthorized",
+            Code::InvalidToken => "invalid-token",
+            Code::Denied => "denied",
+            Code::Banned { .. } => "banned",
+            Code::NotFound => "not-found",
+            Code::NoSuchLease => "no-such-lease",
+            Code::NoSuchReservation => "no-such-reservation",
+            Code::MethodNotAllowed => "method-not-allowed",
+            Code::PolicyConflict => "policy-conflict",
+            Code::LeaseLimitConflict => "lease-limit-conflict",
+            Code::TooManyBans => "too-many-bans",
+            Code::BodyTooLarge => "body-too-large",
+            Code::QuotaExceeded => "quota-exceeded",
+            Code::TooManyFailures => "too-many-failures",
+            Code::Internal => "internal",
+            Code::InvalidConfig => "invalid-config",
+            Code::OriginUnreachable => "origin-unreachable",
+            Code::Unavailable => "unavailable",
+            Code::DemoBusy => "demo-busy",
+            Code::LoopDetected => "loop-detected",
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            Code::InvalidRequest | Code::MissingKey => 400,
+            Code::Unauthorized | Code::InvalidToken => 401,
+            Code::Denied => 403,
+            Code::Banned { status } => status,
+            Code::NotFound | Code::NoSuchLease | Code::NoSuchReservation => 404,
+            Code::MethodNotAllowed => 405,
+            Code::PolicyConflict | Code::LeaseLimitConflict | Code::TooManyBans => 409,
+            Code::BodyTooLarge => 413,
+            Code::QuotaExceeded | Code::TooManyFailures => 429,
+            Code::Internal | Code::InvalidConfig => 500,
+            Code::OriginUnreachable => 502,
+            Code::Unavailable | Code::DemoBusy => 503,
+            Code::LoopDetected => 508,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
     pub status: u16,
@@ -18,20 +112,21 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A problem of type `about:blank`; `code` is the stable machine name.
-    pub fn new(status: u16, code: &str, detail: impl Into<String>) -> Problem {
+    /// A problem of type `about:blank`, with the code's status.
+    pub fn new(code: Code, detail: impl Into<String>) -> Problem {
+        let status = code.status();
         let mut body = Map::new();
         body.insert("type".into(), "about:blank".into());
         body.insert("title".into(), reason_phrase(status).into());
         body.insert("status".into(), status.into());
         body.insert("detail".into(), detail.into().into());
-        body.insert("code".into(), code.into());
+        body.insert("code".into(), code.as_str().into());
         Problem { status, body }
     }
 
     /// A 400 that names the input at fault.
     pub fn invalid(field: &str, detail: impl Into<String>) -> Problem {
-        Problem::new(400, "invalid-request", detail).with("field", field)
+        Problem::new(Code::InvalidRequest, detail).with("field", field)
     }
 
     /// The 429 for a refused request, listing the policies that refused it.
@@ -40,7 +135,7 @@ impl Problem {
         violated: impl IntoIterator<Item = &'a str>,
     ) -> Problem {
         let violated: Vec<Value> = violated.into_iter().map(Value::from).collect();
-        let mut problem = Problem::new(429, "quota-exceeded", detail);
+        let mut problem = Problem::new(Code::QuotaExceeded, detail);
         problem.body.insert("type".into(), QUOTA_EXCEEDED.into());
         problem
             .body
@@ -95,6 +190,20 @@ mod tests {
         assert_eq!(body["status"], 429);
         assert_eq!(body["violated-policies"], serde_json::json!(["api"]));
         assert_eq!(body["detail"], "slow down");
+    }
+
+    #[test]
+    fn a_code_answers_its_status_and_wire_name() {
+        let p = Problem::new(Code::LeaseLimitConflict, "held with limit 1");
+        let body: Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!((p.status, &body["status"]), (409, &serde_json::json!(409)));
+        assert_eq!(body["code"], "lease-limit-conflict");
+        assert_eq!(body["title"], "Conflict");
+        let banned = Problem::new(Code::Banned { status: 403 }, "banned");
+        assert_eq!(
+            (banned.status, banned.to_json().contains("\"banned\"")),
+            (403, true)
+        );
     }
 
     #[test]

@@ -12,9 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::limit::{Policy, MAX_LIMIT};
-
-/// The longest ban: a year.
-pub const MAX_BAN_MS: u64 = 365 * 24 * 60 * 60 * 1000;
+use crate::limits::MAX_BAN_MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BanPolicy {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
-use crate::limit::{Decision, Limiter, Recorded, SlidingLog, Spec};
+use crate::limit::{Decision, Limiter, Recorded, Retry, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 
 /// How soon a request refused for want of a lease is told to retry, unless
@@ -50,11 +50,13 @@ pub struct Outcome {
     /// name of the policy that conflicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
-    /// 0 when allowed; otherwise how long until the whole request could
-    /// pass: the ban must end and every refusing policy must have room
-    /// (windows only free up while nothing is admitted). A refused lease
-    /// counts [`LEASE_RETRY_MS`], or its first lapse if sooner.
-    pub retry_after_ms: u64,
+    /// [`Retry::NOW`] when allowed; otherwise how long until the whole
+    /// request could pass: the ban must end and every refusing policy must
+    /// have room (windows only free up while nothing is admitted). A refused
+    /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner. On the
+    /// wire as `retry_after_ms`, like [`Decision::retry`].
+    #[serde(rename = "retry_after_ms")]
+    pub retry: Retry,
 }
 
 /// A concurrency limit's answer, named like a policy for the headers.
@@ -85,16 +87,22 @@ impl Outcome {
         lease: Option<LeaseOutcome>,
         now_ms: u64,
     ) -> Outcome {
-        let retry_after_ms = if allowed {
-            0
+        let retry = if allowed {
+            Retry::NOW
         } else {
-            let refusing = policies.iter().map(|p| p.decision.retry_after_ms);
-            let banned = ban.iter().map(|b| b.until_ms.saturating_sub(now_ms));
+            let refusing = policies.iter().map(|p| p.decision.retry);
+            let banned = ban
+                .iter()
+                .map(|b| Retry::After(b.until_ms.saturating_sub(now_ms)));
             let leased = lease
                 .iter()
                 .filter(|l| l.refused)
-                .map(|l| l.retry_after_ms.min(LEASE_RETRY_MS));
-            refusing.chain(banned).chain(leased).max().unwrap_or(0)
+                .map(|l| Retry::After(l.retry_after_ms.min(LEASE_RETRY_MS)));
+            refusing
+                .chain(banned)
+                .chain(leased)
+                .max()
+                .unwrap_or(Retry::NOW)
         };
         Outcome {
             allowed,
@@ -102,7 +110,7 @@ impl Outcome {
             ban,
             lease,
             conflict: None,
-            retry_after_ms,
+            retry,
         }
     }
 
@@ -436,16 +444,11 @@ impl Ledger {
                 // nothing is admitted), so that a client that waits as told
                 // is not refused again, which would count toward the next
                 // offence.
-                let pass_ms = indices
+                let pass = indices
                     .iter()
-                    .map(|&i| {
-                        state.slots[i]
-                            .limiter
-                            .decide(now_ms, ask.cost)
-                            .retry_after_ms
-                    })
+                    .map(|&i| state.slots[i].limiter.decide(now_ms, ask.cost).retry)
                     .max()
-                    .unwrap_or(0);
+                    .unwrap_or(Retry::NOW);
                 let policies = report(&mut state.slots, &indices, now_ms, |_| None);
                 let lease = ask
                     .lease
@@ -457,7 +460,7 @@ impl Ledger {
                     lease,
                     now_ms,
                 );
-                outcome.retry_after_ms = outcome.retry_after_ms.max(pass_ms);
+                outcome.retry = outcome.retry.max(pass);
                 outcome
             }
             None => {

@@ -1,7 +1,7 @@
 use super::*;
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
-use crate::limit::Policy;
+use crate::limit::{Policy, Retry};
 
 fn log(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
     (
@@ -102,6 +102,25 @@ fn refusals_and_peeks_write_nothing_and_keep_nothing() {
 }
 
 #[test]
+fn a_wait_crosses_the_wire_as_ms_and_never_as_null() {
+    let mut ledger = Ledger::new();
+    let p = [log("api", 2, 1000)];
+    check(&mut ledger, "k", &p, 0, 2);
+    for (cost, wire) in [(1, "1000"), (3, "null")] {
+        let (refused, _) = check(&mut ledger, "k", &p, 0, cost);
+        let json = serde_json::to_string(&refused).unwrap();
+        let field = format!("\"retry_after_ms\":{wire}");
+        assert_eq!(
+            json.matches(&field).count(),
+            2,
+            "outcome and policy: {json}"
+        );
+        let back: Outcome = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, refused);
+    }
+}
+
+#[test]
 fn several_policies_admit_all_or_nothing() {
     let mut ledger = Ledger::new();
     let p = [log("second", 2, 1000), log("day", 3, 86_400_000)];
@@ -113,11 +132,11 @@ fn several_policies_admit_all_or_nothing() {
     assert_eq!(violated(&refused), ["second"]);
     // The day policy had room, and reports it unchanged.
     assert_eq!(refused.policies[1].decision.remaining, 1);
-    assert_eq!(refused.retry_after_ms, 998);
+    assert_eq!(refused.retry, Retry::After(998));
     assert!(check(&mut ledger, "k", &p, 1000, 1).0.allowed);
     let (refused, _) = check(&mut ledger, "k", &p, 2000, 1);
     assert_eq!(violated(&refused), ["day"]);
-    assert_eq!(refused.retry_after_ms, 86_400_000 - 2000);
+    assert_eq!(refused.retry, Retry::After(86_400_000 - 2000));
 }
 
 #[test]
@@ -260,7 +279,7 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
     assert!(!banned.allowed);
     assert!(writes.is_empty());
     assert!(!banned.ban.as_ref().unwrap().started);
-    assert_eq!(banned.retry_after_ms, 30_003);
+    assert_eq!(banned.retry, Retry::After(30_003));
     assert_eq!(
         ledger.next_sweep(30_000),
         Some(60_003),
@@ -767,19 +786,23 @@ fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
     check_banned(&mut ledger, "k", &p, 1, &policy);
     let (started, _) = check_banned(&mut ledger, "k", &p, 2, &policy);
     assert_eq!(started.ban.as_ref().unwrap().until_ms, 2_002);
-    assert_eq!(started.retry_after_ms, 59_998, "the window frees at 60 s");
+    assert_eq!(
+        started.retry,
+        Retry::After(59_998),
+        "the window frees at 60 s"
+    );
     // Inside the ban, the answer names the same moment: the first at which
     // a request can pass, not the ban's end (a client that obeys
     // Retry-After is never refused again).
     let (banned, _) = check_banned(&mut ledger, "k", &p, 1_000, &policy);
     assert!(banned.ban.is_some());
-    assert_eq!(banned.retry_after_ms, 59_000);
+    assert_eq!(banned.retry, Retry::After(59_000));
     // Once the ban has ended the refusal is the quota's, and it counts
     // toward the next offence.
     let (after, _) = check_banned(&mut ledger, "k", &p, 3_000, &policy);
     assert!(after.ban.is_none());
     assert_eq!(violated(&after), ["api"]);
-    assert_eq!(after.retry_after_ms, 57_000);
+    assert_eq!(after.retry, Retry::After(57_000));
     let (again, _) = check_banned(&mut ledger, "k", &p, 3_001, &policy);
     let notice = again.ban.unwrap();
     assert_eq!((notice.offences, notice.until_ms), (2, 3_001 + 4_000));
@@ -799,12 +822,13 @@ fn a_full_concurrency_limit_asks_for_a_short_retry() {
     assert!(!busy.allowed);
     // A release may come any moment; the lapse, 29.99 s away, is only the
     // worst case, which the lease part still reports.
-    assert_eq!(busy.retry_after_ms, LEASE_RETRY_MS);
+    assert_eq!(busy.retry, Retry::After(LEASE_RETRY_MS));
     assert_eq!(busy.lease.as_ref().unwrap().retry_after_ms, 29_990);
     ledger.check("k", &leased(&specs, &lease_ask(1, 500, "c")), 40_000);
     let (soon, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 500, "d")), 40_100);
     assert_eq!(
-        soon.retry_after_ms, 400,
+        soon.retry,
+        Retry::After(400),
         "a lapse sooner than the short retry"
     );
 }

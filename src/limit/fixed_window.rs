@@ -11,7 +11,7 @@
 //! (`INCR` first, compare after), but that changes no decision: once a
 //! window is full it stays full until it expires either way.
 
-use super::{Decision, Policy, NEVER};
+use super::{Decision, Policy, Retry};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedWindow {
@@ -75,10 +75,10 @@ impl FixedWindow {
             limit,
             remaining: limit.saturating_sub(counted),
             reset_ms,
-            retry_after_ms: match (allowed, cost > limit) {
-                (true, _) => 0,
-                (false, true) => NEVER,
-                (false, false) => reset_ms,
+            retry: match (allowed, cost > limit) {
+                (true, _) => Retry::NOW,
+                (false, true) => Retry::Never,
+                (false, false) => Retry::After(reset_ms),
             },
         }
     }
@@ -144,7 +144,7 @@ mod tests {
         assert!(w.check(900, 1).allowed);
         let refused = w.check(1499, 1);
         assert!(!refused.allowed);
-        assert_eq!(refused.retry_after_ms, 1);
+        assert_eq!(refused.retry, Retry::After(1));
         assert!(w.check(1500, 1).allowed, "a new window opens at 500 + 1000");
     }
 
@@ -156,7 +156,7 @@ mod tests {
             assert!(!w.check(t, 1).allowed);
         }
         assert_eq!(w.state(), (0, 3));
-        assert_eq!(w.check(1000, 4).retry_after_ms, NEVER);
+        assert_eq!(w.check(1000, 4).retry, Retry::Never);
         assert!(w.is_idle(1000));
         assert_eq!(w.expiry(), Some(1000));
     }

@@ -3,7 +3,7 @@
 //! care which algorithm is inside.
 
 use super::gcra::{Gcra, GcraPolicy, Throttle};
-use super::{Decision, FixedWindow, Policy, SlidingLog, NEVER};
+use super::{Decision, FixedWindow, Policy, Retry, SlidingLog};
 
 /// Which algorithm, with what parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,10 +235,10 @@ fn from_throttle(t: Throttle, unit_ms: u64) -> Decision {
         limit: t.limit,
         remaining: t.remaining,
         reset_ms: unit_ms,
-        retry_after_ms: match (t.limited, u64::try_from(t.retry_after_ms)) {
-            (false, _) => 0,
-            (true, Ok(ms)) => ms,
-            (true, Err(_)) => NEVER,
+        retry: match (t.limited, u64::try_from(t.retry_after_ms)) {
+            (false, _) => Retry::NOW,
+            (true, Ok(ms)) => Retry::After(ms),
+            (true, Err(_)) => Retry::Never,
         },
     }
 }
@@ -287,7 +287,7 @@ mod tests {
             }
             let refused = limiter.decide(1_000, 1);
             assert!(refused.reset_ms > 0, "{spec:?}");
-            assert_eq!(refused.reset_ms, refused.retry_after_ms, "{spec:?}");
+            assert_eq!(Retry::After(refused.reset_ms), refused.retry, "{spec:?}");
             let later = limiter.decide(1_000 + refused.reset_ms, 1);
             assert!(later.allowed, "{spec:?}: a unit is free at reset");
         }
@@ -318,7 +318,7 @@ mod tests {
             let refused = limiter.decide(1_000, 1);
             assert!(!refused.allowed, "{spec:?}");
             assert!(
-                refused.retry_after_ms > 0 && refused.retry_after_ms <= 1000,
+                refused.retry > Retry::NOW && refused.retry <= Retry::After(1000),
                 "{spec:?}"
             );
             assert!(!limiter.is_idle(1_000));

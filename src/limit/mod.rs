@@ -10,12 +10,14 @@ pub mod gcra;
 pub mod lease;
 pub mod limiter;
 pub mod policy;
+pub mod retry;
 pub mod sliding_log;
 pub mod split;
 
 pub use fixed_window::FixedWindow;
 pub use limiter::{Limiter, Recorded, Spec};
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
+pub use retry::Retry;
 pub use sliding_log::SlidingLog;
 
 /// The outcome of one check: everything the RateLimit and Retry-After headers
@@ -29,11 +31,11 @@ pub struct Decision {
     /// Milliseconds until the oldest admission in the window stops counting,
     /// freeing a slot; 0 when the window holds nothing.
     pub reset_ms: u64,
-    /// 0 when allowed; otherwise milliseconds until this same request would be
-    /// admitted if nothing else were admitted meanwhile. [`NEVER`] when the
-    /// request costs more than the limit and can never succeed.
-    pub retry_after_ms: u64,
+    /// [`Retry::NOW`] when allowed; otherwise how long until this same
+    /// request would be admitted if nothing else were admitted meanwhile, or
+    /// [`Retry::Never`] when it costs more than the limit. Still named
+    /// `retry_after_ms` on the wire, so that a worker and an object of two
+    /// versions (during a deploy) agree on every wait but never.
+    #[serde(rename = "retry_after_ms")]
+    pub retry: Retry,
 }
-
-/// `retry_after_ms` for a request that no amount of waiting can admit.
-pub const NEVER: u64 = u64::MAX;

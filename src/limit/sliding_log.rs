@@ -21,7 +21,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Decision, Policy, NEVER};
+use super::{Decision, Policy, Retry};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Run {
@@ -89,8 +89,8 @@ impl SlidingLog {
             reset_ms: oldest.map_or(0, |at| {
                 (at.saturating_add(self.policy.window_ms())).saturating_sub(now_ms)
             }),
-            retry_after_ms: if allowed {
-                0
+            retry: if allowed {
+                Retry::NOW
             } else {
                 self.retry_after(now_ms, cost)
             },
@@ -198,20 +198,20 @@ impl SlidingLog {
     }
 
     /// Milliseconds until enough units expire for `cost` more to fit.
-    fn retry_after(&self, now_ms: u64, cost: u64) -> u64 {
+    fn retry_after(&self, now_ms: u64, cost: u64) -> Retry {
         let limit = u64::from(self.policy.limit());
         if cost > limit {
-            return NEVER;
+            return Retry::Never;
         }
         let mut to_free = self.held + cost - limit;
         for &run in &self.runs {
             to_free = to_free.saturating_sub(u64::from(run.count));
             if to_free == 0 {
                 let frees_at = self.at(run).saturating_add(self.policy.window_ms());
-                return frees_at.saturating_sub(now_ms);
+                return Retry::After(frees_at.saturating_sub(now_ms));
             }
         }
-        0
+        Retry::NOW
     }
 
     /// Moves the base up to the oldest run so that `at_ms` fits in a `u32`
@@ -264,7 +264,7 @@ mod tests {
         assert!(log.check(5_000, 1).allowed);
         let refused = log.check(5_999, 1);
         assert!(!refused.allowed);
-        assert_eq!(refused.retry_after_ms, 1);
+        assert_eq!(refused.retry, Retry::After(1));
         assert_eq!(refused.reset_ms, 1);
         assert!(log.check(6_000, 1).allowed);
     }
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(refused.remaining, 0);
         assert_eq!(refused.reset_ms, 400);
         // Two units must free up: the entries at 100 and 300, so at 1300.
-        assert_eq!(refused.retry_after_ms, 600);
+        assert_eq!(refused.retry, Retry::After(600));
         assert!(!log.check(1299, 2).allowed);
         assert!(log.check(1300, 2).allowed);
     }
@@ -316,7 +316,7 @@ mod tests {
         let mut log = log(3, 1000);
         let d = log.check(0, 4);
         assert!(!d.allowed);
-        assert_eq!(d.retry_after_ms, NEVER);
+        assert_eq!(d.retry, Retry::Never);
         assert!(log.is_empty());
     }
 
@@ -414,6 +414,6 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.remaining, 0);
         // Four of the five must expire: the one at t = 3 goes at 1003.
-        assert_eq!(d.retry_after_ms, 993);
+        assert_eq!(d.retry, Retry::After(993));
     }
 }

@@ -1,10 +1,10 @@
-//! What the worker says to the hubs ([`crate::report::HUBS`] objects that
+//! What the worker says to the hubs ([`crate::isolate::report::HUBS`] objects that
 //! gather counts, top refused keys and bans) and what they answer.
 
 use serde::{Deserialize, Serialize};
 
-use crate::banlist::BanRecord;
-use crate::report::{HubAnswer, HubSummary, Report};
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::report::{HubAnswer, HubSummary, Report};
 
 /// A call from the worker to a hub.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +73,7 @@ pub struct UnbanRequest {
 mod tests {
     use super::super::wire_tag;
     use super::*;
-    use crate::stats::StatRow;
+    use crate::isolate::stats::StatRow;
 
     #[test]
     fn calls_and_replies_round_trip() {

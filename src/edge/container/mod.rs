@@ -25,7 +25,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Resul
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
 use crate::http::api::THROTTLE_SLOT;
-use crate::http::problem::Problem;
+use crate::http::problem::{Code, Problem};
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
@@ -95,7 +95,7 @@ impl DurableObject for Limiter {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         meter::count(|m| m.requests += 1);
         self.load().await?;
-        let Ok(call) = req.json::<LimiterCall>().await else {
+        let Some(call) = read_call(&mut req).await else {
             return respond::problem(&Problem::invalid("body", "malformed container call"));
         };
         let answer = match call {
@@ -138,6 +138,14 @@ impl DurableObject for Limiter {
 /// A call's reply, or the problem that says why it cannot be served.
 type Answer = std::result::Result<LimiterReply, Problem>;
 
+/// The call a request carries; `None` if it is none. Read as text and
+/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
+/// the result back into Rust with a wasm↔JS call per field and value.
+async fn read_call(req: &mut Request) -> Option<LimiterCall> {
+    let text = req.text().await.ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 impl Limiter {
     async fn check(&self, check: CheckRequest) -> Result<Answer> {
         let parsed = match (check.policies(), check.ban()) {
@@ -175,7 +183,7 @@ impl Limiter {
         if reserved {
             // A reservation writes nothing, but its lapse is due: the alarm
             // keeps it then if no settle came.
-            self.rearm(now).await?;
+            self.rearm(now)?;
         }
         let queue = check
             .queue
@@ -275,8 +283,7 @@ impl Limiter {
         );
         let Some((throttle, writes)) = answer else {
             return Ok(Err(Problem::new(
-                500,
-                "internal",
+                Code::Internal,
                 "the throttle slot holds another algorithm",
             )));
         };
@@ -357,7 +364,7 @@ impl Limiter {
             .try_for_each(|write| sql::put(&storage_sql, &mut tables, write));
         self.inner.borrow_mut().tables = tables;
         written?;
-        self.rearm(now).await
+        self.rearm(now)
     }
 
     /// Deletes what the ledger expired; frees the whole storage once the
@@ -387,7 +394,7 @@ impl Limiter {
             .try_for_each(|gone| sql::remove(&storage_sql, &mut tables, gone));
         self.inner.borrow_mut().tables = tables;
         removed?;
-        self.rearm(now_ms()).await
+        self.rearm(now_ms())
     }
 
     fn inspect(&self) -> Result<Inspection> {
@@ -441,7 +448,7 @@ impl Limiter {
     }
 
     /// Moves the alarm earlier if the ledger is due sooner than it is set.
-    async fn rearm(&self, now: u64) -> Result<()> {
+    fn rearm(&self, now: u64) -> Result<()> {
         let (due, armed) = {
             let inner = self.inner.borrow();
             (inner.ledger.next_sweep(now), inner.alarm_ms)
@@ -449,7 +456,7 @@ impl Limiter {
         let Some(due) = due.filter(|&due| armed.is_none_or(|armed| due < armed)) else {
             return Ok(());
         };
-        set_alarm_at(&self.state.storage(), due).await?;
+        set_alarm_at(&self.state, due)?;
         self.inner.borrow_mut().alarm_ms = Some(due);
         Ok(())
     }

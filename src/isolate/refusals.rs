@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use crate::ledger::Outcome;
+use crate::limit::Retry;
 
 pub const CAPACITY: usize = 4096;
 
@@ -20,8 +21,6 @@ pub const CAPACITY: usize = 4096;
 struct Entry {
     /// When the entry stops answering for the object.
     until_ms: u64,
-    /// When the refused request could pass (its retry time).
-    retry_at_ms: u64,
     decided_ms: u64,
     outcome: Outcome,
 }
@@ -50,11 +49,11 @@ impl RefusalCache {
         }
         let elapsed = now_ms.saturating_sub(entry.decided_ms);
         let mut outcome = entry.outcome.clone();
-        outcome.retry_after_ms = entry.retry_at_ms.saturating_sub(now_ms);
+        outcome.retry = outcome.retry.elapsed(elapsed);
         for policy in &mut outcome.policies {
             let d = &mut policy.decision;
             d.reset_ms = d.reset_ms.saturating_sub(elapsed);
-            d.retry_after_ms = d.retry_after_ms.saturating_sub(elapsed);
+            d.retry = d.retry.elapsed(elapsed);
         }
         if let Some(ban) = &mut outcome.ban {
             ban.started = false;
@@ -65,10 +64,12 @@ impl RefusalCache {
     /// Remembers a refusal decided at `now_ms`; allowed outcomes and
     /// refusals with nothing to wait for are ignored.
     pub fn insert(&mut self, object: &str, outcome: &Outcome, now_ms: u64) {
-        if outcome.allowed || outcome.retry_after_ms == 0 {
+        if outcome.allowed || outcome.retry == Retry::NOW {
             return;
         }
-        let retry_at_ms = now_ms.saturating_add(outcome.retry_after_ms);
+        // A request that can never pass is refused for as long as the entry
+        // stays (until it is evicted or its key reset).
+        let retry_at_ms = outcome.retry.at(now_ms).unwrap_or(u64::MAX);
         // A ban's refusal holds until the ban ends; after that the object
         // answers, so that it says what the refusal really is and counts it
         // toward the next offence.
@@ -96,7 +97,6 @@ impl RefusalCache {
             object.to_string(),
             Entry {
                 until_ms,
-                retry_at_ms,
                 decided_ms: now_ms,
                 outcome: outcome.clone(),
             },
@@ -129,7 +129,7 @@ mod tests {
             limit: 1,
             remaining: 0,
             reset_ms: retry_after_ms,
-            retry_after_ms,
+            retry: Retry::After(retry_after_ms),
         };
         Outcome {
             allowed: false,
@@ -141,7 +141,7 @@ mod tests {
             ban: None,
             lease: None,
             conflict: None,
-            retry_after_ms,
+            retry: Retry::After(retry_after_ms),
         }
     }
 
@@ -150,11 +150,24 @@ mod tests {
         let mut cache = RefusalCache::new(8);
         cache.insert("k", &refused(1000), 5000);
         let later = cache.get("k", 5400).unwrap();
-        assert_eq!(later.retry_after_ms, 600);
+        assert_eq!(later.retry, Retry::After(600));
+        assert_eq!(later.policies[0].decision.retry, Retry::After(600));
         assert_eq!(later.policies[0].decision.reset_ms, 600);
         assert!(cache.get("k", 5999).is_some());
         assert!(cache.get("k", 6000).is_none());
         assert!(cache.is_empty(), "an expired entry is dropped when seen");
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_stays_never_while_cached() {
+        let mut cache = RefusalCache::new(8);
+        let mut never = refused(1000);
+        never.retry = Retry::Never;
+        never.policies[0].decision.retry = Retry::Never;
+        cache.insert("k", &never, 5000);
+        let later = cache.get("k", 3_600_000).unwrap();
+        assert_eq!(later.retry, Retry::Never, "no wait is made up");
+        assert_eq!(later.policies[0].decision.retry, Retry::Never);
     }
 
     #[test]
@@ -198,7 +211,11 @@ mod tests {
         cache.insert("k", &banned, 5_000);
         let during = cache.get("k", 6_000).unwrap();
         assert!(during.ban.is_some());
-        assert_eq!(during.retry_after_ms, 59_000, "when a request can pass");
+        assert_eq!(
+            during.retry,
+            Retry::After(59_000),
+            "when a request can pass"
+        );
         // After the ban the object answers: its refusals count toward the
         // next offence, and it never says "banned" for an ended ban.
         assert!(cache.get("k", 7_000).is_none());

@@ -1,5 +1,5 @@
 //! Per-rule decision counts, tallied in the isolate and sent to a hub with
-//! its next report ([`crate::report`]), so counting adds no Durable Object
+//! its next report ([`crate::isolate::report`]), so counting adds no Durable Object
 //! call to a request. Counts are kept per minute, which is also how the
 //! hubs store and answer them.
 
@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::RuleTop;
-use crate::top::{Counted, TopKeys, CAPACITY};
+use crate::isolate::top::{Counted, RuleTop, TopKeys, CAPACITY};
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's
@@ -22,6 +21,17 @@ pub enum Verdict {
     Refused,
     /// The container could not decide (the rule's on_error applied).
     Failed,
+}
+
+impl Verdict {
+    /// An admission or a refusal, as a decision said.
+    pub fn of(allowed: bool) -> Verdict {
+        if allowed {
+            Verdict::Admitted
+        } else {
+            Verdict::Refused
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

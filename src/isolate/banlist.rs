@@ -3,7 +3,7 @@
 //! Manual bans apply on every rule, so checking them must not cost a
 //! Durable Object call per request: each isolate keeps the list, which a
 //! hub sends back with every report the isolate makes in the background
-//! ([`crate::report`]), and applies its own admin calls at once. A ban or
+//! ([`crate::isolate::report`]), and applies its own admin calls at once. A ban or
 //! unban made through another isolate takes effect here within one report
 //! interval; a report that fails keeps the last list it had, so bans never
 //! silently stop applying.

@@ -5,11 +5,10 @@
 
 use serde::Serialize;
 
-use crate::config::rule::Concurrency;
-use crate::config::{Config, OnError, Rule, RuleBan, Tier, When};
+use super::rule::Concurrency;
+use super::{Config, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
-
-use super::admin::API_RULE;
+use crate::objects::name::API_SCOPE;
 
 /// Every rule in match order, and the name the decision API's keys are
 /// looked up under.
@@ -19,10 +18,10 @@ pub struct Listing<'a> {
     api_rule: &'static str,
 }
 
-pub fn listing(config: &Config) -> Listing<'_> {
+pub fn of(config: &Config) -> Listing<'_> {
     Listing {
         rules: config.rules.iter().map(Listed::of).collect(),
-        api_rule: API_RULE,
+        api_rule: API_SCOPE,
     }
 }
 
@@ -152,7 +151,7 @@ impl<'a> ListedTier<'a> {
                 }
             },
             key: keyed.then(|| tier.key.to_string()),
-            lookup: tier.scope.strip_prefix("rule:").unwrap_or(&tier.scope),
+            lookup: tier.scope.id(),
             policies: tier
                 .policies
                 .iter()
@@ -214,7 +213,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn listed(config: Value) -> Value {
-        serde_json::to_value(listing(&Config::from_value(config).unwrap())).unwrap()
+        serde_json::to_value(of(&Config::from_value(config).unwrap())).unwrap()
     }
 
     #[test]

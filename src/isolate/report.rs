@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::banlist::BanRecord;
-use crate::stats::{StatRow, Tally, Verdict};
-use crate::top::{TopKeys, CAPACITY};
+use crate::isolate::banlist::BanRecord;
+use crate::isolate::stats::{StatRow, Tally, Verdict};
+use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
 
 /// How often an isolate reports (and refreshes the manual bans).
 pub const INTERVAL_MS: u64 = 10_000;
@@ -31,15 +31,6 @@ pub const MAX_RULES: usize = 128;
 /// Bans that started, kept for the next report; beyond it they are
 /// dropped (each still holds in its own object).
 pub const MAX_BANS: usize = 64;
-
-/// One rule's most refused keys since the last report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleTop {
-    pub rule: String,
-    /// The minute the report was made in.
-    pub minute_ms: u64,
-    pub keys: TopKeys,
-}
 
 /// An isolate's report to a hub ([`crate::protocol::HubCall::Report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

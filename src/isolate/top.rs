@@ -125,6 +125,16 @@ impl TopKeys {
     }
 }
 
+/// One rule's most refused keys in one minute: what an isolate reports,
+/// what a hub keeps and what the admin stats merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleTop {
+    pub rule: String,
+    /// The minute the keys were counted in (when the report was made).
+    pub minute_ms: u64,
+    pub keys: TopKeys,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,578 @@
+//! Every branch of the request path, on the host: a plan from a config, a
+//! fake request and a fake isolate memory; outcomes from a real ledger fed
+//! the very request the plan built; conclusions from those outcomes.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::config::Config;
+use crate::http::jwt::tests::sign_raw;
+use crate::http::jwt::Hs256Key;
+use crate::http::tests::FakeRequest;
+use crate::isolate::banlist::{BanRecord, MANUAL};
+use crate::ledger::{Ask as Question, Ledger};
+use crate::objects::name::ObjectName;
+
+const NOW: u64 = 1_700_000_000_000;
+const SECRET: &[u8] = b"a secret for the gate's tests, 32+";
+const CLIENT: &str = "203.0.113.9";
+
+/// What the isolate remembers, set by each test.
+#[derive(Default)]
+struct Remembered {
+    bans: Vec<BanRecord>,
+    refusals: Vec<(ObjectName, Outcome)>,
+}
+
+impl Memory for Remembered {
+    fn manual_ban(&self, candidates: &[&str], now_ms: u64) -> Option<BanRecord> {
+        self.bans
+            .iter()
+            .find(|b| candidates.contains(&b.key.as_str()) && b.until_ms > now_ms)
+            .cloned()
+    }
+
+    fn cached_refusal(&self, object: &ObjectName, _now_ms: u64) -> Option<Outcome> {
+        self.refusals
+            .iter()
+            .find(|(o, _)| o == object)
+            .map(|(_, outcome)| outcome.clone())
+    }
+}
+
+/// Randomness that is counted ids and a fixed draw, or none at all.
+struct Dice {
+    ids: u32,
+    pair: Option<(u32, u32)>,
+    broken: bool,
+}
+
+impl Dice {
+    fn new() -> Dice {
+        Dice {
+            ids: 0,
+            pair: Some((0, 0)),
+            broken: false,
+        }
+    }
+
+    fn broken() -> Dice {
+        Dice {
+            broken: true,
+            pair: None,
+            ..Dice::new()
+        }
+    }
+}
+
+impl Chance for Dice {
+    fn id(&mut self) -> Option<String> {
+        self.ids += 1;
+        (!self.broken).then(|| format!("id{}", self.ids))
+    }
+
+    fn pair(&mut self) -> Option<(u32, u32)> {
+        self.pair
+    }
+}
+
+fn config(rules: Value) -> Config {
+    Config::from_value(json!({
+        "origin": "demo",
+        "timeout": "250ms",
+        "allow": ["10.0.0.0/8"],
+        "jwt": {"secret": "JWT", "on_invalid": "reject"},
+        "rules": rules,
+    }))
+    .unwrap()
+}
+
+fn one_rule(rule: Value) -> Config {
+    let mut full = json!({"id": "api", "limit": 2, "window": "1m"});
+    full.as_object_mut()
+        .unwrap()
+        .extend(rule.as_object().unwrap().clone());
+    config(json!([full]))
+}
+
+fn from(ip: &str) -> FakeRequest {
+    FakeRequest::get().with("cf-connecting-ip", ip)
+}
+
+fn token(claims: Value) -> String {
+    format!(
+        "Bearer {}",
+        sign_raw(r#"{"alg":"HS256"}"#, &claims.to_string(), SECRET)
+    )
+}
+
+fn plan_with<'a>(
+    config: &'a Config,
+    memory: &Remembered,
+    request: &FakeRequest,
+    dice: &mut Dice,
+) -> Plan<'a> {
+    let key = Hs256Key::new(SECRET);
+    let known = Known {
+        config,
+        jwt_key: Some(&key),
+        memory,
+    };
+    let arrival = Arrival {
+        matched: Matched {
+            rule: &config.rules[0],
+            path: "/",
+            params: &[],
+            ip: crate::http::key::client_ip(request),
+        },
+        request,
+        now_ms: NOW,
+    };
+    plan(&known, arrival, dice)
+}
+
+fn plan_of<'a>(config: &'a Config, request: &FakeRequest) -> Plan<'a> {
+    plan_with(config, &Remembered::default(), request, &mut Dice::new())
+}
+
+fn done(plan: Plan<'_>) -> Conclusion {
+    match plan {
+        Plan::Done(conclusion) => conclusion,
+        Plan::Ask(ask) => panic!("expected an answer without a call, got {ask:?}"),
+    }
+}
+
+fn asked(plan: Plan<'_>) -> Ask<'_> {
+    match plan {
+        Plan::Ask(ask) => ask,
+        Plan::Done(conclusion) => panic!("expected a call, got {conclusion:?}"),
+    }
+}
+
+/// The answer's status, `code` and fields.
+fn answered(reply: &Reply) -> (u16, String, Fields) {
+    let Reply::Answer(answer) = reply else {
+        panic!("expected an answer, got {reply:?}");
+    };
+    let body: Value = serde_json::from_str(&answer.problem.to_json()).unwrap();
+    let code = body["code"].as_str().unwrap_or_default().to_string();
+    (answer.problem.status, code, answer.fields.clone())
+}
+
+fn body(reply: &Reply) -> Value {
+    let Reply::Answer(answer) = reply else {
+        panic!("expected an answer, got {reply:?}");
+    };
+    serde_json::from_str(&answer.problem.to_json()).unwrap()
+}
+
+fn passed(reply: &Reply) -> &Pass {
+    match reply {
+        Reply::Forward(pass) => pass,
+        Reply::Answer(_) => panic!("expected a forward, got {reply:?}"),
+    }
+}
+
+fn field<'f>(fields: &'f Fields, name: &str) -> Option<&'f str> {
+    fields
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// What a fresh object answers to `attempt`'s request after `before`
+/// earlier admissions: the ledger the object runs, fed what the plan built.
+fn answer_of(attempt: &Try, before: u32) -> Outcome {
+    let request = &attempt.request;
+    let specs = request.policies().unwrap();
+    let ban = request.ban().unwrap();
+    let mut ledger = Ledger::new();
+    let question = Question {
+        specs: &specs,
+        cost: request.cost,
+        ban: ban.as_ref(),
+        lease: request.lease.as_ref(),
+    };
+    for i in 0..before {
+        ledger.check(&request.key, &question, NOW + u64::from(i));
+    }
+    ledger.check(&request.key, &question, NOW + 100).0
+}
+
+#[test]
+fn allow_listed_callers_pass_untouched_and_deny_listed_ones_get_403() {
+    let config = one_rule(json!({"allow": ["198.51.100.0/24"], "deny": ["192.0.2.1"]}));
+    for ip in ["10.1.2.3", "198.51.100.7"] {
+        let conclusion = done(plan_of(&config, &from(ip)));
+        assert_eq!(conclusion, Conclusion::reply(Reply::untouched()), "{ip}");
+    }
+    let conclusion = done(plan_of(&config, &from("192.0.2.1")));
+    assert_eq!(answered(&conclusion.reply).0, 403);
+    assert_eq!(body(&conclusion.reply)["rule"], "api");
+    assert_eq!(conclusion.record, None, "a denied caller is not a decision");
+}
+
+#[test]
+fn tokens_pick_the_tier_and_a_bad_one_is_refused_or_anonymous_as_configured() {
+    let tiers = json!([{
+        "id": "api",
+        "tiers": [
+            {"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
+            {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
+        ]
+    }]);
+    let config = config(tiers.clone());
+    let claims = json!({"sub": "u1", "exp": NOW / 1000 + 60});
+    let good = from(CLIENT).with("authorization", &token(claims));
+    let ask = asked(plan_of(&config, &good));
+    assert_eq!(ask.tries[0].object.as_str(), "rule:api.registered:u1");
+    let anonymous = asked(plan_of(&config, &from(CLIENT)));
+    assert_eq!(
+        anonymous.tries[0].object.as_str(),
+        "rule:api.anonymous:203.0.113.9"
+    );
+    let forged = from(CLIENT).with("authorization", "Bearer a.b.c");
+    let conclusion = done(plan_of(&config, &forged));
+    let (status, code, fields) = answered(&conclusion.reply);
+    assert_eq!((status, code.as_str()), (401, "invalid-token"));
+    assert_eq!(
+        field(&fields, "www-authenticate"),
+        Some("Bearer error=\"invalid_token\"")
+    );
+    let mut lenient = config.clone();
+    if let Some(jwt) = lenient.jwt.as_mut() {
+        jwt.on_invalid = crate::config::OnInvalid::Anonymous;
+    }
+    let ask = asked(plan_of(&lenient, &forged));
+    assert_eq!(
+        ask.tries[0].object.as_str(),
+        "rule:api.anonymous:203.0.113.9",
+        "a token that fails is never registered"
+    );
+}
+
+#[test]
+fn a_request_without_its_keys_part_is_a_400_naming_it() {
+    let config = one_rule(json!({"key": "header:x-user"}));
+    let conclusion = done(plan_of(&config, &from(CLIENT)));
+    let (status, code, _) = answered(&conclusion.reply);
+    assert_eq!((status, code.as_str()), (400, "missing-key"));
+    assert_eq!(body(&conclusion.reply)["field"], "header:x-user");
+    let ask = asked(plan_of(&config, &from(CLIENT).with("x-user", "ann")));
+    assert_eq!(ask.tries[0].object.as_str(), "rule:api:ann");
+}
+
+#[test]
+fn a_manual_ban_on_the_key_or_its_network_is_answered_without_a_call() {
+    let config =
+        one_rule(json!({"ban": {"after": 3, "within": "1m", "for": "10m", "status": 403}}));
+    for subject in [CLIENT, "2001:db8:1:2::/64"] {
+        let memory = Remembered {
+            bans: vec![BanRecord {
+                key: subject.into(),
+                until_ms: NOW + 90_500,
+                reason: "scraping".into(),
+                source: MANUAL.into(),
+            }],
+            ..Remembered::default()
+        };
+        let ip = if subject == CLIENT {
+            CLIENT
+        } else {
+            "2001:db8:1:2::77"
+        };
+        let conclusion = done(plan_with(&config, &memory, &from(ip), &mut Dice::new()));
+        let (status, code, fields) = answered(&conclusion.reply);
+        assert_eq!((status, code.as_str()), (403, "banned"), "{subject}");
+        assert_eq!(field(&fields, "retry-after"), Some("91"));
+        // An IPv6 client is keyed by its /64, the very name of the ban.
+        assert_eq!(
+            conclusion.record,
+            Some((subject.to_string(), Verdict::Refused))
+        );
+    }
+}
+
+#[test]
+fn a_remembered_refusal_is_answered_without_a_call_except_in_shadow_mode() {
+    let config = one_rule(json!({}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let full = answer_of(&ask.tries[0], 2);
+    assert!(!full.allowed);
+    let memory = Remembered {
+        refusals: vec![(ask.tries[0].object.clone(), full)],
+        ..Remembered::default()
+    };
+    let conclusion = done(plan_with(&config, &memory, &from(CLIENT), &mut Dice::new()));
+    let (status, _, fields) = answered(&conclusion.reply);
+    assert_eq!(status, 429);
+    assert!(field(&fields, "ratelimit").is_some());
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    let shadow = one_rule(json!({"shadow": true}));
+    asked(plan_with(&shadow, &memory, &from(CLIENT), &mut Dice::new()));
+}
+
+#[test]
+fn one_call_to_the_keys_object_with_the_rules_policies_by_the_timeout() {
+    let config = one_rule(json!({}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    assert_eq!(ask.tries.len(), 1);
+    let attempt = &ask.tries[0];
+    assert_eq!(attempt.object.as_str(), "rule:api:203.0.113.9");
+    assert_eq!(attempt.request.key, attempt.object.as_str());
+    assert_eq!(
+        attempt.request.policies().unwrap(),
+        config.rules[0].tiers[0].policies
+    );
+    assert_eq!((ask.deadline_ms, ask.reservation.clone()), (250, None));
+    assert!(attempt.request.lease.is_none() && attempt.request.reserve.is_none());
+}
+
+#[test]
+fn concurrency_asks_for_a_lease_and_a_queue_extends_the_deadline() {
+    let config = one_rule(json!({"concurrency": 2, "queue": {"max_wait": "2s", "max_len": 5}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let request = &ask.tries[0].request;
+    let lease = request.lease.as_ref().unwrap();
+    assert_eq!(
+        (lease.name.as_str(), lease.limit, lease.new_id.as_str()),
+        ("api.concurrency", 2, "id1")
+    );
+    assert_eq!(request.queue.map(|q| q.max_len), Some(5));
+    assert_eq!(ask.deadline_ms, 2_250);
+}
+
+#[test]
+fn a_rule_that_counts_by_answer_takes_a_reservation() {
+    let config = one_rule(json!({"count": {"status": ["5xx"]}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let reserve = ask.tries[0].request.reserve.clone().unwrap();
+    assert_eq!(ask.reservation.as_deref(), Some(reserve.id.as_str()));
+}
+
+#[test]
+fn without_randomness_the_rules_on_error_applies() {
+    let closed = one_rule(json!({"concurrency": 2}));
+    let conclusion = done(plan_with(
+        &closed,
+        &Remembered::default(),
+        &from(CLIENT),
+        &mut Dice::broken(),
+    ));
+    let (status, _, fields) = answered(&conclusion.reply);
+    assert_eq!((status, field(&fields, "retry-after")), (503, Some("1")));
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Failed)));
+    assert!(matches!(conclusion.log, Some(Log::Error(_))));
+    let open = one_rule(json!({"count": {"status": [500]}, "on_error": "allow"}));
+    let conclusion = done(plan_with(
+        &open,
+        &Remembered::default(),
+        &from(CLIENT),
+        &mut Dice::broken(),
+    ));
+    let pass = passed(&conclusion.reply);
+    assert_eq!(field(&pass.fields, "sluice-degraded"), Some("fail-open"));
+    assert_eq!(pass.key.as_deref(), Some(CLIENT));
+}
+
+fn sale() -> Config {
+    one_rule(json!({"id": "sale", "limit": 8, "scope": "global", "split": 4}))
+}
+
+#[test]
+fn a_split_quota_asks_a_random_part_then_another() {
+    let config = sale();
+    let mut dice = Dice {
+        pair: Some((5, 0)),
+        ..Dice::new()
+    };
+    let ask = asked(plan_with(
+        &config,
+        &Remembered::default(),
+        &from(CLIENT),
+        &mut dice,
+    ));
+    let objects: Vec<&str> = ask.tries.iter().map(|t| t.object.as_str()).collect();
+    assert_eq!(objects, ["rule:sale:*#1", "rule:sale:*#2"]);
+    assert_eq!(ask.key, "*");
+    let share = ask.tries[0].request.policies().unwrap();
+    assert_eq!(share[0].1.limit(), 2, "each part holds its share");
+}
+
+#[test]
+fn a_part_known_full_is_skipped_and_all_known_full_is_refused_without_a_call() {
+    let config = sale();
+    let mut dice = Dice {
+        pair: Some((5, 0)),
+        ..Dice::new()
+    };
+    let first = asked(plan_with(
+        &config,
+        &Remembered::default(),
+        &from(CLIENT),
+        &mut dice,
+    ));
+    let full_one = answer_of(&first.tries[0], 2);
+    let mut memory = Remembered {
+        refusals: vec![(first.tries[0].object.clone(), full_one.clone())],
+        ..Remembered::default()
+    };
+    let ask = asked(plan_with(&config, &memory, &from(CLIENT), &mut dice));
+    assert_eq!(ask.tries.len(), 1);
+    assert_eq!(ask.tries[0].object.as_str(), "rule:sale:*#2");
+    assert_eq!(ask.known_full, Some(full_one));
+    let full_two = answer_of(&first.tries[1], 2);
+    memory
+        .refusals
+        .push((first.tries[1].object.clone(), full_two));
+    let conclusion = done(plan_with(&config, &memory, &from(CLIENT), &mut dice));
+    assert_eq!(answered(&conclusion.reply).0, 429);
+    assert_eq!(conclusion.record, Some(("*".into(), Verdict::Refused)));
+}
+
+#[test]
+fn a_full_part_gets_a_second_chance_and_answers_announce_the_whole_quota() {
+    let config = sale();
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let Judged::Full(full) = ask.judge(answer_of(&ask.tries[0], 2)) else {
+        panic!("a full part leaves room for another");
+    };
+    assert_eq!(
+        full.policies[0].decision.limit, 8,
+        "the whole quota's limit"
+    );
+    let Judged::Decided(admitted) = ask.judge(answer_of(&ask.tries[1], 0)) else {
+        panic!("an admission decides");
+    };
+    assert_eq!(admitted.policies[0].decision.limit, 8);
+    let conclusion = ask.all_full(Some(full), NOW);
+    assert_eq!(answered(&conclusion.reply).0, 429);
+}
+
+#[test]
+fn an_admission_forwards_with_the_ratelimit_fields() {
+    let config = one_rule(json!({}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_of(&attempt, 0);
+    let conclusion = ask.conclude(attempt.object, outcome, NOW + 100);
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Admitted)));
+    assert_eq!(conclusion.cache, None);
+    let pass = passed(&conclusion.reply);
+    assert_eq!(
+        field(&pass.fields, "ratelimit-policy"),
+        Some("\"api\";q=2;w=60")
+    );
+    assert_eq!(field(&pass.fields, "ratelimit"), Some("\"api\";r=1;t=60"));
+    assert_eq!((pass.release.clone(), pass.settle.clone()), (None, None));
+}
+
+#[test]
+fn a_refusal_is_answered_and_remembered_unless_a_ban_policy_must_count_it() {
+    let config = one_rule(json!({}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_of(&attempt, 2);
+    let conclusion = ask.conclude(attempt.object.clone(), outcome.clone(), NOW + 100);
+    let (status, code, fields) = answered(&conclusion.reply);
+    assert_eq!((status, code.as_str()), (429, "quota-exceeded"));
+    assert!(field(&fields, "retry-after").is_some());
+    assert_eq!(conclusion.cache, Some((attempt.object, outcome)));
+
+    let banning = one_rule(json!({"ban": {"after": 2, "within": "1m", "for": "10m"}}));
+    let ask = asked(plan_of(&banning, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let conclusion = ask.conclude(attempt.object.clone(), answer_of(&attempt, 2), NOW + 100);
+    assert_eq!(conclusion.cache, None, "the object must count this refusal");
+}
+
+#[test]
+fn a_ban_a_decision_starts_is_reported_with_its_scope_and_remembered() {
+    let config = one_rule(json!({"ban": {"after": 1, "within": "1m", "for": "10m"}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_of(&attempt, 2);
+    assert!(outcome.ban.as_ref().is_some_and(|b| b.started));
+    let conclusion = ask.conclude(attempt.object.clone(), outcome, NOW + 100);
+    let ban = conclusion.ban_started.clone().unwrap();
+    assert_eq!(
+        (ban.key.as_str(), ban.source.as_str()),
+        (CLIENT, "rule:api")
+    );
+    assert_eq!(answered(&conclusion.reply).1, "banned");
+    assert!(
+        conclusion.cache.is_some(),
+        "the ban itself is answered by the isolate"
+    );
+}
+
+#[test]
+fn shadow_mode_forwards_and_reports_what_it_would_have_done() {
+    let config = one_rule(json!({"shadow": true}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_of(&attempt, 2);
+    let conclusion = ask.conclude(attempt.object, outcome, NOW + 100);
+    let pass = passed(&conclusion.reply);
+    let shadow = field(&pass.fields, "sluice-shadow").unwrap();
+    assert!(
+        shadow.starts_with("refuse;violated=\"api\";retry="),
+        "{shadow}"
+    );
+    assert!(matches!(conclusion.log, Some(Log::Info(_))));
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    assert_eq!(conclusion.cache, None);
+}
+
+#[test]
+fn a_lease_is_released_after_delivery_and_a_refused_one_is_not_remembered() {
+    let config = one_rule(json!({"concurrency": 1}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let conclusion = ask.conclude(attempt.object.clone(), answer_of(&attempt, 0), NOW + 100);
+    let pass = passed(&conclusion.reply);
+    assert_eq!(pass.release, Some((attempt.object.clone(), "id1".into())));
+
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let refused = answer_of(&attempt, 1);
+    assert!(refused.lease.as_ref().is_some_and(|l| l.refused));
+    let conclusion = ask.conclude(attempt.object, refused, NOW + 100);
+    assert_eq!(answered(&conclusion.reply).0, 429);
+    assert_eq!(conclusion.cache, None, "a lease may be released any moment");
+}
+
+#[test]
+fn a_reservation_is_settled_by_the_origins_status() {
+    let config = one_rule(json!({"count": {"status": [401, "5xx"]}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let id = ask.reservation.clone().unwrap();
+    let conclusion = ask.conclude(attempt.object.clone(), answer_of(&attempt, 0), NOW + 100);
+    let settle = passed(&conclusion.reply).settle.clone().unwrap();
+    assert!(settle.keeps(401) && settle.keeps(503));
+    assert!(!settle.keeps(200) && !settle.keeps(404));
+    assert_eq!((settle.object, settle.reservation), (attempt.object, id));
+}
+
+#[test]
+fn an_object_that_does_not_answer_fails_closed_or_open_as_the_rule_says() {
+    for (on_error, status) in [("deny", Some(503)), ("allow", None)] {
+        let config = one_rule(json!({"on_error": on_error}));
+        let ask = asked(plan_of(&config, &from(CLIENT)));
+        let object = ask.tries[0].object.clone();
+        let conclusion = ask.failed(&object, "timed out");
+        assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Failed)));
+        let Some(Log::Error(line)) = &conclusion.log else {
+            panic!("a failure is logged");
+        };
+        assert!(line.contains("rule:api:203.0.113.9") && line.contains("timed out"));
+        match status {
+            Some(status) => assert_eq!(answered(&conclusion.reply).0, status),
+            None => assert_eq!(
+                field(&passed(&conclusion.reply).fields, "sluice-degraded"),
+                Some("fail-open")
+            ),
+        }
+    }
+}

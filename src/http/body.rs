@@ -1,0 +1,189 @@
+//! An API body read into the struct its endpoint expects, the way the
+//! config is read: unknown fields refused, and a shape error naming its
+//! field as a JSON path (`policies[0].limit`), in the caller's words. What a
+//! type cannot say (ranges, names, fields that go together) each endpoint
+//! checks next, on the struct.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::problem::{Code, Problem};
+use crate::input::words::{self, Dialect};
+use crate::limits::MAX_BODY_BYTES;
+
+/// The body as a `T`, or the problem that says why not: the content type,
+/// the size, then the JSON and its shape, in that order.
+pub fn read<T: DeserializeOwned>(content_type: Option<&str>, body: &[u8]) -> Result<T, Problem> {
+    let media_type = content_type
+        .and_then(|ct| ct.split(';').next())
+        .map(|ct| ct.trim().to_ascii_lowercase());
+    if media_type.as_deref() != Some("application/json") {
+        return Err(Problem::invalid(
+            "content-type",
+            "the body must be JSON, sent with Content-Type: application/json",
+        ));
+    }
+    if body.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    // Read as a JSON value first, as the config is: what is not JSON at all
+    // (truncated, too deep, a number out of range, a lone surrogate) is a
+    // body error, and only a well-formed object is read field by field.
+    let value = match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => Value::Object(object),
+        Ok(_) => return Err(Problem::invalid("body", "the body must be a JSON object")),
+        Err(e) => {
+            return Err(Problem::invalid(
+                "body",
+                format!("the body is not valid JSON: {e}"),
+            ))
+        }
+    };
+    serde_path_to_error::deserialize(value).map_err(shape_problem)
+}
+
+/// The 413 for a body larger than [`MAX_BODY_BYTES`].
+pub fn too_large() -> Problem {
+    Problem::new(
+        Code::BodyTooLarge,
+        format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// A field of the wrong type, missing or unknown, named by its path.
+fn shape_problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
+    let path = e.path().to_string();
+    let (missing, message) = words::plain(&e.into_inner().to_string(), Dialect::Json);
+    let at_root = path == ".";
+    match missing {
+        Some(name) if at_root => Problem::invalid(&name, message),
+        Some(name) => Problem::invalid(&format!("{path}.{name}"), message),
+        None if at_root => Problem::invalid("body", message),
+        None => Problem::invalid(&path, format!("{path}: {message}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        name: String,
+        count: Option<u32>,
+        items: Option<Vec<Inner>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        size: u64,
+    }
+
+    const JSON: Option<&str> = Some("application/json");
+
+    fn error(body: &str) -> (String, String) {
+        let problem = read::<Outer>(JSON, body.as_bytes()).unwrap_err();
+        assert_eq!(problem.status, 400, "{body}");
+        let json: Value = serde_json::from_str(&problem.to_json()).unwrap();
+        (
+            json["field"].as_str().unwrap().to_string(),
+            problem.detail().to_string(),
+        )
+    }
+
+    #[test]
+    fn every_shape_error_names_its_field_in_the_callers_words() {
+        let ok: Outer = read(JSON, br#" {"name":"a","items":[{"size":1}]} "#).unwrap();
+        let sizes: Vec<u64> = ok
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(|i| i.size)
+            .collect();
+        assert_eq!((ok.name.as_str(), ok.count, sizes), ("a", None, vec![1]));
+        let cases = [
+            (r#"{}"#, "name", "name is required"),
+            (
+                r#"{"name":"a","items":[{}]}"#,
+                "items[0].size",
+                "size is required",
+            ),
+            (
+                r#"{"name":7}"#,
+                "name",
+                "name: expected a string, got the number 7",
+            ),
+            (
+                r#"{"name":"a","count":-1}"#,
+                "count",
+                "count: expected a whole number, got the number -1",
+            ),
+            (
+                r#"{"name":"a","count":5000000000}"#,
+                "count",
+                "count: expected a whole number, got the number 5000000000",
+            ),
+            (
+                r#"{"name":"a","items":{}}"#,
+                "items",
+                "items: expected an array, got an object",
+            ),
+            (
+                r#"{"name":"a","items":[1]}"#,
+                "items[0]",
+                "items[0]: expected an object, got the number 1",
+            ),
+            (
+                r#"{"name":"a","extra":1}"#,
+                "extra",
+                "extra: unknown field \"extra\", expected one of \"name\", \"count\", \"items\"",
+            ),
+            (
+                r#"{"name":"a","items":[{"size":1,"x":0}]}"#,
+                "items[0].x",
+                "items[0].x: unknown field \"x\", expected \"size\"",
+            ),
+        ];
+        for (body, field, detail) in cases {
+            assert_eq!(error(body), (field.to_string(), detail.to_string()));
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_json_object_is_a_body_error() {
+        for body in [
+            "",
+            "[\"a\"]",
+            "7",
+            r#"{"name":"a""#,
+            r#"{"name":"a"} x"#,
+            r#"{"name":"\ud800"}"#,
+            r#"{"name":"a","count":1e400}"#,
+        ] {
+            assert_eq!(error(body).0, "body", "{body:?}");
+        }
+        let deep = format!(
+            r#"{{"name":"a","items":{}{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(error(&deep).0, "body");
+    }
+
+    #[test]
+    fn content_type_and_size_are_checked_first() {
+        let body = br#"{"name":"a"}"#;
+        for ct in [None, Some("text/plain"), Some("application/jsonx")] {
+            let p = read::<Outer>(ct, body).unwrap_err();
+            assert_eq!(p.status, 400);
+            assert!(p.to_json().contains("content-type"));
+        }
+        assert!(read::<Outer>(Some("Application/JSON; charset=utf-8"), body).is_ok());
+        let huge = vec![b' '; MAX_BODY_BYTES + 1];
+        assert_eq!(read::<Outer>(JSON, &huge).unwrap_err().status, 413);
+    }
+}

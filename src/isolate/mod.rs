@@ -1,0 +1,11 @@
+//! What one isolate keeps between requests, pure and bounded: the copy of
+//! the manual bans, the refusal cache, the outbox of counts, top refused
+//! keys and started bans it reports to the hubs, and the admin lockout.
+//! `edge/isolate.rs` holds one of each per isolate.
+
+pub mod banlist;
+pub mod lockout;
+pub mod refusals;
+pub mod report;
+pub mod stats;
+pub mod top;

@@ -1,0 +1,3 @@
+//! The Durable Objects' side that is pure: how objects are named.
+
+pub mod name;
