@@ -35,7 +35,7 @@ use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
 use sluice::input::duration::parse_ms;
 use sluice::limits::MAX_KEY_BYTES;
-use sluice::protocol::{HubCall, LimiterCall};
+use sluice::objects::protocol::{HubCall, LimiterCall};
 
 struct Counting;
 

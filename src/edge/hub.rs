@@ -28,7 +28,7 @@ use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::report::{HubAnswer, HubSummary, Report};
 use crate::isolate::stats::StatRow;
 use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
-use crate::protocol::{HubCall, HubReply};
+use crate::objects::protocol::{HubCall, HubReply};
 
 /// Per-minute counts are kept a week.
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;

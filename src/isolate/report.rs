@@ -32,7 +32,7 @@ pub const MAX_RULES: usize = 128;
 /// dropped (each still holds in its own object).
 pub const MAX_BANS: usize = 64;
 
-/// An isolate's report to a hub ([`crate::protocol::HubCall::Report`]).
+/// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     pub stats: Vec<StatRow>,
@@ -46,7 +46,7 @@ pub struct HubAnswer {
     pub manual_bans: Vec<BanRecord>,
 }
 
-/// What a hub holds ([`crate::protocol::HubCall::Summary`]), for the admin
+/// What a hub holds ([`crate::objects::protocol::HubCall::Summary`]), for the admin
 /// API, which merges all hubs'.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubSummary {

@@ -30,11 +30,11 @@ use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
-use crate::protocol::{
+use crate::objects::protocol::{
     CheckRequest, Inspection, KeyState, LeaseRequest, LimiterCall, LimiterReply, OverrideRequest,
     SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
 };
-use crate::queue::Queue;
+use crate::objects::queue::Queue;
 
 #[durable_object]
 pub struct Limiter {

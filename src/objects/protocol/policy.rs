@@ -13,7 +13,7 @@ use crate::limit::{Policy, Spec};
 
 /// A named policy on the wire, unvalidated until [`WirePolicy::decode`].
 /// Tagged the way serde tags by default, for the reason given in
-/// [`crate::protocol`].
+/// [`crate::objects::protocol`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WirePolicy {
