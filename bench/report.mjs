@@ -95,7 +95,7 @@ ${workerd.load}
 
 ### Cost per decision
 
-Counted by the containers' isolate-wide meter (\`/inspect\` on any Limiter
+Counted by the containers' isolate-wide meter (the \`inspect\` call to any Limiter
 object; SQLite rows are the runtime's \`rowsRead\` and \`rowsWritten\`, which is
 what Cloudflare bills), over 200 decisions each. Creating a table in a new
 object's database is counted as two rows written; a key's life sends nothing

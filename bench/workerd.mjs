@@ -131,7 +131,7 @@ async function load() {
 }
 
 /** What one decision costs the containers: the isolate-wide meter that
- * /inspect reports, read before and after each phase. */
+ * `inspect` call reports, read before and after each phase. */
 async function costs() {
   const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN, API_TOKEN } });
   const meter = async () => (await sluice.inspect("bench:probe")).meter;

@@ -12,8 +12,6 @@ pub mod ledger;
 pub mod limit;
 pub mod limits;
 pub mod objects;
-pub mod protocol;
-pub mod queue;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

@@ -1,12 +1,12 @@
 //! Fuzzing the parsers a client or operator can reach: the config, the API
 //! bodies, keys, path patterns, durations, CIDRs, JWTs (unsigned garbage,
 //! and signed tokens whose header and claims are garbage) and the header
-//! fields passed to the origin. Proptest drives
-//! them (so it runs on stable Rust), with hostile generators: random bytes,
-//! JSON-ish text, deep nesting, huge numbers, and valid inputs with one
-//! field replaced by garbage. Every input must come back as a value or an
-//! error, never a panic, and within a bounded amount of memory: a counting
-//! allocator measures each input's peak.
+//! fields passed to the origin; also the calls the worker sends its objects.
+//! Proptest drives them (so it runs on stable Rust), with hostile
+//! generators: random bytes, JSON-ish text, deep nesting, huge numbers, and
+//! valid inputs with one field replaced by garbage. Every input must come
+//! back as a value or an error, never a panic, and within a bounded amount
+//! of memory: a counting allocator measures each input's peak.
 //!
 //! `FUZZ_CASES` sets the cases per target (default 2 000, which is what
 //! `npm test` runs; `npm run fuzz` runs far more).
@@ -35,6 +35,7 @@ use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
 use sluice::input::duration::parse_ms;
 use sluice::limits::MAX_KEY_BYTES;
+use sluice::objects::protocol::{HubCall, LimiterCall};
 
 struct Counting;
 
@@ -555,4 +556,46 @@ fn the_fields_sent_to_the_origin_never_panic() {
                 .all(|(name, _)| !name.eq_ignore_ascii_case("connection")));
         },
     );
+}
+
+/// Calls as an object receives them: valid ones (a check with every field,
+/// an override, a hub's summary) with one value replaced by garbage, and
+/// arbitrary JSON. Decoding and validating each must answer, not panic.
+fn object_call() -> impl Strategy<Value = Vec<u8>> {
+    let check = json!({"check": {"key": "k", "cost": 1,
+        "policies": [{"sliding_log": {"name": "a", "limit": 10, "window_ms": 1000}},
+                     {"gcra": {"name": "g", "max_burst": 1, "count": 1, "period_ms": 1}}],
+        "ban": {"after": 3, "within_ms": 1000, "for_ms": 1000, "multiplier": 2, "max_ms": 60000},
+        "lease": {"name": "c", "limit": 1, "ttl_ms": 1000, "owner": null, "new_id": "l"},
+        "queue": {"max_wait_ms": 10, "max_len": 1},
+        "reserve": {"id": "r", "ttl_ms": 1000}}});
+    let overridden = json!({"override": {"key": "k", "override": {"until_ms": null,
+        "reason": "r", "set_ms": 0,
+        "policies": [{"fixed_window": {"name": "a", "limit": 10, "window_ms": 1000}}]}}});
+    let summary = json!({"summary": {"since_ms": 0}});
+    prop_oneof![
+        3 => mutated(check).prop_map(|v| v.to_string().into_bytes()),
+        2 => mutated(overridden).prop_map(|v| v.to_string().into_bytes()),
+        1 => mutated(summary).prop_map(|v| v.to_string().into_bytes()),
+        2 => json_value().prop_map(|v| v.to_string().into_bytes()),
+        1 => prop::collection::vec(any::<u8>(), 0..2048),
+        1 => (1usize..50_000).prop_map(|depth| "{\"check\":".repeat(depth).into_bytes()),
+    ]
+}
+
+#[test]
+fn the_object_call_decoders_never_panic() {
+    fuzz(object_call(), |bytes| {
+        match serde_json::from_slice::<LimiterCall>(bytes) {
+            Ok(LimiterCall::Check(check)) => {
+                let _ = check.policies();
+                let _ = check.ban();
+            }
+            Ok(LimiterCall::Override(request)) => {
+                let _ = request.overridden.map(|o| o.decode());
+            }
+            _ => {}
+        }
+        let _ = serde_json::from_slice::<HubCall>(bytes);
+    });
 }

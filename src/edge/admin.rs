@@ -37,7 +37,7 @@ use crate::isolate::stats::summarize;
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::{Scope, API_SCOPE};
-use crate::protocol::WireOverride;
+use crate::objects::protocol::WireOverride;
 
 thread_local! {
     /// Failed authentications per client, this isolate's share of them.

@@ -17,9 +17,9 @@ use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
 use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
-use crate::protocol::{
-    CheckRequest, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer, SettleRequest,
-    ThrottleRequest, UnbanRequest, WireOverride,
+use crate::objects::protocol::{
+    CheckRequest, HubCall, HubReply, KeyRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
+    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
 };
 
 /// The container objects' namespace binding in wrangler.toml.
@@ -49,34 +49,39 @@ impl Objects {
 
     /// A check with everything a request may ask (a lease, a queue).
     pub async fn check_request(&self, request: &CheckRequest) -> Result<Outcome> {
-        self.call(
-            CONTAINERS,
-            &request.key,
-            Method::Post,
-            "check",
-            Some(request),
-        )
-        .await
+        let call = LimiterCall::Check(request.clone());
+        match self.limiter(&request.key, &call).await? {
+            LimiterReply::Outcome(outcome) => Ok(outcome),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// Extends a live lease; `None` if it is unknown or has lapsed.
     pub async fn renew(&self, key: &str, id: &str, ttl_ms: u64) -> Result<Option<Lease>> {
-        let body = LeaseRequest {
+        let call = LimiterCall::Renew(LeaseRequest {
             key: key.to_string(),
             id: id.to_string(),
             ttl_ms,
-        };
-        self.call_maybe(CONTAINERS, key, "renew", &body).await
+        });
+        self.lease_call(key, call).await
     }
 
     /// Drops one hold on a lease; `None` if it is unknown or has lapsed.
     pub async fn release(&self, key: &str, id: &str) -> Result<Option<Lease>> {
-        let body = LeaseRequest {
+        let call = LimiterCall::Release(LeaseRequest {
             key: key.to_string(),
             id: id.to_string(),
             ttl_ms: 0,
-        };
-        self.call_maybe(CONTAINERS, key, "release", &body).await
+        });
+        self.lease_call(key, call).await
+    }
+
+    async fn lease_call(&self, key: &str, call: LimiterCall) -> Result<Option<Lease>> {
+        match self.limiter(key, &call).await? {
+            LimiterReply::Lease(lease) => Ok(Some(lease)),
+            LimiterReply::NoSuchLease => Ok(None),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// The same objects with a longer deadline, for a call that may wait.
@@ -89,29 +94,32 @@ impl Objects {
 
     /// redis-cell's `CL.THROTTLE` in the key's object.
     pub async fn throttle(&self, request: &ThrottleRequest) -> Result<Throttle> {
-        self.call(
-            CONTAINERS,
-            &request.key,
-            Method::Post,
-            "throttle",
-            Some(request),
-        )
-        .await
+        let call = LimiterCall::Throttle(request.clone());
+        match self.limiter(&request.key, &call).await? {
+            LimiterReply::Throttle(throttle) => Ok(throttle),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// A key's state, changing nothing.
     pub async fn peek(&self, key: &str) -> Result<KeyState> {
-        let body = KeyRequest {
+        let call = LimiterCall::Peek(KeyRequest {
             key: key.to_string(),
-        };
-        self.call(CONTAINERS, key, Method::Post, "peek", Some(&body))
-            .await
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Key(state) => Ok(state),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// Keeps or refunds a reservation; `None` if it is unknown or lapsed.
     pub async fn settle(&self, request: &SettleRequest) -> Result<Option<SettleAnswer>> {
-        self.call_maybe(CONTAINERS, &request.key, "settle", request)
-            .await
+        let call = LimiterCall::Settle(request.clone());
+        match self.limiter(&request.key, &call).await? {
+            LimiterReply::Settled(answer) => Ok(Some(answer)),
+            LimiterReply::NoSuchReservation => Ok(None),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// Sets or lifts the override of the key an object holds; answers the
@@ -121,67 +129,65 @@ impl Objects {
         key: &str,
         overridden: Option<WireOverride>,
     ) -> Result<Option<WireOverride>> {
-        let body = OverrideRequest {
+        let call = LimiterCall::Override(OverrideRequest {
             key: key.to_string(),
             overridden,
-        };
-        let answer: serde_json::Value = self
-            .call(CONTAINERS, key, Method::Post, "override", Some(&body))
-            .await?;
-        Ok(serde_json::from_value(answer["previous"].clone()).unwrap_or(None))
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Override { previous } => Ok(previous),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// Forgets everything about a key; true if there was anything.
     pub async fn reset(&self, key: &str) -> Result<bool> {
-        let body = KeyRequest {
+        let call = LimiterCall::Reset(KeyRequest {
             key: key.to_string(),
-        };
-        let answer: serde_json::Value = self
-            .call(CONTAINERS, key, Method::Post, "reset", Some(&body))
-            .await?;
-        Ok(answer["reset"].as_bool().unwrap_or(false))
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Reset { forgot } => Ok(forgot),
+            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+        }
     }
 
     /// Sends an isolate's report to one hub, picked at random so that the
     /// reports of many isolates spread evenly, and takes its answer.
     pub async fn report(&self, report: &Report) -> Result<HubAnswer> {
         let (pick, _) = random_pair()?;
-        self.call(
-            HUB_BINDING,
-            &hub_name(pick % HUBS),
-            Method::Post,
-            "report",
-            Some(report),
-        )
-        .await
+        let call = HubCall::Report(report.clone());
+        match self.hub(&hub_name(pick % HUBS), &call).await? {
+            HubReply::Report(answer) => Ok(answer),
+            other => Err(unexpected(HUB_BINDING, call.name(), other.name())),
+        }
     }
 
     /// Records a manual ban in every hub, so that every isolate learns it
     /// whichever hub it reports to; false if a hub holds as many manual
     /// bans as it may.
     pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<bool> {
+        let call = HubCall::Ban(record.clone());
         let mut banned = true;
-        for answer in self
-            .each_hub::<_, serde_json::Value>(Method::Put, "bans", Some(record))
-            .await
-        {
-            banned &= answer?["banned"].as_bool().unwrap_or(false);
+        for reply in self.each_hub(&call).await {
+            match reply? {
+                HubReply::Ban { banned: this } => banned &= this,
+                other => return Err(unexpected(HUB_BINDING, call.name(), other.name())),
+            }
         }
         Ok(banned)
     }
 
     /// Lifts a ban in every hub; true if any hub held it.
     pub async fn unban_everywhere(&self, key: &str, source: &str) -> Result<bool> {
-        let body = UnbanRequest {
+        let call = HubCall::Unban(UnbanRequest {
             key: key.to_string(),
             source: source.to_string(),
-        };
+        });
         let mut removed = false;
-        for answer in self
-            .each_hub::<_, serde_json::Value>(Method::Delete, "bans", Some(&body))
-            .await
-        {
-            removed |= answer?["removed"].as_bool().unwrap_or(false);
+        for reply in self.each_hub(&call).await {
+            match reply? {
+                HubReply::Unban { removed: this } => removed |= this,
+                other => return Err(unexpected(HUB_BINDING, call.name(), other.name())),
+            }
         }
         Ok(removed)
     }
@@ -189,61 +195,36 @@ impl Objects {
     /// What each hub holds: its counts, top refused keys and bans since
     /// `since_ms`, and the requests it has received.
     pub async fn hub_summaries(&self, since_ms: u64) -> Vec<Result<HubSummary>> {
-        self.each_hub::<(), _>(Method::Get, &format!("summary?since={since_ms}"), None)
+        let call = HubCall::Summary { since_ms };
+        self.each_hub(&call)
             .await
+            .into_iter()
+            .map(|reply| match reply? {
+                HubReply::Summary(summary) => Ok(summary),
+                other => Err(unexpected(HUB_BINDING, call.name(), other.name())),
+            })
+            .collect()
     }
 
     /// The same call to every hub at once, in hub order.
-    async fn each_hub<B: Serialize, T: DeserializeOwned>(
-        &self,
-        method: Method,
-        route: &str,
-        body: Option<&B>,
-    ) -> Vec<Result<T>> {
+    async fn each_hub(&self, call: &HubCall) -> Vec<Result<HubReply>> {
         join_all((0..HUBS).map(|n| {
             let name = hub_name(n);
-            let method = method.clone();
-            async move { self.call(HUB_BINDING, &name, method, route, body).await }
+            async move { self.hub(&name, call).await }
         }))
         .await
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(
-        &self,
-        binding: &str,
-        object: &str,
-        method: Method,
-        route: &str,
-        body: Option<&B>,
-    ) -> Result<T> {
-        let (status, answer) = self
-            .exchange::<B, T>(binding, object, method, route, body)
-            .await?;
-        answer.ok_or_else(|| worker::Error::RustError(format!("{binding} answered {status}")))
+    async fn limiter(&self, object: &str, call: &LimiterCall) -> Result<LimiterReply> {
+        self.exchange(CONTAINERS, object, call).await
     }
 
-    /// Like `call`, but a 404 from the object is `None`, not an error.
-    async fn call_maybe<B: Serialize, T: DeserializeOwned>(
-        &self,
-        binding: &str,
-        object: &str,
-        route: &str,
-        body: &B,
-    ) -> Result<Option<T>> {
-        let (status, answer) = self
-            .exchange::<B, T>(binding, object, Method::Post, route, Some(body))
-            .await?;
-        match (status, answer) {
-            (_, Some(answer)) => Ok(Some(answer)),
-            (404, None) => Ok(None),
-            (status, None) => Err(worker::Error::RustError(format!(
-                "{binding} answered {status}"
-            ))),
-        }
+    async fn hub(&self, object: &str, call: &HubCall) -> Result<HubReply> {
+        self.exchange(HUB_BINDING, object, call).await
     }
 
-    /// One request to an object within the deadline: the status, and the
-    /// parsed body when the status is 200.
+    /// One call to an object within the deadline, and its reply. Anything
+    /// but a 200 with a reply (a problem, a failure) is an error.
     ///
     /// Built and read through the runtime's own Request and Response, not
     /// `worker`'s wrappers: those read the object's answer as a stream (a
@@ -251,21 +232,16 @@ impl Objects {
     /// headers and `cf` across the wasm boundary on construction, which on a
     /// new key's first request cost more than the object's own work (CPU
     /// profile in BENCHMARKS.md).
-    async fn exchange<B: Serialize, T: DeserializeOwned>(
+    async fn exchange<C: Serialize, R: DeserializeOwned>(
         &self,
         binding: &str,
         object: &str,
-        method: Method,
-        route: &str,
-        body: Option<&B>,
-    ) -> Result<(u16, Option<T>)> {
+        call: &C,
+    ) -> Result<R> {
         let init = web_sys::RequestInit::new();
-        init.set_method(method.as_ref());
-        if let Some(body) = body {
-            init.set_body(&JsValue::from_str(&serde_json::to_string(body)?));
-        }
-        let request =
-            web_sys::Request::new_with_str_and_init(&format!("https://object/{route}"), &init)?;
+        init.set_method(Method::Post.as_ref());
+        init.set_body(&JsValue::from_str(&serde_json::to_string(call)?));
+        let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
         let stub: DurableObject = self
             .env
             .durable_object(binding)?
@@ -276,14 +252,18 @@ impl Objects {
             let response: web_sys::Response = JsFuture::from(stub.fetch_with_request(&request)?)
                 .await?
                 .dyn_into()?;
-            let status = response.status();
-            if status != 200 {
-                return Ok((status, None));
+            match response.status() {
+                200 => {
+                    let text = JsFuture::from(response.text()?).await?.as_string();
+                    let text = text.ok_or_else(|| {
+                        worker::Error::RustError(format!("{binding} answered no text"))
+                    })?;
+                    Ok(serde_json::from_str::<R>(&text)?)
+                }
+                status => Err(worker::Error::RustError(format!(
+                    "{binding} answered {status}"
+                ))),
             }
-            let text = JsFuture::from(response.text()?).await?.as_string();
-            let text = text
-                .ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))?;
-            Ok((status, Some(serde_json::from_str::<T>(&text)?)))
         };
         let deadline = Delay::from(Duration::from_millis(self.timeout_ms));
         match select(Box::pin(exchange), deadline).await {
@@ -294,6 +274,12 @@ impl Objects {
             ))),
         }
     }
+}
+
+/// An object that answered a call with a reply meant for another: both
+/// sides are this crate, so only a mixed deployment could cause it.
+fn unexpected(binding: &str, call: &str, reply: &str) -> worker::Error {
+    worker::Error::RustError(format!("{binding} answered {call:?} with {reply:?}"))
 }
 
 /// A lease id nobody can guess, so nobody can release someone else's lease.

@@ -21,7 +21,7 @@ use crate::http::query;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limits::MAX_BODY_BYTES;
-use crate::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
+use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 
 /// The name the decision API's counts are kept under.
 use crate::objects::name::{Scope, API_SCOPE};

@@ -15,7 +15,7 @@ use crate::gate::{self, Arrival, Ask, Conclusion, Judged, Known, Log, Matched, P
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
-use crate::protocol::SettleRequest;
+use crate::objects::protocol::SettleRequest;
 
 /// The isolate's memory, as the plan reads it.
 struct Isolate;

@@ -17,20 +17,18 @@ use std::cell::Cell;
 
 use serde::Deserialize;
 use worker::{
-    console_error, durable_object, DurableObject, Env, Method, Request, Response, Result,
-    SqlStorage, State,
+    console_error, durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State,
 };
 
 use super::client::Objects;
 use super::storage::{int, set_alarm_at};
 use super::{now_ms, respond};
-use crate::http::problem::{Code, Problem};
-use crate::http::query;
+use crate::http::problem::Problem;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::report::{HubAnswer, HubSummary, Report};
 use crate::isolate::stats::StatRow;
 use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
-use crate::protocol::UnbanRequest;
+use crate::objects::protocol::{HubCall, HubReply};
 
 /// Per-minute counts are kept a week.
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;
@@ -95,84 +93,36 @@ impl DurableObject for Hub {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         self.requests.set(self.requests.get() + 1);
+        let Ok(call) = req.json::<HubCall>().await else {
+            return respond::problem(&Problem::invalid("body", "malformed hub call"));
+        };
         let sql = self.sql()?;
         let now = now_ms();
-        match (req.method(), req.path().as_str()) {
-            (Method::Post, "/report") => {
-                let Ok(report) = req.json::<Report>().await else {
-                    return bad_body();
-                };
+        let reply = match call {
+            HubCall::Report(report) => {
                 self.take_report(&sql, report)?;
                 self.rearm(&sql).await?;
-                let answer = HubAnswer {
+                HubReply::Report(HubAnswer {
                     manual_bans: bans(&sql, Some(MANUAL), now)?,
-                };
-                Response::from_json(&answer)
+                })
             }
-            (Method::Put, "/bans") => {
-                let Ok(ban) = req.json::<BanRecord>().await else {
-                    return bad_body();
-                };
-                let held = count(
-                    &sql,
-                    "SELECT COUNT(*) AS n FROM hub_bans WHERE source = ? AND until_ms > ? AND key <> ?",
-                    vec![MANUAL.into(), int(now), ban.key.clone().into()],
-                )?;
-                if held >= MAX_MANUAL_BANS as u64 {
-                    return Response::from_json(
-                        &serde_json::json!({"banned": false, "full": true}),
-                    );
-                }
-                put_ban(&sql, &ban)?;
-                self.rearm(&sql).await?;
-                Response::from_json(&serde_json::json!({"banned": true}))
-            }
-            (Method::Delete, "/bans") => {
-                let Ok(request) = req.json::<UnbanRequest>().await else {
-                    return bad_body();
-                };
+            HubCall::Ban(ban) => HubReply::Ban {
+                banned: self.ban(&sql, &ban, now).await?,
+            },
+            HubCall::Unban(request) => {
                 let removed = sql
                     .exec(
                         "DELETE FROM hub_bans WHERE key = ? AND source = ?",
                         vec![request.key.into(), request.source.into()],
                     )?
                     .rows_written();
-                Response::from_json(&serde_json::json!({"removed": removed > 0}))
+                HubReply::Unban {
+                    removed: removed > 0,
+                }
             }
-            (Method::Get, "/summary") => {
-                let since = query::param(&req.inner().url(), "since")
-                    .and_then(|value| value.parse::<u64>().ok())
-                    .unwrap_or(0);
-                let stats: Vec<StatRow> = sql
-                    .exec(
-                        "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
-                         WHERE minute_ms + 60000 > ? OR minute_ms + 3660000 > ?
-                         ORDER BY rule, minute_ms",
-                        vec![int(since), int(now)],
-                    )?
-                    .to_array()?;
-                let top = sql
-                    .exec("SELECT rule, minute_ms, summary FROM hub_top", None)?
-                    .to_array::<TopRow>()?
-                    .into_iter()
-                    .filter_map(|row| {
-                        let keys = serde_json::from_str(&row.summary).ok()?;
-                        Some(RuleTop {
-                            rule: row.rule,
-                            minute_ms: row.minute_ms,
-                            keys,
-                        })
-                    })
-                    .collect();
-                Response::from_json(&HubSummary {
-                    requests: self.requests.get(),
-                    stats,
-                    top,
-                    bans: bans(&sql, None, now)?,
-                })
-            }
-            _ => respond::problem(&Problem::new(Code::NotFound, "no such hub route")),
-        }
+            HubCall::Summary { since_ms } => HubReply::Summary(self.summary(&sql, since_ms, now)?),
+        };
+        Response::from_json(&reply)
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -201,6 +151,54 @@ impl Hub {
             self.ready.set(true);
         }
         Ok(sql)
+    }
+
+    /// Records a manual ban; false if the hub holds as many other manual
+    /// bans as it may.
+    async fn ban(&self, sql: &SqlStorage, ban: &BanRecord, now: u64) -> Result<bool> {
+        let held = count(
+            sql,
+            "SELECT COUNT(*) AS n FROM hub_bans WHERE source = ? AND until_ms > ? AND key <> ?",
+            vec![MANUAL.into(), int(now), ban.key.clone().into()],
+        )?;
+        if held >= MAX_MANUAL_BANS as u64 {
+            return Ok(false);
+        }
+        put_ban(sql, ban)?;
+        self.rearm(sql).await?;
+        Ok(true)
+    }
+
+    /// What this hub holds: counts of the minutes since `since_ms` (and of
+    /// the last hour), top refused keys, bans that have not ended.
+    fn summary(&self, sql: &SqlStorage, since_ms: u64, now: u64) -> Result<HubSummary> {
+        let stats: Vec<StatRow> = sql
+            .exec(
+                "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
+                 WHERE minute_ms + 60000 > ? OR minute_ms + 3660000 > ?
+                 ORDER BY rule, minute_ms",
+                vec![int(since_ms), int(now)],
+            )?
+            .to_array()?;
+        let top = sql
+            .exec("SELECT rule, minute_ms, summary FROM hub_top", None)?
+            .to_array::<TopRow>()?
+            .into_iter()
+            .filter_map(|row| {
+                let keys = serde_json::from_str(&row.summary).ok()?;
+                Some(RuleTop {
+                    rule: row.rule,
+                    minute_ms: row.minute_ms,
+                    keys,
+                })
+            })
+            .collect();
+        Ok(HubSummary {
+            requests: self.requests.get(),
+            stats,
+            top,
+            bans: bans(sql, None, now)?,
+        })
     }
 
     /// Adds an isolate's report to what this hub holds.
@@ -326,8 +324,4 @@ fn bans(sql: &SqlStorage, source: Option<&str>, now: u64) -> Result<Vec<BanRecor
 
 fn count(sql: &SqlStorage, query: &str, bindings: Vec<worker::SqlStorageValue>) -> Result<u64> {
     Ok(sql.exec(query, bindings)?.one::<Count>()?.n)
-}
-
-fn bad_body() -> Result<Response> {
-    respond::problem(&Problem::invalid("body", "malformed hub request"))
 }

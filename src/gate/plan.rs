@@ -18,7 +18,7 @@ use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::{split, Spec};
 use crate::objects::name::{ObjectName, GLOBAL_KEY};
-use crate::protocol::{CheckRequest, QueueAsk, ReserveAsk};
+use crate::objects::protocol::{CheckRequest, QueueAsk, ReserveAsk};
 
 /// The rule a request matched, and what the match gave keys to use.
 pub struct Matched<'a> {

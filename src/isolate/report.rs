@@ -32,7 +32,7 @@ pub const MAX_RULES: usize = 128;
 /// dropped (each still holds in its own object).
 pub const MAX_BANS: usize = 64;
 
-/// `POST /report` to a hub.
+/// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     pub stats: Vec<StatRow>,
@@ -46,7 +46,8 @@ pub struct HubAnswer {
     pub manual_bans: Vec<BanRecord>,
 }
 
-/// `GET /summary` from a hub, for the admin API, which merges all hubs'.
+/// What a hub holds ([`crate::objects::protocol::HubCall::Summary`]), for the admin
+/// API, which merges all hubs'.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubSummary {
     /// Requests this hub has received since its instance started.

@@ -8,6 +8,7 @@
 //! host.
 
 pub mod ban;
+pub mod override_row;
 
 use std::collections::{HashMap, VecDeque};
 

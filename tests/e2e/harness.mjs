@@ -166,12 +166,14 @@ export class Sluice {
     });
   }
 
-  /** What a container object holds, read through its internal route. */
+  /** What a container object holds, read with its internal `inspect` call. */
   async inspect(objectName) {
     const ns = await this.mf.getDurableObjectNamespace("LIMITER");
     const stub = ns.get(ns.idFromName(objectName));
-    const response = await stub.fetch("https://container/inspect");
-    return response.json();
+    const response = await stub.fetch("https://object/", { method: "POST", body: JSON.stringify("inspect") });
+    const reply = await response.json();
+    if (!reply?.inspection) throw new Error(`inspecting ${objectName} answered ${JSON.stringify(reply)}`);
+    return reply.inspection;
   }
 
   stop() {

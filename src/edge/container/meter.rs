@@ -2,7 +2,7 @@
 
 use std::cell::Cell;
 
-use crate::protocol::Meter;
+use crate::objects::protocol::Meter;
 
 thread_local! {
     static METER: Cell<Meter> = Cell::new(Meter::default());

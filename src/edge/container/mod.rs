@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
-use serde::de::DeserializeOwned;
-use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, Result, State};
+use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::storage::set_alarm_at;
 use super::{now_ms, respond};
@@ -29,12 +28,13 @@ use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
+use crate::limit::lease::Lease;
 use crate::limit::Spec;
-use crate::protocol::{
-    CheckRequest, Inspection, KeyRequest, KeyState, LeaseRequest, OverrideRequest, SettleAnswer,
-    SettleRequest, ThrottleRequest, WireOverride,
+use crate::objects::protocol::{
+    CheckRequest, Inspection, KeyState, LeaseRequest, LimiterCall, LimiterReply, OverrideRequest,
+    SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
 };
-use crate::queue::Queue;
+use crate::objects::queue::Queue;
 
 #[durable_object]
 pub struct Limiter {
@@ -95,56 +95,23 @@ impl DurableObject for Limiter {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         meter::count(|m| m.requests += 1);
         self.load().await?;
-        let route = (req.method(), req.path());
-        match (route.0, route.1.as_str()) {
-            (Method::Post, "/check") => match body::<CheckRequest>(&mut req).await {
-                Ok(check) => self.check(check).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/throttle") => match body::<ThrottleRequest>(&mut req).await {
-                Ok(request) => self.throttle(request).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/renew") => match body::<LeaseRequest>(&mut req).await {
-                Ok(request) => self.renew(request).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/release") => match body::<LeaseRequest>(&mut req).await {
-                Ok(request) => self.release(request).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/peek") => match body::<KeyRequest>(&mut req).await {
-                Ok(request) => {
-                    let mut inner = self.inner.borrow_mut();
-                    let (slots, ban) = inner.ledger.peek(&request.key, now_ms());
-                    let leases = inner.ledger.leases(&request.key).to_vec();
-                    let overridden = inner
-                        .ledger
-                        .overridden(&request.key)
-                        .map(WireOverride::encode);
-                    Response::from_json(&KeyState {
-                        slots,
-                        ban,
-                        leases,
-                        overridden,
-                    })
-                }
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/reset") => match body::<KeyRequest>(&mut req).await {
-                Ok(request) => self.reset(&request.key).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/settle") => match body::<SettleRequest>(&mut req).await {
-                Ok(request) => self.settle(request).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Post, "/override") => match body::<OverrideRequest>(&mut req).await {
-                Ok(request) => self.set_override(request).await,
-                Err(problem) => respond::problem(&problem),
-            },
-            (Method::Get, "/inspect") => Response::from_json(&self.inspect()?),
-            _ => respond::problem(&Problem::new(Code::NotFound, "no such container route")),
+        let Some(call) = read_call(&mut req).await else {
+            return respond::problem(&Problem::invalid("body", "malformed container call"));
+        };
+        let answer = match call {
+            LimiterCall::Check(check) => self.check(check).await?,
+            LimiterCall::Throttle(request) => self.throttle(request).await?,
+            LimiterCall::Renew(request) => self.renew(request).await?,
+            LimiterCall::Release(request) => self.release(request).await?,
+            LimiterCall::Peek(request) => Ok(self.peek(&request.key)),
+            LimiterCall::Reset(request) => self.reset(&request.key).await?,
+            LimiterCall::Settle(request) => self.settle(request).await?,
+            LimiterCall::Override(request) => self.set_override(request).await?,
+            LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
+        };
+        match answer {
+            Ok(reply) => Response::from_json(&reply),
+            Err(problem) => respond::problem(&problem),
         }
     }
 
@@ -168,17 +135,19 @@ impl DurableObject for Limiter {
     }
 }
 
-/// A JSON body, or the problem that says it is not one. Read as text and
+/// A call's reply, or the problem that says why it cannot be served.
+type Answer = std::result::Result<LimiterReply, Problem>;
+
+/// The call a request carries; `None` if it is none. Read as text and
 /// parsed in Rust: `Request::json` has JavaScript parse it and then walks
 /// the result back into Rust with a wasm↔JS call per field and value.
-async fn body<T: DeserializeOwned>(req: &mut Request) -> std::result::Result<T, Problem> {
-    let malformed = || Problem::invalid("body", "malformed container request");
-    let text = req.text().await.map_err(|_| malformed())?;
-    serde_json::from_str(&text).map_err(|_| malformed())
+async fn read_call(req: &mut Request) -> Option<LimiterCall> {
+    let text = req.text().await.ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 impl Limiter {
-    async fn check(&self, check: CheckRequest) -> Result<Response> {
+    async fn check(&self, check: CheckRequest) -> Result<Answer> {
         let parsed = match (check.policies(), check.ban()) {
             (Ok(specs), Ok(ban)) => Parsed {
                 key: check.key,
@@ -187,7 +156,7 @@ impl Limiter {
                 ban,
                 lease: check.lease,
             },
-            (Err(e), _) | (_, Err(e)) => return respond::problem(&Problem::invalid("body", e.0)),
+            (Err(e), _) | (_, Err(e)) => return Ok(Err(Problem::invalid("body", e.0))),
         };
         let now = now_ms();
         let (outcome, writes) = {
@@ -220,13 +189,13 @@ impl Limiter {
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
         let Some(queue) = queue else {
-            return Response::from_json(&outcome);
+            return Ok(Ok(LimiterReply::Outcome(outcome)));
         };
         if self.inner.borrow().waiting.len_for(&parsed.key) >= queue.max_len as usize {
-            return Response::from_json(&outcome);
+            return Ok(Ok(LimiterReply::Outcome(outcome)));
         }
         let answer = self.wait(parsed, queue.max_wait_ms).await;
-        Response::from_json(&answer.unwrap_or(outcome))
+        Ok(Ok(LimiterReply::Outcome(answer.unwrap_or(outcome))))
     }
 
     /// Waits, first come first served, for a release to grant the lease;
@@ -272,7 +241,7 @@ impl Limiter {
         Ok(())
     }
 
-    async fn renew(&self, request: LeaseRequest) -> Result<Response> {
+    async fn renew(&self, request: LeaseRequest) -> Result<Answer> {
         let now = now_ms();
         let (renewed, writes) =
             self.inner
@@ -280,13 +249,10 @@ impl Limiter {
                 .ledger
                 .renew(&request.key, &request.id, request.ttl_ms, now);
         self.persist(writes, now).await?;
-        match renewed {
-            Some(lease) => Response::from_json(&lease),
-            None => respond::problem(&no_lease()),
-        }
+        Ok(Ok(lease_reply(renewed)))
     }
 
-    async fn release(&self, request: LeaseRequest) -> Result<Response> {
+    async fn release(&self, request: LeaseRequest) -> Result<Answer> {
         let now = now_ms();
         let (released, writes, expired) =
             self.inner
@@ -299,16 +265,13 @@ impl Limiter {
         if freed {
             self.serve_waiting().await?;
         }
-        match released {
-            Some(lease) => Response::from_json(&lease),
-            None => respond::problem(&no_lease()),
-        }
+        Ok(Ok(lease_reply(released)))
     }
 
-    async fn throttle(&self, request: ThrottleRequest) -> Result<Response> {
+    async fn throttle(&self, request: ThrottleRequest) -> Result<Answer> {
         let policy = match GcraPolicy::new(request.max_burst, request.count, request.period_ms) {
             Ok(policy) => policy,
-            Err(e) => return respond::problem(&Problem::invalid(e.field(), e.to_string())),
+            Err(e) => return Ok(Err(Problem::invalid(e.field(), e.to_string()))),
         };
         let now = now_ms();
         let answer = self.inner.borrow_mut().ledger.throttle(
@@ -319,26 +282,38 @@ impl Limiter {
             request.quantity,
         );
         let Some((throttle, writes)) = answer else {
-            return respond::problem(&Problem::new(
+            return Ok(Err(Problem::new(
                 Code::Internal,
                 "the throttle slot holds another algorithm",
-            ));
+            )));
         };
         self.persist(writes, now).await?;
-        Response::from_json(&throttle)
+        Ok(Ok(LimiterReply::Throttle(throttle)))
     }
 
     /// An operator's reset: forget the key, and free storage if it was the
     /// last one.
-    async fn reset(&self, key: &str) -> Result<Response> {
+    async fn reset(&self, key: &str) -> Result<Answer> {
         let expired = self.inner.borrow_mut().ledger.reset(key, now_ms());
         let forgot = !expired.is_empty();
         self.delete(expired).await?;
-        Response::from_json(&serde_json::json!({ "reset": forgot }))
+        Ok(Ok(LimiterReply::Reset { forgot }))
     }
 
-    /// Keeps or refunds a reservation; 404 for one unknown or lapsed.
-    async fn settle(&self, request: SettleRequest) -> Result<Response> {
+    /// A key's state for an operator, changing nothing.
+    fn peek(&self, key: &str) -> LimiterReply {
+        let mut inner = self.inner.borrow_mut();
+        let (slots, ban) = inner.ledger.peek(key, now_ms());
+        LimiterReply::Key(KeyState {
+            slots,
+            ban,
+            leases: inner.ledger.leases(key).to_vec(),
+            overridden: inner.ledger.overridden(key).map(WireOverride::encode),
+        })
+    }
+
+    /// Keeps or refunds a reservation.
+    async fn settle(&self, request: SettleRequest) -> Result<Answer> {
         let now = now_ms();
         let (settled, writes) = self.inner.borrow_mut().ledger.settle(
             &request.key,
@@ -348,24 +323,21 @@ impl Limiter {
         );
         self.persist(writes, now).await?;
         self.delete(Vec::new()).await?;
-        match settled {
-            Some(settled) => Response::from_json(&SettleAnswer {
+        Ok(Ok(match settled {
+            Some(settled) => LimiterReply::Settled(SettleAnswer {
                 kept: settled.kept,
                 repeated: settled.repeated,
             }),
-            None => respond::problem(&Problem::new(
-                Code::NoSuchReservation,
-                "no pending reservation with that id for that key; it may have lapsed (and been kept)",
-            )),
-        }
+            None => LimiterReply::NoSuchReservation,
+        }))
     }
 
     /// Sets or lifts a key's override; answers the one it replaced.
-    async fn set_override(&self, request: OverrideRequest) -> Result<Response> {
+    async fn set_override(&self, request: OverrideRequest) -> Result<Answer> {
         let next = match request.overridden.as_ref().map(WireOverride::decode) {
             None => None,
             Some(Ok(next)) => Some(next),
-            Some(Err(e)) => return respond::problem(&Problem::invalid("override", e.0)),
+            Some(Err(e)) => return Ok(Err(Problem::invalid("override", e.0))),
         };
         let now = now_ms();
         let (previous, writes, expired) =
@@ -375,8 +347,8 @@ impl Limiter {
                 .set_override(&request.key, next, now);
         self.persist(writes, now).await?;
         self.delete(expired).await?;
-        Response::from_json(&serde_json::json!({
-            "previous": previous.as_ref().map(WireOverride::encode)
+        Ok(Ok(LimiterReply::Override {
+            previous: previous.as_ref().map(WireOverride::encode),
         }))
     }
 
@@ -490,6 +462,6 @@ impl Limiter {
     }
 }
 
-fn no_lease() -> Problem {
-    Problem::new(Code::NoSuchLease, "no live lease with that id for that key")
+fn lease_reply(lease: Option<Lease>) -> LimiterReply {
+    lease.map_or(LimiterReply::NoSuchLease, LimiterReply::Lease)
 }

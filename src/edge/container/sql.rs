@@ -7,9 +7,8 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 use super::super::storage::int;
 use super::meter;
-use crate::ledger::{Ban, Expired, Ledger, Write};
+use crate::ledger::{override_row, Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
-use crate::protocol::WireOverride;
 
 /// The container's tables. Each is created when it is first written, so a
 /// new key's first admission creates only the table it needs (creating a
@@ -284,10 +283,7 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     )? {
         // A row that no longer reads back is dropped, not fatal: the key
         // falls back to its rule's policies.
-        let decoded = serde_json::from_str::<WireOverride>(&row.body)
-            .ok()
-            .and_then(|wire| wire.decode().ok());
-        if let Some(overridden) = decoded {
+        if let Some(overridden) = override_row::decode(&row.body) {
             ledger.restore_override(&row.key, overridden);
         }
     }
@@ -404,7 +400,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             "INSERT OR REPLACE INTO overrides (key, body) VALUES (?, ?)",
             vec![
                 key.into(),
-                serde_json::to_string(&WireOverride::encode(&overridden))?.into(),
+                override_row::encode(&overridden)?.into(),
             ],
         )?,
         Write::Lease { key, lease, limit } => run(

@@ -1,0 +1,560 @@
+//! What the worker and the objects it calls say to each other: one JSON
+//! body per internal `fetch`, a call (e.g. `{"check":{...}}`, `"inspect"`)
+//! answered by a reply (e.g. `{"outcome":{...}}`, `"no_such_lease"`). Both
+//! sides are this crate, but an object still validates what it receives,
+//! since a bad value must become an error response, never a panic: a body
+//! that is no known call, or whose values are out of range, is answered with
+//! a 400 problem.
+//!
+//! [`LimiterCall`] and [`LimiterReply`] are for the key objects (`Limiter`),
+//! [`HubCall`] and [`HubReply`] for the hubs.
+//!
+//! Every enum here, policies too, is tagged the way serde tags by default:
+//! the variant's name is the key of an object around its values. A tag
+//! inside the object (`{"call":"check",...}`) makes serde buffer each body
+//! into a tree before decoding it, and that code cost the wasm 118 KB
+//! (`cargo build --release --target wasm32-unknown-unknown`: 2.19 MB against
+//! 2.07 MB); this form costs nothing.
+
+mod hub;
+mod policy;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
+use crate::limit::gcra::Throttle;
+use crate::limit::lease::Lease;
+use crate::limit::Spec;
+pub use hub::{HubCall, HubReply, UnbanRequest};
+pub use policy::WirePolicy;
+
+/// The tag of a call or reply on the wire: a unit variant is its name, any
+/// other the one key of its object.
+#[cfg(test)]
+fn wire_tag(value: &serde_json::Value) -> Option<&str> {
+    match value {
+        serde_json::Value::String(name) => Some(name),
+        serde_json::Value::Object(map) if map.len() == 1 => map.keys().next().map(String::as_str),
+        _ => None,
+    }
+}
+
+/// A call from the worker to a key's object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimiterCall {
+    /// Answered with [`LimiterReply::Outcome`].
+    Check(CheckRequest),
+    /// Answered with [`LimiterReply::Settled`] or
+    /// [`LimiterReply::NoSuchReservation`].
+    Settle(SettleRequest),
+    /// Answered with [`LimiterReply::Lease`] or [`LimiterReply::NoSuchLease`].
+    Renew(LeaseRequest),
+    /// Answered like [`LimiterCall::Renew`].
+    Release(LeaseRequest),
+    /// Answered with [`LimiterReply::Throttle`].
+    Throttle(ThrottleRequest),
+    /// Answered with [`LimiterReply::Key`].
+    Peek(KeyRequest),
+    /// Answered with [`LimiterReply::Reset`].
+    Reset(KeyRequest),
+    /// Answered with [`LimiterReply::Override`].
+    Override(OverrideRequest),
+    /// What the object holds, for tests and benchmarks; answered with
+    /// [`LimiterReply::Inspection`].
+    Inspect,
+}
+
+impl LimiterCall {
+    /// The call's name on the wire, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LimiterCall::Check(_) => "check",
+            LimiterCall::Settle(_) => "settle",
+            LimiterCall::Renew(_) => "renew",
+            LimiterCall::Release(_) => "release",
+            LimiterCall::Throttle(_) => "throttle",
+            LimiterCall::Peek(_) => "peek",
+            LimiterCall::Reset(_) => "reset",
+            LimiterCall::Override(_) => "override",
+            LimiterCall::Inspect => "inspect",
+        }
+    }
+}
+
+/// A key object's answer to a [`LimiterCall`] it could serve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimiterReply {
+    Outcome(Outcome),
+    Settled(SettleAnswer),
+    /// The reservation is unknown, or lapsed (and was kept).
+    NoSuchReservation,
+    /// The lease as it now is.
+    Lease(Lease),
+    /// The lease is unknown, or has lapsed.
+    NoSuchLease,
+    Throttle(Throttle),
+    Key(KeyState),
+    /// Whether there was anything to forget.
+    Reset {
+        forgot: bool,
+    },
+    /// The override that was replaced or lifted, if any.
+    Override {
+        previous: Option<WireOverride>,
+    },
+    Inspection(Inspection),
+}
+
+impl LimiterReply {
+    /// The reply's name on the wire, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LimiterReply::Outcome(_) => "outcome",
+            LimiterReply::Settled(_) => "settled",
+            LimiterReply::NoSuchReservation => "no_such_reservation",
+            LimiterReply::Lease(_) => "lease",
+            LimiterReply::NoSuchLease => "no_such_lease",
+            LimiterReply::Throttle(_) => "throttle",
+            LimiterReply::Key(_) => "key",
+            LimiterReply::Reset { .. } => "reset",
+            LimiterReply::Override { .. } => "override",
+            LimiterReply::Inspection(_) => "inspection",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireBan {
+    pub after: u64,
+    pub within_ms: u64,
+    pub for_ms: u64,
+    pub multiplier: u64,
+    pub max_ms: u64,
+}
+
+/// A check: admit `cost` units for `key` under every policy, or none;
+/// count a refusal toward `ban`. Answered with a [`crate::ledger::Outcome`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRequest {
+    pub key: String,
+    pub policies: Vec<WirePolicy>,
+    pub cost: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban: Option<WireBan>,
+    /// A lease under a concurrency limit, taken with the units or not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseAsk>,
+    /// How long to wait for a lease when none is free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueAsk>,
+    /// Answer a conflict ([`crate::ledger::Outcome::conflicting`]) instead
+    /// of adopting a policy whose algorithm or window differs from the
+    /// state the key holds. The decision API asks this, since any caller
+    /// may send any policy; a rule's policies change only when its
+    /// operator redeploys, and then they apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_conflicts: bool,
+    /// Admit as a reservation ([`crate::ledger::Ledger::reserve`]), kept
+    /// or refunded by a later [`LimiterCall::Settle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<ReserveAsk>,
+}
+
+/// A reservation's id (chosen by the caller, at random) and how long it may
+/// wait for its settle before it is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReserveAsk {
+    pub id: String,
+    pub ttl_ms: u64,
+}
+
+/// Keep or refund a reservation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleRequest {
+    pub key: String,
+    pub reservation: String,
+    pub keep: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleAnswer {
+    pub kept: bool,
+    /// Settled before; nothing changed this time.
+    pub repeated: bool,
+}
+
+/// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
+/// at most `max_len` waiting per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAsk {
+    pub max_wait_ms: u64,
+    pub max_len: u32,
+}
+
+/// Why a call cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub String);
+
+impl CheckRequest {
+    pub fn new(
+        key: &str,
+        policies: &[(String, Spec)],
+        cost: u32,
+        ban: Option<&BanPolicy>,
+    ) -> CheckRequest {
+        CheckRequest {
+            key: key.to_string(),
+            policies: policy::encode_all(policies),
+            cost,
+            ban: ban.map(|b| WireBan {
+                after: u64::from(b.strikes().limit()),
+                within_ms: b.strikes().window_ms(),
+                for_ms: b.for_ms(),
+                multiplier: b.multiplier(),
+                max_ms: b.max_ms(),
+            }),
+            lease: None,
+            queue: None,
+            refuse_conflicts: false,
+            reserve: None,
+        }
+    }
+
+    pub fn policies(&self) -> Result<Vec<(String, Spec)>, Invalid> {
+        policy::decode_all(&self.policies)
+    }
+
+    pub fn ban(&self) -> Result<Option<BanPolicy>, Invalid> {
+        self.ban
+            .map(|b| BanPolicy::new(b.after, b.within_ms, b.for_ms, b.multiplier, b.max_ms))
+            .transpose()
+            .map_err(|e| Invalid(e.message))
+    }
+}
+
+/// redis-cell's `CL.THROTTLE key max_burst count period
+/// quantity`, with the period in milliseconds. Answered with a
+/// [`crate::limit::gcra::Throttle`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThrottleRequest {
+    pub key: String,
+    pub max_burst: u64,
+    pub count: u64,
+    pub period_ms: u64,
+    pub quantity: u32,
+}
+
+/// A peek or a reset: one key, by its name in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRequest {
+    pub key: String,
+}
+
+/// The answer to a peek: a key's state for an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyState {
+    pub slots: Vec<SlotReport>,
+    pub ban: Option<BanNotice>,
+    pub leases: Vec<Lease>,
+    /// An operator's override, lapsed or not (its `until_ms` says).
+    #[serde(default, rename = "override")]
+    pub overridden: Option<WireOverride>,
+}
+
+/// An override as sent, whose policies [`WireOverride::decode`]
+/// validates. (Its storage row has its own encoding,
+/// [`crate::ledger::override_row`].)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireOverride {
+    pub policies: Vec<WirePolicy>,
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    pub set_ms: u64,
+}
+
+impl WireOverride {
+    pub fn encode(o: &Override) -> WireOverride {
+        WireOverride {
+            policies: policy::encode_all(&o.policies),
+            until_ms: o.until_ms,
+            reason: o.reason.clone(),
+            set_ms: o.set_ms,
+        }
+    }
+
+    pub fn decode(&self) -> Result<Override, Invalid> {
+        Ok(Override {
+            policies: policy::decode_all(&self.policies)?,
+            until_ms: self.until_ms,
+            reason: self.reason.clone(),
+            set_ms: self.set_ms,
+        })
+    }
+}
+
+/// Set (or, with `None`, lift) a key's override.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideRequest {
+    pub key: String,
+    #[serde(rename = "override")]
+    pub overridden: Option<WireOverride>,
+}
+
+/// A renewal or a release: one lease of a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRequest {
+    pub key: String,
+    pub id: String,
+    /// For a renewal: how long from now the lease should last.
+    #[serde(default)]
+    pub ttl_ms: u64,
+}
+
+/// The answer to an inspection: what a container object holds, in memory and on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inspection {
+    pub keys: Vec<String>,
+    /// Rows in the object's tables (0 when they do not exist).
+    pub stored_rows: u64,
+    /// Whether the object has any SQLite tables at all; false once the
+    /// sweep has freed its storage.
+    pub has_storage: bool,
+    pub alarm_ms: Option<u64>,
+    /// Checks served since this instance started.
+    pub checks: u64,
+    /// What every container in this isolate has cost since it started.
+    pub meter: Meter,
+}
+
+/// Counters of what the containers cost, for measuring the cost of a
+/// decision (BENCHMARKS.md): on the local runtime every object of the
+/// namespace shares one isolate, so the difference across a run, divided by
+/// the decisions made, is the cost of one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meter {
+    /// Requests the containers served (every call, and bodies that were
+    /// none).
+    pub requests: u64,
+    /// Alarm invocations.
+    pub alarms: u64,
+    /// SQLite rows read and written, as the runtime reports them per
+    /// statement (`rowsRead`, `rowsWritten`, which is what Cloudflare bills).
+    pub rows_read: u64,
+    pub rows_written: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{Ask, Ledger};
+    use crate::limit::gcra::GcraPolicy;
+    use crate::limit::Policy;
+
+    fn api_policy() -> Vec<(String, Spec)> {
+        vec![(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(10, 1000).unwrap()),
+        )]
+    }
+
+    fn round_trip<T: Serialize + serde::de::DeserializeOwned>(value: &T) -> T {
+        serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_check_request_round_trips() {
+        let policies = api_policy();
+        let ban = BanPolicy::new(3, 1000, 60_000, 2, 600_000).unwrap();
+        let mut request = CheckRequest::new("k", &policies, 2, Some(&ban));
+        request.reserve = Some(ReserveAsk {
+            id: "r1".into(),
+            ttl_ms: 30_000,
+        });
+        let LimiterCall::Check(back) = round_trip(&LimiterCall::Check(request.clone())) else {
+            panic!("a check came back as another call");
+        };
+        assert_eq!(back, request);
+        assert_eq!(back.policies().unwrap(), policies);
+        assert_eq!(back.ban().unwrap(), Some(ban));
+        assert_eq!(back.cost, 2);
+    }
+
+    #[test]
+    fn a_call_is_tagged_and_its_policies_by_algorithm() {
+        let call = LimiterCall::Check(CheckRequest::new("k", &api_policy(), 1, None));
+        let wire = serde_json::to_value(&call).unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({"check": {
+                "key": "k",
+                "policies": [{"sliding_log": {"name": "api", "limit": 10, "window_ms": 1000}}],
+                "cost": 1,
+            }})
+        );
+        let inspect = serde_json::to_value(&LimiterCall::Inspect).unwrap();
+        assert_eq!(inspect, serde_json::json!("inspect"));
+    }
+
+    #[test]
+    fn every_other_call_round_trips() {
+        let key = || KeyRequest { key: "k".into() };
+        let lease = LeaseRequest {
+            key: "k".into(),
+            id: "l1".into(),
+            ttl_ms: 500,
+        };
+        let overridden = Override {
+            policies: vec![(
+                "cell".into(),
+                Spec::Gcra(GcraPolicy::new(4, 2, 1000).unwrap()),
+            )],
+            until_ms: Some(9_000),
+            reason: "launch".into(),
+            set_ms: 1_000,
+        };
+        let calls = [
+            LimiterCall::Settle(SettleRequest {
+                key: "k".into(),
+                reservation: "r1".into(),
+                keep: false,
+            }),
+            LimiterCall::Renew(lease.clone()),
+            LimiterCall::Release(lease),
+            LimiterCall::Throttle(ThrottleRequest {
+                key: "k".into(),
+                max_burst: 4,
+                count: 2,
+                period_ms: 1000,
+                quantity: 1,
+            }),
+            LimiterCall::Peek(key()),
+            LimiterCall::Reset(key()),
+            LimiterCall::Override(OverrideRequest {
+                key: "k".into(),
+                overridden: Some(WireOverride::encode(&overridden)),
+            }),
+            LimiterCall::Override(OverrideRequest {
+                key: "k".into(),
+                overridden: None,
+            }),
+            LimiterCall::Inspect,
+        ];
+        for call in calls {
+            let wire = serde_json::to_value(&call).unwrap();
+            assert_eq!(wire_tag(&wire), Some(call.name()));
+            assert_eq!(round_trip(&call), call);
+        }
+        assert_eq!(
+            WireOverride::encode(&overridden).decode().unwrap(),
+            overridden
+        );
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let mut ledger = Ledger::new();
+        let specs = api_policy();
+        let lease = LeaseAsk {
+            name: "concurrency".into(),
+            limit: 2,
+            ttl_ms: 1000,
+            owner: None,
+            reenter: None,
+            strict_limit: false,
+            new_id: "l1".into(),
+        };
+        let ask = Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: Some(&lease),
+        };
+        let (outcome, _) = ledger.check("k", &ask, 1_000);
+        let granted = outcome
+            .lease
+            .as_ref()
+            .and_then(|l| l.lease.clone())
+            .unwrap();
+        let policy = GcraPolicy::new(4, 2, 1000).unwrap();
+        let (throttle, _) = ledger.throttle("k", "cell", policy, 1_000, 1).unwrap();
+        let (slots, ban) = ledger.peek("k", 1_000);
+        let replies = [
+            LimiterReply::Outcome(outcome),
+            LimiterReply::Outcome(Outcome::conflicting("api")),
+            LimiterReply::Settled(SettleAnswer {
+                kept: true,
+                repeated: false,
+            }),
+            LimiterReply::NoSuchReservation,
+            LimiterReply::Lease(granted.clone()),
+            LimiterReply::NoSuchLease,
+            LimiterReply::Throttle(throttle),
+            LimiterReply::Key(KeyState {
+                slots,
+                ban,
+                leases: vec![granted],
+                overridden: None,
+            }),
+            LimiterReply::Reset { forgot: true },
+            LimiterReply::Override { previous: None },
+            LimiterReply::Inspection(Inspection {
+                keys: vec!["k".into()],
+                stored_rows: 3,
+                has_storage: true,
+                alarm_ms: Some(2_000),
+                checks: 1,
+                meter: Meter::default(),
+            }),
+        ];
+        for reply in replies {
+            let wire = serde_json::to_value(&reply).unwrap();
+            assert_eq!(wire_tag(&wire), Some(reply.name()));
+            assert_eq!(round_trip(&reply), reply);
+        }
+    }
+
+    #[test]
+    fn an_unknown_or_malformed_call_does_not_decode() {
+        for body in [
+            r#"{"drop_everything":{"key":"k"}}"#,
+            r#""drop_everything""#,
+            r#"{"key":"k","policies":[],"cost":1}"#,
+            r#"{"check":{"key":"k","cost":1}}"#,
+            r#"{"check":{"key":"k","policies":[{"name":"a","spec":[0,10,1000,0]}],"cost":1}}"#,
+            r#"{"renew":{"key":"k"}}"#,
+            r#"{"peek":{}}"#,
+            r#""peek""#,
+            r#"{"peek":{"key":"k"},"reset":{"key":"k"}}"#,
+            "[]",
+            "",
+        ] {
+            assert!(serde_json::from_str::<LimiterCall>(body).is_err(), "{body}");
+        }
+    }
+
+    #[test]
+    fn invalid_values_are_errors_not_panics() {
+        let body = r#"{"check":{"key":"k","cost":1,
+            "policies":[{"gcra":{"name":"burst","max_burst":1,"count":0,"period_ms":1000}}],
+            "ban":{"after":0,"within_ms":1,"for_ms":1,"multiplier":1,"max_ms":1}}}"#;
+        let Ok(LimiterCall::Check(request)) = serde_json::from_str::<LimiterCall>(body) else {
+            panic!("a well-formed check did not decode");
+        };
+        let Invalid(message) = request.policies().unwrap_err();
+        assert!(message.contains("\"burst\""), "{message}");
+        assert!(request.ban().is_err());
+        let body = r#"{"override":{"key":"k","override":{"policies":
+            [{"sliding_log":{"name":"api","limit":10,"window_ms":0}}],
+            "until_ms":null,"reason":"","set_ms":0}}}"#;
+        let Ok(LimiterCall::Override(request)) = serde_json::from_str::<LimiterCall>(body) else {
+            panic!("a well-formed override did not decode");
+        };
+        let Invalid(message) = request.overridden.unwrap().decode().unwrap_err();
+        assert!(
+            message.contains("\"api\"") && message.contains("window"),
+            "{message}"
+        );
+    }
+}
