@@ -1,4 +1,4 @@
-//! The container's tables: the ledger's writes and deletions as SQL, and
+//! The key object's tables: the ledger's writes and deletions as SQL, and
 //! reading it all back when an instance starts.
 
 use serde::de::DeserializeOwned;
@@ -10,7 +10,7 @@ use super::meter;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
 
-/// The container's tables. Each is created when it is first written, so a
+/// The key object's tables. Each is created when it is first written, so a
 /// new key's first admission creates only the table it needs (creating a
 /// table counts as a row written), and a key that is only refused creates
 /// none.
