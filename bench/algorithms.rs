@@ -136,7 +136,7 @@ fn governor_keyed(c: &mut Criterion) {
     group.finish();
 }
 
-/// Memory one key holds, in this process, and in the container's SQLite.
+/// Memory one key holds, in this process, and in the key object's SQLite.
 fn state_bytes() {
     println!("State bytes per key (the struct, plus heap at a full window of N):");
     for n in [10, 1_000, 100_000] {

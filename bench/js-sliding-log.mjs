@@ -1,8 +1,8 @@
-// The baseline: the same exact sliding log as Sluice's container, written as
+// The baseline: the same exact sliding log as Sluice's key object, written as
 // a plain JavaScript Durable Object on the same runtime. It answers the
 // decision API (POST /_sluice/v1/limit {key, limit, window_ms}) with one
 // object per key, keeps the log in memory and every admission in SQLite,
-// and writes nothing for a refusal, as the Rust container does.
+// and writes nothing for a refusal, as the Rust key object does.
 export class JsLimiter {
   constructor(ctx) {
     this.ctx = ctx;

@@ -103,7 +103,7 @@ const KINDS = [
   ["garbage collection", /^\(garbage collector\)$/],
   ["object: SQL statements", /^__wbg_exec_|^exec$/],
   ["object: setAlarm", /setAlarm/],
-  ["object: the rest of Limiter", /sluice::edge::container::/],
+  ["object: the rest of Limiter", /sluice::edge::limiter::/],
   ["stub fetch(), native (makes a new object and its database)", /^fetch$/],
   ["worker: the call to the object (client.rs)", /sluice::edge::client::/],
   ["worker: gate, endpoints, answer", /sluice::edge::|sluice::http::/],

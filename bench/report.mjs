@@ -69,7 +69,7 @@ cargo bench --bench algorithms -- --warm-up-time 1 --measurement-time 2
 Median time per check at limit N. governor's keyed GCRA, measured in the same
 run, is the reference for what an in-memory check can cost; its figure
 includes finding the key in its map, while Sluice's is the check on a key's
-state alone (the container finds the key in a hash map first).
+state alone (the key object finds the key in a hash map first).
 
 ${header}
 ${rule}
@@ -95,7 +95,7 @@ ${workerd.load}
 
 ### Cost per decision
 
-Counted by the containers' isolate-wide meter (the \`inspect\` call to any Limiter
+Counted by the key objects' isolate-wide meter (the \`inspect\` call to any Limiter
 object; SQLite rows are the runtime's \`rowsRead\` and \`rowsWritten\`, which is
 what Cloudflare bills), over 200 decisions each. Creating a table in a new
 object's database is counted as two rows written; a key's life sends nothing

@@ -130,7 +130,7 @@ async function load() {
   return lines.join("\n");
 }
 
-/** What one decision costs the containers: the isolate-wide meter that
+/** What one decision costs the key objects: the isolate-wide meter that
  * `inspect` call reports, read before and after each phase. */
 async function costs() {
   const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { ADMIN_TOKEN, API_TOKEN } });
@@ -184,7 +184,7 @@ async function costs() {
   await sluice.stop();
 
   const lines = [
-    "| decision | container requests | SQLite rows read | SQLite rows written |",
+    "| decision | key object requests | SQLite rows read | SQLite rows written |",
     "|---|---|---|---|",
   ];
   for (const row of rows) lines.push(`| ${row.name} | ${fmt(row.requests)} | ${fmt(row.read)} | ${fmt(row.written)} |`);
@@ -244,7 +244,7 @@ async function shared() {
   await hung.stop();
   return [
     `| requests received by shared objects while ${N.toLocaleString("en-US")} new keys were decided (${fmt(seconds, 1)} s) | ${after.hubCalls - before.hubCalls} |`,
-    `| the same, by the key containers | ${(after.calls - before.calls).toLocaleString("en-US")} |`,
+    `| the same, by the key objects | ${(after.calls - before.calls).toLocaleString("en-US")} |`,
     `| a new runtime's first decision while every hub hangs | ${fmt(firstMs, 1)} ms |`,
     `| its second decision | ${fmt(nextMs, 1)} ms |`,
   ].join("\n");

@@ -1,5 +1,5 @@
 //! Property test of lease fences through the ledger and a model of the
-//! container's storage: random schedules of acquires, renewals, releases,
+//! key object's storage: random schedules of acquires, renewals, releases,
 //! lapses, sweeps (which free storage when nothing is held), restarts
 //! (everything in memory lost, read back from storage), a clock that stands
 //! still, and bursts of up to 10 000 grants in one millisecond. Every fence
@@ -53,7 +53,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// What the container's SQLite tables would hold for the key.
+/// What the key object's SQLite tables would hold for the key.
 #[derive(Debug, Default)]
 struct Storage {
     leases: BTreeMap<String, (Lease, Option<u32>)>,
@@ -69,7 +69,7 @@ impl Storage {
         }
     }
 
-    /// As the container's `delete`: everything goes once the ledger is
+    /// As the key object's `delete`: everything goes once the ledger is
     /// empty, otherwise row by row.
     fn delete(&mut self, ledger: &Ledger, expired: Vec<Expired>) {
         if ledger.is_empty() {

@@ -6,7 +6,7 @@ use super::Config;
 use crate::http::problem::{Code, Problem};
 use crate::objects::name::{ObjectName, Scope, API_SCOPE};
 
-/// One container object an admin key route reads or resets, named by the
+/// One key object an admin key route reads or resets, named by the
 /// rule (or `rule.tier`) it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {

@@ -43,7 +43,7 @@ pub struct Config {
     pub origin_auth: Option<OriginAuthConfig>,
     /// Leading bits of an IPv6 address that identify one client.
     pub ipv6_prefix: u8,
-    /// How long a container object may take to decide.
+    /// How long a key object may take to decide.
     pub timeout_ms: u64,
     /// Whether the decision API exists without an `API_TOKEN` secret.
     pub api: ApiAccess,

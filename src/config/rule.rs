@@ -140,7 +140,7 @@ pub struct RuleBan {
     pub status: u16,
 }
 
-/// What to do when the key's container cannot decide.
+/// What to do when the key's object cannot decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnError {
     /// Fail open: forward the request.
@@ -898,7 +898,7 @@ fn check_key_parts(
     Ok(())
 }
 
-/// Rule ids name container objects (`rule:<id>.<tier>:<key>`) and policies
+/// Rule ids name key objects (`rule:<id>.<tier>:<key>`) and policies
 /// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own
 /// names.
 /// `when`: `"registered"`, `"anonymous"`, or a claim's values:

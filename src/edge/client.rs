@@ -1,4 +1,4 @@
-//! Calls from the worker to Durable Objects (key containers and the
+//! Calls from the worker to Durable Objects (key objects and the
 //! hubs), each bounded by a deadline so that a slow object cannot hold a
 //! request forever.
 
@@ -22,8 +22,8 @@ use crate::objects::protocol::{
     OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
 };
 
-/// The container objects' namespace binding in wrangler.toml.
-pub const CONTAINERS: &str = "LIMITER";
+/// The key objects' namespace binding in wrangler.toml.
+pub const LIMITER_BINDING: &str = "LIMITER";
 /// The hubs' namespace binding.
 pub const HUB_BINDING: &str = "HUB";
 
@@ -52,7 +52,7 @@ impl Objects {
         let call = LimiterCall::Check(request.clone());
         match self.limiter(&request.key, &call).await? {
             LimiterReply::Outcome(outcome) => Ok(outcome),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -80,7 +80,7 @@ impl Objects {
         match self.limiter(key, &call).await? {
             LimiterReply::Lease(lease) => Ok(Some(lease)),
             LimiterReply::NoSuchLease => Ok(None),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -97,7 +97,7 @@ impl Objects {
         let call = LimiterCall::Throttle(request.clone());
         match self.limiter(&request.key, &call).await? {
             LimiterReply::Throttle(throttle) => Ok(throttle),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -108,7 +108,7 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Key(state) => Ok(state),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -118,7 +118,7 @@ impl Objects {
         match self.limiter(&request.key, &call).await? {
             LimiterReply::Settled(answer) => Ok(Some(answer)),
             LimiterReply::NoSuchReservation => Ok(None),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -135,7 +135,7 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Override { previous } => Ok(previous),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -146,7 +146,7 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Reset { forgot } => Ok(forgot),
-            other => Err(unexpected(CONTAINERS, call.name(), other.name())),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }
 
@@ -216,7 +216,7 @@ impl Objects {
     }
 
     async fn limiter(&self, object: &str, call: &LimiterCall) -> Result<LimiterReply> {
-        self.exchange(CONTAINERS, object, call).await
+        self.exchange(LIMITER_BINDING, object, call).await
     }
 
     async fn hub(&self, object: &str, call: &HubCall) -> Result<HubReply> {

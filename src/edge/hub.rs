@@ -1,4 +1,4 @@
-//! The hubs: [`HUBS`] Durable Objects that gather what no single container
+//! The hubs: [`HUBS`] Durable Objects that gather what no single key object
 //! knows, off every request's path. Each isolate sends its report (counts,
 //! top refused keys, bans that started) to one hub at random at most once
 //! per interval, and the hub answers with the manual bans; the admin API

@@ -1,11 +1,10 @@
 //! Everything that touches the Workers runtime: the fetch entry point
-//! (proxy, decision API, admin API), the container and hub Durable
+//! (proxy, decision API, admin API), the key object and hub Durable
 //! Objects and their alarms, and what an isolate keeps between requests.
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
 mod admin;
 mod client;
-mod container;
 mod dashboard;
 mod delivery;
 mod endpoints;
@@ -13,13 +12,14 @@ mod gate;
 mod hub;
 mod incoming;
 mod isolate;
+mod limiter;
 mod proxy;
 mod respond;
 mod settings;
 mod storage;
 
-pub use container::Limiter;
 pub use hub::Hub;
+pub use limiter::Limiter;
 
 use worker::{event, Context, Env, Request, Response, Result};
 

@@ -26,7 +26,7 @@ pub struct BanRecord {
     pub key: String,
     pub until_ms: u64,
     pub reason: String,
-    /// `manual`, or the scope of the rule whose container banned the key.
+    /// `manual`, or the scope of the rule whose key object banned the key.
     pub source: String,
 }
 
@@ -106,7 +106,7 @@ mod tests {
         );
         assert!(
             list.find(&["k"], 100).is_none(),
-            "automatic bans live in their containers"
+            "automatic bans live in their key objects"
         );
         assert!(list.find(&["old"], 100).is_none());
         assert!(

@@ -19,7 +19,7 @@ pub const MAX_PENDING: usize = 1_000;
 pub enum Verdict {
     Admitted,
     Refused,
-    /// The container could not decide (the rule's on_error applied).
+    /// The key object could not decide (the rule's on_error applied).
     Failed,
 }
 

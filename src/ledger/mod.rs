@@ -1,9 +1,9 @@
-//! What one container object holds, independent of how it is stored: for each
+//! What one key object holds, independent of how it is stored: for each
 //! key, one limiter per named policy (a "slot") and the key's ban record. It
 //! decides, tells the caller which rows to write, and says when the next
 //! sweep is due.
 //!
-//! The Durable Object glue in `edge::container` only executes what the ledger
+//! The Durable Object glue in `edge::limiter` only executes what the ledger
 //! returns, so the rules about persistence and sweeping are tested here on the
 //! host.
 
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
-use crate::limit::{Decision, Limiter, Recorded, Retry, SlidingLog, Spec};
+use crate::limit::{Algorithm, Decision, Recorded, Retry, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 
 /// How soon a request refused for want of a lease is told to retry, unless
@@ -217,7 +217,7 @@ pub enum Expired {
 #[derive(Debug)]
 struct Slot {
     name: String,
-    limiter: Limiter,
+    limiter: Algorithm,
     /// The spec storage holds for this slot, if it holds any rows: a spec
     /// changed by a refused request is written with the next admission, and
     /// a slot with rows stays until the sweep deletes them.
@@ -568,7 +568,7 @@ impl Ledger {
                         copy.set_spec(*spec);
                         copy.decide(now_ms, 0)
                     }
-                    None => Limiter::new(*spec).decide(now_ms, 0),
+                    None => Algorithm::new(*spec).decide(now_ms, 0),
                 };
                 PolicyDecision {
                     name: name.clone(),
@@ -1050,7 +1050,7 @@ fn slot_for(slots: &mut Vec<Slot>, name: &str, spec: Spec) -> usize {
         None => {
             slots.push(Slot {
                 name: name.to_string(),
-                limiter: Limiter::new(spec),
+                limiter: Algorithm::new(spec),
                 stored: None,
             });
             slots.len() - 1

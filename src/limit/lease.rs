@@ -2,7 +2,7 @@
 //!
 //! One mechanism serves two needs: a concurrency limit ("at most 10 callers
 //! run this at once") and a lock (a lease with limit 1). Every lease has an
-//! expiry, so a holder that dies cannot keep its slot; the container's alarm
+//! expiry, so a holder that dies cannot keep its slot; the key object's alarm
 //! reclaims it.
 //!
 //! **Fences.** Every new lease gets a fence number greater than every fence
@@ -14,7 +14,7 @@
 //! into the next millisecond's numbers). The second lets the key forget:
 //! once `now_ms × 1000` exceeds the last fence, a fresh table would give a
 //! larger fence anyway, so the last fence is needed no longer
-//! ([`LeaseTable::needs_floor`]). Until then the container keeps it, in
+//! ([`LeaseTable::needs_floor`]). Until then the key object keeps it, in
 //! memory and, once no lease row holds it, as a floor row. Forgetting can
 //! only lead to a repeat if the clock later steps back to or before the
 //! millisecond `last fence / 1000`. Fences stay below 2^53 (exact in

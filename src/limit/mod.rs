@@ -5,17 +5,17 @@
 //! algorithms testable on the host with an injected clock, and keeps
 //! `std::time::SystemTime` (which panics in wasm) out of the worker.
 
+pub mod algorithm;
 pub mod fixed_window;
 pub mod gcra;
 pub mod lease;
-pub mod limiter;
 pub mod policy;
 pub mod retry;
 pub mod sliding_log;
 pub mod split;
 
+pub use algorithm::{Algorithm, Recorded, Spec};
 pub use fixed_window::FixedWindow;
-pub use limiter::{Limiter, Recorded, Spec};
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
 pub use retry::Retry;
 pub use sliding_log::SlidingLog;

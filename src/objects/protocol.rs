@@ -312,7 +312,7 @@ pub struct LeaseRequest {
     pub ttl_ms: u64,
 }
 
-/// The answer to an inspection: what a container object holds, in memory and on disk.
+/// The answer to an inspection: what a key object holds, in memory and on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inspection {
     pub keys: Vec<String>,
@@ -324,17 +324,17 @@ pub struct Inspection {
     pub alarm_ms: Option<u64>,
     /// Checks served since this instance started.
     pub checks: u64,
-    /// What every container in this isolate has cost since it started.
+    /// What every key object in this isolate has cost since it started.
     pub meter: Meter,
 }
 
-/// Counters of what the containers cost, for measuring the cost of a
+/// Counters of what the key objects cost, for measuring the cost of a
 /// decision (BENCHMARKS.md): on the local runtime every object of the
 /// namespace shares one isolate, so the difference across a run, divided by
 /// the decisions made, is the cost of one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meter {
-    /// Requests the containers served (every call, and bodies that were
+    /// Requests the key objects served (every call, and bodies that were
     /// none).
     pub requests: u64,
     /// Alarm invocations.

@@ -1,6 +1,6 @@
 //! Requests waiting for a lease: first come, first served within each key.
 //!
-//! When a lease is released or lapses, the container offers the freed
+//! When a lease is released or lapses, the key object offers the freed
 //! capacity to the waiters in arrival order. A waiter that still cannot be
 //! served blocks those behind it on the same key (so nobody overtakes), but
 //! not waiters on other keys. A waiter that gives up removes itself.

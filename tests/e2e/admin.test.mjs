@@ -276,7 +276,7 @@ describe("bans", () => {
     const ban = await eventually(async () => (await listed()).find((b) => b.key === ip), 5000);
     assert.equal(ban.source, "rule:login");
     assert.match(ban.reason, /2 refusals/);
-    // A reset lifts it, in the container and in the listing.
+    // A reset lifts it, in the key object and in the listing.
     await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { method: "DELETE", headers: admin });
     assert.equal((await listed()).find((b) => b.key === ip), undefined);
     assert.equal((await from(ip, "/login")).status, 200);

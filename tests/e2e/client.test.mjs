@@ -2,7 +2,7 @@
 // a URL and through a binding (Miniflare's handle on the Sluice Worker is a
 // Fetcher, as a service binding is): every method, typed errors, withLease
 // releasing on throw, and the timeout with fail-open and fail-closed when
-// the container hangs (the fault fixture in place of LIMITER).
+// the key object hangs (the fault fixture in place of LIMITER).
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice as Harness, freshKey, API_TOKEN } from "./harness.mjs";
@@ -135,7 +135,7 @@ for (const transport of ["url", "binding"]) {
   });
 }
 
-describe("when the container hangs", () => {
+describe("when the key object hangs", () => {
   before(() => harness.fault("hang"));
   after(() => harness.fault("pass"));
 

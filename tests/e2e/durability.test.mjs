@@ -81,7 +81,7 @@ test("an admission on a busy key writes one row, a refusal writes none", async (
     assert.equal(admitted.rows_written - before.rows_written, 2, "one row per admission");
     assert.equal(refused.rows_written - admitted.rows_written, 0, "refusals write nothing");
     assert.equal(refused.rows_read - admitted.rows_read, 0, "and read nothing");
-    assert.equal(refused.requests - admitted.requests, 5 + 1, "one container request per decision, and the inspection");
+    assert.equal(refused.requests - admitted.requests, 5 + 1, "one key object request per decision, and the inspection");
   } finally {
     await sluice.stop();
   }

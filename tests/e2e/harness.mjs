@@ -128,7 +128,7 @@ export class Sluice {
     return this.logs.join("");
   }
 
-  /** Sets the fault fixture's mode for the containers (or, with target
+  /** Sets the fault fixture's mode for the key objects (or, with target
    * "hub", for the hubs): pass, throw, error, hang or garbage. Answers the
    * modes and the calls each binding has received. */
   async fault(mode, target = "limiter") {
@@ -166,7 +166,7 @@ export class Sluice {
     });
   }
 
-  /** What a container object holds, read with its internal `inspect` call. */
+  /** What a key object holds, read with its internal `inspect` call. */
   async inspect(objectName) {
     const ns = await this.mf.getDurableObjectNamespace("LIMITER");
     const stub = ns.get(ns.idFromName(objectName));

@@ -1,5 +1,5 @@
 //! One policy's state, whichever algorithm enforces it, behind one
-//! interface: the container holds a `Limiter` per (key, policy) and does not
+//! interface: the key object holds an `Algorithm` per (key, policy) and does not
 //! care which algorithm is inside.
 
 use super::gcra::{Gcra, GcraPolicy, Throttle};
@@ -69,7 +69,7 @@ impl Spec {
 }
 
 #[derive(Debug, Clone)]
-pub enum Limiter {
+pub enum Algorithm {
     Log(SlidingLog),
     Window(FixedWindow),
     Cell(Gcra),
@@ -84,20 +84,20 @@ pub enum Recorded {
     State(u64, u64),
 }
 
-impl Limiter {
-    pub fn new(spec: Spec) -> Limiter {
+impl Algorithm {
+    pub fn new(spec: Spec) -> Algorithm {
         match spec {
-            Spec::SlidingLog(p) => Limiter::Log(SlidingLog::new(p)),
-            Spec::FixedWindow(p) => Limiter::Window(FixedWindow::new(p)),
-            Spec::Gcra(p) => Limiter::Cell(Gcra::new(p)),
+            Spec::SlidingLog(p) => Algorithm::Log(SlidingLog::new(p)),
+            Spec::FixedWindow(p) => Algorithm::Window(FixedWindow::new(p)),
+            Spec::Gcra(p) => Algorithm::Cell(Gcra::new(p)),
         }
     }
 
     pub fn spec(&self) -> Spec {
         match self {
-            Limiter::Log(log) => Spec::SlidingLog(log.policy()),
-            Limiter::Window(window) => Spec::FixedWindow(window.policy()),
-            Limiter::Cell(cell) => Spec::Gcra(cell.policy()),
+            Algorithm::Log(log) => Spec::SlidingLog(log.policy()),
+            Algorithm::Window(window) => Spec::FixedWindow(window.policy()),
+            Algorithm::Cell(cell) => Spec::Gcra(cell.policy()),
         }
     }
 
@@ -106,19 +106,19 @@ impl Limiter {
     /// starts afresh, having nothing it could carry over.
     pub fn set_spec(&mut self, spec: Spec) {
         match (self, spec) {
-            (Limiter::Log(log), Spec::SlidingLog(p)) => log.set_policy(p),
-            (Limiter::Window(window), Spec::FixedWindow(p)) => window.set_policy(p),
-            (Limiter::Cell(cell), Spec::Gcra(p)) => cell.set_policy(p),
-            (this, spec) => *this = Limiter::new(spec),
+            (Algorithm::Log(log), Spec::SlidingLog(p)) => log.set_policy(p),
+            (Algorithm::Window(window), Spec::FixedWindow(p)) => window.set_policy(p),
+            (Algorithm::Cell(cell), Spec::Gcra(p)) => cell.set_policy(p),
+            (this, spec) => *this = Algorithm::new(spec),
         }
     }
 
     /// The decision for `cost` units at `now_ms`, recording nothing.
     pub fn decide(&mut self, now_ms: u64, cost: u32) -> Decision {
         match self {
-            Limiter::Log(log) => log.decide(now_ms, cost),
-            Limiter::Window(window) => window.decide(now_ms, cost),
-            Limiter::Cell(cell) => {
+            Algorithm::Log(log) => log.decide(now_ms, cost),
+            Algorithm::Window(window) => window.decide(now_ms, cost),
+            Algorithm::Cell(cell) => {
                 let (throttle, unit_ms) = cell.decide_unit(now_ms, u64::from(cost));
                 from_throttle(throttle, unit_ms)
             }
@@ -129,24 +129,24 @@ impl Limiter {
     /// limiter; `None` for the other algorithms.
     pub fn throttle(&self, now_ms: u64, quantity: u64) -> Option<Throttle> {
         match self {
-            Limiter::Cell(cell) => Some(cell.decide(now_ms, quantity)),
-            Limiter::Log(_) | Limiter::Window(_) => None,
+            Algorithm::Cell(cell) => Some(cell.decide(now_ms, quantity)),
+            Algorithm::Log(_) | Algorithm::Window(_) => None,
         }
     }
 
     /// Records `cost` units that [`decide`](Self::decide) allowed.
     pub fn admit(&mut self, now_ms: u64, cost: u32) -> Recorded {
         match self {
-            Limiter::Log(log) => Recorded::Hit {
+            Algorithm::Log(log) => Recorded::Hit {
                 at_ms: log.admit(now_ms, cost),
                 count: cost,
             },
-            Limiter::Window(window) => {
+            Algorithm::Window(window) => {
                 window.admit(now_ms, cost);
                 let (opened, count) = window.state();
                 Recorded::State(opened, count)
             }
-            Limiter::Cell(cell) => {
+            Algorithm::Cell(cell) => {
                 cell.check(now_ms, u64::from(cost));
                 let (ms, ns) = split_ns(cell.tat_ns().unwrap_or(0));
                 Recorded::State(ms, ns)
@@ -159,11 +159,11 @@ impl Limiter {
     /// refund: a rule that counts by response takes only the other two.
     pub fn refund(&mut self, at_ms: u64, cost: u32) {
         match self {
-            Limiter::Log(log) => {
+            Algorithm::Log(log) => {
                 log.remove(at_ms, cost);
             }
-            Limiter::Window(window) => window.refund(at_ms, cost),
-            Limiter::Cell(_) => {}
+            Algorithm::Window(window) => window.refund(at_ms, cost),
+            Algorithm::Cell(_) => {}
         }
     }
 
@@ -171,31 +171,31 @@ impl Limiter {
     /// sliding log, whose admissions are rows of their own.
     pub fn state(&self) -> Option<(u64, u64)> {
         match self {
-            Limiter::Log(_) => None,
-            Limiter::Window(window) => Some(window.state()),
-            Limiter::Cell(cell) => Some(split_ns(cell.tat_ns().unwrap_or(0))),
+            Algorithm::Log(_) => None,
+            Algorithm::Window(window) => Some(window.state()),
+            Algorithm::Cell(cell) => Some(split_ns(cell.tat_ns().unwrap_or(0))),
         }
     }
 
     /// Restores a one-row state written as [`Recorded::State`].
     pub fn restore_state(&mut self, a: u64, b: u64) {
         match self {
-            Limiter::Log(_) => {}
-            Limiter::Window(window) => *window = FixedWindow::restored(window.policy(), a, b),
-            Limiter::Cell(cell) => cell.restore(a.saturating_mul(1_000_000).saturating_add(b)),
+            Algorithm::Log(_) => {}
+            Algorithm::Window(window) => *window = FixedWindow::restored(window.policy(), a, b),
+            Algorithm::Cell(cell) => cell.restore(a.saturating_mul(1_000_000).saturating_add(b)),
         }
     }
 
     /// Restores a sliding-log entry written as [`Recorded::Hit`].
     pub fn restore_hit(&mut self, at_ms: u64, count: u32) {
-        if let Limiter::Log(log) = self {
+        if let Algorithm::Log(log) = self {
             log.record(at_ms, count);
         }
     }
 
     /// Drops what no longer counts at `now_ms`.
     pub fn expire(&mut self, now_ms: u64) {
-        if let Limiter::Log(log) = self {
+        if let Algorithm::Log(log) = self {
             log.expire(now_ms);
         }
     }
@@ -203,9 +203,9 @@ impl Limiter {
     /// Whether nothing counts any more, so the slot can be forgotten.
     pub fn is_idle(&self, now_ms: u64) -> bool {
         match self {
-            Limiter::Log(log) => log.oldest_expiry().is_none_or(|expiry| expiry <= now_ms),
-            Limiter::Window(window) => window.is_idle(now_ms),
-            Limiter::Cell(cell) => cell.is_idle(now_ms),
+            Algorithm::Log(log) => log.oldest_expiry().is_none_or(|expiry| expiry <= now_ms),
+            Algorithm::Window(window) => window.is_idle(now_ms),
+            Algorithm::Cell(cell) => cell.is_idle(now_ms),
         }
     }
 
@@ -213,16 +213,16 @@ impl Limiter {
     /// window's end, or the moment the bucket is full again.
     pub fn next_expiry(&self) -> Option<u64> {
         match self {
-            Limiter::Log(log) => log.oldest_expiry(),
-            Limiter::Window(window) => window.expiry(),
-            Limiter::Cell(cell) => cell.idle_at_ms(),
+            Algorithm::Log(log) => log.oldest_expiry(),
+            Algorithm::Window(window) => window.expiry(),
+            Algorithm::Cell(cell) => cell.idle_at_ms(),
         }
     }
 
     /// Whether admissions write one row each (a log) rather than overwrite
     /// one state row.
     pub fn is_log(&self) -> bool {
-        matches!(self, Limiter::Log(_))
+        matches!(self, Algorithm::Log(_))
     }
 }
 
@@ -276,7 +276,7 @@ mod tests {
         let mut specs = specs().to_vec();
         specs.push(Spec::Gcra(GcraPolicy::new(4, 1, 1000).unwrap()));
         for spec in specs {
-            let mut limiter = Limiter::new(spec);
+            let mut limiter = Algorithm::new(spec);
             assert_eq!(
                 limiter.decide(1_000, 0).reset_ms,
                 0,
@@ -292,7 +292,7 @@ mod tests {
             assert!(later.allowed, "{spec:?}: a unit is free at reset");
         }
         // 5 units a second back at 1 per second: one unit in 1 s, not 5 s.
-        let mut gcra = Limiter::new(Spec::Gcra(GcraPolicy::new(4, 1, 1000).unwrap()));
+        let mut gcra = Algorithm::new(Spec::Gcra(GcraPolicy::new(4, 1, 1000).unwrap()));
         for _ in 0..5 {
             gcra.admit(0, 1);
         }
@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn every_algorithm_admits_its_limit_at_once_then_refuses() {
         for spec in specs() {
-            let mut limiter = Limiter::new(spec);
+            let mut limiter = Algorithm::new(spec);
             for _ in 0..3 {
                 let d = limiter.decide(1_000, 1);
                 assert!(d.allowed, "{spec:?}");
@@ -329,12 +329,12 @@ mod tests {
     #[test]
     fn one_row_state_survives_a_restore() {
         for spec in specs().into_iter().skip(1) {
-            let mut limiter = Limiter::new(spec);
+            let mut limiter = Algorithm::new(spec);
             limiter.admit(1_000, 1);
             let Recorded::State(a, b) = limiter.admit(1_200, 1) else {
                 panic!("{spec:?} records its state");
             };
-            let mut restored = Limiter::new(spec);
+            let mut restored = Algorithm::new(spec);
             restored.restore_state(a, b);
             assert_eq!(
                 restored.decide(1_300, 1),
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn changing_the_algorithm_starts_afresh() {
-        let mut limiter = Limiter::new(specs()[0]);
+        let mut limiter = Algorithm::new(specs()[0]);
         limiter.admit(0, 3);
         limiter.set_spec(specs()[1]);
         assert!(limiter.decide(1, 3).allowed);

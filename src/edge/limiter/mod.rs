@@ -1,5 +1,5 @@
 //! The Durable Object that holds keys' state: one per key by default. It is
-//! a single-threaded container, so a decision and its write happen with no
+//! a single-threaded key object, so a decision and its write happen with no
 //! other request in between; SQLite storage makes admissions, bans and
 //! leases survive restarts and evictions, and one alarm sweeps what has
 //! expired.
@@ -96,7 +96,7 @@ impl DurableObject for Limiter {
         meter::count(|m| m.requests += 1);
         self.load().await?;
         let Some(call) = read_call(&mut req).await else {
-            return respond::problem(&Problem::invalid("body", "malformed container call"));
+            return respond::problem(&Problem::invalid("body", "malformed key object call"));
         };
         let answer = match call {
             LimiterCall::Check(check) => self.check(check).await?,

@@ -1,4 +1,4 @@
-//! The isolate's [`Meter`]: what its containers have cost so far.
+//! The isolate's [`Meter`]: what its key objects have cost so far.
 
 use std::cell::Cell;
 

@@ -1,4 +1,4 @@
-//! The container's tables: the ledger's writes and deletions as SQL, and
+//! The key object's tables: the ledger's writes and deletions as SQL, and
 //! reading it all back when an instance starts.
 
 use serde::de::DeserializeOwned;
@@ -9,8 +9,9 @@ use super::super::storage::int;
 use super::meter;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Write};
 use crate::limit::lease::Lease;
+use crate::limit::Spec;
 
-/// The container's tables. Each is created when it is first written, so a
+/// The key object's tables. Each is created when it is first written, so a
 /// new key's first admission creates only the table it needs (creating a
 /// table counts as a row written), and a key that is only refused creates
 /// none.
@@ -217,6 +218,15 @@ pub fn upgrade(sql: &SqlStorage, tables: Tables) -> Result<()> {
 /// The ledger as storage holds it, from the tables that exist.
 pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     let mut ledger = Ledger::new();
+    load_limits(sql, tables, &mut ledger)?;
+    load_bans(sql, tables, &mut ledger)?;
+    load_leases(sql, tables, &mut ledger)?;
+    load_overrides(sql, tables, &mut ledger)?;
+    Ok(ledger)
+}
+
+/// Each policy's slot and a log's hits.
+fn load_limits(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<SlotRow>(
         sql,
         tables,
@@ -238,6 +248,10 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     )? {
         ledger.restore_hit(&row.key, &row.policy, row.at, row.n);
     }
+    Ok(())
+}
+
+fn load_bans(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<BanRow>(
         sql,
         tables,
@@ -252,6 +266,11 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
         };
         ledger.restore_ban(&row.key, ban);
     }
+    Ok(())
+}
+
+/// Leases held, and the fence floors that outlive them.
+fn load_leases(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<LeaseRow>(
         sql,
         tables,
@@ -275,6 +294,10 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     )? {
         ledger.restore_floor(&row.key, row.fence);
     }
+    Ok(())
+}
+
+fn load_overrides(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<OverrideRow>(
         sql,
         tables,
@@ -287,7 +310,7 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
             ledger.restore_override(&row.key, overridden);
         }
     }
-    Ok(ledger)
+    Ok(())
 }
 
 /// The rows `query` answers, or none when `table` does not exist.
@@ -347,32 +370,14 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
                 sql,
                 "UPDATE slots SET kind = ?, a = ?, b = ?, c = ? WHERE key = ? AND policy = ?",
                 vec![int(kind), int(a), int(b), int(c), key.into(), name.into()],
-            )?
+            )
         }
         Write::Slot {
             key,
             name,
             spec,
             state,
-        } => {
-            let (kind, a, b, c) = spec.encode();
-            run(
-                sql,
-                "INSERT INTO slots (key, policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (key, policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
-                 b = excluded.b, c = excluded.c, s1 = excluded.s1, s2 = excluded.s2",
-                vec![
-                    key.into(),
-                    name.into(),
-                    int(kind),
-                    int(a),
-                    int(b),
-                    int(c),
-                    int(state.0),
-                    int(state.1),
-                ],
-            )?
-        }
+        } => put_slot(sql, key, name, spec, state),
         Write::Hit {
             key,
             name,
@@ -383,41 +388,74 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             "INSERT INTO hits (key, policy, at, n) VALUES (?, ?, ?, ?)
              ON CONFLICT (key, policy, at) DO UPDATE SET n = n + excluded.n",
             vec![key.into(), name.into(), int(at_ms), int(u64::from(count))],
-        )?,
-        Write::Ban { key, ban } => run(
-            sql,
-            "INSERT OR REPLACE INTO bans (key, until_ms, offences, forget_ms, reason) VALUES (?, ?, ?, ?, ?)",
-            vec![
-                key.into(),
-                int(ban.until_ms),
-                int(u64::from(ban.offences)),
-                int(ban.forget_ms),
-                ban.reason.into(),
-            ],
-        )?,
+        ),
+        Write::Ban { key, ban } => put_ban(sql, key, ban),
         Write::Override { key, overridden } => run(
             sql,
             "INSERT OR REPLACE INTO overrides (key, body) VALUES (?, ?)",
-            vec![
-                key.into(),
-                override_row::encode(&overridden)?.into(),
-            ],
-        )?,
-        Write::Lease { key, lease, limit } => run(
-            sql,
-            "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            vec![
-                key.into(),
-                lease.id.into(),
-                lease.owner.into(),
-                int(lease.fence),
-                int(lease.expires_ms),
-                int(u64::from(lease.holds)),
-                limit.map(|n| int(u64::from(n))).into(),
-            ],
-        )?,
-    };
-    Ok(())
+            vec![key.into(), override_row::encode(&overridden)?.into()],
+        ),
+        Write::Lease { key, lease, limit } => put_lease(sql, key, lease, limit),
+    }
+}
+
+/// A policy's slot: its spec and, for one-row algorithms, its state.
+fn put_slot(
+    sql: &SqlStorage,
+    key: String,
+    name: String,
+    spec: Spec,
+    state: (u64, u64),
+) -> Result<()> {
+    let (kind, a, b, c) = spec.encode();
+    run(
+        sql,
+        "INSERT INTO slots (key, policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (key, policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
+         b = excluded.b, c = excluded.c, s1 = excluded.s1, s2 = excluded.s2",
+        vec![
+            key.into(),
+            name.into(),
+            int(kind),
+            int(a),
+            int(b),
+            int(c),
+            int(state.0),
+            int(state.1),
+        ],
+    )
+}
+
+fn put_ban(sql: &SqlStorage, key: String, ban: Ban) -> Result<()> {
+    run(
+        sql,
+        "INSERT OR REPLACE INTO bans (key, until_ms, offences, forget_ms, reason) VALUES (?, ?, ?, ?, ?)",
+        vec![
+            key.into(),
+            int(ban.until_ms),
+            int(u64::from(ban.offences)),
+            int(ban.forget_ms),
+            ban.reason.into(),
+        ],
+    )
+}
+
+/// A lease, with the limit it is held under (`None` keeps the next
+/// acquire's).
+fn put_lease(sql: &SqlStorage, key: String, lease: Lease, limit: Option<u32>) -> Result<()> {
+    run(
+        sql,
+        "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            key.into(),
+            lease.id.into(),
+            lease.owner.into(),
+            int(lease.fence),
+            int(lease.expires_ms),
+            int(u64::from(lease.holds)),
+            limit.map(|n| int(u64::from(n))).into(),
+        ],
+    )
 }
 
 /// Deletes what expired, from the tables that exist.
@@ -427,23 +465,7 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
             key,
             name,
             cutoff_ms,
-        } => {
-            let bind = || -> Vec<SqlStorageValue> {
-                vec![key.clone().into(), name.clone().into(), int(cutoff_ms)]
-            };
-            if tables.has(Table::Hits) {
-                run(
-                    sql,
-                    "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
-                    bind(),
-                )?;
-            }
-            run(
-                sql,
-                "UPDATE slots SET s1 = 0, s2 = 0 WHERE key = ? AND policy = ? AND s2 > 0 AND s1 <= ?",
-                bind(),
-            )?;
-        }
+        } => expire_hits(sql, *tables, &key, &name, cutoff_ms)?,
         Expired::Slot { key, name } => {
             let bind = || -> Vec<SqlStorageValue> { vec![key.clone().into(), name.clone().into()] };
             if tables.has(Table::Hits) {
@@ -458,22 +480,7 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
         Expired::Ban { key } => {
             run(sql, "DELETE FROM bans WHERE key = ?", vec![key.into()])?;
         }
-        Expired::Lease { key, id, floor } => {
-            if let Some(fence) = floor {
-                tables.ensure(sql, Table::FenceFloors)?;
-                run(
-                    sql,
-                    "INSERT INTO fence_floors (key, fence) VALUES (?, ?)
-                     ON CONFLICT (key) DO UPDATE SET fence = max(fence, excluded.fence)",
-                    vec![key.clone().into(), int(fence)],
-                )?;
-            }
-            run(
-                sql,
-                "DELETE FROM leases WHERE key = ? AND id = ?",
-                vec![key.into(), id.into()],
-            )?;
-        }
+        Expired::Lease { key, id, floor } => expire_lease(sql, tables, key, id, floor)?,
         Expired::Override { key } => {
             if tables.has(Table::Overrides) {
                 run(sql, "DELETE FROM overrides WHERE key = ?", vec![key.into()])?;
@@ -490,4 +497,53 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
         }
     }
     Ok(())
+}
+
+/// A log's hits up to `cutoff_ms`, and a first run kept in the slot row
+/// that is as old.
+fn expire_hits(
+    sql: &SqlStorage,
+    tables: Tables,
+    key: &str,
+    name: &str,
+    cutoff_ms: u64,
+) -> Result<()> {
+    let bind = || -> Vec<SqlStorageValue> { vec![key.into(), name.into(), int(cutoff_ms)] };
+    if tables.has(Table::Hits) {
+        run(
+            sql,
+            "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
+            bind(),
+        )?;
+    }
+    run(
+        sql,
+        "UPDATE slots SET s1 = 0, s2 = 0 WHERE key = ? AND policy = ? AND s2 > 0 AND s1 <= ?",
+        bind(),
+    )
+}
+
+/// A lease that ended, leaving a fence floor when a later lease could
+/// otherwise repeat its fence.
+fn expire_lease(
+    sql: &SqlStorage,
+    tables: &mut Tables,
+    key: String,
+    id: String,
+    floor: Option<u64>,
+) -> Result<()> {
+    if let Some(fence) = floor {
+        tables.ensure(sql, Table::FenceFloors)?;
+        run(
+            sql,
+            "INSERT INTO fence_floors (key, fence) VALUES (?, ?)
+             ON CONFLICT (key) DO UPDATE SET fence = max(fence, excluded.fence)",
+            vec![key.clone().into(), int(fence)],
+        )?;
+    }
+    run(
+        sql,
+        "DELETE FROM leases WHERE key = ? AND id = ?",
+        vec![key.into(), id.into()],
+    )
 }
