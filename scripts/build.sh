@@ -40,5 +40,6 @@ mkdir -p build/dashboard
   --legal-comments=eof --log-level=warning --outfile=build/dashboard/dashboard.js
 cp dashboard/index.html dashboard/favicon.svg build/dashboard/
 
-worker-build --release
+# The `worker` profile (Cargo.toml) is the release profile at opt-level "z".
+worker-build --profile worker
 mv "$stamp.next" "$stamp"

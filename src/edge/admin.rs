@@ -28,6 +28,7 @@ use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
+use crate::http::query;
 use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
@@ -177,12 +178,8 @@ async fn call(
 
 /// `GET /admin/stats?since=<ms>&top_minutes=<1..60>`.
 async fn get_stats(req: &Request, objects: &Objects) -> Result<Response> {
-    let url = req.url()?;
-    let param = |name: &str| {
-        url.query_pairs()
-            .find(|(n, _)| n == name)
-            .map(|(_, value)| value.into_owned())
-    };
+    let url = req.inner().url();
+    let param = |name: &str| query::param(&url, name);
     let since = match parse_since(param("since").as_deref()) {
         Ok(since) => since,
         Err(problem) => return respond::problem(&problem),

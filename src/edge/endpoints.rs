@@ -17,6 +17,7 @@ use crate::http::api::{
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
 use crate::http::problem::{Code, Problem};
+use crate::http::query;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limits::MAX_BODY_BYTES;
@@ -122,12 +123,7 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
 /// `POST /v1/leases/{id}/renew` and `DELETE /v1/leases/{id}`, with the key
 /// in the query (`?key=...`).
 async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<Response> {
-    let key = key_param(
-        req.url()?
-            .query_pairs()
-            .find(|(name, _)| name == "key")
-            .map(|(_, value)| value.into_owned()),
-    );
+    let key = key_param(query::param(&req.inner().url(), "key"));
     let key = match key {
         Ok(key) => Scope::Api.object(&key),
         Err(problem) => return respond::problem(&problem),

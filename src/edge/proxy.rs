@@ -16,6 +16,7 @@ use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
+use crate::http::query;
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
 pub struct Forward<'a> {
@@ -42,8 +43,8 @@ impl Forward<'_> {
 pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) -> Result<Response> {
     let target = match &settings.config.origin {
         Origin::Demo => return demo(&req, forward).await,
-        Origin::Route => req.url().map(String::from),
-        Origin::Url(base) => below(&req, base),
+        Origin::Route => Ok(req.inner().url()),
+        Origin::Url(base) => Ok(below(&req, base)),
     };
     let response = match target.and_then(|target| upstream(&req, &target, settings)) {
         Ok(upstream) => Fetch::Request(upstream).send().await,
@@ -70,12 +71,12 @@ pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) ->
 }
 
 /// `base` + the request's path and query.
-fn below(req: &Request, base: &str) -> Result<String> {
-    let url = req.url()?;
-    Ok(match url.query() {
-        Some(query) => format!("{base}{}?{query}", url.path()),
-        None => format!("{base}{}", url.path()),
-    })
+fn below(req: &Request, base: &str) -> String {
+    let url = req.inner().url();
+    match query::query(&url) {
+        Some(query) => format!("{base}{}?{query}", req.path()),
+        None => format!("{base}{}", req.path()),
+    }
 }
 
 /// The request aimed at `target`, carrying the fields the origin may see.
@@ -164,12 +165,8 @@ impl Drop for InFlight {
 /// requests it was serving when this one arrived, and the peak. A request
 /// that would be held while `MAX_HELD` already are gets 503 at once.
 async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
-    let url = req.url()?;
-    let param = |name: &str| {
-        url.query_pairs()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, value)| value.parse::<u64>().ok())
-    };
+    let url = req.inner().url();
+    let param = |name: &str| query::param(&url, name).and_then(|value| value.parse::<u64>().ok());
     let hold_ms = param("hold_ms").unwrap_or(0).min(MAX_HOLD_MS);
     // `?status=401` answers that status, so a rule that counts by answer
     // can be tried with curl alone.

@@ -13,6 +13,7 @@ pub mod jwt;
 pub mod key;
 pub mod path;
 pub mod problem;
+pub mod query;
 pub mod time;
 
 /// The parts of an incoming request that rules and keys look at. The edge
