@@ -51,12 +51,16 @@ function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
   };
   const non2xx = Number(out.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0);
   const errors = out.match(/Socket errors: .*/)?.[0] ?? "";
+  const count = (kind) => Number(errors.match(new RegExp(`${kind} (\\d+)`))?.[1] ?? 0);
+  // A kept-alive connection the runtime closes shows as one read error:
+  // at most one per connection is the runtime tidying up, not a failure.
+  const failed = count("connect") + count("write") + count("timeout") > 0 || count("read") > CONNECTIONS;
   return {
     rps: Number(out.match(/Requests\/sec:\s+([\d.]+)/)[1]),
     p50: ms(out.match(/\n\s+50%\s+(\S+)/)[1]),
     p99: ms(out.match(/\n\s+99%\s+(\S+)/)[1]),
     non2xx,
-    errors,
+    errors: failed ? errors : "",
   };
 }
 

@@ -40,6 +40,5 @@ mkdir -p build/dashboard
   --legal-comments=eof --log-level=warning --outfile=build/dashboard/dashboard.js
 cp dashboard/index.html dashboard/favicon.svg build/dashboard/
 
-# The `worker` profile (Cargo.toml) is the release profile at opt-level "z".
-worker-build --profile worker
+worker-build --release
 mv "$stamp.next" "$stamp"
