@@ -13,11 +13,12 @@ use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Request, Response, Result};
 
 use super::client::{hub_name, Objects};
+use super::clock::now_ms;
 use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::Parts;
 use super::settings::{settings, Settings};
-use super::{isolate, now_ms, respond};
+use super::{isolate, respond};
 use crate::config::listing;
 use crate::config::lookup::{targets, Target};
 use crate::config::rule::{parse_override, OverrideRequest, Tier};

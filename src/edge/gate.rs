@@ -6,11 +6,12 @@
 use worker::{console_error, console_log, Context, Request, Response, Result};
 
 use super::client::{new_lease_id, random_pair, Objects};
+use super::clock::now_ms;
 use super::delivery::{hold_until_delivered, release_on_drop};
 use super::incoming::Parts;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
-use super::{isolate, now_ms, respond};
+use super::{isolate, respond};
 use crate::gate::{self, Arrival, Ask, Conclusion, Judged, Known, Log, Matched, Pass, Plan, Reply};
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;

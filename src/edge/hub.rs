@@ -21,8 +21,9 @@ use worker::{
 };
 
 use super::client::Objects;
+use super::clock::now_ms;
+use super::respond;
 use super::storage::{int, set_alarm_at};
-use super::{now_ms, respond};
 use crate::http::problem::Problem;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::report::{HubAnswer, HubSummary, Report};

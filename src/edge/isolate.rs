@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use worker::{console_error, Context};
 
 use super::client::Objects;
-use super::now_ms;
+use super::clock::now_ms;
 use crate::isolate::banlist::{BanList, BanRecord};
 use crate::isolate::refusals::{RefusalCache, CAPACITY};
 use crate::isolate::report::Outbox;

@@ -5,6 +5,7 @@
 
 mod admin;
 mod client;
+mod clock;
 mod dashboard;
 mod delivery;
 mod endpoints;
@@ -31,12 +32,6 @@ use crate::http::problem::{Code, Problem};
 use client::Objects;
 use incoming::Parts;
 use proxy::Forward;
-
-/// Milliseconds since the epoch from JS `Date.now()`; `SystemTime` panics
-/// in wasm. Inside Workers it only advances across I/O.
-pub fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
-}
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {

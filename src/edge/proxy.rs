@@ -9,9 +9,10 @@ use worker::{
     console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
 };
 
+use super::clock::now_ms;
 use super::incoming::Parts;
+use super::respond;
 use super::settings::Settings;
-use super::{now_ms, respond};
 use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;

@@ -22,8 +22,9 @@ use futures_channel::oneshot;
 use futures_util::future::{select, Either};
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
+use super::clock::now_ms;
+use super::respond;
 use super::storage::set_alarm_at;
-use super::{now_ms, respond};
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
