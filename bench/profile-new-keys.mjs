@@ -11,42 +11,27 @@
 // A native call's own time includes what the runtime does inside it: a
 // stub's fetch() is where a new object and its SQLite database are made.
 import { Miniflare } from "miniflare";
-import { unstable_getMiniflareWorkerOptions, unstable_readConfig } from "wrangler";
 import { execFileSync } from "node:child_process";
-import { availableParallelism, devNull } from "node:os";
-import { join } from "node:path";
+import { availableParallelism } from "node:os";
 import { writeFileSync } from "node:fs";
-// ws is a dependency of miniflare (pinned there), so it is always installed.
 import WebSocket from "ws";
-import { API_TOKEN } from "../tests/e2e/harness.mjs";
+import { API_TOKEN, sluiceWorkerOptions } from "../tests/e2e/harness.mjs";
 
-const root = new URL("../", import.meta.url).pathname;
 const here = new URL("./", import.meta.url).pathname;
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
 const INSPECTOR_PORT = 9239;
 
-const config = unstable_readConfig({ config: join(root, "wrangler.toml") });
-const { workerOptions } = unstable_getMiniflareWorkerOptions(config, undefined, { envFiles: [devNull] });
-const declared = new Set(Object.keys(config.vars ?? {}));
-const bindings = Object.fromEntries(Object.entries(workerOptions.bindings ?? {}).filter(([name]) => declared.has(name)));
+const sluice = sluiceWorkerOptions({ API_TOKEN, SLUICE: { origin: "demo", rules: [] } });
 const worker =
   process.env.PROFILE_BASELINE === "1"
     ? {
         name: "baseline",
         modules: true,
         scriptPath: here + "js-sliding-log.mjs",
-        compatibilityDate: workerOptions.compatibilityDate,
+        compatibilityDate: sluice.compatibilityDate,
         durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
       }
-    : {
-        ...workerOptions,
-        name: "sluice",
-        rootPath: root,
-        modulesRoot: root,
-        scriptPath: join(root, "build/index.js"),
-        modules: true,
-        bindings: { ...bindings, API_TOKEN, SLUICE: { origin: "demo", rules: [] } },
-      };
+    : sluice;
 const mf = new Miniflare({ workers: [{ ...worker, unsafeInspectorProxy: true }], inspectorPort: INSPECTOR_PORT, host: "127.0.0.1", port: 0 });
 const url = `${(await mf.ready).toString().replace(/\/$/, "")}/_sluice/v1/limit`;
 

@@ -119,8 +119,8 @@ impl Ask<'_> {
 
     /// Every part of a split quota tried or skipped was full: the refusal
     /// that can be retried soonest. Each was cached as it was found.
-    pub fn all_full(self, refused: Option<Outcome>, now_ms: u64) -> Conclusion {
-        let Some(outcome) = sooner_of(refused, self.known_full.clone()) else {
+    pub fn all_full(mut self, refused: Option<Outcome>, now_ms: u64) -> Conclusion {
+        let Some(outcome) = sooner_of(refused, self.known_full.take()) else {
             let object = self.tier.scope.part(0);
             return self.failed(&object, "no part to try");
         };

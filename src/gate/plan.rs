@@ -260,8 +260,7 @@ impl<'a> Ask<'a> {
             }
         }
         if self.tries.is_empty() {
-            let known_full = self.known_full.take();
-            return Plan::Done(self.all_full(known_full, now_ms));
+            return Plan::Done(self.all_full(None, now_ms));
         }
         Plan::Ask(self)
     }

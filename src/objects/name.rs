@@ -59,11 +59,6 @@ impl Scope {
         }
     }
 
-    /// The object of a quota every caller shares.
-    pub fn global(&self) -> ObjectName {
-        self.object(GLOBAL_KEY)
-    }
-
     /// The object of part `part` of a split global quota.
     pub fn part(&self, part: u32) -> ObjectName {
         self.object(&format!("{GLOBAL_KEY}#{part}"))
@@ -114,7 +109,10 @@ mod tests {
             "rule:api.registered:u1"
         );
         assert_eq!(Scope::Api.object("user:1").as_str(), "api:user:1");
-        assert_eq!(Scope::rule("sale", None).global().as_str(), "rule:sale:*");
+        assert_eq!(
+            Scope::rule("sale", None).object(GLOBAL_KEY).as_str(),
+            "rule:sale:*"
+        );
         assert_eq!(Scope::rule("sale", None).part(3).as_str(), "rule:sale:*#3");
     }
 

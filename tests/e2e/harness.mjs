@@ -55,6 +55,25 @@ function workerOptionsFromConfig() {
   }
 }
 
+/** Sluice's built worker as Miniflare runs it: wrangler.toml's options, the
+ * built script, and `extra` bindings (secrets, a SLUICE config) beside the
+ * declared vars. The bench's profiler starts the same worker. */
+export function sluiceWorkerOptions(extra = {}) {
+  const workerOptions = workerOptionsFromConfig();
+  return {
+    ...workerOptions,
+    name: "sluice",
+    rootPath: root,
+    // Module names are paths relative to modulesRoot, which would default
+    // to the working directory: the runtime would fail to start when the
+    // tests are run from anywhere but the repository root.
+    modulesRoot: root,
+    scriptPath: join(root, "build/index.js"),
+    modules: true,
+    bindings: { ...workerOptions.bindings, ...extra },
+  };
+}
+
 export class Sluice {
   /**
    * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number}} options
@@ -67,25 +86,13 @@ export class Sluice {
    * which passes calls through to the real objects or injects failures.
    */
   static async start(options = {}) {
-    const workerOptions = workerOptionsFromConfig();
-    const bindings = { ...workerOptions.bindings, ...(options.secrets ?? {}) };
-    if (options.sluice !== undefined) bindings.SLUICE = withOrigin(options.sluice);
-    const sluiceWorker = {
-      ...workerOptions,
-      name: "sluice",
-      rootPath: root,
-      // Module names are paths relative to modulesRoot, which would default
-      // to the working directory: the runtime would fail to start when the
-      // tests are run from anywhere but the repository root.
-      modulesRoot: root,
-      scriptPath: join(root, "build/index.js"),
-      modules: true,
-      bindings,
-    };
+    const extra = { ...(options.secrets ?? {}) };
+    if (options.sluice !== undefined) extra.SLUICE = withOrigin(options.sluice);
+    const sluiceWorker = sluiceWorkerOptions(extra);
     const workers = [sluiceWorker];
     if (options.faults) {
       sluiceWorker.durableObjects = {
-        ...workerOptions.durableObjects,
+        ...sluiceWorker.durableObjects,
         LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
         HUB: { className: "FaultyHub", scriptName: "faults" },
       };
@@ -94,7 +101,7 @@ export class Sluice {
         modules: true,
         modulesRoot: root,
         scriptPath: join(root, "tests/e2e/fixtures/faulty-limiter.mjs"),
-        compatibilityDate: workerOptions.compatibilityDate,
+        compatibilityDate: sluiceWorker.compatibilityDate,
         durableObjects: {
           REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true },
           REAL_HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
