@@ -1,64 +1,46 @@
 // What a new key costs the runtime, Sluice against the JavaScript baseline:
 // workerd's CPU time (user + system, from /proc) per decision while wrk
 // sends a new key per request, and the requests per second beside it.
-// On a machine shared with other work, requests per second swing several-
-// fold between rounds; CPU time per request swings much less, because time
-// the runtime spends waiting for the CPU is not counted.
+// CPU time per request is the steadier figure on a shared machine
+// (bench/cpu.mjs).
 //   taskset -c 0 node bench/new-key-cpu.mjs [build dir ...]   (default: build)
 // Several build directories (each a copy of build/, from scripts/build.sh)
 // run side by side, each in its own runtime, with the baseline in a third:
 // every round loads each in turn, so an A/B comparison shares the machine's
 // slow and fast moments. BENCH_ROUNDS (6) and BENCH_SECONDS (5) as in
-// bench/workerd.mjs. Linux only.
+// bench/workerd.mjs. BENCH_SCRIPT=hot-key.lua measures one hot key
+// instead of new keys: what every decision costs beyond making an object.
+// The baseline runs twice: as committed, and with SWEEP, freeing an idle
+// key's storage with one alarm as Sluice's key object does. Linux only.
 import { Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_readConfig } from "wrangler";
 import { execFileSync } from "node:child_process";
 import { availableParallelism, devNull } from "node:os";
-import { readFileSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { API_TOKEN } from "../tests/e2e/harness.mjs";
+import { cpuMs, tracked } from "./cpu.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
 const root = new URL("../", import.meta.url).pathname;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
-const TICKS_PER_S = 100;
+const SCRIPT = process.env.BENCH_SCRIPT ?? "many-keys.lua";
 const builds = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [join(root, "build")];
 
-/** The pids of the workerd processes this script started (Miniflare runs
- * each as a child of this process; other workerds on the machine are not
- * ours to count). */
-function workerds() {
-  return readdirSync("/proc")
-    .filter((pid) => /^\d+$/.test(pid))
-    .filter((pid) => {
-      try {
-        const parent = Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
-        return parent === process.pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("workerd");
-      } catch {
-        return false;
-      }
-    });
-}
-
-/** CPU time (user + system) of the processes, in ms. */
-function cpuMs(pids) {
-  return pids.reduce((sum, pid) => {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-    return sum + ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_S;
-  }, 0);
-}
-
 /** Starts a runtime with `workerOptions`; answers its URL, its workerd pids and how to stop it. */
-async function start(workerOptions) {
-  const before = new Set(workerds());
-  const mf = new Miniflare({ workers: [workerOptions], host: "127.0.0.1", port: 0 });
-  const url = (await mf.ready).toString().replace(/\/$/, "");
-  return { url, pids: workerds().filter((pid) => !before.has(pid)), stop: () => mf.dispose() };
+function start(workerOptions) {
+  return tracked(async () => {
+    const mf = new Miniflare({ workers: [workerOptions], host: "127.0.0.1", port: 0 });
+    const url = (await mf.ready).toString().replace(/\/$/, "");
+    return { url, stop: () => mf.dispose() };
+  });
 }
 
 const config = unstable_readConfig({ config: join(root, "wrangler.toml") });
 const { workerOptions } = unstable_getMiniflareWorkerOptions(config, undefined, { envFiles: [devNull] });
+// Without the dashboard's assets, as bench/workerd.mjs measures Sluice:
+// they put Miniflare's asset router in front of every request.
+delete workerOptions.assets;
 const declared = new Set(Object.keys(config.vars ?? {}));
 const bindings = Object.fromEntries(Object.entries(workerOptions.bindings ?? {}).filter(([name]) => declared.has(name)));
 const targets = [];
@@ -83,6 +65,15 @@ const baseline = await start({
   durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
 });
 targets.push({ name: "JavaScript baseline", ...baseline });
+const swept = await start({
+  name: "swept",
+  modules: true,
+  scriptPath: here + "js-sliding-log.mjs",
+  compatibilityDate: workerOptions.compatibilityDate,
+  durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
+  bindings: { SWEEP: true },
+});
+targets.push({ name: "JavaScript baseline that frees idle keys (one alarm per key)", ...swept });
 
 for (const target of targets) {
   const probe = await fetch(`${target.url}/_sluice/v1/limit`, {
@@ -98,7 +89,7 @@ const results = targets.map(() => []);
 for (let round = 0; round < ROUNDS; round++) {
   targets.forEach((target, i) => {
     const before = cpuMs(target.pids);
-    const args = ["-t1", "-c32", `-d${SECONDS}s`, "-H", `Authorization: Bearer ${API_TOKEN}`, "-s", here + "many-keys.lua"];
+    const args = ["-t1", "-c32", `-d${SECONDS}s`, "-H", `Authorization: Bearer ${API_TOKEN}`, "-s", here + SCRIPT];
     const out = execFileSync(pinned[0], [...pinned.slice(1), ...args, `${target.url}/_sluice/v1/limit`, "--", `cpu-${process.pid}-${round}`], { encoding: "utf8" });
     const requests = Number(out.match(/(\d+) requests in/)[1]);
     const non2xx = Number(out.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0);

@@ -6,7 +6,9 @@
 //   CARGO_PROFILE_RELEASE_STRIP=false bash scripts/build.sh
 //   taskset -c 0 node bench/profile-new-keys.mjs            (Sluice, build/)
 //   PROFILE_BASELINE=1 taskset -c 0 node bench/profile-new-keys.mjs   (the JavaScript baseline)
-// PROFILE_SECONDS (6) is how long it samples, after 2 s of warm-up;
+// PROFILE_SCRIPT (many-keys.lua) is the wrk script in bench/: hot-key.lua
+// profiles one hot key. PROFILE_SECONDS (6) is how long it samples, after
+// 2 s of warm-up;
 // PROFILE_OUT, if set, is where the raw .cpuprofile goes (DevTools opens it).
 // A native call's own time includes what the runtime does inside it: a
 // stub's fetch() is where a new object and its SQLite database are made.
@@ -21,7 +23,9 @@ const here = new URL("./", import.meta.url).pathname;
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
 const INSPECTOR_PORT = 9239;
 
-const sluice = sluiceWorkerOptions({ API_TOKEN, SLUICE: { origin: "demo", rules: [] } });
+// Without the dashboard's assets, whose router would sit in front of every
+// request (bench/workerd.mjs says why).
+const { assets, ...sluice } = sluiceWorkerOptions({ API_TOKEN, SLUICE: { origin: "demo", rules: [] } });
 const worker =
   process.env.PROFILE_BASELINE === "1"
     ? {
@@ -55,7 +59,7 @@ const send = (method, params = {}) =>
 /** wrk with a new key per request; answers how many requests it sent. */
 function newKeys(seconds, label) {
   const pinned = availableParallelism() > 1 ? ["taskset", "-c", "1", "wrk"] : ["wrk"];
-  const args = ["-t1", "-c32", `-d${seconds}s`, "-H", `Authorization: Bearer ${API_TOKEN}`, "-s", here + "many-keys.lua", url, "--", `${label}-${process.pid}`];
+  const args = ["-t1", "-c32", `-d${seconds}s`, "-H", `Authorization: Bearer ${API_TOKEN}`, "-s", here + (process.env.PROFILE_SCRIPT ?? "many-keys.lua"), url, "--", `${label}-${process.pid}`];
   const out = execFileSync(pinned[0], [...pinned.slice(1), ...args], { encoding: "utf8" });
   const non2xx = Number(out.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0);
   if (non2xx > 0) throw new Error(`${non2xx} non-2xx answers`);

@@ -90,6 +90,13 @@ and round, ${process.env.BENCH_ROUNDS ?? 3} rounds that load every target in tur
 each figure the median of its rounds; the runtime (Node and workerd) on core 0,
 wrk on core 1. Runs of the same target can differ several-fold from one
 round to the next on this shared machine; the last column shows each round.
+The workerd CPU per request is the runtime's CPU time (user + system, from
+\`/proc\`) during the target's rounds divided by the requests it answered:
+time spent waiting for a core is not in it, so it is the steadier figure.
+The baseline that frees idle keys is \`bench/js-sliding-log.mjs\` with
+\`SWEEP\` set: it sets one alarm per key, as Sluice's key object must so
+that an idle key costs 0 bytes; the committed baseline keeps every key's
+rows forever.
 
 ${workerd.load}
 

@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
 import { Sluice, API_TOKEN } from "../tests/e2e/harness.mjs";
+import { cpuMs, tracked } from "./cpu.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
 const root = new URL("../", import.meta.url).pathname;
@@ -56,6 +57,7 @@ function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
   // at most one per connection is the runtime tidying up, not a failure.
   const failed = count("connect") + count("write") + count("timeout") > 0 || count("read") > CONNECTIONS;
   return {
+    requests: Number(out.match(/(\d+) requests in/)[1]),
     rps: Number(out.match(/Requests\/sec:\s+([\d.]+)/)[1]),
     p50: ms(out.match(/\n\s+50%\s+(\S+)/)[1]),
     p99: ms(out.match(/\n\s+99%\s+(\S+)/)[1]),
@@ -64,12 +66,13 @@ function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
   };
 }
 
-async function jsWorker(file, durableObjects = {}) {
+async function jsWorker(file, durableObjects = {}, bindings = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: here + file,
     compatibilityDate: COMPAT,
     durableObjects,
+    bindings,
     host: "127.0.0.1",
     port: 0,
   });
@@ -83,36 +86,49 @@ const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits
  * turn, so slow and fast moments of a shared machine fall on all of them;
  * each figure is the median of its rounds. */
 async function load() {
-  const passthrough = await jsWorker("passthrough.mjs");
-  const sluice = await Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } });
-  const js = await jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } });
+  // Each runtime's workerd processes, so that every round also measures
+  // the CPU time each target costs per request (bench/cpu.mjs).
+  const passthrough = await tracked(() => jsWorker("passthrough.mjs"));
+  // Sluice without the dashboard's assets: for them Miniflare puts two
+  // JavaScript workers (its emulation of the platform's asset router) in
+  // front of every request, which the baselines do not have and which a
+  // deployment does not run in the worker. The last target measures Sluice
+  // behind them, as `wrangler dev` runs it.
+  const sluice = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN }, assetRouter: false }));
+  const routed = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } }));
+  const js = await tracked(() => jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } }));
+  const swept = await tracked(() => jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } }, { SWEEP: true }));
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
   if (banned.status !== 429 || !(await banned.text()).includes("banned")) throw new Error("the bench key is not banned");
 
   const targets = [
-    ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}],
-    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
-    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
-    ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"], refusals: true }],
-    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }],
-    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }],
+    ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}, passthrough],
+    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, sluice],
+    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, sluice],
+    ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"], refusals: true }, sluice],
+    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, js],
+    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, js],
+    ["JavaScript baseline that also frees an idle key's storage (one alarm per key), a new key per request", `${swept.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, swept],
+    ["Sluice behind Miniflare's asset router (as `wrangler dev` runs it), decision API, one hot key", `${routed.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, routed],
   ];
   wrk(passthrough.url, {});
   const results = targets.map(() => []);
   for (let round = 0; round < ROUNDS; round++) {
-    targets.forEach(([name, url, options], i) => {
+    targets.forEach(([name, url, options, runtime], i) => {
+      const before = cpuMs(runtime.pids);
       const result = wrk(url, { ...options, args: [`${round}`] });
+      result.cpu = (cpuMs(runtime.pids) - before) / result.requests;
       // Every answer must be the one the target exists to measure: 200s,
       // or for the banned key, 429s only.
       if (result.errors || (options.refusals ? result.non2xx === 0 : result.non2xx > 0)) {
         throw new Error(`${name}: ${result.non2xx} non-2xx answers ${result.errors}`);
       }
       results[i].push(result);
-      process.stderr.write(`bench: round ${round + 1}: ${name}: ${fmt(result.rps, 0)} req/s\n`);
+      process.stderr.write(`bench: round ${round + 1}: ${name}: ${fmt(result.rps, 0)} req/s, ${fmt(result.cpu)} ms CPU per request\n`);
     });
   }
-  await Promise.all([passthrough.stop(), sluice.stop(), js.stop()]);
+  await Promise.all([passthrough.stop(), sluice.stop(), routed.stop(), js.stop(), swept.stop()]);
 
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const rows = targets.map(([name], i) => ({
@@ -120,17 +136,32 @@ async function load() {
     rps: median(results[i].map((r) => r.rps)),
     p50: median(results[i].map((r) => r.p50)),
     p99: median(results[i].map((r) => r.p99)),
+    cpu: median(results[i].map((r) => r.cpu)),
     spread: results[i].map((r) => fmt(r.rps, 0)).join(", "),
   }));
   const ceiling = rows[0];
   const lines = [
-    "| target | requests/s | p50 | p99 | requests/s ÷ ceiling | p50 ÷ ceiling | p99 ÷ ceiling | requests/s in each round |",
-    "|---|---|---|---|---|---|---|---|",
+    "| target | requests/s | p50 | p99 | requests/s ÷ ceiling | p50 ÷ ceiling | p99 ÷ ceiling | workerd CPU per request | requests/s in each round |",
+    "|---|---|---|---|---|---|---|---|---|",
   ];
   for (const row of rows) {
     const ratios = [row.rps / ceiling.rps, row.p50 / ceiling.p50, row.p99 / ceiling.p99].map((r) => fmt(r));
-    lines.push(`| ${row.name} | ${fmt(row.rps, 0)} | ${fmt(row.p50)} ms | ${fmt(row.p99)} ms | ${ratios.join(" | ")} | ${row.spread} |`);
+    lines.push(`| ${row.name} | ${fmt(row.rps, 0)} | ${fmt(row.p50)} ms | ${fmt(row.p99)} ms | ${ratios.join(" | ")} | ${fmt(row.cpu)} ms | ${row.spread} |`);
   }
+  // Sluice against each baseline, from the medians above: requests per
+  // second as measured, and the same from CPU time (baseline CPU ÷ Sluice
+  // CPU), which a busy neighbour disturbs less.
+  const [, newKey, hotKey, , jsNewKey, jsHotKey, sweptNewKey, routedHotKey] = rows;
+  const versus = (ours, theirs) => `${fmt(ours.rps / theirs.rps)} | ${fmt(theirs.cpu / ours.cpu)}`;
+  lines.push(
+    "",
+    "| Sluice ÷ baseline, same run | requests/s | by CPU per request |",
+    "|---|---|---|",
+    `| a new key per request ÷ the JavaScript baseline | ${versus(newKey, jsNewKey)} |`,
+    `| a new key per request ÷ the baseline that frees idle keys | ${versus(newKey, sweptNewKey)} |`,
+    `| one hot key ÷ the JavaScript baseline | ${versus(hotKey, jsHotKey)} |`,
+    `| one hot key behind the asset router ÷ the JavaScript baseline | ${versus(routedHotKey, jsHotKey)} |`,
+  );
   return lines.join("\n");
 }
 

@@ -76,7 +76,7 @@ export function sluiceWorkerOptions(extra = {}) {
 
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number}} options
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number, assetRouter?: boolean}} options
    * When `secrets` holds `API_TOKEN`, `fetch` and `post` send it as a bearer
    * token on calls under `/v1/` that carry no `Authorization` of their own,
    * as a client of the decision API would. `workers` adds Workers of the
@@ -84,11 +84,16 @@ export class Sluice {
    * service binding to it (`serviceBindings: { SLUICE: "sluice" }`);
    * `worker(name)` reaches them. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
    * which passes calls through to the real objects or injects failures.
+   * `assetRouter: false` leaves out the dashboard's static assets, and with
+   * them the two JavaScript workers Miniflare puts in front of Sluice to
+   * route requests as the platform does (the benchmarks measure Sluice
+   * without them, as they measure the baselines: see BENCHMARKS.md).
    */
   static async start(options = {}) {
     const extra = { ...(options.secrets ?? {}) };
     if (options.sluice !== undefined) extra.SLUICE = withOrigin(options.sluice);
     const sluiceWorker = sluiceWorkerOptions(extra);
+    if (options.assetRouter === false) delete sluiceWorker.assets;
     const workers = [sluiceWorker];
     if (options.faults) {
       sluiceWorker.durableObjects = {
