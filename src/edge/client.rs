@@ -2,15 +2,13 @@
 //! hubs), each bounded by a deadline so that a slow object cannot hold a
 //! request forever.
 
-use std::time::Duration;
-
-use futures_util::future::{join_all, select, Either};
+use futures_util::future::join_all;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::DurableObject;
-use worker::{web_sys, Delay, Env, Method, Result};
+use worker::{web_sys, Env, Method, Result};
 
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
@@ -231,16 +229,20 @@ impl Objects {
     /// call per chunk and per reader) and copy every request's method, URL,
     /// headers and `cf` across the wasm boundary on construction, which on a
     /// new key's first request cost more than the object's own work (CPU
-    /// profile in BENCHMARKS.md).
+    /// profile in BENCHMARKS.md). The deadline is the runtime's own
+    /// `AbortSignal.timeout`, which also ends the call, rather than a timer
+    /// raced from Rust, which cost a timer, a closure and a clear per call.
     async fn exchange<C: Serialize, R: DeserializeOwned>(
         &self,
         binding: &str,
         object: &str,
         call: &C,
     ) -> Result<R> {
+        let deadline = web_sys::AbortSignal::timeout_with_f64(self.timeout_ms as f64);
         let init = web_sys::RequestInit::new();
         init.set_method(Method::Post.as_ref());
         init.set_body(&JsValue::from_str(&serde_json::to_string(call)?));
+        init.set_signal(Some(&deadline));
         let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
         let stub: DurableObject = self
             .env
@@ -248,31 +250,30 @@ impl Objects {
             .id_from_name(object)?
             .get_stub()?
             .into_rpc();
-        let exchange = async move {
-            let response: web_sys::Response = JsFuture::from(stub.fetch_with_request(&request)?)
-                .await?
-                .dyn_into()?;
-            match response.status() {
-                200 => {
-                    let text = JsFuture::from(response.text()?).await?.as_string();
-                    let text = text.ok_or_else(|| {
-                        worker::Error::RustError(format!("{binding} answered no text"))
-                    })?;
-                    Ok(serde_json::from_str::<R>(&text)?)
-                }
-                status => Err(worker::Error::RustError(format!(
-                    "{binding} answered {status}"
-                ))),
-            }
-        };
-        let deadline = Delay::from(Duration::from_millis(self.timeout_ms));
-        match select(Box::pin(exchange), deadline).await {
-            Either::Left((answer, _)) => answer,
-            Either::Right(_) => Err(worker::Error::RustError(format!(
+        let late = || {
+            worker::Error::RustError(format!(
                 "{binding} did not answer within {} ms",
                 self.timeout_ms
-            ))),
+            ))
+        };
+        let answered = JsFuture::from(stub.fetch_with_request(&request)?).await;
+        let response: web_sys::Response = match answered {
+            Err(_) if deadline.aborted() => return Err(late()),
+            answered => answered?.dyn_into()?,
+        };
+        if response.status() != 200 {
+            return Err(worker::Error::RustError(format!(
+                "{binding} answered {}",
+                response.status()
+            )));
         }
+        let text = match JsFuture::from(response.text()?).await {
+            Err(_) if deadline.aborted() => return Err(late()),
+            text => text?.as_string(),
+        };
+        let text =
+            text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))?;
+        Ok(serde_json::from_str::<R>(&text)?)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Small storage helpers the Durable Objects share.
 
+use worker::wasm_bindgen::closure::Closure;
 use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
 use worker::{console_error, js_sys, Result, SqlStorageValue, State};
 
 /// Timestamps, limits and counts are far below 2^53, so they bind as exact
@@ -16,18 +16,23 @@ pub fn int(value: u64) -> SqlStorageValue {
 /// stored, so nobody learns of a decision whose alarm could be lost.
 /// Awaiting it as well only delayed the answer (a new key's first request
 /// paid most of its extra cost over a JavaScript object there, see
-/// BENCHMARKS.md). A rejected write is logged; the runtime then breaks the
-/// output gate and resets the object, as for any failed write.
+/// BENCHMARKS.md). A rejected write is logged by one handler the isolate
+/// keeps, rather than a future spawned per alarm; the runtime then breaks
+/// the output gate and resets the object, as for any failed write.
 pub fn set_alarm_at(state: &State, at_ms: u64) -> Result<()> {
     let when = js_sys::Date::new(&JsValue::from_f64(at_ms as f64));
     let promise = state
         .as_raw()
         .storage()?
         .set_alarm(when, JsValue::NULL.unchecked_into())?;
-    spawn_local(async move {
-        if let Err(e) = JsFuture::from(promise).await {
-            console_error!("setting the alarm for {at_ms} failed: {e:?}");
-        }
+    ALARM_FAILED.with(|log| {
+        // The promise `catch` answers settles either way; nobody waits on it.
+        let _ = promise.catch(log);
     });
     Ok(())
+}
+
+thread_local! {
+    static ALARM_FAILED: Closure<dyn FnMut(JsValue)> =
+        Closure::new(|e: JsValue| console_error!("setting an alarm failed: {e:?}"));
 }
