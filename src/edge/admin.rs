@@ -10,13 +10,13 @@
 use std::cell::RefCell;
 
 use serde_json::json;
-use worker::{console_error, Env, Headers, Method, Request, Response, Result};
+use worker::{console_error, Env, Headers, Method, Response, Result};
 
 use super::client::{hub_name, Objects};
 use super::clock::now_ms;
 use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
-use super::incoming::Parts;
+use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
 use super::{isolate, respond};
 use crate::config::listing;
@@ -29,8 +29,8 @@ use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
-use crate::http::query;
 use crate::http::time::rfc3339;
+use crate::http::url;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::isolate::report::HUBS;
@@ -45,7 +45,12 @@ thread_local! {
     static LOCKOUT: RefCell<Lockout> = RefCell::new(Lockout::new(CAPACITY));
 }
 
-pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
+pub async fn serve(
+    req: ClientRequest,
+    env: &Env,
+    objects: &Objects,
+    path: &str,
+) -> Result<Response> {
     let settings = settings(env).ok();
     let Some((settings, token)) = settings
         .as_deref()
@@ -67,7 +72,7 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
 
 /// An admin API call, once the token is known to be set.
 async fn api(
-    req: Request,
+    req: ClientRequest,
     env: &Env,
     objects: &Objects,
     path: &str,
@@ -90,10 +95,10 @@ async fn api(
 
 /// The refusal for a caller without the admin token, or one locked out
 /// after too many failures; `None` lets the call through.
-fn unauthorized(req: &Request, settings: &Settings, token: &str) -> Result<Option<Response>> {
+fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result<Option<Response>> {
     // Requests without a usable address (only seen locally: Cloudflare
     // always sets one) share one count.
-    let client = client_ip(&Parts::of(req))
+    let client = client_ip(req)
         .map(|ip| client_network(ip, settings.config.ipv6_prefix))
         .unwrap_or_default();
     let now = now_ms();
@@ -122,7 +127,7 @@ fn unauthorized(req: &Request, settings: &Settings, token: &str) -> Result<Optio
 
 /// An authenticated admin call, by route and method.
 async fn call(
-    mut req: Request,
+    req: ClientRequest,
     env: &Env,
     objects: &Objects,
     settings: &Settings,
@@ -144,7 +149,7 @@ async fn call(
         (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => not_allowed("GET"),
         (Method::Put, AdminRoute::Ban { key }) => {
-            match parsed_body(&mut req, parse_manual_ban).await? {
+            match parsed_body(&req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
                     put_ban(objects, subject, ban.for_ms, ban.reason).await
@@ -159,7 +164,7 @@ async fn call(
         (Method::Get, AdminRoute::Stats) => get_stats(&req, objects).await,
         (_, AdminRoute::Stats) => not_allowed("GET"),
         (Method::Put, AdminRoute::Override { rule, key }) => {
-            match parsed_body(&mut req, body::read::<OverrideRequest>).await? {
+            match parsed_body(&req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
                 Err(problem) => respond::problem(&problem),
             }
@@ -172,15 +177,14 @@ async fn call(
         (_, AdminRoute::Rules) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
-            endpoints::not_found(&req.path())
+            endpoints::not_found(req.path())
         }
     }
 }
 
 /// `GET /admin/stats?since=<ms>&top_minutes=<1..60>`.
-async fn get_stats(req: &Request, objects: &Objects) -> Result<Response> {
-    let url = req.inner().url();
-    let param = |name: &str| query::param(&url, name);
+async fn get_stats(req: &ClientRequest, objects: &Objects) -> Result<Response> {
+    let param = |name: &str| url::param(req.url(), name);
     let since = match parse_since(param("since").as_deref()) {
         Ok(since) => since,
         Err(problem) => return respond::problem(&problem),

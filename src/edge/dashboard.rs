@@ -6,9 +6,10 @@
 //! exist. The files hold no data; the page asks for the token and sends it
 //! to the admin API, whose answers carry [`protect_data`]'s fields.
 
-use worker::{Env, Headers, Method, Request, Response, Result};
+use worker::{Env, Headers, Method, Response, Result};
 
 use super::endpoints::not_allowed;
+use super::incoming::ClientRequest;
 use super::respond;
 use crate::http::problem::{Code, Problem};
 
@@ -20,7 +21,7 @@ const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'sel
 const DATA_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// One of the dashboard's files, by its name in the asset directory.
-pub async fn file(req: &Request, env: &Env, file: &str) -> Result<Response> {
+pub async fn file(req: &ClientRequest, env: &Env, file: &str) -> Result<Response> {
     if !matches!(req.method(), Method::Get | Method::Head) {
         return not_allowed("GET, HEAD");
     }

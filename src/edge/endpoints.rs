@@ -5,9 +5,10 @@
 
 use futures_util::StreamExt;
 use serde_json::json;
-use worker::{console_error, Env, Headers, Method, Request, Response, Result};
+use worker::{console_error, Env, Headers, Method, Response, Result};
 
 use super::client::{new_lease_id, Objects};
+use super::incoming::ClientRequest;
 use super::settings::settings;
 use super::{isolate, respond};
 use crate::http::api::{
@@ -17,7 +18,7 @@ use crate::http::api::{
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
 use crate::http::problem::{Code, Problem};
-use crate::http::query;
+use crate::http::url;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limits::MAX_BODY_BYTES;
@@ -27,7 +28,12 @@ use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest, Throttle
 use crate::objects::name::{Scope, API_SCOPE};
 
 /// Serves `path`, the part of the URL below the prefix.
-pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Result<Response> {
+pub async fn serve(
+    req: ClientRequest,
+    env: &Env,
+    objects: &Objects,
+    path: &str,
+) -> Result<Response> {
     let method = req.method();
     if path == "/v1" || path.starts_with("/v1/") {
         if let Some(refused) = api_refusal(&req, env, path)? {
@@ -66,7 +72,7 @@ pub async fn serve(req: Request, env: &Env, objects: &Objects, path: &str) -> Re
 /// does not exist (no `API_TOKEN` and no `api = "open"`), a 401 without the
 /// token. It comes before the method and path are looked at, so a caller
 /// without the token cannot tell which routes exist.
-fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>> {
+fn api_refusal(req: &ClientRequest, env: &Env, path: &str) -> Result<Option<Response>> {
     let settings = settings(env).ok();
     let access = settings.as_ref().map_or(ApiAccess::Token, |s| s.config.api);
     let token = settings.as_ref().and_then(|s| s.api_token.as_deref());
@@ -87,8 +93,8 @@ fn api_refusal(req: &Request, env: &Env, path: &str) -> Result<Option<Response>>
 }
 
 /// `POST /v1/leases`: a lease under a concurrency limit, or a lock.
-async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&mut req, parse_lease_request).await? {
+async fn acquire(req: ClientRequest, objects: &Objects) -> Result<Response> {
+    let call = match parsed_body(&req, parse_lease_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -122,15 +128,15 @@ async fn acquire(mut req: Request, objects: &Objects) -> Result<Response> {
 
 /// `POST /v1/leases/{id}/renew` and `DELETE /v1/leases/{id}`, with the key
 /// in the query (`?key=...`).
-async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<Response> {
-    let key = key_param(query::param(&req.inner().url(), "key"));
+async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Result<Response> {
+    let key = key_param(url::param(req.url(), "key"));
     let key = match key {
         Ok(key) => Scope::Api.object(&key),
         Err(problem) => return respond::problem(&problem),
     };
     let answer = match (req.method(), rest.strip_suffix("/renew")) {
         (Method::Post, Some(id)) if !id.is_empty() && !id.contains('/') => {
-            let ttl = match parsed_body(&mut req, parse_renew_body).await? {
+            let ttl = match parsed_body(&req, parse_renew_body).await? {
                 Ok(ttl) => ttl,
                 Err(problem) => return respond::problem(&problem),
             };
@@ -165,8 +171,8 @@ async fn lease_route(mut req: Request, objects: &Objects, rest: &str) -> Result<
 }
 
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
-async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
-    let request = match parsed_body(&mut req, parse_limit_request).await? {
+async fn limit(req: ClientRequest, objects: &Objects) -> Result<Response> {
+    let request = match parsed_body(&req, parse_limit_request).await? {
         Ok(request) => request,
         Err(problem) => return respond::problem(&problem),
     };
@@ -212,8 +218,8 @@ async fn limit(mut req: Request, objects: &Objects) -> Result<Response> {
 }
 
 /// `POST /v1/limit/settle`: keep or refund a reservation.
-async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&mut req, parse_settle_request).await? {
+async fn settle(req: ClientRequest, objects: &Objects) -> Result<Response> {
+    let call = match parsed_body(&req, parse_settle_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -239,8 +245,8 @@ async fn settle(mut req: Request, objects: &Objects) -> Result<Response> {
 }
 
 /// `POST /v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
-async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&mut req, parse_throttle_request).await? {
+async fn throttle(req: ClientRequest, objects: &Objects) -> Result<Response> {
+    let call = match parsed_body(&req, parse_throttle_request).await? {
         Ok(call) => call,
         Err(problem) => return respond::problem(&problem),
     };
@@ -270,7 +276,7 @@ async fn throttle(mut req: Request, objects: &Objects) -> Result<Response> {
 /// first would let one request take the isolate past its memory limit.
 /// (Reading every body as a stream cost a hot key about a sixth of its
 /// throughput: see BENCHMARKS.md.)
-async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
+async fn read_body(req: &ClientRequest) -> std::result::Result<Vec<u8>, Problem> {
     let declared = req
         .headers()
         .get("content-length")
@@ -292,8 +298,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
             Ok(body)
         };
     }
-    // `stream` fails only when there is no body at all.
-    let Ok(mut stream) = req.stream() else {
+    let Some(mut stream) = req.chunks() else {
         return Ok(Vec::new());
     };
     let mut body = Vec::new();
@@ -310,7 +315,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Problem> {
 /// The body, read and then parsed by `parse` with the request's content
 /// type; the problem to answer when either fails.
 pub async fn parsed_body<T>(
-    req: &mut Request,
+    req: &ClientRequest,
     parse: impl FnOnce(Option<&str>, &[u8]) -> std::result::Result<T, Problem>,
 ) -> Result<std::result::Result<T, Problem>> {
     let content_type = req.headers().get("content-type")?;

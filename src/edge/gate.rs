@@ -3,12 +3,12 @@
 //! conclusion says: record, cache, log, answer or forward, release and
 //! settle.
 
-use worker::{console_error, console_log, Context, Request, Response, Result};
+use worker::{console_error, console_log, Context, Response, Result};
 
 use super::client::{new_lease_id, random_pair, Objects};
 use super::clock::now_ms;
 use super::delivery::{hold_until_delivered, release_on_drop};
-use super::incoming::Parts;
+use super::incoming::ClientRequest;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
 use super::{isolate, respond};
@@ -45,7 +45,7 @@ impl gate::Chance for Random {
 }
 
 pub async fn limited(
-    req: Request,
+    req: ClientRequest,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,
@@ -57,10 +57,9 @@ pub async fn limited(
         jwt_key: settings.jwt_key.as_ref(),
         memory: &Isolate,
     };
-    let parts = Parts::of(&req);
     let arrival = Arrival {
         matched,
-        request: &parts,
+        request: &req,
         now_ms: now_ms(),
     };
     let conclusion = match gate::plan(&known, arrival, &mut Random) {
@@ -123,7 +122,7 @@ fn apply(rule_id: &str, conclusion: &Conclusion) {
 /// Forwards to the origin with the fields added; releases a lease once
 /// the response is delivered, and settles a reservation by its status.
 async fn pass_on(
-    req: Request,
+    req: ClientRequest,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,

@@ -1,29 +1,78 @@
-//! `http::Incoming` over a `worker::Request`.
+//! The request a client sent, as the worker reads it.
+//!
+//! `worker::Request` copies the runtime's `cf` object into Rust when it is
+//! made, for every request: on a hot decision that getter alone was 4 % of
+//! the runtime's CPU time (BENCHMARKS.md), and Sluice never reads `cf`.
+//! This reads the method, URL and header set once, and nothing else.
 
-use worker::Request;
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{js_sys, web_sys, ByteStream, Headers, Method, Result};
 
-use crate::http::Incoming;
+use crate::http::{url, Incoming};
 
-pub struct Parts<'r> {
-    request: &'r Request,
-    method: String,
+pub struct ClientRequest {
+    raw: web_sys::Request,
+    method: Method,
+    method_name: String,
+    url: String,
+    headers: Headers,
 }
 
-impl<'r> Parts<'r> {
-    pub fn of(request: &'r Request) -> Parts<'r> {
-        Parts {
-            request,
-            method: request.method().to_string(),
+impl ClientRequest {
+    pub fn new(raw: web_sys::Request) -> ClientRequest {
+        let method_name = raw.method();
+        ClientRequest {
+            method: Method::from(method_name.clone()),
+            method_name,
+            url: raw.url(),
+            headers: Headers(raw.headers()),
+            raw,
         }
+    }
+
+    pub fn method(&self) -> Method {
+        self.method.clone()
+    }
+
+    /// The whole URL, as the runtime serialised it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The path, still percent-encoded.
+    pub fn path(&self) -> &str {
+        url::path(&self.url)
+    }
+
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The body as the runtime holds it, to send on unread.
+    pub fn body(&self) -> Option<web_sys::ReadableStream> {
+        self.raw.body()
+    }
+
+    /// The whole body, in one call to the runtime.
+    pub async fn bytes(&self) -> Result<Vec<u8>> {
+        let buffer = JsFuture::from(self.raw.array_buffer()?).await?;
+        Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+    }
+
+    /// The body chunk by chunk; `None` without a body.
+    pub fn chunks(&self) -> Option<ByteStream> {
+        let body: web_sys::ReadableStream = self.raw.body()?.unchecked_into();
+        Some(ByteStream::from(body))
     }
 }
 
-impl Incoming for Parts<'_> {
+impl Incoming for ClientRequest {
     fn method(&self) -> &str {
-        &self.method
+        &self.method_name
     }
 
     fn header(&self, name: &str) -> Option<String> {
-        self.request.headers().get(name).ok().flatten()
+        self.headers.get(name).ok().flatten()
     }
 }

@@ -22,7 +22,7 @@ mod storage;
 pub use hub::Hub;
 pub use limiter::Limiter;
 
-use worker::{event, Context, Env, Request, Response, Result};
+use worker::{event, web_sys, Context, Env, Response, Result};
 
 use crate::gate::Matched;
 use crate::http::admin::admin_path;
@@ -30,11 +30,12 @@ use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
 use client::Objects;
-use incoming::Parts;
+use incoming::ClientRequest;
 use proxy::Forward;
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
+    let req = ClientRequest::new(raw);
     let settings = match settings::settings(&env) {
         Ok(settings) => settings,
         Err(e) => {
@@ -51,11 +52,11 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     isolate::upkeep(&objects, &ctx);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    let ip = client_ip(&Parts::of(&req));
+    let ip = client_ip(&req);
     if ip.is_some_and(|ip| config.deny.contains(ip)) {
         return respond::problem(&crate::gate::denied("*"));
     }
-    let path = req.path();
+    let path = req.path().to_string();
     if let Some(own) = config.own_path(&path) {
         return match admin_path(own) {
             Some(below) => admin::serve(req, &env, &objects, below).await,

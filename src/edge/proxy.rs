@@ -10,14 +10,14 @@ use worker::{
 };
 
 use super::clock::now_ms;
-use super::incoming::Parts;
+use super::incoming::ClientRequest;
 use super::respond;
 use super::settings::Settings;
 use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
-use crate::http::query;
+use crate::http::url;
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
 pub struct Forward<'a> {
@@ -41,10 +41,14 @@ impl Forward<'_> {
 /// Sends the request on with its method, path, query and body, and with
 /// the header fields `http::forward::to_origin` passes, and adds
 /// `forward.headers` to the response.
-pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) -> Result<Response> {
+pub async fn forward(
+    req: ClientRequest,
+    settings: &Settings,
+    forward: Forward<'_>,
+) -> Result<Response> {
     let target = match &settings.config.origin {
         Origin::Demo => return demo(&req, forward).await,
-        Origin::Route => Ok(req.inner().url()),
+        Origin::Route => Ok(req.url().to_string()),
         Origin::Url(base) => Ok(below(&req, base)),
     };
     let response = match target.and_then(|target| upstream(&req, &target, settings)) {
@@ -72,16 +76,15 @@ pub async fn forward(req: Request, settings: &Settings, forward: Forward<'_>) ->
 }
 
 /// `base` + the request's path and query.
-fn below(req: &Request, base: &str) -> String {
-    let url = req.inner().url();
-    match query::query(&url) {
+fn below(req: &ClientRequest, base: &str) -> String {
+    match url::query(req.url()) {
         Some(query) => format!("{base}{}?{query}", req.path()),
         None => format!("{base}{}", req.path()),
     }
 }
 
 /// The request aimed at `target`, carrying the fields the origin may see.
-fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request> {
+fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Request> {
     let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
         (Some(auth), Some(secret)) => Some(OriginAuth {
             header: &auth.header,
@@ -89,7 +92,7 @@ fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request>
         }),
         _ => None,
     };
-    let client = client_ip(&Parts::of(req));
+    let client = client_ip(req);
     let headers = Headers::new();
     for (name, value) in to_origin(req.headers().entries().collect(), client, auth) {
         headers.append(&name, &value)?;
@@ -99,7 +102,7 @@ fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request>
     init.with_method(req.method())
         .with_headers(headers)
         .with_redirect(RequestRedirect::Manual)
-        .with_body(req.inner().body().map(Into::into));
+        .with_body(req.body().map(Into::into));
     Request::new_with_init(target, &init)
 }
 
@@ -110,7 +113,7 @@ fn upstream(req: &Request, target: &str, settings: &Settings) -> Result<Request>
 const LOOP_FIELD: &str = "sluice-loop";
 
 /// Whether this request was already forwarded by a Sluice.
-pub fn has_looped(req: &Request) -> bool {
+pub fn has_looped(req: &ClientRequest) -> bool {
     req.headers().has(LOOP_FIELD).unwrap_or(false)
 }
 
@@ -165,9 +168,9 @@ impl Drop for InFlight {
 /// (at most 10 s), standing in for a slow endpoint; it reports how many
 /// requests it was serving when this one arrived, and the peak. A request
 /// that would be held while `MAX_HELD` already are gets 503 at once.
-async fn demo(req: &Request, forward: Forward<'_>) -> Result<Response> {
-    let url = req.inner().url();
-    let param = |name: &str| query::param(&url, name).and_then(|value| value.parse::<u64>().ok());
+async fn demo(req: &ClientRequest, forward: Forward<'_>) -> Result<Response> {
+    let param =
+        |name: &str| url::param(req.url(), name).and_then(|value| value.parse::<u64>().ok());
     let hold_ms = param("hold_ms").unwrap_or(0).min(MAX_HOLD_MS);
     // `?status=401` answers that status, so a rule that counts by answer
     // can be tried with curl alone.

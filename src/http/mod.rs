@@ -13,8 +13,8 @@ pub mod jwt;
 pub mod key;
 pub mod path;
 pub mod problem;
-pub mod query;
 pub mod time;
+pub mod url;
 
 /// The parts of an incoming request that rules and keys look at. The edge
 /// implements it over `worker::Request`; tests implement it over a plain
