@@ -25,13 +25,67 @@ pub use ban::{Ban, BanNotice, BanPolicy};
 /// worst case.
 pub const LEASE_RETRY_MS: u64 = 1_000;
 
-/// One policy's part of an outcome.
+/// One policy's part of an outcome. On the wire its decision's fields sit
+/// beside the name and window ([`WireDecision`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireDecision", into = "WireDecision")]
 pub struct PolicyDecision {
     pub name: String,
     pub window_ms: u64,
-    #[serde(flatten)]
     pub decision: Decision,
+}
+
+/// A [`PolicyDecision`] as one flat object. Spelled out rather than
+/// `#[serde(flatten)]`, which buffers every object it reads into an
+/// intermediate map first: a worker reads one of these per policy of every
+/// decision, and flatten's machinery was the only user of that map in the
+/// wasm.
+#[derive(Serialize, Deserialize)]
+struct WireDecision {
+    name: String,
+    window_ms: u64,
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_ms: u64,
+    retry_after_ms: Retry,
+}
+
+impl From<WireDecision> for PolicyDecision {
+    fn from(wire: WireDecision) -> PolicyDecision {
+        PolicyDecision {
+            name: wire.name,
+            window_ms: wire.window_ms,
+            decision: Decision {
+                allowed: wire.allowed,
+                limit: wire.limit,
+                remaining: wire.remaining,
+                reset_ms: wire.reset_ms,
+                retry: wire.retry_after_ms,
+            },
+        }
+    }
+}
+
+impl From<PolicyDecision> for WireDecision {
+    fn from(policy: PolicyDecision) -> WireDecision {
+        let Decision {
+            allowed,
+            limit,
+            remaining,
+            reset_ms,
+            retry,
+        } = policy.decision;
+        WireDecision {
+            name: policy.name,
+            window_ms: policy.window_ms,
+            allowed,
+            limit,
+            remaining,
+            reset_ms,
+            retry_after_ms: retry,
+        }
+    }
 }
 
 /// The answer to one check across all of a request's policies.

@@ -121,6 +121,29 @@ fn a_wait_crosses_the_wire_as_ms_and_never_as_null() {
 }
 
 #[test]
+fn a_policy_decision_crosses_the_wire_as_one_flat_object() {
+    // The shape `#[serde(flatten)]` gave it, which a worker and an object of
+    // two versions (during a deploy) must still agree on.
+    let mut ledger = Ledger::new();
+    let (outcome, _) = check(&mut ledger, "k", &[log("api", 2, 1000)], 0, 1);
+    let json = serde_json::to_value(&outcome.policies[0]).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "name": "api",
+            "window_ms": 1000,
+            "allowed": true,
+            "limit": 2,
+            "remaining": 1,
+            "reset_ms": 1000,
+            "retry_after_ms": 0,
+        })
+    );
+    let back: PolicyDecision = serde_json::from_value(json).unwrap();
+    assert_eq!(back, outcome.policies[0]);
+}
+
+#[test]
 fn several_policies_admit_all_or_nothing() {
     let mut ledger = Ledger::new();
     let p = [log("second", 2, 1000), log("day", 3, 86_400_000)];
