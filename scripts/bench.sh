@@ -2,7 +2,7 @@
 # The benchmark suite (npm run bench): criterion on the host, the worker on
 # local workerd under wrk, cost per decision, cold start, wasm size, and the
 # price of splitting; the figures go into BENCHMARKS.md with the commands.
-# Takes about five minutes.
+# Takes about nine minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
