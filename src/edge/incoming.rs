@@ -14,17 +14,14 @@ use crate::http::{url, Incoming};
 pub struct ClientRequest {
     raw: web_sys::Request,
     method: Method,
-    method_name: String,
     url: String,
     headers: Headers,
 }
 
 impl ClientRequest {
     pub fn new(raw: web_sys::Request) -> ClientRequest {
-        let method_name = raw.method();
         ClientRequest {
-            method: Method::from(method_name.clone()),
-            method_name,
+            method: Method::from(raw.method()),
             url: raw.url(),
             headers: Headers(raw.headers()),
             raw,
@@ -68,8 +65,10 @@ impl ClientRequest {
 }
 
 impl Incoming for ClientRequest {
+    /// The method as `worker` names it, as rules match it: upper case, and
+    /// one it does not know is read as GET.
     fn method(&self) -> &str {
-        &self.method_name
+        self.method.as_ref()
     }
 
     fn header(&self, name: &str) -> Option<String> {

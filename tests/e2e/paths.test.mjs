@@ -10,6 +10,7 @@ import { Sluice } from "./harness.mjs";
 const rules = [
   { id: "api", match: { path: "/api/*" }, key: "ip", limit: 1, window: "1m" },
   { id: "login", match: { path: "/login", methods: ["POST"] }, key: "ip", limit: 1, window: "1m" },
+  { id: "by-method", match: { path: "/m/*", methods: ["GET"] }, key: "ip+method", limit: 1, window: "1m" },
 ];
 
 let next = 1;
@@ -61,6 +62,20 @@ describe("with the demo origin", () => {
       }
     });
   }
+
+  test("a method the runtime does not name is matched, keyed and forwarded as the same GET", async () => {
+    // The rule reads a method `worker` does not know (PROPFIND) as GET, and
+    // so is it forwarded; were it keyed under its own name, it would be a
+    // second allowance of a GET-only rule.
+    for (const order of [["GET", "PROPFIND"], ["PROPFIND", "GET"]]) {
+      const ip = client();
+      const first = await raw(sluice.base, order[0], "/m/x", ip);
+      assert.equal(first.status, 200, `${order[0]} first`);
+      assert.equal(JSON.parse(first.body).method, "GET");
+      const second = await raw(sluice.base, order[1], "/m/x", ip);
+      assert.equal(second.status, 429, `${order[1]} after ${order[0]}: ${second.body}`);
+    }
+  });
 });
 
 describe("in front of an origin with its own routing", () => {
