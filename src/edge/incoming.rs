@@ -5,6 +5,8 @@
 //! the runtime's CPU time (BENCHMARKS.md), and Sluice never reads `cf`.
 //! This reads the method, URL and header set once, and nothing else.
 
+use std::cell::Cell;
+
 use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, ByteStream, Headers, Method, Result};
@@ -16,6 +18,9 @@ pub struct ClientRequest {
     method: Method,
     url: String,
     headers: Headers,
+    /// Whether the body has been read or handed on: a second reader would
+    /// find the stream locked, and making a stream of a locked one panics.
+    body_taken: Cell<bool>,
 }
 
 impl ClientRequest {
@@ -24,6 +29,7 @@ impl ClientRequest {
             method: Method::from(raw.method()),
             url: raw.url(),
             headers: Headers(raw.headers()),
+            body_taken: Cell::new(false),
             raw,
         }
     }
@@ -46,20 +52,27 @@ impl ClientRequest {
         &self.headers
     }
 
-    /// The body as the runtime holds it, to send on unread.
+    /// The body as the runtime holds it, to send on unread; `None` without
+    /// a body or once it was taken.
     pub fn body(&self) -> Option<web_sys::ReadableStream> {
+        if self.body_taken.replace(true) {
+            return None;
+        }
         self.raw.body()
     }
 
     /// The whole body, in one call to the runtime.
     pub async fn bytes(&self) -> Result<Vec<u8>> {
+        if self.body_taken.replace(true) {
+            return Err(worker::Error::BodyUsed);
+        }
         let buffer = JsFuture::from(self.raw.array_buffer()?).await?;
         Ok(js_sys::Uint8Array::new(&buffer).to_vec())
     }
 
-    /// The body chunk by chunk; `None` without a body.
+    /// The body chunk by chunk; `None` without a body or once it was taken.
     pub fn chunks(&self) -> Option<ByteStream> {
-        let body: web_sys::ReadableStream = self.raw.body()?.unchecked_into();
+        let body: web_sys::ReadableStream = self.body()?.unchecked_into();
         Some(ByteStream::from(body))
     }
 }
