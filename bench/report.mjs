@@ -96,7 +96,11 @@ time spent waiting for a core is not in it, so it is the steadier figure.
 The baseline that frees idle keys is \`bench/js-sliding-log.mjs\` with
 \`SWEEP\` set: it sets one alarm per key, as Sluice's key object must so
 that an idle key costs 0 bytes; the committed baseline keeps every key's
-rows forever.
+rows forever. Keys ask for a ten-minute window, so no sweep fires inside
+the run: what differs is arming the alarm. A runtime's CPU is counted over
+each of its targets' rounds, so work one target leaves behind (eviction,
+garbage collection) is booked to the next target on the same runtime:
+Sluice's runtime serves three targets, the committed baseline's two.
 
 ${workerd.load}
 
