@@ -167,10 +167,7 @@ fn decode(raw: &str) -> String {
     }
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)? << 4) | hex(*bytes.get(i + 2)?)?))
-            .flatten();
-        match escaped {
+        match escape_at(bytes, i) {
             Some(b) if b == b'/' || is_unreserved(b) => {
                 out.push(char::from(b));
                 i += 3;
@@ -193,6 +190,16 @@ fn decode(raw: &str) -> String {
         }
     }
     out
+}
+
+/// The byte a well-formed `%XX` escape starting at `i` stands for; `None`
+/// when no such escape starts there. Paths and queries decode escapes
+/// alike; they differ in what they do with the rest.
+pub(super) fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
+    match bytes.get(i..i + 3)? {
+        [b'%', high, low] => Some((hex(*high)? << 4) | hex(*low)?),
+        _ => None,
+    }
 }
 
 fn hex(b: u8) -> Option<u8> {

@@ -5,6 +5,8 @@
 //! (`worker::Request::url`) put that crate's parser, host and IDNA
 //! handling, 62 KB, into the wasm for no gain.
 
+use super::path::escape_at;
+
 /// The path, still percent-encoded: everything from the first `/` after
 /// the host up to the query or fragment (a serialised URL with a host
 /// always has a path, `/` at least, and escapes `?` and `#` inside it).
@@ -45,10 +47,7 @@ fn form_decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)? << 4) | hex(*bytes.get(i + 2)?)?))
-            .flatten();
-        match (bytes[i], escaped) {
+        match (bytes[i], escape_at(bytes, i)) {
             (_, Some(byte)) => {
                 out.push(byte);
                 i += 3;
@@ -64,12 +63,6 @@ fn form_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    char::from(digit)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
 }
 
 #[cfg(test)]
