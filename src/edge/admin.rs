@@ -116,13 +116,11 @@ fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result
         return Ok(None);
     }
     LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));
-    let headers = Headers::new();
-    headers.set("www-authenticate", "Bearer realm=\"sluice-admin\"")?;
-    let problem = Problem::new(
-        Code::Unauthorized,
+    respond::bearer_challenge(
+        "sluice-admin",
         "the admin API needs the admin token as a bearer token",
-    );
-    respond::problem_with(&problem, headers).map(Some)
+    )
+    .map(Some)
 }
 
 /// An authenticated admin call, by route and method.

@@ -80,15 +80,11 @@ fn api_refusal(req: &ClientRequest, env: &Env, path: &str) -> Result<Option<Resp
     match api_gate(access, token, authorization.as_deref()) {
         ApiGate::Pass => Ok(None),
         ApiGate::Hidden => not_found(path).map(Some),
-        ApiGate::Unauthorized => {
-            let headers = Headers::new();
-            headers.set("www-authenticate", "Bearer realm=\"sluice-api\"")?;
-            let problem = Problem::new(
-                Code::Unauthorized,
-                "the decision API needs the API token as a bearer token",
-            );
-            respond::problem_with(&problem, headers).map(Some)
-        }
+        ApiGate::Unauthorized => respond::bearer_challenge(
+            "sluice-api",
+            "the decision API needs the API token as a bearer token",
+        )
+        .map(Some),
     }
 }
 

@@ -5,7 +5,7 @@ use worker::{Headers, Response, Result};
 
 use crate::gate::Answer;
 use crate::http::headers::{limit_fields, Fields};
-use crate::http::problem::{Problem, CONTENT_TYPE};
+use crate::http::problem::{Code, Problem, CONTENT_TYPE};
 use crate::ledger::Outcome;
 
 pub fn problem(problem: &Problem) -> Result<Response> {
@@ -17,6 +17,14 @@ pub fn problem_with(problem: &Problem, headers: Headers) -> Result<Response> {
     Ok(Response::ok(problem.to_json())?
         .with_status(problem.status)
         .with_headers(headers))
+}
+
+/// A 401 asking for a bearer token of `realm`, as both token-guarded
+/// surfaces (the decision API and the admin API) answer.
+pub fn bearer_challenge(realm: &str, message: &str) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("www-authenticate", &format!("Bearer realm=\"{realm}\""))?;
+    problem_with(&Problem::new(Code::Unauthorized, message), headers)
 }
 
 pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
