@@ -18,6 +18,7 @@ import { execFileSync } from "node:child_process";
 import { availableParallelism, devNull } from "node:os";
 import { join, resolve } from "node:path";
 import { API_TOKEN } from "../tests/e2e/harness.mjs";
+import { baselineWorker } from "./baseline.mjs";
 import { cpuMs, tracked } from "./cpu.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
@@ -57,23 +58,12 @@ for (const dir of builds) {
   });
   targets.push({ name: `Sluice (${dir})`, ...runtime });
 }
-const baseline = await start({
-  name: "baseline",
-  modules: true,
-  scriptPath: here + "js-sliding-log.mjs",
-  compatibilityDate: workerOptions.compatibilityDate,
-  durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
+const { compatibilityDate } = workerOptions;
+targets.push({ name: "JavaScript baseline", ...(await start(baselineWorker({ compatibilityDate }))) });
+targets.push({
+  name: "JavaScript baseline that frees idle keys (one alarm per key)",
+  ...(await start(baselineWorker({ compatibilityDate, sweep: true }))),
 });
-targets.push({ name: "JavaScript baseline", ...baseline });
-const swept = await start({
-  name: "swept",
-  modules: true,
-  scriptPath: here + "js-sliding-log.mjs",
-  compatibilityDate: workerOptions.compatibilityDate,
-  durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
-  bindings: { SWEEP: true },
-});
-targets.push({ name: "JavaScript baseline that frees idle keys (one alarm per key)", ...swept });
 
 for (const target of targets) {
   const probe = await fetch(`${target.url}/_sluice/v1/limit`, {

@@ -18,6 +18,7 @@ import { availableParallelism } from "node:os";
 import { writeFileSync } from "node:fs";
 import WebSocket from "ws";
 import { API_TOKEN, sluiceWorkerOptions } from "../tests/e2e/harness.mjs";
+import { baselineWorker } from "./baseline.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
@@ -26,16 +27,7 @@ const INSPECTOR_PORT = 9239;
 // Without the dashboard's assets, whose router would sit in front of every
 // request (bench/workerd.mjs says why).
 const { assets, ...sluice } = sluiceWorkerOptions({ API_TOKEN, SLUICE: { origin: "demo", rules: [] } });
-const worker =
-  process.env.PROFILE_BASELINE === "1"
-    ? {
-        name: "baseline",
-        modules: true,
-        scriptPath: here + "js-sliding-log.mjs",
-        compatibilityDate: sluice.compatibilityDate,
-        durableObjects: { LIMITER: { className: "JsLimiter", useSQLite: true } },
-      }
-    : sluice;
+const worker = process.env.PROFILE_BASELINE === "1" ? baselineWorker({ compatibilityDate: sluice.compatibilityDate }) : sluice;
 const mf = new Miniflare({ workers: [{ ...worker, unsafeInspectorProxy: true }], inspectorPort: INSPECTOR_PORT, host: "127.0.0.1", port: 0 });
 const url = `${(await mf.ready).toString().replace(/\/$/, "")}/_sluice/v1/limit`;
 

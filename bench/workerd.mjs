@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
 import { Sluice, API_TOKEN } from "../tests/e2e/harness.mjs";
+import { baselineWorker } from "./baseline.mjs";
 import { cpuMs, tracked } from "./cpu.mjs";
 
 const here = new URL("./", import.meta.url).pathname;
@@ -66,16 +67,9 @@ function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
   };
 }
 
-async function jsWorker(file, durableObjects = {}, bindings = {}) {
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: here + file,
-    compatibilityDate: COMPAT,
-    durableObjects,
-    bindings,
-    host: "127.0.0.1",
-    port: 0,
-  });
+/** A JavaScript worker (the ceiling or a baseline) in a runtime of its own. */
+async function jsWorker(workerOptions) {
+  const mf = new Miniflare({ workers: [workerOptions], host: "127.0.0.1", port: 0 });
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { url, stop: () => mf.dispose() };
 }
@@ -88,7 +82,9 @@ const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits
 async function load() {
   // Each runtime's workerd processes, so that every round also measures
   // the CPU time each target costs per request (bench/cpu.mjs).
-  const passthrough = await tracked(() => jsWorker("passthrough.mjs"));
+  const passthrough = await tracked(() =>
+    jsWorker({ name: "passthrough", modules: true, scriptPath: here + "passthrough.mjs", compatibilityDate: COMPAT }),
+  );
   // Sluice without the dashboard's assets: for them Miniflare puts two
   // JavaScript workers (its emulation of the platform's asset router) in
   // front of every request, which the baselines do not have and which a
@@ -96,8 +92,8 @@ async function load() {
   // behind them, as `wrangler dev` runs it.
   const sluice = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN }, assetRouter: false }));
   const routed = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } }));
-  const js = await tracked(() => jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } }));
-  const swept = await tracked(() => jsWorker("js-sliding-log.mjs", { LIMITER: { className: "JsLimiter", useSQLite: true } }, { SWEEP: true }));
+  const js = await tracked(() => jsWorker(baselineWorker({ compatibilityDate: COMPAT })));
+  const swept = await tracked(() => jsWorker(baselineWorker({ compatibilityDate: COMPAT, sweep: true })));
   for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
   const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
   if (banned.status !== 429 || !(await banned.text()).includes("banned")) throw new Error("the bench key is not banned");
