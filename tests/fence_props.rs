@@ -12,8 +12,6 @@ use proptest::prelude::*;
 use sluice::ledger::{Ask, Expired, LeaseAsk, Ledger, Write};
 use sluice::limit::lease::Lease;
 
-const KEY: &str = "api:lock";
-
 #[derive(Debug, Clone)]
 enum Op {
     Advance(u64),
@@ -63,7 +61,7 @@ struct Storage {
 impl Storage {
     fn put(&mut self, writes: Vec<Write>) {
         for write in writes {
-            if let Write::Lease { lease, limit, .. } = write {
+            if let Write::Lease { lease, limit } = write {
                 self.leases.insert(lease.id.clone(), (lease, limit));
             }
         }
@@ -71,20 +69,20 @@ impl Storage {
 
     /// As the key object's `delete`: everything goes once the ledger is
     /// empty, otherwise row by row.
-    fn delete(&mut self, ledger: &Ledger, expired: Vec<Expired>) {
-        if ledger.is_empty() {
+    fn delete(&mut self, ledger: &Ledger, expired: Vec<Expired>, now: u64) {
+        if ledger.is_empty(now) {
             *self = Storage::default();
             return;
         }
         for gone in expired {
             match gone {
-                Expired::Lease { id, floor, .. } => {
+                Expired::Lease { id, floor } => {
                     if let Some(fence) = floor {
                         self.floor = Some(self.floor.unwrap_or(0).max(fence));
                     }
                     self.leases.remove(&id);
                 }
-                Expired::Floor { .. } => self.floor = None,
+                Expired::Floor => self.floor = None,
                 _ => {}
             }
         }
@@ -93,10 +91,10 @@ impl Storage {
     fn load(&self) -> Ledger {
         let mut ledger = Ledger::new();
         for (lease, limit) in self.leases.values() {
-            ledger.restore_lease(KEY, lease.clone(), *limit);
+            ledger.restore_lease(lease.clone(), *limit);
         }
         if let Some(fence) = self.floor {
-            ledger.restore_floor(KEY, fence);
+            ledger.restore_floor(fence);
         }
         ledger
     }
@@ -133,7 +131,6 @@ impl World {
             new_id: format!("lease-{}", self.next_id),
         };
         let (outcome, writes) = self.ledger.check(
-            KEY,
             &Ask {
                 specs: &[],
                 cost: 1,
@@ -163,14 +160,14 @@ impl World {
     }
 
     fn release(&mut self, id: &str) {
-        let (_, writes, expired) = self.ledger.release(KEY, id, self.now);
+        let (_, writes, expired) = self.ledger.release(id, self.now);
         self.storage.put(writes);
-        self.storage.delete(&self.ledger, expired);
+        self.storage.delete(&self.ledger, expired, self.now);
     }
 
     fn sweep(&mut self) {
         let expired = self.ledger.sweep(self.now);
-        self.storage.delete(&self.ledger, expired);
+        self.storage.delete(&self.ledger, expired, self.now);
     }
 }
 
@@ -200,7 +197,7 @@ proptest! {
                 }
                 Op::Renew { pick, ttl } if !world.held.is_empty() => {
                     let id = world.held[pick % world.held.len()].clone();
-                    let (_, writes) = world.ledger.renew(KEY, &id, ttl, world.now);
+                    let (_, writes) = world.ledger.renew(&id, ttl, world.now);
                     world.storage.put(writes);
                 }
                 Op::Release { pick } if !world.held.is_empty() => {
@@ -233,7 +230,7 @@ proptest! {
             world.now = world.now.max(due);
             world.sweep();
         }
-        prop_assert!(world.ledger.is_empty());
+        prop_assert!(world.ledger.is_empty(world.now));
         prop_assert!(world.storage.is_empty(), "{:?}", world.storage);
         prop_assert!(world.now * 1000 > world.highest);
         let after = world.acquire(1, None)?;

@@ -72,7 +72,7 @@ proptest! {
                 Step::Decide { gap_ms } => {
                     now += gap_ms;
                     let ask = Ask { specs: &rule, cost: 1, ban: None, lease: None };
-                    let (outcome, _) = ledger.check("k", &ask, now);
+                    let (outcome, _) = ledger.check(&ask, now);
                     if outcome.allowed {
                         let policies = match in_force {
                             Some((limit, extra, until)) if until.is_none_or(|u| now < u) => {
@@ -88,11 +88,11 @@ proptest! {
                 Step::Override { limit, extra, for_ms } => {
                     let until_ms = for_ms.map(|f| now + f);
                     let next = Override { policies: overriding(limit, extra), until_ms, reason: String::new(), set_ms: now };
-                    ledger.set_override("k", Some(next), now);
+                    ledger.set_override(Some(next));
                     in_force = Some((limit, extra, until_ms));
                 }
                 Step::Lift => {
-                    ledger.set_override("k", None, now);
+                    ledger.set_override(None);
                     in_force = None;
                 }
                 Step::Sweep => {

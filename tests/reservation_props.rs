@@ -63,9 +63,9 @@ proptest! {
                     let id = format!("r{next}");
                     next += 1;
                     let (outcome, writes) = if reserving {
-                        ledger.reserve("k", &ask, &id, now + 50, now)
+                        ledger.reserve(&ask, &id, now + 50, now)
                     } else {
-                        ledger.check("k", &ask, now)
+                        ledger.check(&ask, now)
                     };
                     if reserving {
                         prop_assert!(writes.is_empty(), "a reservation writes nothing");
@@ -85,7 +85,7 @@ proptest! {
                     }
                     let i = pending[pick % pending.len()];
                     let id = units[i].2.clone().unwrap();
-                    let (answer, writes) = ledger.settle("k", &id, keep, now);
+                    let (answer, writes) = ledger.settle(&id, keep, now);
                     let answer = answer.expect("a pending reservation is known");
                     prop_assert!(!answer.repeated);
                     if !keep {
@@ -99,12 +99,12 @@ proptest! {
                         continue;
                     }
                     let (id, kept) = settled[pick % settled.len()].clone();
-                    let before = ledger.peek("k", now);
-                    let (answer, writes) = ledger.settle("k", &id, !kept, now);
+                    let before = ledger.peek(now);
+                    let (answer, writes) = ledger.settle(&id, !kept, now);
                     let answer = answer.expect("a settled reservation is remembered");
                     prop_assert!(answer.repeated && answer.kept == kept);
                     prop_assert!(writes.is_empty());
-                    prop_assert_eq!(ledger.peek("k", now), before, "a repeated settle changes nothing");
+                    prop_assert_eq!(ledger.peek(now), before, "a repeated settle changes nothing");
                 }
                 Step::Lapse => {
                     now += 60;

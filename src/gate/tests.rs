@@ -194,9 +194,9 @@ fn answer_of(attempt: &Try, before: u32) -> Outcome {
         lease: request.lease.as_ref(),
     };
     for i in 0..before {
-        ledger.check(&request.key, &question, NOW + u64::from(i));
+        ledger.check(&question, NOW + u64::from(i));
     }
-    ledger.check(&request.key, &question, NOW + 100).0
+    ledger.check(&question, NOW + 100).0
 }
 
 #[test]

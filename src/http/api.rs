@@ -560,7 +560,6 @@ mod tests {
         let mut ask = |cost: u32, now: u64| {
             let call = request(cost);
             let (outcome, _) = ledger.check(
-                "k",
                 &Ask {
                     specs: &call.policies,
                     cost,
@@ -600,7 +599,7 @@ mod tests {
                 ban: None,
                 lease: None,
             };
-            let (outcome, _) = Ledger::new().check("k", &ask, 0);
+            let (outcome, _) = Ledger::new().check(&ask, 0);
             assert_eq!(outcome.retry, Retry::Never);
             assert_eq!(retry_after_field(outcome.retry), None);
             let answer = limit_response(&call, &outcome, None);

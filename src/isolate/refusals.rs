@@ -184,18 +184,18 @@ mod tests {
             ban: None,
             lease: None,
         };
-        let (allowed, _) = ledger.check("k", &ask, 0);
+        let (allowed, _) = ledger.check(&ask, 0);
         cache.insert("k", &allowed, 0);
         assert!(cache.is_empty());
-        let (denied, _) = ledger.check("k", &ask, 10);
+        let (denied, _) = ledger.check(&ask, 10);
         cache.insert("k", &denied, 10);
         // The object itself refuses until exactly the cached time.
         for t in [10, 500, 999] {
             assert!(cache.get("k", t).is_some());
-            assert!(!ledger.check("k", &ask, t).0.allowed);
+            assert!(!ledger.check(&ask, t).0.allowed);
         }
         assert!(cache.get("k", 1000).is_none());
-        assert!(ledger.check("k", &ask, 1000).0.allowed);
+        assert!(ledger.check(&ask, 1000).0.allowed);
     }
 
     #[test]

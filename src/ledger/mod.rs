@@ -10,7 +10,7 @@
 pub mod ban;
 pub mod override_row;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub use ban::{Ban, BanNotice, BanPolicy};
 pub const LEASE_RETRY_MS: u64 = 1_000;
 
 /// One policy's part of an outcome. On the wire its decision's fields sit
-/// beside the name and window ([`WireDecision`]).
+/// beside the name and window (`WireDecision`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "WireDecision", into = "WireDecision")]
 pub struct PolicyDecision {
@@ -207,37 +207,27 @@ pub enum Write {
     /// a sliding log, the log's first run (`(at_ms, count)`), written with
     /// the slot so that a new key's first admission is one row.
     Slot {
-        key: String,
         name: String,
         spec: Spec,
         state: (u64, u64),
     },
     /// A sliding log's spec changed (its limit): update the slot row and
     /// keep the run it carries.
-    Respec {
-        key: String,
-        name: String,
-        spec: Spec,
-    },
+    Respec { name: String, spec: Spec },
     /// `count` more units admitted at `at_ms` into a sliding log; rows with
     /// the same slot and timestamp add up.
     Hit {
-        key: String,
         name: String,
         at_ms: u64,
         count: u32,
     },
     /// The key's ban record, to insert or overwrite.
-    Ban { key: String, ban: Ban },
+    Ban(Ban),
     /// The key's override, to insert or overwrite.
-    Override { key: String, overridden: Override },
+    Override(Override),
     /// A lease, new or with changed holds or expiry, and the limit the
     /// key's leases are held under.
-    Lease {
-        key: String,
-        lease: Lease,
-        limit: Option<u32>,
-    },
+    Lease { lease: Lease, limit: Option<u32> },
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.
@@ -245,27 +235,19 @@ pub enum Write {
 pub enum Expired {
     /// Delete the slot's log rows at or before `cutoff_ms`, and the run
     /// its slot row carries if that is as old.
-    Hits {
-        key: String,
-        name: String,
-        cutoff_ms: u64,
-    },
+    Hits { name: String, cutoff_ms: u64 },
     /// The slot is empty: delete its row and every log row.
-    Slot { key: String, name: String },
+    Slot { name: String },
     /// The key's ban is over and its offences forgiven.
-    Ban { key: String },
+    Ban,
     /// The key's override lapsed or was lifted.
-    Override { key: String },
+    Override,
     /// A lease was released or lapsed. When `floor` is set, a fence could
     /// still repeat: keep it as the key's fence floor before the lease row
     /// (which held it) goes.
-    Lease {
-        key: String,
-        id: String,
-        floor: Option<u64>,
-    },
+    Lease { id: String, floor: Option<u64> },
     /// The key's fence floor is needed no longer.
-    Floor { key: String },
+    Floor,
 }
 
 #[derive(Debug)]
@@ -276,18 +258,6 @@ struct Slot {
     /// changed by a refused request is written with the next admission, and
     /// a slot with rows stays until the sweep deletes them.
     stored: Option<Spec>,
-}
-
-#[derive(Debug, Default)]
-struct KeyState {
-    slots: Vec<Slot>,
-    ban: Option<Ban>,
-    /// Recent refusals, counted toward a ban (memory only).
-    strikes: Option<SlidingLog>,
-    leases: LeaseTable,
-    overridden: Option<Override>,
-    /// Admissions not yet kept or refunded (memory only).
-    reservations: Vec<Reservation>,
 }
 
 /// An admission made for a request whose answer decides whether it counts.
@@ -329,52 +299,6 @@ pub struct Override {
 impl Override {
     fn is_active(&self, now_ms: u64) -> bool {
         self.until_ms.is_none_or(|until| now_ms < until)
-    }
-}
-
-impl KeyState {
-    /// The ban in force, as a decision reports it.
-    fn active_ban(&self, now_ms: u64) -> Option<BanNotice> {
-        self.ban
-            .as_ref()
-            .filter(|ban| ban.is_active(now_ms))
-            .map(|ban| BanNotice::of(ban, false))
-    }
-
-    /// The policies in force: an active override's, or the ones asked.
-    fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
-        match &self.overridden {
-            Some(o) if o.is_active(now_ms) => &o.policies,
-            _ => asked,
-        }
-    }
-
-    /// Whether the key can be forgotten. A key whose fence floor is stored
-    /// stays until the sweep deletes that row.
-    fn is_empty(&self, now_ms: u64) -> bool {
-        self.slots.is_empty()
-            && self.ban.is_none()
-            && self.overridden.is_none()
-            && self.reservations.is_empty()
-            && self.leases.is_idle(now_ms)
-            && !self.leases.floor_stored()
-    }
-
-    /// Removes lease `lease`'s row, keeping the last fence as a floor row if
-    /// a repeat is still possible.
-    fn lease_gone(&mut self, key: &str, id: String, now_ms: u64) -> Expired {
-        let floor = self
-            .leases
-            .needs_floor(now_ms)
-            .then(|| self.leases.last_fence());
-        if floor.is_some() {
-            self.leases.set_floor_stored(true);
-        }
-        Expired::Lease {
-            key: key.to_string(),
-            id,
-            floor,
-        }
     }
 }
 
@@ -424,7 +348,6 @@ impl LeaseAsk {
 /// A slot's state as an operator sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotReport {
-    pub key: String,
     pub policy: String,
     pub limit: u64,
     pub window_ms: u64,
@@ -434,12 +357,22 @@ pub struct SlotReport {
     pub reset_ms: u64,
 }
 
+/// Everything one key object holds. An object holds exactly one key (its
+/// name is the key's, [`crate::objects::name`]), so nothing here is keyed
+/// by it: neither these fields nor the rows they become.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    keys: HashMap<String, KeyState>,
-    /// The last reservations settled, `(key, id, kept)`, so that a settle
-    /// sent twice answers the same (memory only, bounded).
-    settled: VecDeque<(String, String, bool)>,
+    slots: Vec<Slot>,
+    ban: Option<Ban>,
+    /// Recent refusals, counted toward a ban (memory only).
+    strikes: Option<SlidingLog>,
+    leases: LeaseTable,
+    overridden: Option<Override>,
+    /// Admissions not yet kept or refunded (memory only).
+    reservations: Vec<Reservation>,
+    /// The last reservations settled, `(id, kept)`, so that a settle sent
+    /// twice answers the same (memory only, bounded).
+    settled: VecDeque<(String, bool)>,
 }
 
 impl Ledger {
@@ -452,8 +385,8 @@ impl Ledger {
     /// (cost 0) write nothing and leave no new state behind, except that a
     /// refusal counts toward `ask.ban`, and the refusal that completes the
     /// count starts a ban.
-    pub fn check(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
-        self.decide(key, ask, None, now_ms)
+    pub fn check(&mut self, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
+        self.decide(ask, None, now_ms)
     }
 
     /// Like [`check`](Self::check), but an admission is a reservation: it
@@ -465,33 +398,30 @@ impl Ledger {
     /// object restarted before settling has forgotten them.
     pub fn reserve(
         &mut self,
-        key: &str,
         ask: &Ask<'_>,
         reservation: &str,
         lapses_ms: u64,
         now_ms: u64,
     ) -> (Outcome, Vec<Write>) {
-        self.decide(key, ask, Some((reservation, lapses_ms)), now_ms)
+        self.decide(ask, Some((reservation, lapses_ms)), now_ms)
     }
 
     fn decide(
         &mut self,
-        key: &str,
         ask: &Ask<'_>,
         reserve: Option<(&str, u64)>,
         now_ms: u64,
     ) -> (Outcome, Vec<Write>) {
         if ask.cost == 0 {
-            return (self.peek_ask(key, ask, now_ms), Vec::new());
+            return (self.peek_ask(ask, now_ms), Vec::new());
         }
-        let mut state = self.keys.remove(key).unwrap_or_default();
-        let specs = state.policies(ask.specs, now_ms).to_vec();
+        let specs = self.policies(ask.specs, now_ms).to_vec();
         let indices: Vec<usize> = specs
             .iter()
-            .map(|(name, spec)| slot_for(&mut state.slots, name, *spec))
+            .map(|(name, spec)| slot_for(&mut self.slots, name, *spec))
             .collect();
         let mut writes = Vec::new();
-        let outcome = match state.ban.as_ref().filter(|b| b.is_active(now_ms)) {
+        let outcome = match self.ban.as_ref().filter(|b| b.is_active(now_ms)) {
             Some(active) => {
                 // When a request can pass again: the ban's end, or later if
                 // a window is still full then (windows only free up while
@@ -500,122 +430,119 @@ impl Ledger {
                 // offence.
                 let pass = indices
                     .iter()
-                    .map(|&i| state.slots[i].limiter.decide(now_ms, ask.cost).retry)
+                    .map(|&i| self.slots[i].limiter.decide(now_ms, ask.cost).retry)
                     .max()
                     .unwrap_or(Retry::NOW);
-                let policies = report(&mut state.slots, &indices, now_ms, |_| None);
+                let notice = BanNotice::of(active, false);
+                let policies = report(&mut self.slots, &indices, now_ms, |_| None);
                 let lease = ask
                     .lease
-                    .map(|l| lease_report(&state.leases, l, None, now_ms));
-                let mut outcome = Outcome::new(
-                    false,
-                    policies,
-                    Some(BanNotice::of(active, false)),
-                    lease,
-                    now_ms,
-                );
+                    .map(|l| lease_report(&self.leases, l, None, now_ms));
+                let mut outcome = Outcome::new(false, policies, Some(notice), lease, now_ms);
                 outcome.retry = outcome.retry.max(pass);
                 outcome
             }
-            None => {
-                let decisions: Vec<Decision> = indices
-                    .iter()
-                    .map(|&i| state.slots[i].limiter.decide(now_ms, ask.cost))
-                    .collect();
-                let rates_allow = decisions.iter().all(|d| d.allowed);
-                let grant = match ask.lease {
-                    Some(lease) if rates_allow && ask.cost > 0 => {
-                        let grant = state
-                            .leases
-                            .acquire(now_ms, &lease.acquire(), || lease.new_id.clone());
-                        if let Ok(Grant {
-                            granted: true,
-                            lease: Some(granted),
-                            ..
-                        }) = &grant
-                        {
-                            writes.push(Write::Lease {
-                                key: key.to_string(),
-                                lease: granted.clone(),
-                                limit: state.leases.limit(),
-                            });
-                        }
-                        Some(grant)
-                    }
-                    _ => None,
-                };
-                let allowed = rates_allow
-                    && grant
-                        .as_ref()
-                        .is_none_or(|g| g.as_ref().is_ok_and(|g| g.granted));
-                match reserve {
-                    _ if !allowed || ask.cost == 0 => {}
-                    None => {
-                        for &i in &indices {
-                            admit(key, &mut state.slots[i], now_ms, ask.cost, &mut writes);
-                        }
-                    }
-                    Some((id, lapses_ms)) => {
-                        let runs = indices
-                            .iter()
-                            .map(|&i| {
-                                let slot = &mut state.slots[i];
-                                let at_ms = match slot.limiter.admit(now_ms, ask.cost) {
-                                    Recorded::Hit { at_ms, .. } => at_ms,
-                                    Recorded::State(..) => now_ms,
-                                };
-                                (slot.name.clone(), at_ms)
-                            })
-                            .collect();
-                        state.reservations.push(Reservation {
-                            id: id.to_string(),
-                            lapses_ms,
-                            cost: ask.cost,
-                            runs,
-                        });
-                    }
-                }
-                // A refused request is logged in no policy, so policies that
-                // had room report the state they keep.
-                let policies = report(&mut state.slots, &indices, now_ms, |n| {
-                    let d = decisions[n];
-                    (allowed || !d.allowed).then_some(d)
-                });
-                let lease = ask
-                    .lease
-                    .map(|l| lease_report(&state.leases, l, grant, now_ms));
-                // Only rate refusals count toward a ban: a request refused
-                // (or queued) for want of a lease did nothing wrong.
-                let started = match ask.ban {
-                    Some(policy) if !rates_allow => {
-                        strike(key, &mut state, policy, now_ms, &mut writes)
-                    }
-                    _ => None,
-                };
-                Outcome::new(allowed, policies, started, lease, now_ms)
-            }
+            None => self.decide_unbanned(ask, &indices, reserve, now_ms, &mut writes),
         };
-        state
-            .slots
+        self.slots
             .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
-        if !state.is_empty(now_ms) {
-            self.keys.insert(key.to_string(), state);
-        }
         (outcome, writes)
+    }
+
+    /// A decision for a key no ban holds: every policy, then the lease, then
+    /// the admission (or reservation), and a refusal counted toward a ban.
+    fn decide_unbanned(
+        &mut self,
+        ask: &Ask<'_>,
+        indices: &[usize],
+        reserve: Option<(&str, u64)>,
+        now_ms: u64,
+        writes: &mut Vec<Write>,
+    ) -> Outcome {
+        let decisions: Vec<Decision> = indices
+            .iter()
+            .map(|&i| self.slots[i].limiter.decide(now_ms, ask.cost))
+            .collect();
+        let rates_allow = decisions.iter().all(|d| d.allowed);
+        let grant = match ask.lease {
+            Some(lease) if rates_allow => {
+                let grant = self
+                    .leases
+                    .acquire(now_ms, &lease.acquire(), || lease.new_id.clone());
+                if let Ok(Grant {
+                    granted: true,
+                    lease: Some(granted),
+                    ..
+                }) = &grant
+                {
+                    writes.push(Write::Lease {
+                        lease: granted.clone(),
+                        limit: self.leases.limit(),
+                    });
+                }
+                Some(grant)
+            }
+            _ => None,
+        };
+        let allowed = rates_allow
+            && grant
+                .as_ref()
+                .is_none_or(|g| g.as_ref().is_ok_and(|g| g.granted));
+        match reserve {
+            _ if !allowed => {}
+            None => {
+                for &i in indices {
+                    admit(&mut self.slots[i], now_ms, ask.cost, writes);
+                }
+            }
+            Some((id, lapses_ms)) => {
+                let runs = indices
+                    .iter()
+                    .map(|&i| {
+                        let slot = &mut self.slots[i];
+                        let at_ms = match slot.limiter.admit(now_ms, ask.cost) {
+                            Recorded::Hit { at_ms, .. } => at_ms,
+                            Recorded::State(..) => now_ms,
+                        };
+                        (slot.name.clone(), at_ms)
+                    })
+                    .collect();
+                self.reservations.push(Reservation {
+                    id: id.to_string(),
+                    lapses_ms,
+                    cost: ask.cost,
+                    runs,
+                });
+            }
+        }
+        // A refused request is logged in no policy, so policies that had
+        // room report the state they keep.
+        let policies = report(&mut self.slots, indices, now_ms, |n| {
+            let d = decisions[n];
+            (allowed || !d.allowed).then_some(d)
+        });
+        let lease = ask
+            .lease
+            .map(|l| lease_report(&self.leases, l, grant, now_ms));
+        // Only rate refusals count toward a ban: a request refused (or
+        // queued) for want of a lease did nothing wrong.
+        let started = match ask.ban {
+            Some(policy) if !rates_allow => self.strike(policy, now_ms, writes),
+            _ => None,
+        };
+        Outcome::new(allowed, policies, started, lease, now_ms)
     }
 
     /// What [`check`](Self::check) with cost 0 answers: each policy's
     /// state as the asked spec reads it. A slot held under another spec is
     /// read through a copy, so that a peek never changes a limit, an
     /// algorithm or a window, and never drops an admission.
-    fn peek_ask(&mut self, key: &str, ask: &Ask<'_>, now_ms: u64) -> Outcome {
-        let mut empty = KeyState::default();
-        let state = self.keys.get_mut(key).unwrap_or(&mut empty);
-        let specs = state.policies(ask.specs, now_ms).to_vec();
+    fn peek_ask(&mut self, ask: &Ask<'_>, now_ms: u64) -> Outcome {
+        let specs = self.policies(ask.specs, now_ms).to_vec();
         let policies = specs
             .iter()
             .map(|(name, spec)| {
-                let decision = match state.slots.iter_mut().find(|s| s.name == *name) {
+                let decision = match self.slots.iter_mut().find(|s| s.name == *name) {
                     Some(slot) if slot.limiter.spec() == *spec => slot.limiter.decide(now_ms, 0),
                     Some(slot) => {
                         let mut copy = slot.limiter.clone();
@@ -631,10 +558,10 @@ impl Ledger {
                 }
             })
             .collect();
-        let ban = state.active_ban(now_ms);
+        let ban = self.active_ban(now_ms);
         let lease = ask
             .lease
-            .map(|l| lease_report(&state.leases, l, None, now_ms));
+            .map(|l| lease_report(&self.leases, l, None, now_ms));
         Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
     }
 
@@ -643,15 +570,9 @@ impl Ledger {
     /// replace (or re-read) the slot and drop or recount admissions, so
     /// the decision API refuses it rather than let one caller undo another's
     /// limit; a changed `limit` alone is no conflict.
-    pub fn conflict<'s>(
-        &self,
-        key: &str,
-        specs: &'s [(String, Spec)],
-        now_ms: u64,
-    ) -> Option<&'s str> {
-        let state = self.keys.get(key)?;
+    pub fn conflict<'s>(&self, specs: &'s [(String, Spec)], now_ms: u64) -> Option<&'s str> {
         specs.iter().find_map(|(name, spec)| {
-            let slot = state.slots.iter().find(|s| s.name == *name)?;
+            let slot = self.slots.iter().find(|s| s.name == *name)?;
             let held = slot.limiter.spec();
             let differs = std::mem::discriminant(&held) != std::mem::discriminant(spec)
                 || held.window_ms() != spec.window_ms();
@@ -659,83 +580,51 @@ impl Ledger {
         })
     }
 
-    /// Extends a live lease of `key`.
-    pub fn renew(
-        &mut self,
-        key: &str,
-        id: &str,
-        ttl_ms: u64,
-        now_ms: u64,
-    ) -> (Option<Lease>, Vec<Write>) {
-        let Some(state) = self.keys.get_mut(key) else {
-            return (None, Vec::new());
-        };
-        let renewed = state.leases.renew(id, now_ms, ttl_ms);
+    /// Extends a live lease.
+    pub fn renew(&mut self, id: &str, ttl_ms: u64, now_ms: u64) -> (Option<Lease>, Vec<Write>) {
+        let renewed = self.leases.renew(id, now_ms, ttl_ms);
         let writes = renewed
             .iter()
             .map(|lease| Write::Lease {
-                key: key.to_string(),
                 lease: lease.clone(),
-                limit: state.leases.limit(),
+                limit: self.leases.limit(),
             })
             .collect();
         (renewed, writes)
     }
 
-    /// Drops one hold on a live lease of `key`; `None`, changing nothing,
-    /// for an unknown or lapsed one.
-    pub fn release(
-        &mut self,
-        key: &str,
-        id: &str,
-        now_ms: u64,
-    ) -> (Option<Lease>, Vec<Write>, Vec<Expired>) {
-        let Some(state) = self.keys.get_mut(key) else {
-            return (None, Vec::new(), Vec::new());
-        };
-        let released = state.leases.release(id, now_ms);
+    /// Drops one hold on a live lease; `None`, changing nothing, for an
+    /// unknown or lapsed one.
+    pub fn release(&mut self, id: &str, now_ms: u64) -> (Option<Lease>, Vec<Write>, Vec<Expired>) {
+        let released = self.leases.release(id, now_ms);
         let (mut writes, mut expired) = (Vec::new(), Vec::new());
         match &released {
             Some(lease) if lease.holds == 0 => {
-                expired.push(state.lease_gone(key, id.to_string(), now_ms));
+                expired.push(self.lease_gone(id.to_string(), now_ms));
             }
             Some(lease) => writes.push(Write::Lease {
-                key: key.to_string(),
                 lease: lease.clone(),
-                limit: state.leases.limit(),
+                limit: self.leases.limit(),
             }),
             None => {}
-        }
-        if state.is_empty(now_ms) {
-            self.keys.remove(key);
         }
         (released, writes, expired)
     }
 
-    /// The leases `key` holds.
-    pub fn leases(&self, key: &str) -> &[Lease] {
-        self.keys
-            .get(key)
-            .map_or(&[], |state| state.leases.leases())
+    /// The leases held.
+    pub fn leases(&self) -> &[Lease] {
+        self.leases.leases()
     }
 
     /// Restores a lease row and the limit it names (`None` in rows written
     /// before limits were stored).
-    pub fn restore_lease(&mut self, key: &str, lease: Lease, limit: Option<u32>) {
-        self.keys
-            .entry(key.to_string())
-            .or_default()
-            .leases
-            .restore(lease, limit);
+    pub fn restore_lease(&mut self, lease: Lease, limit: Option<u32>) {
+        self.leases.restore(lease, limit);
     }
 
     /// Restores a fence floor row.
-    pub fn restore_floor(&mut self, key: &str, fence: u64) {
-        self.keys
-            .entry(key.to_string())
-            .or_default()
-            .leases
-            .restore_floor(fence);
+    pub fn restore_floor(&mut self, fence: u64) {
+        self.leases.restore_floor(fence);
     }
 
     /// `CL.THROTTLE`: a GCRA check of `quantity` units in the slot `name`,
@@ -743,18 +632,14 @@ impl Ledger {
     /// [`check`](Self::check).
     pub fn throttle(
         &mut self,
-        key: &str,
         name: &str,
         policy: GcraPolicy,
         now_ms: u64,
         quantity: u32,
     ) -> Option<(Throttle, Vec<Write>)> {
         let spec = Spec::Gcra(policy);
-        let answer = {
-            let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
-            let i = slot_for(slots, name, spec);
-            slots[i].limiter.throttle(now_ms, u64::from(quantity))
-        };
+        let i = slot_for(&mut self.slots, name, spec);
+        let answer = self.slots[i].limiter.throttle(now_ms, u64::from(quantity));
         let specs = [(name.to_string(), spec)];
         let ask = Ask {
             specs: &specs,
@@ -762,7 +647,7 @@ impl Ledger {
             ban: None,
             lease: None,
         };
-        let (_, writes) = self.check(key, &ask, now_ms);
+        let (_, writes) = self.check(&ask, now_ms);
         answer.map(|throttle| (throttle, writes))
     }
 
@@ -770,7 +655,6 @@ impl Ledger {
     /// false (and keeps nothing) for a row that no longer validates.
     pub fn restore_slot(
         &mut self,
-        key: &str,
         name: &str,
         encoded: (u64, u64, u64, u64),
         state: (u64, u64),
@@ -779,83 +663,67 @@ impl Ledger {
         let Some(spec) = Spec::decode(kind, a, b, c) else {
             return false;
         };
-        let slots = &mut self.keys.entry(key.to_string()).or_default().slots;
-        let i = slot_for(slots, name, spec);
-        let limiter = &mut slots[i].limiter;
-        if limiter.is_log() {
+        let i = slot_for(&mut self.slots, name, spec);
+        let slot = &mut self.slots[i];
+        if slot.limiter.is_log() {
             // The log's first run, older than any of its hit rows.
             if let Ok(count @ 1..) = u32::try_from(state.1) {
-                limiter.restore_hit(state.0, count);
+                slot.limiter.restore_hit(state.0, count);
             }
         } else {
-            limiter.restore_state(state.0, state.1);
+            slot.limiter.restore_state(state.0, state.1);
         }
-        slots[i].stored = Some(spec);
+        slot.stored = Some(spec);
         true
     }
 
     /// Restores a sliding-log row; rows must come in time order per slot.
     /// Rows of a slot without a slot row are ignored.
-    pub fn restore_hit(&mut self, key: &str, name: &str, at_ms: u64, count: u32) {
-        if let Some(slot) = self
-            .keys
-            .get_mut(key)
-            .and_then(|state| state.slots.iter_mut().find(|s| s.name == name))
-        {
+    pub fn restore_hit(&mut self, name: &str, at_ms: u64, count: u32) {
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.name == name) {
             slot.limiter.restore_hit(at_ms, count);
         }
     }
 
-    pub fn restore_ban(&mut self, key: &str, ban: Ban) {
-        self.keys.entry(key.to_string()).or_default().ban = Some(ban);
+    pub fn restore_ban(&mut self, ban: Ban) {
+        self.ban = Some(ban);
     }
 
-    /// Expires what no longer counts, forgets empty slots, forgiven bans and
-    /// empty keys, and says which stored rows to delete. Running it twice at
-    /// the same time changes nothing the second time, so an alarm that fires
-    /// twice is harmless.
+    /// Expires what no longer counts, forgets empty slots and forgiven bans,
+    /// and says which stored rows to delete. Running it twice at the same
+    /// time changes nothing the second time, so an alarm that fires twice
+    /// is harmless.
     pub fn sweep(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired = Vec::new();
-        for (key, state) in &mut self.keys {
-            for slot in &mut state.slots {
-                slot.limiter.expire(now_ms);
-                let (key, name) = (key.clone(), slot.name.clone());
-                if slot.limiter.is_idle(now_ms) {
-                    expired.push(Expired::Slot { key, name });
-                } else if slot.limiter.is_log() {
-                    let cutoff_ms = now_ms.saturating_sub(slot.limiter.spec().window_ms());
-                    expired.push(Expired::Hits {
-                        key,
-                        name,
-                        cutoff_ms,
-                    });
-                }
-            }
-            state.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
-            for lapsed in state.leases.expire(now_ms) {
-                expired.push(state.lease_gone(key, lapsed.id, now_ms));
-            }
-            if state.leases.forget_unneeded(now_ms) {
-                expired.push(Expired::Floor { key: key.clone() });
-            }
-            if state
-                .ban
-                .as_ref()
-                .is_some_and(|ban| now_ms >= ban.forget_ms)
-            {
-                state.ban = None;
-                expired.push(Expired::Ban { key: key.clone() });
-            }
-            if state
-                .overridden
-                .as_ref()
-                .is_some_and(|o| !o.is_active(now_ms))
-            {
-                state.overridden = None;
-                expired.push(Expired::Override { key: key.clone() });
+        for slot in &mut self.slots {
+            slot.limiter.expire(now_ms);
+            let name = slot.name.clone();
+            if slot.limiter.is_idle(now_ms) {
+                expired.push(Expired::Slot { name });
+            } else if slot.limiter.is_log() {
+                let cutoff_ms = now_ms.saturating_sub(slot.limiter.spec().window_ms());
+                expired.push(Expired::Hits { name, cutoff_ms });
             }
         }
-        self.keys.retain(|_, state| !state.is_empty(now_ms));
+        self.slots.retain(|slot| !slot.limiter.is_idle(now_ms));
+        for lapsed in self.leases.expire(now_ms) {
+            expired.push(self.lease_gone(lapsed.id, now_ms));
+        }
+        if self.leases.forget_unneeded(now_ms) {
+            expired.push(Expired::Floor);
+        }
+        if self.ban.as_ref().is_some_and(|ban| now_ms >= ban.forget_ms) {
+            self.ban = None;
+            expired.push(Expired::Ban);
+        }
+        if self
+            .overridden
+            .as_ref()
+            .is_some_and(|o| !o.is_active(now_ms))
+        {
+            self.overridden = None;
+            expired.push(Expired::Override);
+        }
         expired
     }
 
@@ -866,60 +734,35 @@ impl Ledger {
     /// sweep lifts it) and when its offences are forgiven; a lease, exactly
     /// when it lapses, so its slot is reclaimed on time.
     pub fn next_sweep(&self, now_ms: u64) -> Option<u64> {
-        let slots = self
-            .keys
-            .values()
-            .flat_map(|state| &state.slots)
-            .filter_map(|slot| {
-                let window = slot.limiter.spec().window_ms();
-                let expiry = slot.limiter.next_expiry()?;
-                Some(expiry.max(now_ms.saturating_add(window)))
-            });
-        let bans = self
-            .keys
-            .values()
-            .filter_map(|state| state.ban.as_ref())
-            .map(|ban| {
-                if ban.is_active(now_ms) {
-                    ban.until_ms
-                } else {
-                    ban.forget_ms
-                }
-            });
-        let leases = self
-            .keys
-            .values()
-            .filter_map(|state| state.leases.next_expiry());
-        let overrides = self
-            .keys
-            .values()
-            .filter_map(|state| state.overridden.as_ref()?.until_ms);
-        let reservations = self
-            .keys
-            .values()
-            .flat_map(|state| &state.reservations)
-            .map(|r| r.lapses_ms);
+        let slots = self.slots.iter().filter_map(|slot| {
+            let window = slot.limiter.spec().window_ms();
+            let expiry = slot.limiter.next_expiry()?;
+            Some(expiry.max(now_ms.saturating_add(window)))
+        });
+        let ban = self.ban.as_ref().map(|ban| {
+            if ban.is_active(now_ms) {
+                ban.until_ms
+            } else {
+                ban.forget_ms
+            }
+        });
+        let lease = self.leases.next_expiry();
+        let overridden = self.overridden.as_ref().and_then(|o| o.until_ms);
+        let reservations = self.reservations.iter().map(|r| r.lapses_ms);
         slots
-            .chain(bans)
-            .chain(leases)
-            .chain(overrides)
+            .chain(ban)
+            .chain(lease)
+            .chain(overridden)
             .chain(reservations)
             .min()
     }
 
-    /// Keeps or refunds reservation `id` of `key`. Keeping writes what an
-    /// admission writes; refunding takes back exactly its own units and
-    /// writes nothing. `None` for a reservation this key never had or that
-    /// lapsed; a repeated settle answers as the first did and changes
-    /// nothing.
-    pub fn settle(
-        &mut self,
-        key: &str,
-        id: &str,
-        keep: bool,
-        now_ms: u64,
-    ) -> (Option<Settled>, Vec<Write>) {
-        if let Some(&(_, _, kept)) = self.settled.iter().find(|(k, s, _)| k == key && s == id) {
+    /// Keeps or refunds reservation `id`. Keeping writes what an admission
+    /// writes; refunding takes back exactly its own units and writes
+    /// nothing. `None` for a reservation this key never had or that lapsed;
+    /// a repeated settle answers as the first did and changes nothing.
+    pub fn settle(&mut self, id: &str, keep: bool, now_ms: u64) -> (Option<Settled>, Vec<Write>) {
+        if let Some(&(_, kept)) = self.settled.iter().find(|(s, _)| s == id) {
             return (
                 Some(Settled {
                     kept,
@@ -928,26 +771,18 @@ impl Ledger {
                 Vec::new(),
             );
         }
-        let Some(state) = self.keys.get_mut(key) else {
+        let Some(at) = self.reservations.iter().position(|r| r.id == id) else {
             return (None, Vec::new());
         };
-        let Some(at) = state.reservations.iter().position(|r| r.id == id) else {
-            return (None, Vec::new());
-        };
-        let reservation = state.reservations.remove(at);
+        let reservation = self.reservations.remove(at);
         let mut writes = Vec::new();
-        settle_one(key, state, &reservation, keep, &mut writes);
-        state
-            .slots
+        self.settle_one(&reservation, keep, &mut writes);
+        self.slots
             .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
-        if state.is_empty(now_ms) {
-            self.keys.remove(key);
-        }
         if self.settled.len() >= SETTLED_MEMORY {
             self.settled.pop_front();
         }
-        self.settled
-            .push_back((key.to_string(), reservation.id, keep));
+        self.settled.push_back((reservation.id, keep));
         (
             Some(Settled {
                 kept: keep,
@@ -960,110 +795,69 @@ impl Ledger {
     /// Keeps every reservation whose answer never came by its lapse time.
     pub fn lapse(&mut self, now_ms: u64) -> Vec<Write> {
         let mut writes = Vec::new();
-        for (key, state) in &mut self.keys {
-            let (lapsed, pending) = std::mem::take(&mut state.reservations)
-                .into_iter()
-                .partition(|r| r.lapses_ms <= now_ms);
-            state.reservations = pending;
-            for reservation in lapsed.iter() {
-                settle_one(key, state, reservation, true, &mut writes);
-            }
+        let (lapsed, pending) = std::mem::take(&mut self.reservations)
+            .into_iter()
+            .partition::<Vec<_>, _>(|r| r.lapses_ms <= now_ms);
+        self.reservations = pending;
+        for reservation in &lapsed {
+            self.settle_one(reservation, true, &mut writes);
         }
         writes
     }
 
-    /// Sets (or, with `None`, lifts) the override of `key`; answers the one
-    /// it replaced and what to write or delete. An override on a key with
-    /// no state is one row, and the key's alarm removes it when it lapses.
+    /// Sets (or, with `None`, lifts) the override; answers the one it
+    /// replaced and what to write or delete. An override on a key with no
+    /// state is one row, and the key's alarm removes it when it lapses.
     pub fn set_override(
         &mut self,
-        key: &str,
         next: Option<Override>,
-        now_ms: u64,
     ) -> (Option<Override>, Vec<Write>, Vec<Expired>) {
-        let state = self.keys.entry(key.to_string()).or_default();
-        let previous = std::mem::replace(&mut state.overridden, next.clone());
+        let previous = std::mem::replace(&mut self.overridden, next.clone());
         let (writes, expired) = match next {
-            Some(overridden) => (
-                vec![Write::Override {
-                    key: key.to_string(),
-                    overridden,
-                }],
-                Vec::new(),
-            ),
-            None if previous.is_some() => (
-                Vec::new(),
-                vec![Expired::Override {
-                    key: key.to_string(),
-                }],
-            ),
+            Some(overridden) => (vec![Write::Override(overridden)], Vec::new()),
+            None if previous.is_some() => (Vec::new(), vec![Expired::Override]),
             None => (Vec::new(), Vec::new()),
         };
-        if self
-            .keys
-            .get(key)
-            .is_some_and(|state| state.is_empty(now_ms))
-        {
-            self.keys.remove(key);
-        }
         (previous, writes, expired)
     }
 
-    /// The override of `key`, lapsed or not.
-    pub fn overridden(&self, key: &str) -> Option<&Override> {
-        self.keys.get(key)?.overridden.as_ref()
+    /// The override, lapsed or not.
+    pub fn overridden(&self) -> Option<&Override> {
+        self.overridden.as_ref()
     }
 
-    pub fn restore_override(&mut self, key: &str, overridden: Override) {
-        self.keys.entry(key.to_string()).or_default().overridden = Some(overridden);
+    pub fn restore_override(&mut self, overridden: Override) {
+        self.overridden = Some(overridden);
     }
 
-    /// Forgets everything about `key` (an operator's reset) and says which
-    /// rows to delete; only a fence floor stays while a repeat is possible,
-    /// since a lock's fences must grow even across a reset.
-    pub fn reset(&mut self, key: &str, now_ms: u64) -> Vec<Expired> {
-        let Some(mut state) = self.keys.remove(key) else {
-            return Vec::new();
-        };
-        let leases: Vec<Expired> = state
-            .leases
-            .expire(u64::MAX)
+    /// Forgets the key's state (an operator's reset) and says which rows to
+    /// delete. The floor of a lock's fences stays while a repeat is
+    /// possible, since a lock's fences must grow even across a reset, and
+    /// an operator's override (configuration, not state) stays too.
+    pub fn reset(&mut self, now_ms: u64) -> Vec<Expired> {
+        let mut expired: Vec<Expired> = std::mem::take(&mut self.slots)
             .into_iter()
-            .map(|lease| state.lease_gone(key, lease.id, now_ms))
+            .map(|slot| Expired::Slot { name: slot.name })
             .collect();
-        let slots = state.slots.into_iter().map(|slot| Expired::Slot {
-            key: key.to_string(),
-            name: slot.name,
-        });
-        let ban = state.ban.map(|_| Expired::Ban {
-            key: key.to_string(),
-        });
-        let expired = slots.chain(ban).chain(leases).collect();
-        // The floor of a lock's fences, and an operator's override (which
-        // is configuration, not state), outlive a reset.
-        let fences = KeyState {
-            leases: state.leases,
-            overridden: state.overridden,
-            ..KeyState::default()
-        };
-        if !fences.is_empty(now_ms) {
-            self.keys.insert(key.to_string(), fences);
+        if self.ban.take().is_some() {
+            expired.push(Expired::Ban);
         }
+        for lease in self.leases.expire(u64::MAX) {
+            expired.push(self.lease_gone(lease.id, now_ms));
+        }
+        self.strikes = None;
+        self.reservations.clear();
         expired
     }
 
-    /// The state of `key` at `now_ms`, changing nothing.
-    pub fn peek(&mut self, key: &str, now_ms: u64) -> (Vec<SlotReport>, Option<BanNotice>) {
-        let Some(state) = self.keys.get_mut(key) else {
-            return (Vec::new(), None);
-        };
-        let slots = state
+    /// The key's slots and ban at `now_ms`, changing nothing.
+    pub fn peek(&mut self, now_ms: u64) -> (Vec<SlotReport>, Option<BanNotice>) {
+        let slots = self
             .slots
             .iter_mut()
             .map(|slot| {
                 let d = slot.limiter.decide(now_ms, 0);
                 SlotReport {
-                    key: key.to_string(),
                     policy: slot.name.clone(),
                     limit: d.limit,
                     window_ms: slot.limiter.spec().window_ms(),
@@ -1073,22 +867,92 @@ impl Ledger {
                 }
             })
             .collect();
-        let ban = state.active_ban(now_ms);
-        (slots, ban)
+        (slots, self.active_ban(now_ms))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+    /// Whether the key holds nothing, so that its storage can be freed. A
+    /// stored fence floor is held until the sweep deletes that row.
+    pub fn is_empty(&self, now_ms: u64) -> bool {
+        self.slots.is_empty()
+            && self.ban.is_none()
+            && self.overridden.is_none()
+            && self.reservations.is_empty()
+            && self.leases.is_idle(now_ms)
+            && !self.leases.floor_stored()
     }
 
-    /// Whether anything is held for `key`.
-    pub fn holds(&self, key: &str) -> bool {
-        self.keys.contains_key(key)
+    /// The ban in force, as a decision reports it.
+    fn active_ban(&self, now_ms: u64) -> Option<BanNotice> {
+        self.ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false))
     }
 
-    /// Every key held.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.keys.keys().map(String::as_str)
+    /// The policies in force: an active override's, or the ones asked.
+    fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
+        match &self.overridden {
+            Some(o) if o.is_active(now_ms) => &o.policies,
+            _ => asked,
+        }
+    }
+
+    /// Removes lease `id`'s row, keeping the last fence as a floor row if a
+    /// repeat is still possible.
+    fn lease_gone(&mut self, id: String, now_ms: u64) -> Expired {
+        let floor = self
+            .leases
+            .needs_floor(now_ms)
+            .then(|| self.leases.last_fence());
+        if floor.is_some() {
+            self.leases.set_floor_stored(true);
+        }
+        Expired::Lease { id, floor }
+    }
+
+    /// Keeps (writing what its admission would have written) or refunds one
+    /// reservation.
+    fn settle_one(&mut self, reservation: &Reservation, keep: bool, writes: &mut Vec<Write>) {
+        for (name, at_ms) in &reservation.runs {
+            let Some(slot) = self.slots.iter_mut().find(|s| s.name == *name) else {
+                continue;
+            };
+            if !keep {
+                slot.limiter.refund(*at_ms, reservation.cost);
+                continue;
+            }
+            let recorded = match slot.limiter.state() {
+                Some((a, b)) => Recorded::State(a, b),
+                None => Recorded::Hit {
+                    at_ms: *at_ms,
+                    count: reservation.cost,
+                },
+            };
+            record(slot, recorded, writes);
+        }
+    }
+
+    /// Counts a refusal toward a ban; returns the ban it starts, if any.
+    fn strike(
+        &mut self,
+        policy: &BanPolicy,
+        now_ms: u64,
+        writes: &mut Vec<Write>,
+    ) -> Option<BanNotice> {
+        let strikes = self
+            .strikes
+            .get_or_insert_with(|| SlidingLog::new(policy.strikes()));
+        strikes.set_policy(policy.strikes());
+        let counted = strikes.check(now_ms, 1);
+        if !counted.allowed || counted.remaining > 0 {
+            return None;
+        }
+        self.strikes = None;
+        let ban = Ban::start(policy, self.ban.as_ref(), now_ms);
+        let notice = BanNotice::of(&ban, true);
+        writes.push(Write::Ban(ban.clone()));
+        self.ban = Some(ban);
+        Some(notice)
     }
 }
 
@@ -1158,48 +1022,19 @@ fn lease_report(
     }
 }
 
-/// Keeps (writing what its admission would have written) or refunds one
-/// reservation.
-fn settle_one(
-    key: &str,
-    state: &mut KeyState,
-    reservation: &Reservation,
-    keep: bool,
-    writes: &mut Vec<Write>,
-) {
-    for (name, at_ms) in &reservation.runs {
-        let Some(slot) = state.slots.iter_mut().find(|s| s.name == *name) else {
-            continue;
-        };
-        if !keep {
-            slot.limiter.refund(*at_ms, reservation.cost);
-            continue;
-        }
-        let recorded = match slot.limiter.state() {
-            Some((a, b)) => Recorded::State(a, b),
-            None => Recorded::Hit {
-                at_ms: *at_ms,
-                count: reservation.cost,
-            },
-        };
-        record(key, slot, recorded, writes);
-    }
-}
-
-fn admit(key: &str, slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
+fn admit(slot: &mut Slot, now_ms: u64, cost: u32, writes: &mut Vec<Write>) {
     let recorded = slot.limiter.admit(now_ms, cost);
-    record(key, slot, recorded, writes);
+    record(slot, recorded, writes);
 }
 
 /// The rows an admission into `slot` writes.
-fn record(key: &str, slot: &mut Slot, recorded: Recorded, writes: &mut Vec<Write>) {
+fn record(slot: &mut Slot, recorded: Recorded, writes: &mut Vec<Write>) {
     let spec = slot.limiter.spec();
-    let (key, name) = (key.to_string(), slot.name.clone());
+    let name = slot.name.clone();
     match (recorded, slot.stored) {
         // A log's slot row carries its first run, so that a new key's first
         // admission is one row.
         (Recorded::Hit { at_ms, count }, None) => writes.push(Write::Slot {
-            key,
             name,
             spec,
             state: (at_ms, u64::from(count)),
@@ -1207,53 +1042,19 @@ fn record(key: &str, slot: &mut Slot, recorded: Recorded, writes: &mut Vec<Write
         (Recorded::Hit { at_ms, count }, Some(stored)) => {
             if stored != spec {
                 writes.push(Write::Respec {
-                    key: key.clone(),
                     name: name.clone(),
                     spec,
                 });
             }
-            writes.push(Write::Hit {
-                key,
-                name,
-                at_ms,
-                count,
-            });
+            writes.push(Write::Hit { name, at_ms, count });
         }
         (Recorded::State(a, b), _) => writes.push(Write::Slot {
-            key,
             name,
             spec,
             state: (a, b),
         }),
     }
     slot.stored = Some(spec);
-}
-
-/// Counts a refusal toward a ban; returns the ban it starts, if any.
-fn strike(
-    key: &str,
-    state: &mut KeyState,
-    policy: &BanPolicy,
-    now_ms: u64,
-    writes: &mut Vec<Write>,
-) -> Option<BanNotice> {
-    let strikes = state
-        .strikes
-        .get_or_insert_with(|| SlidingLog::new(policy.strikes()));
-    strikes.set_policy(policy.strikes());
-    let counted = strikes.check(now_ms, 1);
-    if !counted.allowed || counted.remaining > 0 {
-        return None;
-    }
-    state.strikes = None;
-    let ban = Ban::start(policy, state.ban.as_ref(), now_ms);
-    let notice = BanNotice::of(&ban, true);
-    writes.push(Write::Ban {
-        key: key.to_string(),
-        ban: ban.clone(),
-    });
-    state.ban = Some(ban);
-    Some(notice)
 }
 
 #[cfg(test)]

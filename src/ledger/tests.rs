@@ -12,7 +12,6 @@ fn log(name: &str, limit: u64, window_ms: u64) -> (String, Spec) {
 
 fn check(
     ledger: &mut Ledger,
-    key: &str,
     specs: &[(String, Spec)],
     now: u64,
     cost: u32,
@@ -23,12 +22,11 @@ fn check(
         ban: None,
         lease: None,
     };
-    ledger.check(key, &ask, now)
+    ledger.check(&ask, now)
 }
 
 fn check_banned(
     ledger: &mut Ledger,
-    key: &str,
     specs: &[(String, Spec)],
     now: u64,
     ban: &BanPolicy,
@@ -39,7 +37,7 @@ fn check_banned(
         ban: Some(ban),
         lease: None,
     };
-    ledger.check(key, &ask, now)
+    ledger.check(&ask, now)
 }
 
 fn violated(outcome: &Outcome) -> Vec<&str> {
@@ -50,13 +48,13 @@ fn violated(outcome: &Outcome) -> Vec<&str> {
 fn the_first_admission_writes_one_slot_row_then_only_hits() {
     let mut ledger = Ledger::new();
     let p = [log("api", 2, 1000)];
-    let (outcome, writes) = check(&mut ledger, "k", &p, 10, 1);
+    let (outcome, writes) = check(&mut ledger, &p, 10, 1);
     assert!(outcome.allowed);
     assert!(
         matches!(writes[..], [Write::Slot { state: (10, 1), .. }]),
         "the slot row carries the log's first run"
     );
-    let (_, writes) = check(&mut ledger, "k", &p, 11, 1);
+    let (_, writes) = check(&mut ledger, &p, 11, 1);
     assert!(matches!(writes[..], [Write::Hit { at_ms: 11, .. }]));
 }
 
@@ -67,18 +65,18 @@ fn one_row_algorithms_write_their_state_each_admission() {
         "w".to_string(),
         Spec::FixedWindow(Policy::new(2, 1000).unwrap()),
     )];
-    let (_, writes) = check(&mut ledger, "k", &fixed, 10, 1);
+    let (_, writes) = check(&mut ledger, &fixed, 10, 1);
     assert!(matches!(writes[..], [Write::Slot { state: (10, 1), .. }]));
-    let (_, writes) = check(&mut ledger, "k", &fixed, 20, 1);
+    let (_, writes) = check(&mut ledger, &fixed, 20, 1);
     assert!(matches!(writes[..], [Write::Slot { state: (10, 2), .. }]));
-    let (refused, writes) = check(&mut ledger, "k", &fixed, 30, 1);
+    let (refused, writes) = check(&mut ledger, &fixed, 30, 1);
     assert!(!refused.allowed);
     assert!(writes.is_empty());
     let cell = [(
         "c".to_string(),
         Spec::Gcra(GcraPolicy::new(1, 1, 1000).unwrap()),
     )];
-    let (_, writes) = check(&mut ledger, "g", &cell, 5, 1);
+    let (_, writes) = check(&mut ledger, &cell, 5, 1);
     assert!(matches!(
         writes[..],
         [Write::Slot {
@@ -91,12 +89,12 @@ fn one_row_algorithms_write_their_state_each_admission() {
 #[test]
 fn refusals_and_peeks_write_nothing_and_keep_nothing() {
     let mut ledger = Ledger::new();
-    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 0);
+    let (outcome, writes) = check(&mut ledger, &[log("api", 1, 1000)], 0, 0);
     assert!(outcome.allowed);
     assert!(writes.is_empty());
-    assert!(ledger.is_empty());
-    check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 1);
-    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], 1, 1);
+    assert!(ledger.is_empty(0));
+    check(&mut ledger, &[log("api", 1, 1000)], 0, 1);
+    let (outcome, writes) = check(&mut ledger, &[log("api", 1, 1000)], 1, 1);
     assert!(!outcome.allowed);
     assert!(writes.is_empty());
 }
@@ -105,9 +103,9 @@ fn refusals_and_peeks_write_nothing_and_keep_nothing() {
 fn a_wait_crosses_the_wire_as_ms_and_never_as_null() {
     let mut ledger = Ledger::new();
     let p = [log("api", 2, 1000)];
-    check(&mut ledger, "k", &p, 0, 2);
+    check(&mut ledger, &p, 0, 2);
     for (cost, wire) in [(1, "1000"), (3, "null")] {
-        let (refused, _) = check(&mut ledger, "k", &p, 0, cost);
+        let (refused, _) = check(&mut ledger, &p, 0, cost);
         let json = serde_json::to_string(&refused).unwrap();
         let field = format!("\"retry_after_ms\":{wire}");
         assert_eq!(
@@ -125,7 +123,7 @@ fn a_policy_decision_crosses_the_wire_as_one_flat_object() {
     // The shape `#[serde(flatten)]` gave it, which a worker and an object of
     // two versions (during a deploy) must still agree on.
     let mut ledger = Ledger::new();
-    let (outcome, _) = check(&mut ledger, "k", &[log("api", 2, 1000)], 0, 1);
+    let (outcome, _) = check(&mut ledger, &[log("api", 2, 1000)], 0, 1);
     let json = serde_json::to_value(&outcome.policies[0]).unwrap();
     assert_eq!(
         json,
@@ -147,17 +145,17 @@ fn a_policy_decision_crosses_the_wire_as_one_flat_object() {
 fn several_policies_admit_all_or_nothing() {
     let mut ledger = Ledger::new();
     let p = [log("second", 2, 1000), log("day", 3, 86_400_000)];
-    assert!(check(&mut ledger, "k", &p, 0, 1).0.allowed);
-    assert!(check(&mut ledger, "k", &p, 1, 1).0.allowed);
-    let (refused, writes) = check(&mut ledger, "k", &p, 2, 1);
+    assert!(check(&mut ledger, &p, 0, 1).0.allowed);
+    assert!(check(&mut ledger, &p, 1, 1).0.allowed);
+    let (refused, writes) = check(&mut ledger, &p, 2, 1);
     assert!(!refused.allowed);
     assert!(writes.is_empty());
     assert_eq!(violated(&refused), ["second"]);
     // The day policy had room, and reports it unchanged.
     assert_eq!(refused.policies[1].decision.remaining, 1);
     assert_eq!(refused.retry, Retry::After(998));
-    assert!(check(&mut ledger, "k", &p, 1000, 1).0.allowed);
-    let (refused, _) = check(&mut ledger, "k", &p, 2000, 1);
+    assert!(check(&mut ledger, &p, 1000, 1).0.allowed);
+    let (refused, _) = check(&mut ledger, &p, 2000, 1);
     assert_eq!(violated(&refused), ["day"]);
     assert_eq!(refused.retry, Retry::After(86_400_000 - 2000));
 }
@@ -165,11 +163,11 @@ fn several_policies_admit_all_or_nothing() {
 #[test]
 fn a_changed_spec_is_stored_with_the_next_admission() {
     let mut ledger = Ledger::new();
-    check(&mut ledger, "k", &[log("api", 1, 1000)], 0, 1);
-    let (refused, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 100, 1);
+    check(&mut ledger, &[log("api", 1, 1000)], 0, 1);
+    let (refused, writes) = check(&mut ledger, &[log("api", 1, 500)], 100, 1);
     assert!(!refused.allowed);
     assert!(writes.is_empty());
-    let (allowed, writes) = check(&mut ledger, "k", &[log("api", 1, 500)], 500, 1);
+    let (allowed, writes) = check(&mut ledger, &[log("api", 1, 500)], 500, 1);
     assert!(allowed.allowed);
     assert!(
         matches!(&writes[..], [Write::Respec { spec, .. }, Write::Hit { .. }]
@@ -180,33 +178,27 @@ fn a_changed_spec_is_stored_with_the_next_admission() {
 #[test]
 fn a_stored_slot_stays_until_the_sweep_deletes_its_rows() {
     let mut ledger = Ledger::new();
-    check(&mut ledger, "k", &[log("api", 1, 100)], 0, 1);
+    check(&mut ledger, &[log("api", 1, 100)], 0, 1);
     // Expired in memory and changed by a peek, but its rows remain.
-    check(&mut ledger, "k", &[log("api", 1, 50)], 500, 0);
-    assert_eq!(ledger.keys().count(), 1);
-    assert_eq!(
-        ledger.sweep(500),
-        [Expired::Slot {
-            key: "k".into(),
-            name: "api".into()
-        }]
-    );
-    assert!(ledger.is_empty());
+    check(&mut ledger, &[log("api", 1, 50)], 500, 0);
+    assert!(!ledger.is_empty(500));
+    assert_eq!(ledger.sweep(500), [Expired::Slot { name: "api".into() }]);
+    assert!(ledger.is_empty(500));
 }
 
 #[test]
 fn restoring_rows_rebuilds_the_same_state() {
     let mut ledger = Ledger::new();
     let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
-    assert!(ledger.restore_slot("k", "api", spec.encode(), (50, 0)));
-    ledger.restore_hit("k", "api", 100, 2);
-    ledger.restore_hit("k", "ghost", 100, 2);
-    assert!(!ledger.restore_slot("k", "bad", (0, 0, 1000, 0), (0, 0)));
-    assert!(!ledger.restore_slot("k", "bad", (7, 1, 1, 1), (0, 0)));
-    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 2);
+    assert!(ledger.restore_slot("api", spec.encode(), (50, 0)));
+    ledger.restore_hit("api", 100, 2);
+    ledger.restore_hit("ghost", 100, 2);
+    assert!(!ledger.restore_slot("bad", (0, 0, 1000, 0), (0, 0)));
+    assert!(!ledger.restore_slot("bad", (7, 1, 1, 1), (0, 0)));
+    let (outcome, writes) = check(&mut ledger, &[log("api", 3, 1000)], 200, 2);
     assert!(!outcome.allowed);
     assert!(writes.is_empty());
-    let (outcome, writes) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 1);
+    let (outcome, writes) = check(&mut ledger, &[log("api", 3, 1000)], 200, 1);
     assert!(outcome.allowed);
     assert!(
         matches!(writes[..], [Write::Hit { .. }]),
@@ -217,26 +209,19 @@ fn restoring_rows_rebuilds_the_same_state() {
 #[test]
 fn the_sweep_deletes_expired_rows_and_forgets_idle_slots() {
     let mut ledger = Ledger::new();
-    check(&mut ledger, "a", &[log("api", 5, 1000)], 0, 1);
-    check(&mut ledger, "a", &[log("api", 5, 1000)], 600, 1);
-    check(&mut ledger, "b", &[log("api", 5, 1000)], 100, 1);
+    check(&mut ledger, &[log("a", 5, 1000)], 0, 1);
+    check(&mut ledger, &[log("a", 5, 1000)], 600, 1);
+    check(&mut ledger, &[log("b", 5, 1000)], 100, 1);
     assert_eq!(ledger.next_sweep(600), Some(1600));
     let mut expired = ledger.sweep(1200);
     expired.sort_by_key(|e| format!("{e:?}"));
     let hits_a = Expired::Hits {
-        key: "a".into(),
-        name: "api".into(),
+        name: "a".into(),
         cutoff_ms: 200,
     };
     assert_eq!(
         expired,
-        [
-            hits_a.clone(),
-            Expired::Slot {
-                key: "b".into(),
-                name: "api".into()
-            }
-        ]
+        [hits_a.clone(), Expired::Slot { name: "b".into() }]
     );
     assert_eq!(
         ledger.sweep(1200),
@@ -245,7 +230,7 @@ fn the_sweep_deletes_expired_rows_and_forgets_idle_slots() {
     );
     assert_eq!(ledger.next_sweep(1200), Some(2200));
     ledger.sweep(2200);
-    assert!(ledger.is_empty());
+    assert!(ledger.is_empty(2200));
     assert_eq!(ledger.next_sweep(2200), None);
 }
 
@@ -254,7 +239,7 @@ fn an_idle_key_is_empty_by_its_second_sweep() {
     let mut ledger = Ledger::new();
     let mut alarm = None;
     for t in (0..1000).step_by(7) {
-        check(&mut ledger, "k", &[log("api", 1000, 1000)], t, 1);
+        check(&mut ledger, &[log("api", 1000, 1000)], t, 1);
         alarm = alarm.or(ledger.next_sweep(t));
     }
     let first = alarm.unwrap();
@@ -263,7 +248,7 @@ fn an_idle_key_is_empty_by_its_second_sweep() {
     let second = ledger.next_sweep(first).unwrap();
     assert_eq!(second, 2000);
     ledger.sweep(second);
-    assert!(ledger.is_empty());
+    assert!(ledger.is_empty(2000));
 }
 
 fn ban_policy() -> BanPolicy {
@@ -276,10 +261,10 @@ fn ban_policy() -> BanPolicy {
 fn offend(ledger: &mut Ledger, now: u64) -> Vec<Outcome> {
     let p = [log("api", 1, 1000)];
     let policy = ban_policy();
-    let (first, _) = check_banned(ledger, "k", &p, now, &policy);
+    let (first, _) = check_banned(ledger, &p, now, &policy);
     assert!(first.allowed);
     (1..=3)
-        .map(|i| check_banned(ledger, "k", &p, now + i, &policy).0)
+        .map(|i| check_banned(ledger, &p, now + i, &policy).0)
         .collect()
 }
 
@@ -292,13 +277,7 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
     assert!(notice.started);
     assert_eq!((notice.until_ms, notice.offences), (60_003, 1));
     // Banned: refused even once the policy has room again.
-    let (banned, writes) = check_banned(
-        &mut ledger,
-        "k",
-        &[log("api", 1, 1000)],
-        30_000,
-        &ban_policy(),
-    );
+    let (banned, writes) = check_banned(&mut ledger, &[log("api", 1, 1000)], 30_000, &ban_policy());
     assert!(!banned.allowed);
     assert!(writes.is_empty());
     assert!(!banned.ban.as_ref().unwrap().started);
@@ -309,7 +288,7 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
         "the alarm lifts it"
     );
     ledger.sweep(60_003);
-    assert_eq!(ledger.peek("k", 60_003).1, None, "lifted, but remembered");
+    assert_eq!(ledger.peek(60_003).1, None, "lifted, but remembered");
     let second = offend(&mut ledger, 70_000);
     let notice = second[2].ban.clone().unwrap();
     assert_eq!((notice.offences, notice.until_ms), (2, 70_003 + 120_000));
@@ -319,37 +298,36 @@ fn a_ban_starts_at_the_threshold_and_escalates() {
 fn bans_are_written_and_forgiven_by_the_sweep() {
     let mut ledger = Ledger::new();
     let p = [log("api", 1, 1000)];
-    check_banned(&mut ledger, "k", &p, 0, &ban_policy());
-    check_banned(&mut ledger, "k", &p, 1, &ban_policy());
-    check_banned(&mut ledger, "k", &p, 2, &ban_policy());
-    let (_, writes) = check_banned(&mut ledger, "k", &p, 3, &ban_policy());
-    assert!(matches!(&writes[..], [Write::Ban { ban, .. }] if ban.forget_ms == 60_003 + 180_000));
-    assert!(ledger.sweep(100_000).contains(&Expired::Slot {
-        key: "k".into(),
-        name: "api".into()
-    }));
-    assert!(!ledger.is_empty(), "the ban record outlives the slot");
-    assert_eq!(ledger.sweep(240_003), [Expired::Ban { key: "k".into() }]);
-    assert!(ledger.is_empty());
+    check_banned(&mut ledger, &p, 0, &ban_policy());
+    check_banned(&mut ledger, &p, 1, &ban_policy());
+    check_banned(&mut ledger, &p, 2, &ban_policy());
+    let (_, writes) = check_banned(&mut ledger, &p, 3, &ban_policy());
+    assert!(matches!(&writes[..], [Write::Ban(ban)] if ban.forget_ms == 60_003 + 180_000));
+    assert!(ledger
+        .sweep(100_000)
+        .contains(&Expired::Slot { name: "api".into() }));
+    assert!(
+        !ledger.is_empty(100_000),
+        "the ban record outlives the slot"
+    );
+    assert_eq!(ledger.sweep(240_003), [Expired::Ban]);
+    assert!(ledger.is_empty(240_003));
 }
 
 #[test]
 fn restored_bans_still_refuse() {
     let mut ledger = Ledger::new();
-    ledger.restore_ban(
-        "k",
-        Ban {
-            until_ms: 5000,
-            offences: 1,
-            forget_ms: 9000,
-            reason: "r".into(),
-        },
-    );
-    let (outcome, _) = check(&mut ledger, "k", &[log("api", 10, 1000)], 100, 1);
+    ledger.restore_ban(Ban {
+        until_ms: 5000,
+        offences: 1,
+        forget_ms: 9000,
+        reason: "r".into(),
+    });
+    let (outcome, _) = check(&mut ledger, &[log("api", 10, 1000)], 100, 1);
     assert!(!outcome.allowed);
     assert_eq!(outcome.ban.unwrap().until_ms, 5000);
     assert!(
-        check(&mut ledger, "k", &[log("api", 10, 1000)], 5000, 1)
+        check(&mut ledger, &[log("api", 10, 1000)], 5000, 1)
             .0
             .allowed
     );
@@ -359,48 +337,37 @@ fn restored_bans_still_refuse() {
 fn reset_forgets_everything_about_a_key() {
     let mut ledger = Ledger::new();
     offend(&mut ledger, 0);
-    check(&mut ledger, "other", &[log("api", 1, 1000)], 0, 1);
-    let mut expired = ledger.reset("k", 0);
+    let mut expired = ledger.reset(0);
     expired.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         expired,
-        [
-            Expired::Ban { key: "k".into() },
-            Expired::Slot {
-                key: "k".into(),
-                name: "api".into()
-            }
-        ]
+        [Expired::Ban, Expired::Slot { name: "api".into() }]
     );
-    assert!(ledger.reset("k", 0).is_empty());
-    assert!(
-        check(&mut ledger, "k", &[log("api", 1, 1000)], 10, 1)
-            .0
-            .allowed
-    );
-    assert_eq!(ledger.keys().count(), 2);
+    assert!(ledger.reset(0).is_empty());
+    assert!(check(&mut ledger, &[log("api", 1, 1000)], 10, 1).0.allowed);
+    assert!(!ledger.is_empty(10), "the key starts afresh");
 }
 
 #[test]
 fn peek_reports_use_without_changing_it() {
     let mut ledger = Ledger::new();
-    check(&mut ledger, "k", &[log("api", 5, 1000)], 0, 2);
-    let (slots, ban) = ledger.peek("k", 100);
+    check(&mut ledger, &[log("api", 5, 1000)], 0, 2);
+    let (slots, ban) = ledger.peek(100);
     assert_eq!(ban, None);
     assert_eq!(slots.len(), 1);
     assert_eq!(
         (slots[0].used, slots[0].remaining, slots[0].reset_ms),
         (2, 3, 900)
     );
-    assert_eq!(ledger.peek("k", 100).0, slots);
-    assert_eq!(ledger.peek("nobody", 100), (Vec::new(), None));
+    assert_eq!(ledger.peek(100).0, slots);
+    assert_eq!(Ledger::new().peek(100), (Vec::new(), None));
 }
 
 #[test]
 fn throttle_answers_as_redis_cell_and_records_like_check() {
     let mut ledger = Ledger::new();
     let policy = GcraPolicy::new(15, 30, 60_000).unwrap();
-    let (first, writes) = ledger.throttle("k", "throttle", policy, 1_000, 1).unwrap();
+    let (first, writes) = ledger.throttle("throttle", policy, 1_000, 1).unwrap();
     assert_eq!(
         (
             first.limited,
@@ -412,14 +379,14 @@ fn throttle_answers_as_redis_cell_and_records_like_check() {
         (false, 16, 15, -1, 2)
     );
     assert!(matches!(writes[..], [Write::Slot { .. }]));
-    let (peek, writes) = ledger.throttle("k", "throttle", policy, 1_000, 0).unwrap();
+    let (peek, writes) = ledger.throttle("throttle", policy, 1_000, 0).unwrap();
     assert_eq!(peek.remaining, 15);
     assert!(writes.is_empty());
-    let (huge, writes) = ledger.throttle("k", "throttle", policy, 1_000, 17).unwrap();
+    let (huge, writes) = ledger.throttle("throttle", policy, 1_000, 17).unwrap();
     assert!(huge.limited);
     assert_eq!(huge.retry_after_s, -1);
     assert!(writes.is_empty());
-    let (slots, _) = ledger.peek("k", 1_000);
+    let (slots, _) = ledger.peek(1_000);
     assert_eq!(slots[0].remaining, 15);
 }
 
@@ -448,14 +415,14 @@ fn lease_ask(limit: u32, ttl_ms: u64, id: &str) -> LeaseAsk {
 fn a_lease_and_rate_policies_admit_together_or_not_at_all() {
     let mut ledger = Ledger::new();
     let specs = [log("api", 2, 60_000)];
-    let (first, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "a")), 0);
+    let (first, writes) = ledger.check(&leased(&specs, &lease_ask(1, 30_000, "a")), 0);
     assert!(first.allowed);
     assert_eq!(first.lease.as_ref().unwrap().in_flight, 1);
     assert!(writes
         .iter()
         .any(|w| matches!(w, Write::Lease { lease, .. } if lease.id == "a")));
     // The concurrency limit refuses: nothing is logged in the rate policy.
-    let (busy, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "b")), 10);
+    let (busy, writes) = ledger.check(&leased(&specs, &lease_ask(1, 30_000, "b")), 10);
     assert!(!busy.allowed);
     assert!(writes.is_empty());
     assert_eq!(busy.violated_names(), ["api.concurrency"]);
@@ -464,29 +431,28 @@ fn a_lease_and_rate_policies_admit_together_or_not_at_all() {
         "a release may come before the lapse"
     );
     assert_eq!(busy.policies[0].decision.remaining, 1);
-    let (released, _, expired) = ledger.release("k", "a", 20);
+    let (released, _, expired) = ledger.release("a", 20);
     assert_eq!(released.unwrap().holds, 0);
     assert_eq!(
         expired,
         [Expired::Lease {
-            key: "k".into(),
             id: "a".into(),
             floor: None
         }]
     );
     assert!(
         ledger
-            .check("k", &leased(&specs, &lease_ask(1, 30_000, "c")), 30)
+            .check(&leased(&specs, &lease_ask(1, 30_000, "c")), 30)
             .0
             .allowed
     );
     // The rate policy refuses: no lease is taken.
-    ledger.release("k", "c", 40);
-    let (limited, writes) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "d")), 50);
+    ledger.release("c", 40);
+    let (limited, writes) = ledger.check(&leased(&specs, &lease_ask(1, 30_000, "d")), 50);
     assert!(!limited.allowed);
     assert_eq!(limited.violated_names(), ["api"]);
     assert!(writes.is_empty());
-    assert!(ledger.leases("k").is_empty());
+    assert!(ledger.leases().is_empty());
 }
 
 #[test]
@@ -495,7 +461,6 @@ fn the_sweep_reclaims_lapsed_leases_on_time() {
     let ask = lease_ask(2, 1000, "a");
     let specs: [(String, Spec); 0] = [];
     ledger.check(
-        "k",
         &Ask {
             specs: &specs,
             cost: 1,
@@ -505,20 +470,19 @@ fn the_sweep_reclaims_lapsed_leases_on_time() {
         0,
     );
     assert_eq!(ledger.next_sweep(0), Some(1000), "exactly at the lapse");
-    let (renewed, writes) = ledger.renew("k", "a", 5000, 500);
+    let (renewed, writes) = ledger.renew("a", 5000, 500);
     assert_eq!(renewed.unwrap().expires_ms, 5500);
     assert_eq!(writes.len(), 1);
     assert!(ledger.sweep(1000).is_empty());
     assert_eq!(
         ledger.sweep(5500),
         [Expired::Lease {
-            key: "k".into(),
             id: "a".into(),
             floor: None
         }]
     );
-    assert!(ledger.is_empty());
-    assert!(ledger.release("k", "a", 5500).0.is_none());
+    assert!(ledger.is_empty(5500));
+    assert!(ledger.release("a", 5500).0.is_none());
 }
 
 #[test]
@@ -531,13 +495,12 @@ fn leases_restore_and_reset() {
         expires_ms: 10_000,
         holds: 2,
     };
-    ledger.restore_lease("k", lease.clone(), Some(1));
-    assert_eq!(ledger.leases("k"), [lease]);
+    ledger.restore_lease(lease.clone(), Some(1));
+    assert_eq!(ledger.leases(), [lease]);
     let specs: [(String, Spec); 0] = [];
     let mut ask = lease_ask(1, 1000, "y");
     ask.reenter = Some("x".into());
     let (again, _) = ledger.check(
-        "k",
         &Ask {
             specs: &specs,
             cost: 1,
@@ -552,9 +515,8 @@ fn leases_restore_and_reset() {
         "re-entrant across a restore"
     );
     assert_eq!(
-        ledger.reset("k", 200),
+        ledger.reset(200),
         [Expired::Lease {
-            key: "k".into(),
             id: "x".into(),
             floor: None
         }]
@@ -576,22 +538,22 @@ fn a_peek_under_another_spec_changes_nothing() {
     const DAY: u64 = 86_400_000;
     let mut ledger = Ledger::new();
     let day = [log("default", 1, DAY)];
-    assert!(check(&mut ledger, "k", &day, 1_000, 1).0.allowed);
-    assert!(!check(&mut ledger, "k", &day, 1_001, 1).0.allowed);
+    assert!(check(&mut ledger, &day, 1_000, 1).0.allowed);
+    assert!(!check(&mut ledger, &day, 1_001, 1).0.allowed);
     for peek in [
         [fixed("default", 1, DAY)],
         [log("default", 1, 1)],
         [log("default", 5, DAY)],
     ] {
-        let (outcome, writes) = check(&mut ledger, "k", &peek, 2_000, 0);
+        let (outcome, writes) = check(&mut ledger, &peek, 2_000, 0);
         assert!(writes.is_empty());
         assert!(outcome.allowed);
         assert!(
-            !check(&mut ledger, "k", &day, 2_001, 1).0.allowed,
+            !check(&mut ledger, &day, 2_001, 1).0.allowed,
             "after a peek with {peek:?}"
         );
     }
-    let (slots, _) = ledger.peek("k", 3_000);
+    let (slots, _) = ledger.peek(3_000);
     assert_eq!(
         (slots[0].limit, slots[0].window_ms, slots[0].used),
         (1, DAY, 1)
@@ -601,47 +563,39 @@ fn a_peek_under_another_spec_changes_nothing() {
 #[test]
 fn a_peek_reads_the_asked_spec_over_the_held_admissions() {
     let mut ledger = Ledger::new();
-    assert!(
-        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 2)
-            .0
-            .allowed
-    );
-    let (outcome, _) = check(&mut ledger, "k", &[log("p", 5, 1000)], 10, 0);
+    assert!(check(&mut ledger, &[log("p", 3, 1000)], 0, 2).0.allowed);
+    let (outcome, _) = check(&mut ledger, &[log("p", 5, 1000)], 10, 0);
     assert_eq!(outcome.policies[0].decision.remaining, 3);
-    let (outcome, _) = check(&mut ledger, "k", &[log("other", 5, 1000)], 10, 0);
+    let (outcome, _) = check(&mut ledger, &[log("other", 5, 1000)], 10, 0);
     assert_eq!(outcome.policies[0].decision.remaining, 5);
-    assert!(ledger.holds("k"));
-    let (outcome, writes) = check(&mut ledger, "new", &[log("p", 5, 1000)], 10, 0);
-    assert!(outcome.allowed && writes.is_empty() && !ledger.holds("new"));
+    let mut new = Ledger::new();
+    let (outcome, writes) = check(&mut new, &[log("p", 5, 1000)], 10, 0);
+    assert!(outcome.allowed && writes.is_empty() && new.is_empty(10));
 }
 
 #[test]
 fn a_conflict_is_another_algorithm_or_window_over_counting_admissions() {
     let mut ledger = Ledger::new();
-    assert!(
-        check(&mut ledger, "k", &[log("p", 3, 1000)], 0, 1)
-            .0
-            .allowed
-    );
-    assert_eq!(ledger.conflict("k", &[fixed("p", 3, 1000)], 10), Some("p"));
-    assert_eq!(ledger.conflict("k", &[log("p", 3, 10)], 10), Some("p"));
+    assert!(check(&mut ledger, &[log("p", 3, 1000)], 0, 1).0.allowed);
+    assert_eq!(ledger.conflict(&[fixed("p", 3, 1000)], 10), Some("p"));
+    assert_eq!(ledger.conflict(&[log("p", 3, 10)], 10), Some("p"));
     assert_eq!(
-        ledger.conflict("k", &[log("q", 1, 1), log("p", 3, 2000)], 10),
+        ledger.conflict(&[log("q", 1, 1), log("p", 3, 2000)], 10),
         Some("p")
     );
     assert_eq!(
-        ledger.conflict("k", &[log("p", 9, 1000)], 10),
+        ledger.conflict(&[log("p", 9, 1000)], 10),
         None,
         "a new limit is no conflict"
     );
     assert_eq!(
-        ledger.conflict("k", &[fixed("q", 3, 10)], 10),
+        ledger.conflict(&[fixed("q", 3, 10)], 10),
         None,
         "another slot"
     );
-    assert_eq!(ledger.conflict("other", &[fixed("p", 3, 10)], 10), None);
+    assert_eq!(Ledger::new().conflict(&[fixed("p", 3, 10)], 10), None);
     assert_eq!(
-        ledger.conflict("k", &[fixed("p", 3, 1000)], 1_000),
+        ledger.conflict(&[fixed("p", 3, 1000)], 1_000),
         None,
         "admissions that no longer count hold nothing back"
     );
@@ -655,7 +609,7 @@ fn acquire_lock(ledger: &mut Ledger, ask: &LeaseAsk, now: u64) -> Outcome {
         ban: None,
         lease: Some(ask),
     };
-    ledger.check("k", &ask, now).0
+    ledger.check(&ask, now).0
 }
 
 fn fence_of(outcome: &Outcome) -> u64 {
@@ -673,7 +627,7 @@ fn fence_of(outcome: &Outcome) -> u64 {
 fn a_fence_never_repeats_after_a_release_to_empty_in_the_same_millisecond() {
     let mut ledger = Ledger::new();
     let first = acquire_lock(&mut ledger, &lease_ask(1, 1000, "a"), 5);
-    ledger.release("k", "a", 5);
+    ledger.release("a", 5);
     let second = acquire_lock(&mut ledger, &lease_ask(1, 1000, "b"), 5);
     assert!(fence_of(&second) > fence_of(&first));
 }
@@ -684,7 +638,7 @@ fn a_burst_of_more_than_1000_grants_in_one_millisecond_keeps_fences_growing() {
     let mut last = 0;
     for n in 0..1500 {
         let granted = acquire_lock(&mut ledger, &lease_ask(1, 1000, &format!("a{n}")), 5);
-        ledger.release("k", &format!("a{n}"), 5);
+        ledger.release(&format!("a{n}"), 5);
         assert!(fence_of(&granted) > last, "grant {n}");
         last = fence_of(&granted);
     }
@@ -702,8 +656,8 @@ fn the_same_owner_string_alone_does_not_enter_another_callers_lock() {
     intruder.owner = Some("worker".into());
     let answer = acquire_lock(&mut ledger, &intruder, 10);
     assert!(!answer.allowed, "re-entered by naming the owner");
-    assert_eq!(ledger.leases("k").len(), 1);
-    assert_eq!(ledger.leases("k")[0].holds, 1);
+    assert_eq!(ledger.leases().len(), 1);
+    assert_eq!(ledger.leases()[0].holds, 1);
 }
 
 #[test]
@@ -713,18 +667,18 @@ fn a_lock_held_with_limit_1_is_not_granted_to_a_caller_asking_limit_2() {
     let mut wider = lease_ask(2, 30_000, "b");
     wider.strict_limit = true;
     assert!(!acquire_lock(&mut ledger, &wider, 10).allowed);
-    assert_eq!(ledger.leases("k").len(), 1);
+    assert_eq!(ledger.leases().len(), 1);
 }
 
 #[test]
 fn a_slot_row_restores_the_run_it_carries() {
     let mut ledger = Ledger::new();
     let spec = Spec::SlidingLog(Policy::new(3, 1000).unwrap());
-    assert!(ledger.restore_slot("k", "api", spec.encode(), (100, 1)));
-    ledger.restore_hit("k", "api", 150, 1);
-    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 200, 0);
+    assert!(ledger.restore_slot("api", spec.encode(), (100, 1)));
+    ledger.restore_hit("api", 150, 1);
+    let (outcome, _) = check(&mut ledger, &[log("api", 3, 1000)], 200, 0);
     assert_eq!(outcome.policies[0].decision.remaining, 1);
-    let (outcome, _) = check(&mut ledger, "k", &[log("api", 3, 1000)], 1_100, 0);
+    let (outcome, _) = check(&mut ledger, &[log("api", 3, 1000)], 1_100, 0);
     assert_eq!(
         outcome.policies[0].decision.remaining, 2,
         "the run at 100 stopped counting at 1100"
@@ -744,28 +698,25 @@ fn overriding(policies: Vec<(String, Spec)>, until_ms: Option<u64>) -> Override 
 fn an_override_replaces_the_policies_from_the_next_decision_and_lapses() {
     let mut ledger = Ledger::new();
     let rule = [log("api", 2, 1000)];
-    assert!(check(&mut ledger, "k", &rule, 0, 1).0.allowed);
-    assert!(check(&mut ledger, "k", &rule, 1, 1).0.allowed);
-    assert!(!check(&mut ledger, "k", &rule, 2, 1).0.allowed);
-    let (previous, writes, _) = ledger.set_override(
-        "k",
-        Some(overriding(vec![log("api", 3, 1000)], Some(500))),
-        3,
-    );
+    assert!(check(&mut ledger, &rule, 0, 1).0.allowed);
+    assert!(check(&mut ledger, &rule, 1, 1).0.allowed);
+    assert!(!check(&mut ledger, &rule, 2, 1).0.allowed);
+    let (previous, writes, _) =
+        ledger.set_override(Some(overriding(vec![log("api", 3, 1000)], Some(500))));
     assert!(previous.is_none());
     assert!(matches!(writes[..], [Write::Override { .. }]));
-    let (outcome, _) = check(&mut ledger, "k", &rule, 4, 1);
+    let (outcome, _) = check(&mut ledger, &rule, 4, 1);
     assert!(
         outcome.allowed,
         "the override's limit counts the two earlier admissions"
     );
     assert_eq!(outcome.policies[0].decision.limit, 3);
-    assert!(!check(&mut ledger, "k", &rule, 5, 1).0.allowed);
+    assert!(!check(&mut ledger, &rule, 5, 1).0.allowed);
     assert_eq!(ledger.next_sweep(6), Some(500), "the override lapses first");
     let expired = ledger.sweep(500);
-    assert!(expired.contains(&Expired::Override { key: "k".into() }));
+    assert!(expired.contains(&Expired::Override));
     assert_eq!(
-        check(&mut ledger, "k", &rule, 501, 0).0.policies[0]
+        check(&mut ledger, &rule, 501, 0).0.policies[0]
             .decision
             .limit,
         2
@@ -775,16 +726,16 @@ fn an_override_replaces_the_policies_from_the_next_decision_and_lapses() {
 #[test]
 fn an_unlimited_override_admits_everything_and_reports_no_policy() {
     let mut ledger = Ledger::new();
-    ledger.set_override("k", Some(overriding(Vec::new(), None)), 0);
+    ledger.set_override(Some(overriding(Vec::new(), None)));
     for t in 0..100 {
-        let (outcome, writes) = check(&mut ledger, "k", &[log("api", 1, 1000)], t, 1);
+        let (outcome, writes) = check(&mut ledger, &[log("api", 1, 1000)], t, 1);
         assert!(outcome.allowed && outcome.policies.is_empty() && writes.is_empty());
     }
-    let (previous, _, expired) = ledger.set_override("k", None, 100);
+    let (previous, _, expired) = ledger.set_override(None);
     assert!(previous.is_some());
-    assert_eq!(expired, [Expired::Override { key: "k".into() }]);
+    assert_eq!(expired, [Expired::Override]);
     assert!(
-        ledger.is_empty(),
+        ledger.is_empty(100),
         "an override on a key with no state is all it holds"
     );
 }
@@ -792,11 +743,11 @@ fn an_unlimited_override_admits_everything_and_reports_no_policy() {
 #[test]
 fn a_reset_keeps_the_override() {
     let mut ledger = Ledger::new();
-    ledger.set_override("k", Some(overriding(vec![log("api", 5, 1000)], None)), 0);
-    check(&mut ledger, "k", &[log("api", 1, 1000)], 1, 1);
-    let expired = ledger.reset("k", 2);
-    assert!(!expired.contains(&Expired::Override { key: "k".into() }));
-    assert!(ledger.overridden("k").is_some());
+    ledger.set_override(Some(overriding(vec![log("api", 5, 1000)], None)));
+    check(&mut ledger, &[log("api", 1, 1000)], 1, 1);
+    let expired = ledger.reset(2);
+    assert!(!expired.contains(&Expired::Override));
+    assert!(ledger.overridden().is_some());
 }
 
 #[test]
@@ -805,9 +756,9 @@ fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
     let policy = BanPolicy::new(2, 60_000, 2_000, 2, 3_600_000).unwrap();
     let p = [log("api", 1, 60_000)];
     let mut ledger = Ledger::new();
-    assert!(check_banned(&mut ledger, "k", &p, 0, &policy).0.allowed);
-    check_banned(&mut ledger, "k", &p, 1, &policy);
-    let (started, _) = check_banned(&mut ledger, "k", &p, 2, &policy);
+    assert!(check_banned(&mut ledger, &p, 0, &policy).0.allowed);
+    check_banned(&mut ledger, &p, 1, &policy);
+    let (started, _) = check_banned(&mut ledger, &p, 2, &policy);
     assert_eq!(started.ban.as_ref().unwrap().until_ms, 2_002);
     assert_eq!(
         started.retry,
@@ -817,16 +768,16 @@ fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
     // Inside the ban, the answer names the same moment: the first at which
     // a request can pass, not the ban's end (a client that obeys
     // Retry-After is never refused again).
-    let (banned, _) = check_banned(&mut ledger, "k", &p, 1_000, &policy);
+    let (banned, _) = check_banned(&mut ledger, &p, 1_000, &policy);
     assert!(banned.ban.is_some());
     assert_eq!(banned.retry, Retry::After(59_000));
     // Once the ban has ended the refusal is the quota's, and it counts
     // toward the next offence.
-    let (after, _) = check_banned(&mut ledger, "k", &p, 3_000, &policy);
+    let (after, _) = check_banned(&mut ledger, &p, 3_000, &policy);
     assert!(after.ban.is_none());
     assert_eq!(violated(&after), ["api"]);
     assert_eq!(after.retry, Retry::After(57_000));
-    let (again, _) = check_banned(&mut ledger, "k", &p, 3_001, &policy);
+    let (again, _) = check_banned(&mut ledger, &p, 3_001, &policy);
     let notice = again.ban.unwrap();
     assert_eq!((notice.offences, notice.until_ms), (2, 3_001 + 4_000));
 }
@@ -837,18 +788,18 @@ fn a_full_concurrency_limit_asks_for_a_short_retry() {
     let specs: [(String, Spec); 0] = [];
     assert!(
         ledger
-            .check("k", &leased(&specs, &lease_ask(1, 30_000, "a")), 0)
+            .check(&leased(&specs, &lease_ask(1, 30_000, "a")), 0)
             .0
             .allowed
     );
-    let (busy, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 30_000, "b")), 10);
+    let (busy, _) = ledger.check(&leased(&specs, &lease_ask(1, 30_000, "b")), 10);
     assert!(!busy.allowed);
     // A release may come any moment; the lapse, 29.99 s away, is only the
     // worst case, which the lease part still reports.
     assert_eq!(busy.retry, Retry::After(LEASE_RETRY_MS));
     assert_eq!(busy.lease.as_ref().unwrap().retry_after_ms, 29_990);
-    ledger.check("k", &leased(&specs, &lease_ask(1, 500, "c")), 40_000);
-    let (soon, _) = ledger.check("k", &leased(&specs, &lease_ask(1, 500, "d")), 40_100);
+    ledger.check(&leased(&specs, &lease_ask(1, 500, "c")), 40_000);
+    let (soon, _) = ledger.check(&leased(&specs, &lease_ask(1, 500, "d")), 40_100);
     assert_eq!(
         soon.retry,
         Retry::After(400),
@@ -866,7 +817,7 @@ fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
         ban: None,
         lease: None,
     };
-    let (outcome, writes) = ledger.reserve("k", &ask, "r1", 60_000, 0);
+    let (outcome, writes) = ledger.reserve(&ask, "r1", 60_000, 0);
     assert!(outcome.allowed && writes.is_empty());
     assert_eq!(
         ledger.next_sweep(1),
@@ -879,7 +830,7 @@ fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
         matches!(kept[..], [Write::Slot { state: (0, 1), .. }]),
         "{kept:?}"
     );
-    let (again, _) = ledger.settle("k", "r1", false, 60_001);
+    let (again, _) = ledger.settle("r1", false, 60_001);
     assert!(again.is_none(), "a lapsed reservation cannot be refunded");
-    assert_eq!(ledger.peek("k", 60_001).0[0].used, 1);
+    assert_eq!(ledger.peek(60_001).0[0].used, 1);
 }

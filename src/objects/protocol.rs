@@ -9,6 +9,12 @@
 //! [`LimiterCall`] and [`LimiterReply`] are for the key objects (`Limiter`),
 //! [`HubCall`] and [`HubReply`] for the hubs.
 //!
+//! A key object's call names the object it is for (`key`, an
+//! [`ObjectName`](super::name::ObjectName)): the worker sends it there. The
+//! object holds that one key and nothing else, so it reads nothing from the
+//! name; an object of the version before, reached during a gradual
+//! deployment, still can.
+//!
 //! Every enum here, policies too, is tagged the way serde tags by default:
 //! the variant's name is the key of an object around its values. A tag
 //! inside the object (`{"call":"check",...}`) makes serde buffer each body
@@ -134,10 +140,11 @@ pub struct WireBan {
     pub max_ms: u64,
 }
 
-/// A check: admit `cost` units for `key` under every policy, or none;
+/// A check: admit `cost` units under every policy, or none;
 /// count a refusal toward `ban`. Answered with a [`crate::ledger::Outcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckRequest {
+    /// The object the call is for.
     pub key: String,
     pub policies: Vec<WirePolicy>,
     pub cost: u32,
@@ -173,6 +180,7 @@ pub struct ReserveAsk {
 /// Keep or refund a reservation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SettleRequest {
+    /// The object the call is for.
     pub key: String,
     pub reservation: String,
     pub keep: bool,
@@ -239,6 +247,7 @@ impl CheckRequest {
 /// [`crate::limit::gcra::Throttle`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThrottleRequest {
+    /// The object the call is for.
     pub key: String,
     pub max_burst: u64,
     pub count: u64,
@@ -246,9 +255,10 @@ pub struct ThrottleRequest {
     pub quantity: u32,
 }
 
-/// A peek or a reset: one key, by its name in the ledger.
+/// A peek or a reset of the key an object holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRequest {
+    /// The object the call is for.
     pub key: String,
 }
 
@@ -297,6 +307,7 @@ impl WireOverride {
 /// Set (or, with `None`, lift) a key's override.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OverrideRequest {
+    /// The object the call is for.
     pub key: String,
     #[serde(rename = "override")]
     pub overridden: Option<WireOverride>,
@@ -305,6 +316,7 @@ pub struct OverrideRequest {
 /// A renewal or a release: one lease of a key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRequest {
+    /// The object the call is for.
     pub key: String,
     pub id: String,
     /// For a renewal: how long from now the lease should last.
@@ -315,7 +327,9 @@ pub struct LeaseRequest {
 /// The answer to an inspection: what a key object holds, in memory and on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inspection {
-    pub keys: Vec<String>,
+    /// Whether the object's key holds anything (in memory): false once
+    /// everything it held has expired or been reset.
+    pub held: bool,
     /// Rows in the object's tables (0 when they do not exist).
     pub stored_rows: u64,
     /// Whether the object has any SQLite tables at all; false once the
@@ -471,15 +485,15 @@ mod tests {
             ban: None,
             lease: Some(&lease),
         };
-        let (outcome, _) = ledger.check("k", &ask, 1_000);
+        let (outcome, _) = ledger.check(&ask, 1_000);
         let granted = outcome
             .lease
             .as_ref()
             .and_then(|l| l.lease.clone())
             .unwrap();
         let policy = GcraPolicy::new(4, 2, 1000).unwrap();
-        let (throttle, _) = ledger.throttle("k", "cell", policy, 1_000, 1).unwrap();
-        let (slots, ban) = ledger.peek("k", 1_000);
+        let (throttle, _) = ledger.throttle("cell", policy, 1_000, 1).unwrap();
+        let (slots, ban) = ledger.peek(1_000);
         let replies = [
             LimiterReply::Outcome(outcome),
             LimiterReply::Outcome(Outcome::conflicting("api")),
@@ -500,7 +514,7 @@ mod tests {
             LimiterReply::Reset { forgot: true },
             LimiterReply::Override { previous: None },
             LimiterReply::Inspection(Inspection {
-                keys: vec!["k".into()],
+                held: true,
                 stored_rows: 3,
                 has_storage: true,
                 alarm_ms: Some(2_000),

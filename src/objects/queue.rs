@@ -1,16 +1,16 @@
-//! Requests waiting for a lease: first come, first served within each key.
+//! Requests waiting for a lease of the object's key: first come, first
+//! served.
 //!
 //! When a lease is released or lapses, the key object offers the freed
 //! capacity to the waiters in arrival order. A waiter that still cannot be
-//! served blocks those behind it on the same key (so nobody overtakes), but
-//! not waiters on other keys. A waiter that gives up removes itself.
+//! served blocks those behind it, so nobody overtakes. A waiter that gives
+//! up removes itself.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Debug)]
 struct Waiter<P> {
     id: u64,
-    key: String,
     payload: P,
 }
 
@@ -34,12 +34,11 @@ impl<P> Queue<P> {
         Queue::default()
     }
 
-    /// Adds a waiter for `key` and returns its id.
-    pub fn push(&mut self, key: &str, payload: P) -> u64 {
+    /// Adds a waiter and returns its id.
+    pub fn push(&mut self, payload: P) -> u64 {
         self.next_id += 1;
         self.waiters.push_back(Waiter {
             id: self.next_id,
-            key: key.to_string(),
             payload,
         });
         self.next_id
@@ -52,8 +51,8 @@ impl<P> Queue<P> {
         self.waiters.len() < before
     }
 
-    pub fn len_for(&self, key: &str) -> usize {
-        self.waiters.iter().filter(|w| w.key == key).count()
+    pub fn len(&self) -> usize {
+        self.waiters.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -62,26 +61,20 @@ impl<P> Queue<P> {
 
     /// Offers capacity in arrival order: `serve` returns `Some(answer)` for
     /// a waiter it could serve (granted, or refused for good) and `None`
-    /// when the waiter must keep waiting. Served waiters leave the queue and
-    /// come back with their answers.
-    pub fn serve<A>(&mut self, mut serve: impl FnMut(&str, &P) -> Option<A>) -> Vec<(P, A)> {
-        let mut blocked: HashSet<String> = HashSet::new();
+    /// when the waiter must keep waiting, which leaves it and everyone
+    /// behind it in the queue. Served waiters leave the queue and come back
+    /// with their answers.
+    pub fn serve<A>(&mut self, mut serve: impl FnMut(&P) -> Option<A>) -> Vec<(P, A)> {
         let mut served = Vec::new();
-        let mut waiting = VecDeque::with_capacity(self.waiters.len());
         while let Some(waiter) = self.waiters.pop_front() {
-            if blocked.contains(&waiter.key) {
-                waiting.push_back(waiter);
-                continue;
-            }
-            match serve(&waiter.key, &waiter.payload) {
+            match serve(&waiter.payload) {
                 Some(answer) => served.push((waiter.payload, answer)),
                 None => {
-                    blocked.insert(waiter.key.clone());
-                    waiting.push_back(waiter);
+                    self.waiters.push_front(waiter);
+                    break;
                 }
             }
         }
-        self.waiters = waiting;
         served
     }
 }
@@ -91,43 +84,38 @@ mod tests {
     use super::Queue;
 
     #[test]
-    fn serves_in_arrival_order_without_overtaking_on_a_key() {
+    fn serves_in_arrival_order_without_overtaking() {
         let mut queue = Queue::new();
-        for (key, name) in [
-            ("a", "a1"),
-            ("b", "b1"),
-            ("a", "a2"),
-            ("a", "a3"),
-            ("b", "b2"),
-        ] {
-            queue.push(key, name);
+        for name in ["w1", "w2", "w3"] {
+            queue.push(name);
         }
+        // Room for one: the second waiter keeps waiting, and so does the
+        // third, which would have fitted but must not overtake it.
         let mut capacity = 1;
-        // Key a has room for one; key b for none.
-        let served = queue.serve(|key, name: &&str| {
-            if key == "a" && capacity > 0 {
+        let served = queue.serve(|name: &&str| match (*name, capacity) {
+            (_, 1) => {
                 capacity -= 1;
                 Some(format!("granted {name}"))
-            } else {
-                None
             }
+            ("w3", _) => Some("refused for good".to_string()),
+            _ => None,
         });
-        assert_eq!(served, [("a1", "granted a1".to_string())]);
-        assert_eq!((queue.len_for("a"), queue.len_for("b")), (2, 2));
-        let served = queue.serve(|_, name| Some(*name));
+        assert_eq!(served, [("w1", "granted w1".to_string())]);
+        assert_eq!(queue.len(), 2);
+        let served = queue.serve(|name| Some(*name));
         let order: Vec<&str> = served.iter().map(|(name, _)| *name).collect();
-        assert_eq!(order, ["b1", "a2", "a3", "b2"]);
+        assert_eq!(order, ["w2", "w3"]);
         assert!(queue.is_empty());
     }
 
     #[test]
     fn a_waiter_that_gives_up_leaves() {
         let mut queue = Queue::new();
-        let first = queue.push("k", 1);
-        let second = queue.push("k", 2);
+        let first = queue.push(1);
+        let second = queue.push(2);
         assert!(queue.remove(first));
         assert!(!queue.remove(first));
-        let served = queue.serve(|_, n| Some(*n));
+        let served = queue.serve(|n| Some(*n));
         assert_eq!(served, [(2, 2)]);
         assert!(!queue.remove(second), "already served");
     }

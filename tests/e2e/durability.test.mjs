@@ -1,8 +1,12 @@
 // State that must outlive an instance: admissions across a runtime restart,
-// and the alarm sweep that frees an idle key's storage.
+// state stored by an earlier version, and the alarm sweep that frees an
+// idle key's storage.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, tempDir, eventually, API_TOKEN } from "./harness.mjs";
+import { Miniflare } from "miniflare";
+import { Sluice, freshKey, tempDir, eventually, sluiceWorkerOptions, API_TOKEN } from "./harness.mjs";
+
+const ADMIN_TOKEN = "sluice-e2e-admin-token-0123456789abcdef";
 
 test("admissions survive a restart of the runtime with persisted state", async () => {
   const { dir, remove } = tempDir();
@@ -20,11 +24,73 @@ test("admissions survive a restart of the runtime with persisted state", async (
       assert.equal(answer.remaining, 0);
       assert.ok(answer.retry_after_ms > 590_000);
       const state = await sluice.inspect(`api:${key}`);
-      assert.deepEqual(state.keys, [`api:${key}`]);
+      assert.equal(state.held, true, "the ledger is read back from storage");
       assert.equal(state.stored_rows > 0, true);
     } finally {
       await sluice.stop();
     }
+  } finally {
+    remove();
+  }
+});
+
+/** Runs `use` against tests/e2e/fixtures/keyed-layout.mjs, started under
+ * Sluice's worker and class names on the persisted state in `dir`, so that
+ * it reaches the very objects Sluice will. */
+async function withKeyedLayout(dir, use) {
+  const sluice = sluiceWorkerOptions();
+  const mf = new Miniflare({
+    workers: [{
+      name: sluice.name,
+      modules: true,
+      modulesRoot: sluice.modulesRoot,
+      scriptPath: new URL("./fixtures/keyed-layout.mjs", import.meta.url).pathname,
+      compatibilityDate: sluice.compatibilityDate,
+      durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
+    }],
+    durableObjectsPersist: dir,
+    host: "127.0.0.1",
+    port: 0,
+  });
+  try {
+    await mf.ready;
+    return await use((path, init) => mf.dispatchFetch(`http://fixture${path}`, init));
+  } finally {
+    await mf.dispose();
+  }
+}
+
+test("state stored in the keyed layout of earlier versions is kept and moved to one key's layout", async () => {
+  const { dir, remove } = tempDir();
+  const key = freshKey("keyed");
+  const object = `api:${key}`;
+  const at = `/?object=${encodeURIComponent(object)}`;
+  const now = Date.now();
+  try {
+    await withKeyedLayout(dir, async (fetch) => {
+      const written = await fetch(at, { method: "POST", body: JSON.stringify({ key: object, now }) });
+      assert.equal(await written.text(), "written");
+    });
+
+    const sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN, ADMIN_TOKEN } });
+    try {
+      const route = `/_sluice/admin/keys/_api/${encodeURIComponent(key)}`;
+      const state = await (await sluice.fetch(route, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+      assert.deepEqual(state.slots.map((s) => [s.policy, s.used, s.remaining]), [["default", 3, 0]]);
+      assert.deepEqual([state.ban.until_ms, state.ban.offences, state.ban.reason], [now + 600_000, 1, "from the keyed layout"]);
+      assert.deepEqual(state.leases.map((l) => [l.id, l.owner, l.fence, l.holds]), [["lease-old", "worker-1", 7, 1]]);
+      assert.equal(state.override.reason, "kept");
+      const answer = await (await sluice.post("/_sluice/v1/limit", { key, limit: 3, window_ms: 600_000 })).json();
+      assert.equal(answer.allowed, false, "the admissions and the ban still hold");
+      const inspected = await sluice.inspect(object);
+      assert.equal(inspected.stored_rows, 1 + 2 + 1 + 1 + 1 + 1, "a row for each row written before");
+    } finally {
+      await sluice.stop();
+    }
+
+    const tables = await withKeyedLayout(dir, async (fetch) => (await fetch(`/schema${at.slice(1)}`)).json());
+    assert.deepEqual(tables.map((t) => t.name).sort(), ["bans", "fence_floors", "hits", "leases", "overrides", "slots"]);
+    for (const table of tables) assert.doesNotMatch(table.sql, /\bkey TEXT/, `${table.name}: ${table.sql}`);
   } finally {
     remove();
   }
@@ -43,7 +109,7 @@ test("the alarm sweeps an idle key and frees its storage", async () => {
     }
     const full = await sluice.inspect(object);
     assert.equal(full.has_storage, true);
-    assert.deepEqual(full.keys, [object]);
+    assert.equal(full.held, true);
     assert.ok(full.stored_rows >= 2, "a slot row and at least one hit row");
     assert.ok(full.alarm_ms >= started + 300 && full.alarm_ms <= Date.now() + 300, `alarm at ${full.alarm_ms}`);
 
@@ -51,7 +117,7 @@ test("the alarm sweeps an idle key and frees its storage", async () => {
       const state = await sluice.inspect(object);
       return state.has_storage ? null : state;
     });
-    assert.deepEqual(empty.keys, []);
+    assert.equal(empty.held, false, "the ledger holds nothing once swept");
     assert.equal(empty.stored_rows, 0);
     assert.equal(empty.alarm_ms, null, "no alarm once nothing remains");
 

@@ -51,7 +51,6 @@ struct Waiting {
 
 /// A check request, validated.
 struct Parsed {
-    key: String,
     specs: Vec<(String, Spec)>,
     cost: u32,
     ban: Option<BanPolicy>,
@@ -104,8 +103,8 @@ impl DurableObject for Limiter {
             LimiterCall::Throttle(request) => self.throttle(request).await?,
             LimiterCall::Renew(request) => self.renew(request).await?,
             LimiterCall::Release(request) => self.release(request).await?,
-            LimiterCall::Peek(request) => Ok(self.peek(&request.key)),
-            LimiterCall::Reset(request) => self.reset(&request.key).await?,
+            LimiterCall::Peek(_) => Ok(self.peek()),
+            LimiterCall::Reset(_) => self.reset().await?,
             LimiterCall::Settle(request) => self.settle(request).await?,
             LimiterCall::Override(request) => self.set_override(request).await?,
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
@@ -151,7 +150,6 @@ impl Limiter {
     async fn check(&self, check: CheckRequest) -> Result<Answer> {
         let parsed = match (check.policies(), check.ban()) {
             (Ok(specs), Ok(ban)) => Parsed {
-                key: check.key,
                 specs,
                 cost: check.cost,
                 ban,
@@ -165,18 +163,17 @@ impl Limiter {
             inner.checks += 1;
             let conflict = check
                 .refuse_conflicts
-                .then(|| inner.ledger.conflict(&parsed.key, &parsed.specs, now))
+                .then(|| inner.ledger.conflict(&parsed.specs, now))
                 .flatten();
             match (conflict, &check.reserve) {
                 (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
                 (None, Some(reserve)) => inner.ledger.reserve(
-                    &parsed.key,
                     &parsed.ask(),
                     &reserve.id,
                     now.saturating_add(reserve.ttl_ms),
                     now,
                 ),
-                (None, None) => inner.ledger.check(&parsed.key, &parsed.ask(), now),
+                (None, None) => inner.ledger.check(&parsed.ask(), now),
             }
         };
         let reserved = check.reserve.is_some() && outcome.allowed;
@@ -192,7 +189,7 @@ impl Limiter {
         let Some(queue) = queue else {
             return Ok(Ok(LimiterReply::Outcome(outcome)));
         };
-        if self.inner.borrow().waiting.len_for(&parsed.key) >= queue.max_len as usize {
+        if self.inner.borrow().waiting.len() >= queue.max_len as usize {
             return Ok(Ok(LimiterReply::Outcome(outcome)));
         }
         let answer = self.wait(parsed, queue.max_wait_ms).await;
@@ -207,7 +204,7 @@ impl Limiter {
             .inner
             .borrow_mut()
             .waiting
-            .push(&check.key.clone(), Waiting { check, reply });
+            .push(Waiting { check, reply });
         let deadline = Delay::from(Duration::from_millis(max_wait_ms));
         match select(&mut answer, deadline).await {
             Either::Left((served, _)) => served.ok(),
@@ -228,8 +225,8 @@ impl Limiter {
             let Inner {
                 ledger, waiting, ..
             } = &mut *inner;
-            waiting.serve(|key, w| {
-                let (outcome, writes) = ledger.check(key, &w.check.ask(), now);
+            waiting.serve(|w| {
+                let (outcome, writes) = ledger.check(&w.check.ask(), now);
                 let still_waiting = outcome.lease.as_ref().is_some_and(|l| l.refused);
                 (!still_waiting).then_some((outcome, writes))
             })
@@ -248,18 +245,14 @@ impl Limiter {
             self.inner
                 .borrow_mut()
                 .ledger
-                .renew(&request.key, &request.id, request.ttl_ms, now);
+                .renew(&request.id, request.ttl_ms, now);
         self.persist(writes, now).await?;
         Ok(Ok(lease_reply(renewed)))
     }
 
     async fn release(&self, request: LeaseRequest) -> Result<Answer> {
         let now = now_ms();
-        let (released, writes, expired) =
-            self.inner
-                .borrow_mut()
-                .ledger
-                .release(&request.key, &request.id, now);
+        let (released, writes, expired) = self.inner.borrow_mut().ledger.release(&request.id, now);
         self.persist(writes, now).await?;
         let freed = !expired.is_empty();
         self.delete(expired).await?;
@@ -275,13 +268,11 @@ impl Limiter {
             Err(e) => return Ok(Err(Problem::invalid(e.field(), e.to_string()))),
         };
         let now = now_ms();
-        let answer = self.inner.borrow_mut().ledger.throttle(
-            &request.key,
-            THROTTLE_SLOT,
-            policy,
-            now,
-            request.quantity,
-        );
+        let answer =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .throttle(THROTTLE_SLOT, policy, now, request.quantity);
         let Some((throttle, writes)) = answer else {
             return Ok(Err(Problem::new(
                 Code::Internal,
@@ -292,36 +283,35 @@ impl Limiter {
         Ok(Ok(LimiterReply::Throttle(throttle)))
     }
 
-    /// An operator's reset: forget the key, and free storage if it was the
-    /// last one.
-    async fn reset(&self, key: &str) -> Result<Answer> {
-        let expired = self.inner.borrow_mut().ledger.reset(key, now_ms());
+    /// An operator's reset: forget the key's state, and free storage if
+    /// nothing else is held.
+    async fn reset(&self) -> Result<Answer> {
+        let expired = self.inner.borrow_mut().ledger.reset(now_ms());
         let forgot = !expired.is_empty();
         self.delete(expired).await?;
         Ok(Ok(LimiterReply::Reset { forgot }))
     }
 
     /// A key's state for an operator, changing nothing.
-    fn peek(&self, key: &str) -> LimiterReply {
+    fn peek(&self) -> LimiterReply {
         let mut inner = self.inner.borrow_mut();
-        let (slots, ban) = inner.ledger.peek(key, now_ms());
+        let (slots, ban) = inner.ledger.peek(now_ms());
         LimiterReply::Key(KeyState {
             slots,
             ban,
-            leases: inner.ledger.leases(key).to_vec(),
-            overridden: inner.ledger.overridden(key).map(WireOverride::encode),
+            leases: inner.ledger.leases().to_vec(),
+            overridden: inner.ledger.overridden().map(WireOverride::encode),
         })
     }
 
     /// Keeps or refunds a reservation.
     async fn settle(&self, request: SettleRequest) -> Result<Answer> {
         let now = now_ms();
-        let (settled, writes) = self.inner.borrow_mut().ledger.settle(
-            &request.key,
-            &request.reservation,
-            request.keep,
-            now,
-        );
+        let (settled, writes) =
+            self.inner
+                .borrow_mut()
+                .ledger
+                .settle(&request.reservation, request.keep, now);
         self.persist(writes, now).await?;
         self.delete(Vec::new()).await?;
         Ok(Ok(match settled {
@@ -341,11 +331,7 @@ impl Limiter {
             Some(Err(e)) => return Ok(Err(Problem::invalid("override", e.0))),
         };
         let now = now_ms();
-        let (previous, writes, expired) =
-            self.inner
-                .borrow_mut()
-                .ledger
-                .set_override(&request.key, next, now);
+        let (previous, writes, expired) = self.inner.borrow_mut().ledger.set_override(next);
         self.persist(writes, now).await?;
         self.delete(expired).await?;
         Ok(Ok(LimiterReply::Override {
@@ -374,7 +360,7 @@ impl Limiter {
     async fn delete(&self, expired: Vec<Expired>) -> Result<()> {
         let (empty, mut tables) = {
             let inner = self.inner.borrow();
-            (inner.ledger.is_empty(), inner.tables)
+            (inner.ledger.is_empty(now_ms()), inner.tables)
         };
         if empty {
             if tables.any() {
@@ -405,7 +391,7 @@ impl Limiter {
         let inner = self.inner.borrow();
         let stored_rows = sql::row_count(&self.state.storage().sql(), inner.tables)?;
         Ok(Inspection {
-            keys: inner.ledger.keys().map(str::to_string).collect(),
+            held: !inner.ledger.is_empty(now_ms()),
             stored_rows,
             has_storage: inner.tables.any(),
             alarm_ms: inner.alarm_ms,

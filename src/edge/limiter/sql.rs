@@ -46,39 +46,70 @@ impl Table {
         }
     }
 
-    fn schema(self) -> &'static str {
+    /// The table's columns. An object holds one key, so no table has a
+    /// key column: the slot's policy names a slot and a log's rows, the
+    /// lease id a lease, and the three one-row tables keep their row at
+    /// rowid 1.
+    fn columns(self) -> &'static str {
         match self {
             Table::Slots => {
-                "CREATE TABLE IF NOT EXISTS slots (
-                  key TEXT NOT NULL, policy TEXT NOT NULL,
-                  kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
-                  s1 INTEGER NOT NULL, s2 INTEGER NOT NULL,
-                  PRIMARY KEY (key, policy)) WITHOUT ROWID"
+                "policy TEXT NOT NULL PRIMARY KEY, kind INTEGER NOT NULL,
+                 a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL,
+                 s1 INTEGER NOT NULL, s2 INTEGER NOT NULL"
             }
             Table::Hits => {
-                "CREATE TABLE IF NOT EXISTS hits (
-                  key TEXT NOT NULL, policy TEXT NOT NULL, at INTEGER NOT NULL, n INTEGER NOT NULL,
-                  PRIMARY KEY (key, policy, at)) WITHOUT ROWID"
+                "policy TEXT NOT NULL, at INTEGER NOT NULL, n INTEGER NOT NULL,
+                 PRIMARY KEY (policy, at)"
             }
             Table::Bans => {
-                "CREATE TABLE IF NOT EXISTS bans (
-                  key TEXT NOT NULL PRIMARY KEY, until_ms INTEGER NOT NULL, offences INTEGER NOT NULL,
-                  forget_ms INTEGER NOT NULL, reason TEXT NOT NULL) WITHOUT ROWID"
+                "until_ms INTEGER NOT NULL, offences INTEGER NOT NULL,
+                 forget_ms INTEGER NOT NULL, reason TEXT NOT NULL"
             }
             Table::Leases => {
-                "CREATE TABLE IF NOT EXISTS leases (
-                  key TEXT NOT NULL, id TEXT NOT NULL, owner TEXT, fence INTEGER NOT NULL,
-                  expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL, lim INTEGER,
-                  PRIMARY KEY (key, id)) WITHOUT ROWID"
+                "id TEXT NOT NULL PRIMARY KEY, owner TEXT, fence INTEGER NOT NULL,
+                 expires_ms INTEGER NOT NULL, holds INTEGER NOT NULL, lim INTEGER"
             }
-            Table::FenceFloors => {
-                "CREATE TABLE IF NOT EXISTS fence_floors (
-                  key TEXT NOT NULL PRIMARY KEY, fence INTEGER NOT NULL) WITHOUT ROWID"
-            }
-            Table::Overrides => {
-                "CREATE TABLE IF NOT EXISTS overrides (
-                  key TEXT NOT NULL PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID"
-            }
+            Table::FenceFloors => "fence INTEGER NOT NULL",
+            Table::Overrides => "body TEXT NOT NULL",
+        }
+    }
+
+    /// Whether a row is found by its primary key alone (clustered, without
+    /// SQLite's rowid), rather than being the table's one row.
+    fn keyed(self) -> bool {
+        matches!(self, Table::Slots | Table::Hits | Table::Leases)
+    }
+
+    /// The statement that creates the table, named `name`.
+    fn create(self, name: &str) -> String {
+        let rowid = if self.keyed() { " WITHOUT ROWID" } else { "" };
+        format!(
+            "CREATE TABLE IF NOT EXISTS {name} ({}){rowid}",
+            self.columns()
+        )
+    }
+
+    /// How a row of the table in the layout before this one (a `key` text
+    /// column first, since an object was once meant to hold many keys)
+    /// becomes a row of this one: the columns written and what is selected
+    /// for them.
+    fn moved_from_keyed(self) -> (&'static str, &'static str) {
+        match self {
+            Table::Slots => (
+                "policy, kind, a, b, c, s1, s2",
+                "policy, kind, a, b, c, s1, s2",
+            ),
+            Table::Hits => ("policy, at, n", "policy, at, n"),
+            Table::Bans => (
+                "rowid, until_ms, offences, forget_ms, reason",
+                "1, until_ms, offences, forget_ms, reason",
+            ),
+            Table::Leases => (
+                "id, owner, fence, expires_ms, holds, lim",
+                "id, owner, fence, expires_ms, holds, lim",
+            ),
+            Table::FenceFloors => ("rowid, fence", "1, fence"),
+            Table::Overrides => ("rowid, body", "1, body"),
         }
     }
 }
@@ -104,7 +135,7 @@ impl Tables {
     /// Creates `table` unless it exists.
     fn ensure(&mut self, sql: &SqlStorage, table: Table) -> Result<()> {
         if !self.has(table) {
-            run(sql, table.schema(), Vec::new())?;
+            run(sql, &table.create(table.name()), Vec::new())?;
             self.add(table);
         }
         Ok(())
@@ -118,7 +149,6 @@ struct Named {
 
 #[derive(Deserialize)]
 struct SlotRow {
-    key: String,
     policy: String,
     kind: u64,
     a: u64,
@@ -130,7 +160,6 @@ struct SlotRow {
 
 #[derive(Deserialize)]
 struct HitRow {
-    key: String,
     policy: String,
     at: u64,
     n: u32,
@@ -138,7 +167,6 @@ struct HitRow {
 
 #[derive(Deserialize)]
 struct BanRow {
-    key: String,
     until_ms: u64,
     offences: u32,
     forget_ms: u64,
@@ -147,7 +175,6 @@ struct BanRow {
 
 #[derive(Deserialize)]
 struct LeaseRow {
-    key: String,
     id: String,
     owner: Option<String>,
     fence: u64,
@@ -158,13 +185,11 @@ struct LeaseRow {
 
 #[derive(Deserialize)]
 struct OverrideRow {
-    key: String,
     body: String,
 }
 
 #[derive(Deserialize)]
 struct FloorRow {
-    key: String,
     fence: u64,
 }
 
@@ -178,6 +203,7 @@ pub fn existing(sql: &SqlStorage) -> Result<Tables> {
     let names = rows::<Named>(
         sql,
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
+        Vec::new(),
     )?;
     let mut tables = Tables::default();
     for table in Table::ALL {
@@ -197,22 +223,55 @@ pub fn row_count(sql: &SqlStorage, tables: Tables) -> Result<u64> {
     Ok(total)
 }
 
-/// Brings tables written by an earlier version to the current layout:
-/// leases gained the limit they are held under (`lim`, NULL in old rows:
-/// the next acquire's limit is taken).
+/// Brings tables written by an earlier version to the current layout, in
+/// the order the layouts changed: leases gained the limit they are held
+/// under (`lim`, NULL in old rows: the next acquire's limit is taken), then
+/// every table lost its `key` column. Each table is moved once, the first
+/// time an instance of its object starts on this version; its rows are
+/// kept as they were.
 pub fn upgrade(sql: &SqlStorage, tables: Tables) -> Result<()> {
-    if !tables.has(Table::Leases) {
-        return Ok(());
-    }
-    let current = one_count(
-        sql,
-        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'leases'
-         AND sql LIKE '%lim INTEGER%'",
-    )?;
-    if current == 0 {
+    if tables.has(Table::Leases) && !has_table(sql, "leases", "*lim INTEGER*")? {
         run(sql, "ALTER TABLE leases ADD COLUMN lim INTEGER", Vec::new())?;
     }
+    for table in Table::ALL.into_iter().filter(|t| tables.has(*t)) {
+        // Case matters to GLOB: the current layouts say `PRIMARY KEY`,
+        // never `key TEXT`.
+        if has_table(sql, table.name(), "*key TEXT NOT NULL*")? {
+            drop_key_column(sql, table)?;
+        }
+    }
     Ok(())
+}
+
+/// Whether table `name` exists with a schema matching `pattern` (GLOB).
+fn has_table(sql: &SqlStorage, name: &str, pattern: &str) -> Result<bool> {
+    let found = one_count_bound(
+        sql,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ? AND sql GLOB ?",
+        vec![name.into(), pattern.into()],
+    )?;
+    Ok(found > 0)
+}
+
+/// Rewrites `table` without its `key` column. Every object has held one
+/// key, so the rows move as they are; were there two, the later row of a
+/// policy, lease or one-row table would win rather than fail the load.
+fn drop_key_column(sql: &SqlStorage, table: Table) -> Result<()> {
+    let name = table.name();
+    let next = format!("{name}_next");
+    let (columns, selected) = table.moved_from_keyed();
+    run(sql, &table.create(&next), Vec::new())?;
+    run(
+        sql,
+        &format!("INSERT OR REPLACE INTO {next} ({columns}) SELECT {selected} FROM {name}"),
+        Vec::new(),
+    )?;
+    run(sql, &format!("DROP TABLE {name}"), Vec::new())?;
+    run(
+        sql,
+        &format!("ALTER TABLE {next} RENAME TO {name}"),
+        Vec::new(),
+    )
 }
 
 /// The ledger as storage holds it, from the tables that exist.
@@ -231,10 +290,9 @@ fn load_limits(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
         sql,
         tables,
         Table::Slots,
-        "SELECT key, policy, kind, a, b, c, s1, s2 FROM slots",
+        "SELECT policy, kind, a, b, c, s1, s2 FROM slots",
     )? {
         ledger.restore_slot(
-            &row.key,
             &row.policy,
             (row.kind, row.a, row.b, row.c),
             (row.s1, row.s2),
@@ -244,9 +302,9 @@ fn load_limits(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
         sql,
         tables,
         Table::Hits,
-        "SELECT key, policy, at, n FROM hits ORDER BY key, policy, at",
+        "SELECT policy, at, n FROM hits ORDER BY policy, at",
     )? {
-        ledger.restore_hit(&row.key, &row.policy, row.at, row.n);
+        ledger.restore_hit(&row.policy, row.at, row.n);
     }
     Ok(())
 }
@@ -256,26 +314,25 @@ fn load_bans(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()
         sql,
         tables,
         Table::Bans,
-        "SELECT key, until_ms, offences, forget_ms, reason FROM bans",
+        "SELECT until_ms, offences, forget_ms, reason FROM bans",
     )? {
-        let ban = Ban {
+        ledger.restore_ban(Ban {
             until_ms: row.until_ms,
             offences: row.offences,
             forget_ms: row.forget_ms,
             reason: row.reason,
-        };
-        ledger.restore_ban(&row.key, ban);
+        });
     }
     Ok(())
 }
 
-/// Leases held, and the fence floors that outlive them.
+/// Leases held, and the fence floor that outlives them.
 fn load_leases(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<LeaseRow>(
         sql,
         tables,
         Table::Leases,
-        "SELECT key, id, owner, fence, expires_ms, holds, lim FROM leases",
+        "SELECT id, owner, fence, expires_ms, holds, lim FROM leases",
     )? {
         let lease = Lease {
             id: row.id,
@@ -284,30 +341,26 @@ fn load_leases(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
             expires_ms: row.expires_ms,
             holds: row.holds,
         };
-        ledger.restore_lease(&row.key, lease, row.lim);
+        ledger.restore_lease(lease, row.lim);
     }
     for row in rows_if::<FloorRow>(
         sql,
         tables,
         Table::FenceFloors,
-        "SELECT key, fence FROM fence_floors",
+        "SELECT fence FROM fence_floors",
     )? {
-        ledger.restore_floor(&row.key, row.fence);
+        ledger.restore_floor(row.fence);
     }
     Ok(())
 }
 
 fn load_overrides(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
-    for row in rows_if::<OverrideRow>(
-        sql,
-        tables,
-        Table::Overrides,
-        "SELECT key, body FROM overrides",
-    )? {
+    for row in rows_if::<OverrideRow>(sql, tables, Table::Overrides, "SELECT body FROM overrides")?
+    {
         // A row that no longer reads back is dropped, not fatal: the key
         // falls back to its rule's policies.
         if let Some(overridden) = override_row::decode(&row.body) {
-            ledger.restore_override(&row.key, overridden);
+            ledger.restore_override(overridden);
         }
     }
     Ok(())
@@ -321,22 +374,32 @@ fn rows_if<T: DeserializeOwned>(
     query: &str,
 ) -> Result<Vec<T>> {
     if tables.has(table) {
-        rows(sql, query)
+        rows(sql, query, Vec::new())
     } else {
         Ok(Vec::new())
     }
 }
 
 /// Every row a query answers, counted in the meter.
-fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
-    let cursor = sql.exec(query, None)?;
+fn rows<T: DeserializeOwned>(
+    sql: &SqlStorage,
+    query: &str,
+    bindings: Vec<SqlStorageValue>,
+) -> Result<Vec<T>> {
+    let cursor = sql.exec(query, bindings)?;
     let rows = cursor.to_array::<T>()?;
     count_rows(&cursor);
     Ok(rows)
 }
 
 fn one_count(sql: &SqlStorage, query: &str) -> Result<u64> {
-    Ok(rows::<Count>(sql, query)?.first().map_or(0, |c| c.n))
+    one_count_bound(sql, query, Vec::new())
+}
+
+fn one_count_bound(sql: &SqlStorage, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
+    Ok(rows::<Count>(sql, query, bindings)?
+        .first()
+        .map_or(0, |c| c.n))
 }
 
 /// Runs a statement that answers no rows, counted in the meter.
@@ -358,63 +421,46 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
     let table = match write {
         Write::Slot { .. } | Write::Respec { .. } => Table::Slots,
         Write::Hit { .. } => Table::Hits,
-        Write::Ban { .. } => Table::Bans,
-        Write::Override { .. } => Table::Overrides,
+        Write::Ban(_) => Table::Bans,
+        Write::Override(_) => Table::Overrides,
         Write::Lease { .. } => Table::Leases,
     };
     tables.ensure(sql, table)?;
     match write {
-        Write::Respec { key, name, spec } => {
+        Write::Respec { name, spec } => {
             let (kind, a, b, c) = spec.encode();
             run(
                 sql,
-                "UPDATE slots SET kind = ?, a = ?, b = ?, c = ? WHERE key = ? AND policy = ?",
-                vec![int(kind), int(a), int(b), int(c), key.into(), name.into()],
+                "UPDATE slots SET kind = ?, a = ?, b = ?, c = ? WHERE policy = ?",
+                vec![int(kind), int(a), int(b), int(c), name.into()],
             )
         }
-        Write::Slot {
-            key,
-            name,
-            spec,
-            state,
-        } => put_slot(sql, key, name, spec, state),
-        Write::Hit {
-            key,
-            name,
-            at_ms,
-            count,
-        } => run(
+        Write::Slot { name, spec, state } => put_slot(sql, name, spec, state),
+        Write::Hit { name, at_ms, count } => run(
             sql,
-            "INSERT INTO hits (key, policy, at, n) VALUES (?, ?, ?, ?)
-             ON CONFLICT (key, policy, at) DO UPDATE SET n = n + excluded.n",
-            vec![key.into(), name.into(), int(at_ms), int(u64::from(count))],
+            "INSERT INTO hits (policy, at, n) VALUES (?, ?, ?)
+             ON CONFLICT (policy, at) DO UPDATE SET n = n + excluded.n",
+            vec![name.into(), int(at_ms), int(u64::from(count))],
         ),
-        Write::Ban { key, ban } => put_ban(sql, key, ban),
-        Write::Override { key, overridden } => run(
+        Write::Ban(ban) => put_ban(sql, ban),
+        Write::Override(overridden) => run(
             sql,
-            "INSERT OR REPLACE INTO overrides (key, body) VALUES (?, ?)",
-            vec![key.into(), override_row::encode(&overridden)?.into()],
+            "INSERT OR REPLACE INTO overrides (rowid, body) VALUES (1, ?)",
+            vec![override_row::encode(&overridden)?.into()],
         ),
-        Write::Lease { key, lease, limit } => put_lease(sql, key, lease, limit),
+        Write::Lease { lease, limit } => put_lease(sql, lease, limit),
     }
 }
 
 /// A policy's slot: its spec and, for one-row algorithms, its state.
-fn put_slot(
-    sql: &SqlStorage,
-    key: String,
-    name: String,
-    spec: Spec,
-    state: (u64, u64),
-) -> Result<()> {
+fn put_slot(sql: &SqlStorage, name: String, spec: Spec, state: (u64, u64)) -> Result<()> {
     let (kind, a, b, c) = spec.encode();
     run(
         sql,
-        "INSERT INTO slots (key, policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (key, policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
+        "INSERT INTO slots (policy, kind, a, b, c, s1, s2) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (policy) DO UPDATE SET kind = excluded.kind, a = excluded.a,
          b = excluded.b, c = excluded.c, s1 = excluded.s1, s2 = excluded.s2",
         vec![
-            key.into(),
             name.into(),
             int(kind),
             int(a),
@@ -426,12 +472,11 @@ fn put_slot(
     )
 }
 
-fn put_ban(sql: &SqlStorage, key: String, ban: Ban) -> Result<()> {
+fn put_ban(sql: &SqlStorage, ban: Ban) -> Result<()> {
     run(
         sql,
-        "INSERT OR REPLACE INTO bans (key, until_ms, offences, forget_ms, reason) VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO bans (rowid, until_ms, offences, forget_ms, reason) VALUES (1, ?, ?, ?, ?)",
         vec![
-            key.into(),
             int(ban.until_ms),
             int(u64::from(ban.offences)),
             int(ban.forget_ms),
@@ -442,12 +487,11 @@ fn put_ban(sql: &SqlStorage, key: String, ban: Ban) -> Result<()> {
 
 /// A lease, with the limit it is held under (`None` keeps the next
 /// acquire's).
-fn put_lease(sql: &SqlStorage, key: String, lease: Lease, limit: Option<u32>) -> Result<()> {
+fn put_lease(sql: &SqlStorage, lease: Lease, limit: Option<u32>) -> Result<()> {
     run(
         sql,
-        "INSERT OR REPLACE INTO leases (key, id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO leases (id, owner, fence, expires_ms, holds, lim) VALUES (?, ?, ?, ?, ?, ?)",
         vec![
-            key.into(),
             lease.id.into(),
             lease.owner.into(),
             int(lease.fence),
@@ -461,38 +505,27 @@ fn put_lease(sql: &SqlStorage, key: String, lease: Lease, limit: Option<u32>) ->
 /// Deletes what expired, from the tables that exist.
 pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result<()> {
     match expired {
-        Expired::Hits {
-            key,
-            name,
-            cutoff_ms,
-        } => expire_hits(sql, *tables, &key, &name, cutoff_ms)?,
-        Expired::Slot { key, name } => {
-            let bind = || -> Vec<SqlStorageValue> { vec![key.clone().into(), name.clone().into()] };
+        Expired::Hits { name, cutoff_ms } => expire_hits(sql, *tables, &name, cutoff_ms)?,
+        Expired::Slot { name } => {
             if tables.has(Table::Hits) {
-                run(sql, "DELETE FROM hits WHERE key = ? AND policy = ?", bind())?;
-            }
-            run(
-                sql,
-                "DELETE FROM slots WHERE key = ? AND policy = ?",
-                bind(),
-            )?;
-        }
-        Expired::Ban { key } => {
-            run(sql, "DELETE FROM bans WHERE key = ?", vec![key.into()])?;
-        }
-        Expired::Lease { key, id, floor } => expire_lease(sql, tables, key, id, floor)?,
-        Expired::Override { key } => {
-            if tables.has(Table::Overrides) {
-                run(sql, "DELETE FROM overrides WHERE key = ?", vec![key.into()])?;
-            }
-        }
-        Expired::Floor { key } => {
-            if tables.has(Table::FenceFloors) {
                 run(
                     sql,
-                    "DELETE FROM fence_floors WHERE key = ?",
-                    vec![key.into()],
+                    "DELETE FROM hits WHERE policy = ?",
+                    vec![name.clone().into()],
                 )?;
+            }
+            run(sql, "DELETE FROM slots WHERE policy = ?", vec![name.into()])?;
+        }
+        Expired::Ban => run(sql, "DELETE FROM bans", Vec::new())?,
+        Expired::Lease { id, floor } => expire_lease(sql, tables, id, floor)?,
+        Expired::Override => {
+            if tables.has(Table::Overrides) {
+                run(sql, "DELETE FROM overrides", Vec::new())?;
+            }
+        }
+        Expired::Floor => {
+            if tables.has(Table::FenceFloors) {
+                run(sql, "DELETE FROM fence_floors", Vec::new())?;
             }
         }
     }
@@ -501,24 +534,14 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
 
 /// A log's hits up to `cutoff_ms`, and a first run kept in the slot row
 /// that is as old.
-fn expire_hits(
-    sql: &SqlStorage,
-    tables: Tables,
-    key: &str,
-    name: &str,
-    cutoff_ms: u64,
-) -> Result<()> {
-    let bind = || -> Vec<SqlStorageValue> { vec![key.into(), name.into(), int(cutoff_ms)] };
+fn expire_hits(sql: &SqlStorage, tables: Tables, name: &str, cutoff_ms: u64) -> Result<()> {
+    let bind = || -> Vec<SqlStorageValue> { vec![name.into(), int(cutoff_ms)] };
     if tables.has(Table::Hits) {
-        run(
-            sql,
-            "DELETE FROM hits WHERE key = ? AND policy = ? AND at <= ?",
-            bind(),
-        )?;
+        run(sql, "DELETE FROM hits WHERE policy = ? AND at <= ?", bind())?;
     }
     run(
         sql,
-        "UPDATE slots SET s1 = 0, s2 = 0 WHERE key = ? AND policy = ? AND s2 > 0 AND s1 <= ?",
+        "UPDATE slots SET s1 = 0, s2 = 0 WHERE policy = ? AND s2 > 0 AND s1 <= ?",
         bind(),
     )
 }
@@ -528,7 +551,6 @@ fn expire_hits(
 fn expire_lease(
     sql: &SqlStorage,
     tables: &mut Tables,
-    key: String,
     id: String,
     floor: Option<u64>,
 ) -> Result<()> {
@@ -536,14 +558,10 @@ fn expire_lease(
         tables.ensure(sql, Table::FenceFloors)?;
         run(
             sql,
-            "INSERT INTO fence_floors (key, fence) VALUES (?, ?)
-             ON CONFLICT (key) DO UPDATE SET fence = max(fence, excluded.fence)",
-            vec![key.clone().into(), int(fence)],
+            "INSERT INTO fence_floors (rowid, fence) VALUES (1, ?)
+             ON CONFLICT (rowid) DO UPDATE SET fence = max(fence, excluded.fence)",
+            vec![int(fence)],
         )?;
     }
-    run(
-        sql,
-        "DELETE FROM leases WHERE key = ? AND id = ?",
-        vec![key.into(), id.into()],
-    )
+    run(sql, "DELETE FROM leases WHERE id = ?", vec![id.into()])
 }
