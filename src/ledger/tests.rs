@@ -268,6 +268,30 @@ fn offend(ledger: &mut Ledger, now: u64) -> Vec<Outcome> {
         .collect()
 }
 
+/// A request asking more than a policy's whole limit is refused by that
+/// policy like any other, so it counts toward a ban, although the key holds
+/// nothing else (the ledger once dropped such a key's strikes with it).
+#[test]
+fn refusals_of_a_cost_above_the_limit_count_toward_a_ban() {
+    let mut ledger = Ledger::new();
+    let ask = |ledger: &mut Ledger, now| {
+        let specs = [log("api", 1, 1000)];
+        let policy = ban_policy();
+        let ask = Ask {
+            specs: &specs,
+            cost: 2,
+            ban: Some(&policy),
+            lease: None,
+        };
+        ledger.check(&ask, now).0
+    };
+    assert!(ask(&mut ledger, 0).ban.is_none());
+    assert!(ask(&mut ledger, 1).ban.is_none());
+    let third = ask(&mut ledger, 2);
+    assert!(!third.allowed);
+    assert!(third.ban.is_some_and(|ban| ban.started));
+}
+
 #[test]
 fn a_ban_starts_at_the_threshold_and_escalates() {
     let mut ledger = Ledger::new();
