@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::body;
 use super::cidr::client_network;
+use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
 use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
@@ -181,15 +182,15 @@ fn non_empty(text: String) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// `%XX` escapes decoded; `None` for a malformed escape or invalid UTF-8.
+/// `%XX` escapes decoded; `None` for a malformed escape (two hex digits,
+/// nothing else: `%+1` names no byte) or invalid UTF-8.
 fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            out.push(escape_at(bytes, i)?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -237,6 +238,8 @@ mod tests {
             "/keys//k",
             "/bans/",
             "/bans/%zz",
+            "/bans/%+1",
+            "/keys/a/%-f",
             "/other",
             "/keys/a/%ff",
             "/index.html",
