@@ -132,21 +132,21 @@ async fn call(
     route: AdminRoute,
 ) -> Result<Response> {
     let config = &settings.config;
-    match (req.method(), route) {
+    match (req.known_method(), route) {
         (method, AdminRoute::Key { rule, key }) => {
             let targets = match targets(config, &rule, &key) {
                 Ok(targets) => targets,
                 Err(problem) => return respond::problem(&problem),
             };
             match method {
-                Method::Get => inspect_key(objects, &rule, &key, &targets).await,
-                Method::Delete => reset_key(objects, &rule, &key, &targets).await,
+                Some(Method::Get) => inspect_key(objects, &rule, &key, &targets).await,
+                Some(Method::Delete) => reset_key(objects, &rule, &key, &targets).await,
                 _ => not_allowed("GET, DELETE"),
             }
         }
-        (Method::Get, AdminRoute::Bans) => list_bans(objects).await,
+        (Some(Method::Get), AdminRoute::Bans) => list_bans(objects).await,
         (_, AdminRoute::Bans) => not_allowed("GET"),
-        (Method::Put, AdminRoute::Ban { key }) => {
+        (Some(Method::Put), AdminRoute::Ban { key }) => {
             match parsed_body(&req, parse_manual_ban).await? {
                 Ok(ban) => {
                     let subject = ban_subject(&key, config.ipv6_prefix);
@@ -155,23 +155,25 @@ async fn call(
                 Err(problem) => respond::problem(&problem),
             }
         }
-        (Method::Delete, AdminRoute::Ban { key }) => {
+        (Some(Method::Delete), AdminRoute::Ban { key }) => {
             lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
         }
         (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Stats) => get_stats(&req, objects).await,
+        (Some(Method::Get), AdminRoute::Stats) => get_stats(&req, objects).await,
         (_, AdminRoute::Stats) => not_allowed("GET"),
-        (Method::Put, AdminRoute::Override { rule, key }) => {
+        (Some(Method::Put), AdminRoute::Override { rule, key }) => {
             match parsed_body(&req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
                 Err(problem) => respond::problem(&problem),
             }
         }
-        (Method::Delete, AdminRoute::Override { rule, key }) => {
+        (Some(Method::Delete), AdminRoute::Override { rule, key }) => {
             lift_override(env, objects, &rule, &key).await
         }
         (_, AdminRoute::Override { .. }) => not_allowed("PUT, DELETE"),
-        (Method::Get, AdminRoute::Rules) => respond::json(&listing::of(config), Headers::new()),
+        (Some(Method::Get), AdminRoute::Rules) => {
+            respond::json(&listing::of(config), Headers::new())
+        }
         (_, AdminRoute::Rules) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {

@@ -22,7 +22,7 @@ const DATA_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// One of the dashboard's files, by its name in the asset directory.
 pub async fn file(req: &ClientRequest, env: &Env, file: &str) -> Result<Response> {
-    if !matches!(req.method(), Method::Get | Method::Head) {
+    if !matches!(req.known_method(), Some(Method::Get | Method::Head)) {
         return not_allowed("GET, HEAD");
     }
     let asset = env

@@ -34,7 +34,7 @@ pub async fn serve(
     objects: &Objects,
     path: &str,
 ) -> Result<Response> {
-    let method = req.method();
+    let method = req.known_method();
     if path == "/v1" || path.starts_with("/v1/") {
         if let Some(refused) = api_refusal(&req, env, path)? {
             return Ok(refused);
@@ -42,23 +42,25 @@ pub async fn serve(
     }
     match path {
         "/health" => match method {
-            Method::Get | Method::Head => respond::json(&json!({"status": "ok"}), Headers::new()),
+            Some(Method::Get | Method::Head) => {
+                respond::json(&json!({"status": "ok"}), Headers::new())
+            }
             _ => not_allowed("GET, HEAD"),
         },
         "/v1/limit" => match method {
-            Method::Post => limit(req, objects).await,
+            Some(Method::Post) => limit(req, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/limit/settle" => match method {
-            Method::Post => settle(req, objects).await,
+            Some(Method::Post) => settle(req, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/throttle" => match method {
-            Method::Post => throttle(req, objects).await,
+            Some(Method::Post) => throttle(req, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/leases" => match method {
-            Method::Post => acquire(req, objects).await,
+            Some(Method::Post) => acquire(req, objects).await,
             _ => not_allowed("POST"),
         },
         _ => match path.strip_prefix("/v1/leases/") {
@@ -130,15 +132,15 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
         Ok(key) => Scope::Api.object(&key),
         Err(problem) => return respond::problem(&problem),
     };
-    let answer = match (req.method(), rest.strip_suffix("/renew")) {
-        (Method::Post, Some(id)) if !id.is_empty() && !id.contains('/') => {
+    let answer = match (req.known_method(), rest.strip_suffix("/renew")) {
+        (Some(Method::Post), Some(id)) if !id.is_empty() && !id.contains('/') => {
             let ttl = match parsed_body(&req, parse_renew_body).await? {
                 Ok(ttl) => ttl,
                 Err(problem) => return respond::problem(&problem),
             };
             objects.renew(key.as_str(), id, ttl).await
         }
-        (Method::Delete, None) if !rest.is_empty() && !rest.contains('/') => {
+        (Some(Method::Delete), None) if !rest.is_empty() && !rest.contains('/') => {
             objects.release(key.as_str(), rest).await
         }
         (_, Some(_)) => return not_allowed("POST"),
@@ -151,7 +153,7 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
                 "fence": lease.fence,
                 "expires_ms": lease.expires_ms,
                 "holds": lease.holds,
-                "released": req.method() == Method::Delete && lease.holds == 0,
+                "released": req.known_method() == Some(Method::Delete) && lease.holds == 0,
             }),
             Headers::new(),
         ),

@@ -15,7 +15,13 @@ use crate::http::{url, Incoming};
 
 pub struct ClientRequest {
     raw: web_sys::Request,
-    method: Method,
+    /// The method's name, upper case as rules are: the runtime hands the
+    /// standard methods over in upper case, and so the rest must be, or a
+    /// spelling could skip a rule.
+    method: String,
+    /// The method as `worker` names it; `None` for one it has no name for
+    /// (such as PROPFIND), which `worker`'s `Method` would read as GET.
+    known: Option<Method>,
     url: String,
     headers: Headers,
     /// Whether the body has been read or handed on: a second reader would
@@ -25,8 +31,11 @@ pub struct ClientRequest {
 
 impl ClientRequest {
     pub fn new(raw: web_sys::Request) -> ClientRequest {
+        let method = raw.method().to_ascii_uppercase();
+        let named = Method::from(method.clone());
         ClientRequest {
-            method: Method::from(raw.method()),
+            known: (named.as_ref() == method).then_some(named),
+            method,
             url: raw.url(),
             headers: Headers(raw.headers()),
             body_taken: Cell::new(false),
@@ -34,8 +43,10 @@ impl ClientRequest {
         }
     }
 
-    pub fn method(&self) -> Method {
-        self.method.clone()
+    /// The method for Sluice's own routes, which only serve methods
+    /// `worker` names; `None` answers 405 there.
+    pub fn known_method(&self) -> Option<Method> {
+        self.known.clone()
     }
 
     /// The whole URL, as the runtime serialised it.
@@ -78,10 +89,10 @@ impl ClientRequest {
 }
 
 impl Incoming for ClientRequest {
-    /// The method as `worker` names it, as rules match it: upper case, and
-    /// one it does not know is read as GET.
+    /// The method by its own name, upper case: what rules match, keys
+    /// read and the origin receives.
     fn method(&self) -> &str {
-        self.method.as_ref()
+        &self.method
     }
 
     fn header(&self, name: &str) -> Option<String> {

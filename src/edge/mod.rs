@@ -29,6 +29,7 @@ use crate::http::admin::admin_path;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
+use crate::http::Incoming;
 use client::Objects;
 use incoming::ClientRequest;
 use proxy::Forward;
@@ -66,7 +67,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     if proxy::has_looped(&req) {
         return proxy::loop_detected();
     }
-    let method = req.method().to_string();
+    let method = Incoming::method(&req).to_string();
     let path = RequestPath::new(&path);
     match config.rule_for(&method, &path) {
         None => proxy::forward(req, &settings, Forward::untouched()).await,

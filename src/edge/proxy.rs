@@ -5,9 +5,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use serde_json::json;
-use worker::{
-    console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
-};
+use worker::{console_error, web_sys, Delay, Fetch, Headers, Request, Response, Result};
 
 use super::clock::now_ms;
 use super::incoming::ClientRequest;
@@ -17,7 +15,7 @@ use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
-use crate::http::url;
+use crate::http::{url, Incoming};
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
 pub struct Forward<'a> {
@@ -98,12 +96,16 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Re
         headers.append(&name, &value)?;
     }
     headers.set(LOOP_FIELD, "1")?;
-    let mut init = RequestInit::new();
-    init.with_method(req.method())
-        .with_headers(headers)
-        .with_redirect(RequestRedirect::Manual)
-        .with_body(req.body().map(Into::into));
-    Request::new_with_init(target, &init)
+    // The runtime's own init rather than `worker`'s, whose `Method` has no
+    // name for PROPFIND and the like and would send them as GET.
+    let init = web_sys::RequestInit::new();
+    init.set_method(req.method());
+    init.set_headers(&headers.0);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    if let Some(body) = req.body() {
+        init.set_body(&body);
+    }
+    Ok(web_sys::Request::new_with_str_and_init(target, &init)?.into())
 }
 
 /// The field Sluice adds to every request it forwards. An origin that leads
@@ -197,7 +199,7 @@ async fn demo(req: &ClientRequest, forward: Forward<'_>) -> Result<Response> {
     let peak = DEMO_IN_FLIGHT.with(|cell| cell.get().1);
     let body = json!({
         "origin": "sluice demo",
-        "method": req.method().to_string(),
+        "method": req.method(),
         "path": req.path(),
         "rule": forward.rule_id,
         "key": forward.key,

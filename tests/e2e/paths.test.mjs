@@ -11,6 +11,7 @@ const rules = [
   { id: "api", match: { path: "/api/*" }, key: "ip", limit: 1, window: "1m" },
   { id: "login", match: { path: "/login", methods: ["POST"] }, key: "ip", limit: 1, window: "1m" },
   { id: "by-method", match: { path: "/m/*", methods: ["GET"] }, key: "ip+method", limit: 1, window: "1m" },
+  { id: "dav", match: { path: "/dav/*", methods: ["PROPFIND"] }, key: "ip+method", limit: 1, window: "1m" },
 ];
 
 let next = 1;
@@ -63,18 +64,25 @@ describe("with the demo origin", () => {
     });
   }
 
-  test("a method the runtime does not name is matched, keyed and forwarded as the same GET", async () => {
-    // The rule reads a method `worker` does not know (PROPFIND) as GET, and
-    // so is it forwarded; were it keyed under its own name, it would be a
-    // second allowance of a GET-only rule.
-    for (const order of [["GET", "PROPFIND"], ["PROPFIND", "GET"]]) {
-      const ip = client();
-      const first = await raw(sluice.base, order[0], "/m/x", ip);
-      assert.equal(first.status, 200, `${order[0]} first`);
-      assert.equal(JSON.parse(first.body).method, "GET");
-      const second = await raw(sluice.base, order[1], "/m/x", ip);
-      assert.equal(second.status, 429, `${order[1]} after ${order[0]}: ${second.body}`);
-    }
+  test("a method worker-rs does not name is matched, keyed and forwarded by its own name", async () => {
+    // `worker::Method` reads PROPFIND (and any method it has no variant
+    // for) as GET: a rule for PROPFIND never matched, a GET-only rule
+    // counted it, and the origin received a GET.
+    const ip = client();
+    const first = await raw(sluice.base, "PROPFIND", "/dav/x", ip);
+    assert.equal(first.status, 200, first.body);
+    const seen = JSON.parse(first.body);
+    assert.deepEqual([seen.method, seen.rule, seen.key], ["PROPFIND", "dav", `${ip}|PROPFIND`]);
+    assert.equal((await raw(sluice.base, "PROPFIND", "/dav/x", ip)).status, 429, "the rule for PROPFIND counts it");
+
+    const other = client();
+    assert.equal((await raw(sluice.base, "GET", "/m/x", other)).status, 200);
+    const propfind = await raw(sluice.base, "PROPFIND", "/m/x", other);
+    assert.equal(propfind.status, 200, "a GET-only rule does not count PROPFIND");
+    assert.equal(JSON.parse(propfind.body).method, "PROPFIND");
+    assert.equal((await raw(sluice.base, "GET", "/m/x", other)).status, 429, "nor does PROPFIND use up its GET");
+    const own = await raw(sluice.base, "PROPFIND", "/_sluice/health", client());
+    assert.equal(own.status, 405, "Sluice's own routes serve no method they do not name");
   });
 });
 
@@ -85,7 +93,7 @@ describe("in front of an origin with its own routing", () => {
   before(async () => {
     // A case-insensitive, slash-forgiving origin, as Express is by default.
     origin = createServer((req, res) => {
-      seen.push(req.url);
+      seen.push(req.method === "POST" ? req.url : `${req.method} ${req.url}`);
       const route = req.url.toLowerCase().replace(/\/+$/, "");
       res.writeHead(route === "/login" ? 200 : 404, { "content-type": "text/plain" });
       res.end(route);
@@ -109,5 +117,12 @@ describe("in front of an origin with its own routing", () => {
     const other = client();
     assert.equal((await raw(sluice.base, "POST", "/LOGIN/", other)).status, 200);
     assert.equal(seen.at(-1), "/LOGIN/", "forwarded as sent");
+  });
+
+  test("the origin receives a method worker-rs does not name as sent, not as GET", async () => {
+    const ip = client();
+    assert.equal((await raw(sluice.base, "PROPFIND", "/dav/report", ip)).status, 404);
+    assert.equal(seen.at(-1), "PROPFIND /dav/report");
+    assert.equal((await raw(sluice.base, "PROPFIND", "/dav/report", ip)).status, 429, "and its rule counted it");
   });
 });
