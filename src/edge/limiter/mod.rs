@@ -407,7 +407,6 @@ impl Limiter {
         }
         let storage_sql = self.state.storage().sql();
         let tables = sql::existing(&storage_sql)?;
-        sql::upgrade(&storage_sql, tables)?;
         let ledger = sql::load(&storage_sql, tables)?;
         // An object without tables has had nothing stored since it began or
         // since its sweep freed its storage (alarm and all), so a new key's

@@ -142,9 +142,12 @@ impl Tables {
     }
 }
 
+/// A table as `sqlite_master` describes it.
 #[derive(Deserialize)]
-struct Named {
+struct Stored {
     name: String,
+    /// The statement that created it, as altered since.
+    sql: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -198,16 +201,17 @@ struct Count {
     n: u64,
 }
 
-/// The tables that exist.
+/// The tables that exist, each brought to the current layout first if an
+/// earlier version wrote it; one read of the schema either way.
 pub fn existing(sql: &SqlStorage) -> Result<Tables> {
-    let names = rows::<Named>(
+    let stored = rows::<Stored>(
         sql,
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
-        Vec::new(),
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
     )?;
     let mut tables = Tables::default();
     for table in Table::ALL {
-        if names.iter().any(|n| n.name == table.name()) {
+        if let Some(found) = stored.iter().find(|s| s.name == table.name()) {
+            upgrade(sql, table, found.sql.as_deref().unwrap_or_default())?;
             tables.add(table);
         }
     }
@@ -223,34 +227,21 @@ pub fn row_count(sql: &SqlStorage, tables: Tables) -> Result<u64> {
     Ok(total)
 }
 
-/// Brings tables written by an earlier version to the current layout, in
-/// the order the layouts changed: leases gained the limit they are held
-/// under (`lim`, NULL in old rows: the next acquire's limit is taken), then
-/// every table lost its `key` column. Each table is moved once, the first
-/// time an instance of its object starts on this version; its rows are
-/// kept as they were.
-pub fn upgrade(sql: &SqlStorage, tables: Tables) -> Result<()> {
-    if tables.has(Table::Leases) && !has_table(sql, "leases", "*lim INTEGER*")? {
+/// Brings `table`, created by `schema`, to the current layout, in the order
+/// the layouts changed: leases gained the limit they are held under (`lim`,
+/// NULL in old rows: the next acquire's limit is taken), then every table
+/// lost its `key` column. Each table is moved once, the first time an
+/// instance of its object starts on this version; its rows are kept as
+/// they were.
+fn upgrade(sql: &SqlStorage, table: Table, schema: &str) -> Result<()> {
+    if table == Table::Leases && !schema.contains("lim INTEGER") {
         run(sql, "ALTER TABLE leases ADD COLUMN lim INTEGER", Vec::new())?;
     }
-    for table in Table::ALL.into_iter().filter(|t| tables.has(*t)) {
-        // Case matters to GLOB: the current layouts say `PRIMARY KEY`,
-        // never `key TEXT`.
-        if has_table(sql, table.name(), "*key TEXT NOT NULL*")? {
-            drop_key_column(sql, table)?;
-        }
+    // Case matters: the current layouts say `PRIMARY KEY`, never `key TEXT`.
+    if schema.contains("key TEXT NOT NULL") {
+        drop_key_column(sql, table)?;
     }
     Ok(())
-}
-
-/// Whether table `name` exists with a schema matching `pattern` (GLOB).
-fn has_table(sql: &SqlStorage, name: &str, pattern: &str) -> Result<bool> {
-    let found = one_count_bound(
-        sql,
-        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ? AND sql GLOB ?",
-        vec![name.into(), pattern.into()],
-    )?;
-    Ok(found > 0)
 }
 
 /// Rewrites `table` without its `key` column. Every object has held one
@@ -374,32 +365,22 @@ fn rows_if<T: DeserializeOwned>(
     query: &str,
 ) -> Result<Vec<T>> {
     if tables.has(table) {
-        rows(sql, query, Vec::new())
+        rows(sql, query)
     } else {
         Ok(Vec::new())
     }
 }
 
 /// Every row a query answers, counted in the meter.
-fn rows<T: DeserializeOwned>(
-    sql: &SqlStorage,
-    query: &str,
-    bindings: Vec<SqlStorageValue>,
-) -> Result<Vec<T>> {
-    let cursor = sql.exec(query, bindings)?;
+fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
+    let cursor = sql.exec(query, None)?;
     let rows = cursor.to_array::<T>()?;
     count_rows(&cursor);
     Ok(rows)
 }
 
 fn one_count(sql: &SqlStorage, query: &str) -> Result<u64> {
-    one_count_bound(sql, query, Vec::new())
-}
-
-fn one_count_bound(sql: &SqlStorage, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64> {
-    Ok(rows::<Count>(sql, query, bindings)?
-        .first()
-        .map_or(0, |c| c.n))
+    Ok(rows::<Count>(sql, query)?.first().map_or(0, |c| c.n))
 }
 
 /// Runs a statement that answers no rows, counted in the meter.
