@@ -608,6 +608,7 @@ impl Ledger {
             }),
             None => {}
         }
+        self.forget_idle_leases(now_ms);
         (released, writes, expired)
     }
 
@@ -847,6 +848,7 @@ impl Ledger {
         }
         self.strikes = None;
         self.reservations.clear();
+        self.forget_idle_leases(now_ms);
         expired
     }
 
@@ -871,7 +873,9 @@ impl Ledger {
     }
 
     /// Whether the key holds nothing, so that its storage can be freed. A
-    /// stored fence floor is held until the sweep deletes that row.
+    /// stored fence floor is held until the sweep deletes that row. Strikes
+    /// and the memory of settled reservations are left out: they live in
+    /// memory only, so no row waits for them.
     pub fn is_empty(&self, now_ms: u64) -> bool {
         self.slots.is_empty()
             && self.ban.is_none()
@@ -879,6 +883,16 @@ impl Ledger {
             && self.reservations.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()
+    }
+
+    /// Forgets the lease table once nothing in it is needed: no lease, and
+    /// no fence a later lease could repeat, in memory or in a floor row.
+    /// Its last fence would otherwise ask for a sweep long past (the keyed
+    /// ledger forgot it with the empty key).
+    fn forget_idle_leases(&mut self, now_ms: u64) {
+        if self.leases.is_idle(now_ms) && !self.leases.floor_stored() {
+            self.leases = LeaseTable::default();
+        }
     }
 
     /// The ban in force, as a decision reports it.

@@ -647,6 +647,24 @@ fn fence_of(outcome: &Outcome) -> u64 {
         .fence
 }
 
+/// A key whose last lease was released holds nothing, so nothing of the
+/// lease is due: its last fence must not ask for a sweep long past.
+#[test]
+fn a_released_lock_leaves_no_sweep_due_behind() {
+    let mut ledger = Ledger::new();
+    let lock = acquire_lock(&mut ledger, &lease_ask(1, 1000, "a"), 5);
+    assert!(lock.allowed);
+    let (released, _, _) = ledger.release("a", 100);
+    assert!(released.is_some());
+    assert!(ledger.is_empty(100));
+    check(&mut ledger, &[log("api", 5, 1000)], 200, 1);
+    assert_eq!(
+        ledger.next_sweep(200),
+        Some(1200),
+        "the slot's window, no earlier"
+    );
+}
+
 #[test]
 fn a_fence_never_repeats_after_a_release_to_empty_in_the_same_millisecond() {
     let mut ledger = Ledger::new();
