@@ -3,7 +3,7 @@
 // and reservations kept or refunded through the decision API.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, API_TOKEN } from "./harness.mjs";
+import { Sluice, freshKey, eventually, API_TOKEN } from "./harness.mjs";
 
 const rules = [
   {
@@ -76,6 +76,26 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   assert.equal(second.allowed, true, "the refund freed the unit");
   assert.equal((await settle({ key, reservation: second.reservation, keep: true })).status, 200);
   assert.equal((await (await limit(policy)).json()).allowed, false, "the kept one counts");
+});
+
+test("a reservation outliving its window is swept from memory, and its key's alarm moves on to the lapse", async () => {
+  // The reserved unit was never written, so no table exists when the
+  // sweep forgets it; the sweep once tried to delete its row all the same,
+  // and the alarm failed until the runtime retried it.
+  const key = freshKey("reserved-sweep");
+  const alarms = async () => (await sluice.inspect(`api:${key}`)).meter.alarms;
+  const before = await alarms();
+  const started = Date.now();
+  const reserved = await (await limit({ key, limit: 1, window_ms: 300, reserve: true })).json();
+  assert.equal(reserved.allowed, true);
+  const state = await eventually(async () => {
+    const inspected = await sluice.inspect(`api:${key}`);
+    return inspected.alarm_ms > started + 30_000 ? inspected : null;
+  });
+  assert.equal(state.has_storage, false, "nothing was written");
+  assert.equal(state.meter.alarms - before, 1, "one alarm swept it, none failed");
+  const kept = await settle({ key, reservation: reserved.reservation, keep: true });
+  assert.deepEqual(await kept.json(), { kept: true, repeated: false });
 });
 
 test("the policies form reserves and settles every policy together", async () => {

@@ -483,7 +483,9 @@ fn put_lease(sql: &SqlStorage, lease: Lease, limit: Option<u32>) -> Result<()> {
     )
 }
 
-/// Deletes what expired, from the tables that exist.
+/// Deletes what expired, from the tables that exist: a slot a reservation
+/// holds in memory only, or that a peek changed, has no row to delete, and
+/// its table may not exist.
 pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result<()> {
     match expired {
         Expired::Hits { name, cutoff_ms } => expire_hits(sql, *tables, &name, cutoff_ms)?,
@@ -495,9 +497,15 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
                     vec![name.clone().into()],
                 )?;
             }
-            run(sql, "DELETE FROM slots WHERE policy = ?", vec![name.into()])?;
+            if tables.has(Table::Slots) {
+                run(sql, "DELETE FROM slots WHERE policy = ?", vec![name.into()])?;
+            }
         }
-        Expired::Ban => run(sql, "DELETE FROM bans", Vec::new())?,
+        Expired::Ban => {
+            if tables.has(Table::Bans) {
+                run(sql, "DELETE FROM bans", Vec::new())?;
+            }
+        }
         Expired::Lease { id, floor } => expire_lease(sql, tables, id, floor)?,
         Expired::Override => {
             if tables.has(Table::Overrides) {
@@ -520,11 +528,14 @@ fn expire_hits(sql: &SqlStorage, tables: Tables, name: &str, cutoff_ms: u64) -> 
     if tables.has(Table::Hits) {
         run(sql, "DELETE FROM hits WHERE policy = ? AND at <= ?", bind())?;
     }
-    run(
-        sql,
-        "UPDATE slots SET s1 = 0, s2 = 0 WHERE policy = ? AND s2 > 0 AND s1 <= ?",
-        bind(),
-    )
+    if tables.has(Table::Slots) {
+        run(
+            sql,
+            "UPDATE slots SET s1 = 0, s2 = 0 WHERE policy = ? AND s2 > 0 AND s1 <= ?",
+            bind(),
+        )?;
+    }
+    Ok(())
 }
 
 /// A lease that ended, leaving a fence floor when a later lease could
@@ -544,5 +555,8 @@ fn expire_lease(
             vec![int(fence)],
         )?;
     }
-    run(sql, "DELETE FROM leases WHERE id = ?", vec![id.into()])
+    if tables.has(Table::Leases) {
+        run(sql, "DELETE FROM leases WHERE id = ?", vec![id.into()])?;
+    }
+    Ok(())
 }
