@@ -62,35 +62,50 @@ async function withKeyedLayout(dir, use) {
 
 test("state stored in the keyed layout of earlier versions is kept and moved to one key's layout", async () => {
   const { dir, remove } = tempDir();
-  const key = freshKey("keyed");
-  const object = `api:${key}`;
-  const at = `/?object=${encodeURIComponent(object)}`;
   const now = Date.now();
+  // The layout as last written, and an older one (leases without their
+  // limit column) whose move was cut short in two tables.
+  const variants = [{}, { without_lim: true, interrupted: true }].map((options) => {
+    const key = freshKey("keyed");
+    return { key, object: `api:${key}`, at: `?object=${encodeURIComponent(`api:${key}`)}`, options };
+  });
   try {
     await withKeyedLayout(dir, async (fetch) => {
-      const written = await fetch(at, { method: "POST", body: JSON.stringify({ key: object, now }) });
-      assert.equal(await written.text(), "written");
+      for (const { object, at, options } of variants) {
+        const written = await fetch(`/${at}`, { method: "POST", body: JSON.stringify({ key: object, now, ...options }) });
+        assert.equal(await written.text(), "written");
+      }
     });
 
     const sluice = await Sluice.start({ persist: dir, secrets: { API_TOKEN, ADMIN_TOKEN } });
     try {
-      const route = `/_sluice/admin/keys/_api/${encodeURIComponent(key)}`;
-      const state = await (await sluice.fetch(route, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
-      assert.deepEqual(state.slots.map((s) => [s.policy, s.used, s.remaining]), [["default", 3, 0]]);
-      assert.deepEqual([state.ban.until_ms, state.ban.offences, state.ban.reason], [now + 600_000, 1, "from the keyed layout"]);
-      assert.deepEqual(state.leases.map((l) => [l.id, l.owner, l.fence, l.holds]), [["lease-old", "worker-1", 7, 1]]);
-      assert.equal(state.override.reason, "kept");
-      const answer = await (await sluice.post("/_sluice/v1/limit", { key, limit: 3, window_ms: 600_000 })).json();
-      assert.equal(answer.allowed, false, "the admissions and the ban still hold");
-      const inspected = await sluice.inspect(object);
-      assert.equal(inspected.stored_rows, 1 + 2 + 1 + 1 + 1 + 1, "a row for each row written before");
+      for (const { key, object, options } of variants) {
+        const what = JSON.stringify(options);
+        const route = `/_sluice/admin/keys/_api/${encodeURIComponent(key)}`;
+        const state = await (await sluice.fetch(route, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+        assert.deepEqual(state.slots.map((s) => [s.policy, s.used, s.remaining]), [["default", 3, 0]], what);
+        assert.deepEqual([state.ban.until_ms, state.ban.offences, state.ban.reason], [now + 600_000, 1, "from the keyed layout"]);
+        assert.deepEqual(state.leases.map((l) => [l.id, l.owner, l.fence, l.holds]), [["lease-old", "worker-1", 7, 1]]);
+        assert.equal(state.override.reason, "kept");
+        const answer = await (await sluice.post("/_sluice/v1/limit", { key, limit: 3, window_ms: 600_000 })).json();
+        assert.equal(answer.allowed, false, `the admissions and the ban still hold: ${what}`);
+        const inspected = await sluice.inspect(object);
+        assert.equal(inspected.stored_rows, 1 + 2 + 1 + 1 + 1 + 1, `a row for each row written before: ${what}`);
+      }
     } finally {
       await sluice.stop();
     }
 
-    const tables = await withKeyedLayout(dir, async (fetch) => (await fetch(`/schema${at.slice(1)}`)).json());
-    assert.deepEqual(tables.map((t) => t.name).sort(), ["bans", "fence_floors", "hits", "leases", "overrides", "slots"]);
-    for (const table of tables) assert.doesNotMatch(table.sql, /\bkey TEXT/, `${table.name}: ${table.sql}`);
+    await withKeyedLayout(dir, async (fetch) => {
+      for (const { at, options } of variants) {
+        const tables = await (await fetch(`/schema${at}`)).json();
+        const names = tables.map((t) => t.name).sort();
+        assert.deepEqual(names, ["bans", "fence_floors", "hits", "leases", "overrides", "slots"], JSON.stringify(options));
+        for (const table of tables) assert.doesNotMatch(table.sql, /\bkey TEXT/, `${table.name}: ${table.sql}`);
+        assert.match(tables.find((t) => t.name === "leases").sql, /\blim INTEGER/);
+        assert.deepEqual(await (await fetch(`/floor${at}`)).json(), [{ fence: 5 }], "the fence floor is kept");
+      }
+    });
   } finally {
     remove();
   }

@@ -89,27 +89,41 @@ impl Table {
         )
     }
 
-    /// How a row of the table in the layout before this one (a `key` text
-    /// column first, since an object was once meant to hold many keys)
-    /// becomes a row of this one: the columns written and what is selected
-    /// for them.
+    /// The table while it is being moved to this layout.
+    fn moving(self) -> String {
+        format!("{}_next", self.name())
+    }
+
+    /// How the rows of the table in the layout before this one (a `key`
+    /// text column first, since an object was once meant to hold many
+    /// keys) become rows of this one: the columns written, and the query
+    /// that selects them from the old table. Every object has held one key,
+    /// so rows move as they are; were there two, the runs of a log's
+    /// millisecond would add up, the highest fence floor would stay, and
+    /// one row of any other table's would be kept rather than fail the load.
     fn moved_from_keyed(self) -> (&'static str, &'static str) {
         match self {
             Table::Slots => (
                 "policy, kind, a, b, c, s1, s2",
-                "policy, kind, a, b, c, s1, s2",
+                "SELECT policy, kind, a, b, c, s1, s2 FROM slots",
             ),
-            Table::Hits => ("policy, at, n", "policy, at, n"),
+            Table::Hits => (
+                "policy, at, n",
+                "SELECT policy, at, SUM(n) FROM hits GROUP BY policy, at",
+            ),
             Table::Bans => (
                 "rowid, until_ms, offences, forget_ms, reason",
-                "1, until_ms, offences, forget_ms, reason",
+                "SELECT 1, until_ms, offences, forget_ms, reason FROM bans LIMIT 1",
             ),
             Table::Leases => (
                 "id, owner, fence, expires_ms, holds, lim",
-                "id, owner, fence, expires_ms, holds, lim",
+                "SELECT id, owner, fence, expires_ms, holds, lim FROM leases",
             ),
-            Table::FenceFloors => ("rowid, fence", "1, fence"),
-            Table::Overrides => ("rowid, body", "1, body"),
+            Table::FenceFloors => (
+                "rowid, fence",
+                "SELECT 1, fence FROM fence_floors ORDER BY fence DESC LIMIT 1",
+            ),
+            Table::Overrides => ("rowid, body", "SELECT 1, body FROM overrides LIMIT 1"),
         }
     }
 }
@@ -208,12 +222,27 @@ pub fn existing(sql: &SqlStorage) -> Result<Tables> {
         sql,
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
     )?;
+    let named = |name: &str| stored.iter().find(|s| s.name == name);
     let mut tables = Tables::default();
     for table in Table::ALL {
-        if let Some(found) = stored.iter().find(|s| s.name == table.name()) {
-            upgrade(sql, table, found.sql.as_deref().unwrap_or_default())?;
-            tables.add(table);
+        match (named(table.name()), named(&table.moving())) {
+            (None, None) => continue,
+            // A move stopped before it dropped the old table: its copy may
+            // be partial, the old table is whole. Start it again.
+            (Some(found), Some(_)) => {
+                run(sql, &format!("DROP TABLE {}", table.moving()), Vec::new())?;
+                upgrade(sql, table, found.sql.as_deref().unwrap_or_default())?;
+            }
+            (Some(found), None) => upgrade(sql, table, found.sql.as_deref().unwrap_or_default())?,
+            // A move stopped after it dropped the old table: the copy is
+            // whole, only its name is left to change.
+            (None, Some(_)) => run(
+                sql,
+                &format!("ALTER TABLE {} RENAME TO {}", table.moving(), table.name()),
+                Vec::new(),
+            )?,
         }
+        tables.add(table);
     }
     Ok(tables)
 }
@@ -244,17 +273,19 @@ fn upgrade(sql: &SqlStorage, table: Table, schema: &str) -> Result<()> {
     Ok(())
 }
 
-/// Rewrites `table` without its `key` column. Every object has held one
-/// key, so the rows move as they are; were there two, the later row of a
-/// policy, lease or one-row table would win rather than fail the load.
+/// Rewrites `table` without its `key` column: a copy under
+/// [`Table::moving`]'s name, then the old table dropped and the copy
+/// renamed. Each statement is atomic on its own; were a move cut short
+/// between them, [`existing`] finishes or restarts it when the object next
+/// starts.
 fn drop_key_column(sql: &SqlStorage, table: Table) -> Result<()> {
     let name = table.name();
-    let next = format!("{name}_next");
-    let (columns, selected) = table.moved_from_keyed();
+    let next = table.moving();
+    let (columns, select) = table.moved_from_keyed();
     run(sql, &table.create(&next), Vec::new())?;
     run(
         sql,
-        &format!("INSERT OR REPLACE INTO {next} ({columns}) SELECT {selected} FROM {name}"),
+        &format!("INSERT OR REPLACE INTO {next} ({columns}) {select}"),
         Vec::new(),
     )?;
     run(sql, &format!("DROP TABLE {name}"), Vec::new())?;
