@@ -15,7 +15,9 @@ use crate::http::{url, Incoming};
 
 pub struct ClientRequest {
     raw: web_sys::Request,
-    /// The method's name, upper case as rules are: the runtime hands the
+    /// The method as the client sent it, which is what the origin gets.
+    sent: String,
+    /// The method's name upper case, as rules are: the runtime hands the
     /// standard methods over in upper case, and so the rest must be, or a
     /// spelling could skip a rule.
     method: String,
@@ -31,16 +33,23 @@ pub struct ClientRequest {
 
 impl ClientRequest {
     pub fn new(raw: web_sys::Request) -> ClientRequest {
-        let method = raw.method().to_ascii_uppercase();
+        let sent = raw.method();
+        let method = sent.to_ascii_uppercase();
         let named = Method::from(method.clone());
         ClientRequest {
             known: (named.as_ref() == method).then_some(named),
+            sent,
             method,
             url: raw.url(),
             headers: Headers(raw.headers()),
             body_taken: Cell::new(false),
             raw,
         }
+    }
+
+    /// The method as the client sent it, for the origin.
+    pub fn method_as_sent(&self) -> &str {
+        &self.sent
     }
 
     /// The method for Sluice's own routes, which only serve methods
@@ -89,8 +98,8 @@ impl ClientRequest {
 }
 
 impl Incoming for ClientRequest {
-    /// The method by its own name, upper case: what rules match, keys
-    /// read and the origin receives.
+    /// The method by its own name, upper case: what rules match and keys
+    /// read.
     fn method(&self) -> &str {
         &self.method
     }

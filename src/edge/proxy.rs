@@ -15,7 +15,7 @@ use crate::config::Origin;
 use crate::http::forward::{to_origin, OriginAuth};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
-use crate::http::{url, Incoming};
+use crate::http::url;
 
 /// What Sluice adds on the way back, and what the demo origin echoes.
 pub struct Forward<'a> {
@@ -99,7 +99,7 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Re
     // The runtime's own init rather than `worker`'s, whose `Method` has no
     // name for PROPFIND and the like and would send them as GET.
     let init = web_sys::RequestInit::new();
-    init.set_method(req.method());
+    init.set_method(req.method_as_sent());
     init.set_headers(&headers.0);
     init.set_redirect(web_sys::RequestRedirect::Manual);
     if let Some(body) = req.body() {
@@ -199,7 +199,7 @@ async fn demo(req: &ClientRequest, forward: Forward<'_>) -> Result<Response> {
     let peak = DEMO_IN_FLIGHT.with(|cell| cell.get().1);
     let body = json!({
         "origin": "sluice demo",
-        "method": req.method(),
+        "method": req.method_as_sent(),
         "path": req.path(),
         "rule": forward.rule_id,
         "key": forward.key,

@@ -239,7 +239,7 @@ mod tests {
             "/bans/",
             "/bans/%zz",
             "/bans/%+1",
-            "/keys/a/%-f",
+            "/keys/a/%+a",
             "/other",
             "/keys/a/%ff",
             "/index.html",

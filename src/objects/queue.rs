@@ -90,7 +90,8 @@ mod tests {
             queue.push(name);
         }
         // Room for one: the second waiter keeps waiting, and so does the
-        // third, which would have fitted but must not overtake it.
+        // third, which would be served (refused for good) were it reached,
+        // but must not overtake it.
         let mut capacity = 1;
         let served = queue.serve(|name: &&str| match (*name, capacity) {
             (_, 1) => {

@@ -1,4 +1,4 @@
-//! The Durable Object that holds keys' state: one per key by default. It is
+//! The Durable Object that holds one key's state (see `objects::name`). It is
 //! a single-threaded key object, so a decision and its write happen with no
 //! other request in between; SQLite storage makes admissions, bans and
 //! leases survive restarts and evictions, and one alarm sweeps what has
