@@ -5,9 +5,9 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use serde_json::json;
-use worker::{
-    console_error, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect, Response, Result,
-};
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{console_error, js_sys, web_sys, Delay, Headers, Response, Result};
 
 use super::clock::now_ms;
 use super::incoming::ClientRequest;
@@ -52,7 +52,7 @@ pub async fn forward(
         Origin::Url(base) => Ok(below(&req, base)),
     };
     let response = match target.and_then(|target| upstream(&req, &target, settings)) {
-        Ok(upstream) => Fetch::Request(upstream).send().await,
+        Ok(upstream) => send(&upstream).await,
         Err(e) => Err(e),
     };
     let response = match response {
@@ -84,7 +84,12 @@ fn below(req: &ClientRequest, base: &str) -> String {
 }
 
 /// The request aimed at `target`, carrying the fields the origin may see.
-fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Request> {
+///
+/// Made with the runtime's own `Request` and `RequestInit`, as
+/// `client::Objects` makes its calls: `worker::RequestInit`'s conversion
+/// also writes the `cf` options Sluice never sets, and brings their
+/// serialisation (11 KB of wasm) with it.
+fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<web_sys::Request> {
     let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
         (Some(auth), Some(secret)) => Some(OriginAuth {
             header: &auth.header,
@@ -98,12 +103,26 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Re
         headers.append(&name, &value)?;
     }
     headers.set(LOOP_FIELD, "1")?;
-    let mut init = RequestInit::new();
-    init.with_method(req.method())
-        .with_headers(headers)
-        .with_redirect(RequestRedirect::Manual)
-        .with_body(req.body().map(Into::into));
-    Request::new_with_init(target, &init)
+    let init = web_sys::RequestInit::new();
+    init.set_method(req.method().as_ref());
+    init.set_headers(headers.as_ref());
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    if let Some(body) = req.body() {
+        init.set_body(&body);
+    }
+    web_sys::Request::new_with_str_and_init(target, &init).map_err(|e| {
+        worker::Error::JsError(
+            e.as_string()
+                .unwrap_or_else(|| "invalid URL or options for Request".to_string()),
+        )
+    })
+}
+
+/// `fetch(request)`, answered with the origin's response as it came.
+async fn send(request: &web_sys::Request) -> Result<Response> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let answer = JsFuture::from(global.fetch_with_request(request)).await?;
+    Ok(Response::from(answer.dyn_into::<web_sys::Response>()?))
 }
 
 /// The field Sluice adds to every request it forwards. An origin that leads
