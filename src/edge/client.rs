@@ -223,6 +223,22 @@ impl Objects {
 
     /// One call to an object within the deadline, and its reply. Anything
     /// but a 200 with a reply (a problem, a failure) is an error.
+    async fn exchange<C: Serialize, R: DeserializeOwned>(
+        &self,
+        binding: &str,
+        object: &str,
+        call: &C,
+    ) -> Result<R> {
+        let text = self
+            .post(binding, object, &serde_json::to_string(call)?)
+            .await?;
+        Ok(serde_json::from_str::<R>(&text)?)
+    }
+
+    /// Sends `body` to an object within the deadline and answers the text
+    /// of its 200. Apart from [`exchange`](Self::exchange), which is
+    /// generic, so that the key objects' and the hubs' calls share one
+    /// copy of it.
     ///
     /// Built and read through the runtime's own Request and Response, not
     /// `worker`'s wrappers: those read the object's answer as a stream (a
@@ -232,16 +248,11 @@ impl Objects {
     /// profile in BENCHMARKS.md). The deadline is the runtime's own
     /// `AbortSignal.timeout`, which also ends the call, rather than a timer
     /// raced from Rust, which cost a timer, a closure and a clear per call.
-    async fn exchange<C: Serialize, R: DeserializeOwned>(
-        &self,
-        binding: &str,
-        object: &str,
-        call: &C,
-    ) -> Result<R> {
+    async fn post(&self, binding: &str, object: &str, body: &str) -> Result<String> {
         let deadline = web_sys::AbortSignal::timeout_with_f64(self.timeout_ms as f64);
         let init = web_sys::RequestInit::new();
         init.set_method(Method::Post.as_ref());
-        init.set_body(&JsValue::from_str(&serde_json::to_string(call)?));
+        init.set_body(&JsValue::from_str(body));
         init.set_signal(Some(&deadline));
         let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
         let stub: DurableObject = self
@@ -271,9 +282,7 @@ impl Objects {
             Err(_) if deadline.aborted() => return Err(late()),
             text => text?.as_string(),
         };
-        let text =
-            text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))?;
-        Ok(serde_json::from_str::<R>(&text)?)
+        text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))
     }
 }
 
