@@ -199,10 +199,15 @@ impl Config {
     pub fn from_value(value: Value) -> Result<Config, ConfigError> {
         let value = match value {
             Value::Null => return Ok(Config::default()),
-            Value::String(text) => serde_json::from_str(&text).map_err(|e| ConfigError {
-                field: "SLUICE".into(),
-                message: format!("is a string but not valid JSON: {e}"),
-            })?,
+            // Read as bytes, as request bodies are: one copy of
+            // `Value`'s parser in the wasm instead of two (2.5 KB). The
+            // text is UTF-8 already, so nothing parses differently.
+            Value::String(text) => {
+                serde_json::from_slice(text.as_bytes()).map_err(|e| ConfigError {
+                    field: "SLUICE".into(),
+                    message: format!("is a string but not valid JSON: {e}"),
+                })?
+            }
             other => other,
         };
         let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {

@@ -474,7 +474,10 @@ fn validate_count(
             other => {
                 return Err(error(
                     &format!("{field}.status"),
-                    format!("{other} is not a status (100 to 599) or a class (\"4xx\")"),
+                    format!(
+                        "{} is not a status (100 to 599) or a class (\"4xx\")",
+                        json_text(other)
+                    ),
                 ))
             }
         }
@@ -979,7 +982,10 @@ fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, Co
             other => {
                 return Err(error(
                     &format!("{field}.{key}"),
-                    format!("{other} is not a claim value: use non-empty strings or whole numbers"),
+                    format!(
+                        "{} is not a claim value: use non-empty strings or whole numbers",
+                        json_text(&other)
+                    ),
                 ))
             }
         }
@@ -1160,4 +1166,11 @@ fn check_same_shape(
         }
     }
     Ok(())
+}
+
+/// A JSON value as an error message quotes it: compact, as `{value}` would
+/// write it, but through `serde_json::to_string`, the writer the responses
+/// use, rather than `Value`'s `Display` with its pretty-printer.
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }

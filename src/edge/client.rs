@@ -2,7 +2,9 @@
 //! hubs), each bounded by a deadline so that a slow object cannot hold a
 //! request forever.
 
-use futures_util::future::join_all;
+use std::future::{poll_fn, Future};
+use std::task::Poll;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -205,12 +207,37 @@ impl Objects {
     }
 
     /// The same call to every hub at once, in hub order.
+    ///
+    /// Joined by hand rather than with `futures_util`'s `join_all`, which
+    /// for a long list switches to `FuturesOrdered`: that branch (5 KB of
+    /// wasm) was linked for this one call and never taken with 16 hubs.
+    /// Each call is boxed so that it stays put while it is polled.
     async fn each_hub(&self, call: &HubCall) -> Vec<Result<HubReply>> {
-        join_all((0..HUBS).map(|n| {
-            let name = hub_name(n);
-            async move { self.hub(&name, call).await }
-        }))
-        .await
+        let mut calls: Vec<_> = (0..HUBS)
+            .map(|n| {
+                let name = hub_name(n);
+                Box::pin(async move { self.hub(&name, call).await })
+            })
+            .collect();
+        let mut replies: Vec<Option<Result<HubReply>>> = calls.iter().map(|_| None).collect();
+        poll_fn(|cx| {
+            let mut waiting = false;
+            for (reply, call) in replies.iter_mut().zip(&mut calls) {
+                if reply.is_none() {
+                    match call.as_mut().poll(cx) {
+                        Poll::Ready(answer) => *reply = Some(answer),
+                        Poll::Pending => waiting = true,
+                    }
+                }
+            }
+            if waiting {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        replies.into_iter().flatten().collect()
     }
 
     async fn limiter(&self, object: &str, call: &LimiterCall) -> Result<LimiterReply> {
@@ -223,6 +250,22 @@ impl Objects {
 
     /// One call to an object within the deadline, and its reply. Anything
     /// but a 200 with a reply (a problem, a failure) is an error.
+    async fn exchange<C: Serialize, R: DeserializeOwned>(
+        &self,
+        binding: &str,
+        object: &str,
+        call: &C,
+    ) -> Result<R> {
+        let text = self
+            .post(binding, object, &serde_json::to_string(call)?)
+            .await?;
+        Ok(serde_json::from_str::<R>(&text)?)
+    }
+
+    /// Sends `body` to an object within the deadline and answers the text
+    /// of its 200. Apart from [`exchange`](Self::exchange), which is
+    /// generic, so that the key objects' and the hubs' calls share one
+    /// copy of it.
     ///
     /// Built and read through the runtime's own Request and Response, not
     /// `worker`'s wrappers: those read the object's answer as a stream (a
@@ -232,16 +275,11 @@ impl Objects {
     /// profile in BENCHMARKS.md). The deadline is the runtime's own
     /// `AbortSignal.timeout`, which also ends the call, rather than a timer
     /// raced from Rust, which cost a timer, a closure and a clear per call.
-    async fn exchange<C: Serialize, R: DeserializeOwned>(
-        &self,
-        binding: &str,
-        object: &str,
-        call: &C,
-    ) -> Result<R> {
+    async fn post(&self, binding: &str, object: &str, body: &str) -> Result<String> {
         let deadline = web_sys::AbortSignal::timeout_with_f64(self.timeout_ms as f64);
         let init = web_sys::RequestInit::new();
         init.set_method(Method::Post.as_ref());
-        init.set_body(&JsValue::from_str(&serde_json::to_string(call)?));
+        init.set_body(&JsValue::from_str(body));
         init.set_signal(Some(&deadline));
         let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
         let stub: DurableObject = self
@@ -271,9 +309,7 @@ impl Objects {
             Err(_) if deadline.aborted() => return Err(late()),
             text => text?.as_string(),
         };
-        let text =
-            text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))?;
-        Ok(serde_json::from_str::<R>(&text)?)
+        text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))
     }
 }
 

@@ -6,7 +6,10 @@
 //! exist. The files hold no data; the page asks for the token and sends it
 //! to the admin API, whose answers carry [`protect_data`]'s fields.
 
-use worker::{Env, Headers, Method, Response, Result};
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::Fetcher;
+use worker::{web_sys, Env, Headers, Method, Response, Result};
 
 use super::endpoints::not_allowed;
 use super::incoming::ClientRequest;
@@ -25,10 +28,7 @@ pub async fn file(req: &ClientRequest, env: &Env, file: &str) -> Result<Response
     if !matches!(req.known_method(), Some(Method::Get | Method::Head)) {
         return not_allowed("GET, HEAD");
     }
-    let asset = env
-        .assets("ASSETS")?
-        .fetch(format!("https://assets.invalid/{file}"), None)
-        .await?;
+    let asset = asset(env, file).await?;
     if asset.status_code() != 200 {
         return respond::problem(&Problem::new(
             Code::NotFound,
@@ -45,6 +45,16 @@ pub async fn file(req: &ClientRequest, env: &Env, file: &str) -> Result<Response
     headers.set("x-frame-options", "DENY")?;
     headers.set("cache-control", "no-cache")?;
     Ok(response)
+}
+
+/// The asset `file`, fetched through the raw binding: `worker::Fetcher::fetch`
+/// takes an optional `worker::RequestInit`, whose conversion (with the `cf`
+/// options' serialisation, 11 KB of wasm) is linked even when none is given.
+async fn asset(env: &Env, file: &str) -> Result<Response> {
+    let assets: Fetcher = env.assets("ASSETS")?.into_rpc();
+    let promise = assets.fetch_with_str(&format!("https://assets.invalid/{file}"))?;
+    let answer: web_sys::Response = JsFuture::from(promise).await?.dyn_into()?;
+    Ok(Response::from(answer))
 }
 
 /// `{prefix}/admin` sent to `{prefix}/admin/`, where the page's relative

@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use serde_json::json;
-use worker::{console_error, web_sys, Delay, Fetch, Headers, Request, Response, Result};
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{console_error, js_sys, web_sys, Delay, Headers, Response, Result};
 
 use super::clock::now_ms;
 use super::incoming::ClientRequest;
@@ -50,7 +52,7 @@ pub async fn forward(
         Origin::Url(base) => Ok(below(&req, base)),
     };
     let response = match target.and_then(|target| upstream(&req, &target, settings)) {
-        Ok(upstream) => Fetch::Request(upstream).send().await,
+        Ok(upstream) => send(&upstream).await,
         Err(e) => Err(e),
     };
     let response = match response {
@@ -82,7 +84,12 @@ fn below(req: &ClientRequest, base: &str) -> String {
 }
 
 /// The request aimed at `target`, carrying the fields the origin may see.
-fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Request> {
+///
+/// Made with the runtime's own `Request` and `RequestInit`, as
+/// `client::Objects` makes its calls: `worker::RequestInit`'s conversion
+/// also writes the `cf` options Sluice never sets, and brings their
+/// serialisation (11 KB of wasm) with it.
+fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<web_sys::Request> {
     let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
         (Some(auth), Some(secret)) => Some(OriginAuth {
             header: &auth.header,
@@ -100,12 +107,24 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<Re
     // name for PROPFIND and the like and would send them as GET.
     let init = web_sys::RequestInit::new();
     init.set_method(req.method_as_sent());
-    init.set_headers(&headers.0);
+    init.set_headers(headers.as_ref());
     init.set_redirect(web_sys::RequestRedirect::Manual);
     if let Some(body) = req.body() {
         init.set_body(&body);
     }
-    Ok(web_sys::Request::new_with_str_and_init(target, &init)?.into())
+    web_sys::Request::new_with_str_and_init(target, &init).map_err(|e| {
+        worker::Error::JsError(
+            e.as_string()
+                .unwrap_or_else(|| "invalid URL or options for Request".to_string()),
+        )
+    })
+}
+
+/// `fetch(request)`, answered with the origin's response as it came.
+async fn send(request: &web_sys::Request) -> Result<Response> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let answer = JsFuture::from(global.fetch_with_request(request)).await?;
+    Ok(Response::from(answer.dyn_into::<web_sys::Response>()?))
 }
 
 /// The field Sluice adds to every request it forwards. An origin that leads

@@ -128,14 +128,19 @@ impl KeySpec {
             }
             pieces
         };
+        // Each character once, in the order first met: only `contains`
+        // reads the list, and sorting it linked a sort of `char`s (4 KB
+        // of wasm) for nothing else.
         let mut escaped = vec!['%'];
         for piece in &pieces {
             if let Piece::Literal(text) = piece {
-                escaped.extend(text.chars().filter(|c| *c != '%'));
+                for c in text.chars() {
+                    if !escaped.contains(&c) {
+                        escaped.push(c);
+                    }
+                }
             }
         }
-        escaped.sort_unstable();
-        escaped.dedup();
         Ok(KeySpec { pieces, escaped })
     }
 

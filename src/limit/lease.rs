@@ -59,14 +59,45 @@ pub struct Grant {
     pub retry_after_ms: u64,
 }
 
-/// Why an acquire was not even tried.
+/// Why an acquire was not even tried. Written tagged by `kind`
+/// (`{"kind":"limit_mismatch","held":3}`, `{"kind":"no_such_lease"}`) and
+/// read back through [`TaggedLeaseError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", tag = "kind", try_from = "TaggedLeaseError")]
 pub enum LeaseError {
     /// The key's leases are held under another limit.
     LimitMismatch { held: u32 },
     /// The lease to re-enter is unknown, lapsed or released.
     NoSuchLease,
+}
+
+/// A [`LeaseError`] as written: its tag and its one field. Reading it as a
+/// plain struct, rather than with the derived reader of an internally
+/// tagged enum, spares the wasm serde's buffering of every object into
+/// `Content` first, which no other type needed (12 KB).
+#[derive(Deserialize)]
+struct TaggedLeaseError {
+    kind: LeaseErrorKind,
+    held: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum LeaseErrorKind {
+    LimitMismatch,
+    NoSuchLease,
+}
+
+impl TryFrom<TaggedLeaseError> for LeaseError {
+    type Error = &'static str;
+
+    fn try_from(tagged: TaggedLeaseError) -> Result<LeaseError, &'static str> {
+        match (tagged.kind, tagged.held) {
+            (LeaseErrorKind::LimitMismatch, Some(held)) => Ok(LeaseError::LimitMismatch { held }),
+            (LeaseErrorKind::LimitMismatch, None) => Err("missing field `held`"),
+            (LeaseErrorKind::NoSuchLease, _) => Ok(LeaseError::NoSuchLease),
+        }
+    }
 }
 
 /// What an acquire asks for.
@@ -304,6 +335,33 @@ impl LeaseTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_error_reads_back_what_it_writes() {
+        for error in [
+            LeaseError::LimitMismatch { held: 3 },
+            LeaseError::NoSuchLease,
+        ] {
+            let wire = serde_json::to_string(&error).unwrap();
+            assert_eq!(serde_json::from_str::<LeaseError>(&wire).unwrap(), error);
+        }
+        assert_eq!(
+            serde_json::to_string(&LeaseError::LimitMismatch { held: 3 }).unwrap(),
+            r#"{"kind":"limit_mismatch","held":3}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<LeaseError>(r#"{"held":2,"kind":"limit_mismatch"}"#).unwrap(),
+            LeaseError::LimitMismatch { held: 2 }
+        );
+        for bad in [
+            r#"{"kind":"limit_mismatch"}"#,
+            r#"{"kind":"other"}"#,
+            r#"{"held":2}"#,
+            r#""no_such_lease""#,
+        ] {
+            assert!(serde_json::from_str::<LeaseError>(bad).is_err(), "{bad}");
+        }
+    }
 
     fn ids() -> impl FnMut() -> String {
         let mut n = 0;
