@@ -444,8 +444,7 @@ impl Ledger {
             }
             None => self.decide_unbanned(ask, &indices, reserve, now_ms, &mut writes),
         };
-        self.slots
-            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
+        self.forget_idle_slots(now_ms);
         (outcome, writes)
     }
 
@@ -778,8 +777,7 @@ impl Ledger {
         let reservation = self.reservations.remove(at);
         let mut writes = Vec::new();
         self.settle_one(&reservation, keep, &mut writes);
-        self.slots
-            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
+        self.forget_idle_slots(now_ms);
         if self.settled.len() >= SETTLED_MEMORY {
             self.settled.pop_front();
         }
@@ -883,6 +881,13 @@ impl Ledger {
             && self.reservations.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()
+    }
+
+    /// Forgets the slots that hold nothing: no admission that still counts
+    /// and no row. A slot with rows stays until the sweep deletes them.
+    fn forget_idle_slots(&mut self, now_ms: u64) {
+        self.slots
+            .retain(|slot| slot.stored.is_some() || !slot.limiter.is_idle(now_ms));
     }
 
     /// Forgets the lease table once nothing in it is needed: no lease, and
