@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
+use sluice::config::override_body::OverrideRequest;
 use sluice::config::pattern::Pattern;
-use sluice::config::rule::OverrideRequest;
 use sluice::config::Config as SluiceConfig;
 use sluice::http::admin::{parse_manual_ban, AdminRoute};
 use sluice::http::api::{

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::rule::Concurrency;
+use super::concurrency::Concurrency;
 use super::{Config, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
 use crate::objects::name::API_SCOPE;

@@ -3,11 +3,19 @@
 //! it is about (`SLUICE.rules[0].window`), because a limiter that silently
 //! runs without its limits is worse than one that refuses to start.
 
+pub mod ban;
+pub mod concurrency;
+pub mod count;
+pub mod global;
 pub mod listing;
 pub mod lookup;
+mod names;
+pub mod override_body;
 pub mod paths;
 pub mod pattern;
+mod policies;
 pub mod rule;
+pub mod tier;
 
 use std::fmt;
 
@@ -21,7 +29,10 @@ use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
 use crate::input::words::{self, Dialect};
-pub use rule::{Global, OnError, Rule, RuleBan, Tier, When};
+pub use ban::RuleBan;
+pub use global::Global;
+pub use rule::{OnError, Rule};
+pub use tier::{Tier, When};
 
 pub const DEFAULT_PREFIX: &str = "/_sluice";
 
@@ -318,6 +329,13 @@ impl Config {
         let rest = path.strip_prefix(self.prefix.as_str())?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
     }
+}
+
+/// A JSON value as an error message quotes it: compact, as `{value}` would
+/// write it, but through `serde_json::to_string`, the writer the responses
+/// use, rather than `Value`'s `Display` with its pretty-printer.
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {

@@ -1150,7 +1150,7 @@ fn count_takes_statuses_and_classes_where_a_refund_can_be_exact() {
 
 #[test]
 fn override_bodies_are_read_like_any_api_body_then_checked_against_the_tier() {
-    use crate::config::rule::{parse_override, OverrideRequest};
+    use crate::config::override_body::{parse_override, OverrideRequest};
     use crate::http::body;
     let config = Config::from_value(with_rule(json!({}))).unwrap();
     let tier = &config.rules[0].tiers[0];

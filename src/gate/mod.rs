@@ -13,7 +13,7 @@ mod tests;
 pub use conclude::{sooner, unavailable};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
-use crate::config::rule::CountedStatuses;
+use crate::config::count::CountedStatuses;
 use crate::http::headers::Fields;
 use crate::http::problem::Problem;
 use crate::isolate::banlist::BanRecord;

@@ -1,0 +1,94 @@
+//! `scope = "global"`: one quota every caller shares, split across parts.
+
+use super::{error, ConfigError};
+use crate::limit::split::{share_spec, MAX_PARTS};
+use crate::limit::Spec;
+
+/// A quota every caller shares, possibly split across several objects
+/// (`split = K`) so that no single Durable Object carries all of it.
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// Each part's policies, with limits cut to the part's share; one entry
+    /// when the quota is not split.
+    pub parts: Vec<Vec<(String, Spec)>>,
+}
+
+/// What `scope` and `split` must agree with.
+pub(super) struct RawScope {
+    pub(super) scope: Option<String>,
+    pub(super) split: Option<u64>,
+    pub(super) key: bool,
+    pub(super) tiers: bool,
+    pub(super) ban: bool,
+    pub(super) concurrency: bool,
+}
+
+pub(super) fn validate_scope(
+    raw: RawScope,
+    policies: &[(String, Spec)],
+    at: &str,
+) -> Result<Option<Global>, ConfigError> {
+    let field = |name: &str| format!("{at}.{name}");
+    match raw.scope.as_deref() {
+        None | Some("key") => {
+            return match raw.split {
+                None => Ok(None),
+                Some(_) => Err(error(
+                    &field("split"),
+                    "split divides a shared quota: it needs scope = \"global\"",
+                )),
+            };
+        }
+        Some("global") => {}
+        Some(other) => {
+            return Err(error(
+                &field("scope"),
+                format!("{other:?} is not a scope: use \"key\" (one quota per caller, the default) or \"global\" (one quota for everyone)"),
+            ))
+        }
+    }
+    for (present, name) in [(raw.key, "key"), (raw.tiers, "tiers"), (raw.ban, "ban")] {
+        if present {
+            return Err(error(
+                &field(name),
+                format!("a rule with scope = \"global\" has one quota for every caller, so it takes no {name}"),
+            ));
+        }
+    }
+    let parts = raw.split.unwrap_or(1);
+    let parts = u32::try_from(parts)
+        .ok()
+        .filter(|k| (1..=MAX_PARTS).contains(k))
+        .ok_or_else(|| {
+            error(
+                &field("split"),
+                format!("split must be from 1 to {MAX_PARTS}, got {parts}"),
+            )
+        })?;
+    if parts > 1 && raw.concurrency {
+        return Err(error(
+            &field("split"),
+            "a concurrency limit cannot be split: leave split out or drop concurrency",
+        ));
+    }
+    let mut shares = vec![Vec::with_capacity(policies.len()); parts as usize];
+    for (name, spec) in policies {
+        for (index, part) in (0..parts).zip(shares.iter_mut()) {
+            let cut = if parts == 1 {
+                Some(*spec)
+            } else {
+                share_spec(spec, parts, index)
+            };
+            let cut = cut.ok_or_else(|| {
+                error(
+                    &field("split"),
+                    format!(
+                        "policy {name} cannot be split into {parts} parts: each part needs a share of at least 1 and a sliding_log or fixed_window algorithm"
+                    ),
+                )
+            })?;
+            part.push((name.clone(), cut));
+        }
+    }
+    Ok(Some(Global { parts: shares }))
+}

@@ -1,0 +1,136 @@
+//! An operator's override of one key's limits, as the admin API takes it
+//! and validated like the config.
+
+use serde::Deserialize;
+
+use super::policies::{validate_limits, RawLimits, RawPolicy};
+use super::tier::Tier;
+use super::{error, ConfigError};
+use crate::input::duration::parse_ms;
+use crate::limit::Spec;
+use crate::limits::{DAY_MS, MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES};
+
+/// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
+/// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
+/// like any API body; [`parse_override`] checks it against the tier.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideRequest {
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+    unlimited: Option<bool>,
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    reason: Option<String>,
+}
+
+/// An override as the admin API takes it, validated like the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideBody {
+    /// Named as the tier names its policies; empty for unlimited.
+    pub policies: Vec<(String, Spec)>,
+    pub for_ms: Option<u64>,
+    pub reason: String,
+}
+
+/// Parses an override for `tier`. An override may change a policy's limit
+/// (and a GCRA burst), and add policies of its own, but not a policy's
+/// window or algorithm: admissions logged under one window would be
+/// re-read through another, and a log read through a shorter window
+/// forgets what a longer one counts again. Errors name the body's field.
+pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
+    let reason = raw.reason.unwrap_or_default();
+    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
+        return Err(error(
+            "reason",
+            format!(
+                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
+            ),
+        ));
+    }
+    let for_ms = raw
+        .lasts
+        .map(|text| {
+            let ms = parse_ms(&text).map_err(|m| error("for", m))?;
+            if (1..=MAX_OVERRIDE_MS).contains(&ms) {
+                Ok(ms)
+            } else {
+                Err(error(
+                    "for",
+                    format!("for must be from 1 ms to {} days", MAX_OVERRIDE_MS / DAY_MS),
+                ))
+            }
+        })
+        .transpose()?;
+    let limits = RawLimits {
+        limit: raw.limit,
+        window: raw.window,
+        algorithm: raw.algorithm,
+        burst: raw.burst,
+        policies: raw.policies,
+    };
+    let given = limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some();
+    let policies = match raw.unlimited {
+        Some(true) if given => {
+            return Err(error("unlimited", "give unlimited or limits, not both"));
+        }
+        Some(true) => Vec::new(),
+        Some(false) | None => {
+            let policies = validate_limits(limits, tier.scope.id(), "")
+                .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
+            check_same_shape(&policies, &tier.policies)?;
+            policies
+        }
+    };
+    Ok(OverrideBody {
+        policies,
+        for_ms,
+        reason,
+    })
+}
+
+/// The window a policy was configured with (GCRA's period, not the refill
+/// time its limit and burst make).
+fn configured_window(spec: &Spec) -> u64 {
+    match spec {
+        Spec::Gcra(policy) => policy.period_ms(),
+        Spec::SlidingLog(_) | Spec::FixedWindow(_) => spec.window_ms(),
+    }
+}
+
+/// Refuses a policy whose name the tier uses with another window or
+/// algorithm; see [`parse_override`].
+fn check_same_shape(
+    policies: &[(String, Spec)],
+    configured: &[(String, Spec)],
+) -> Result<(), ConfigError> {
+    let several = policies.len() > 1;
+    for (i, (name, spec)) in policies.iter().enumerate() {
+        let Some((_, held)) = configured.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let field = |f: &str| {
+            if several {
+                format!("policies[{i}].{f}")
+            } else {
+                f.to_string()
+            }
+        };
+        if std::mem::discriminant(held) != std::mem::discriminant(spec) {
+            return Err(error(
+                &field("algorithm"),
+                format!("policy {name:?} keeps its algorithm; an override changes its limit, or adds a policy under another name"),
+            ));
+        }
+        if configured_window(held) != configured_window(spec) {
+            return Err(error(
+                &field("window"),
+                format!("policy {name:?} keeps its window of {} ms; an override changes its limit, or adds a policy under another name", configured_window(held)),
+            ));
+        }
+    }
+    Ok(())
+}

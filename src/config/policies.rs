@@ -1,0 +1,154 @@
+//! A rule's or tier's policies: one in shorthand (`limit`, `window`) or
+//! several (`policies`), each an algorithm with its limit and window.
+
+use serde::Deserialize;
+
+use super::names::validate_part_name;
+use super::{error, ConfigError};
+use crate::input::duration::parse_ms;
+use crate::limit::gcra::{GcraPolicy, MAX_BURST};
+use crate::limit::{Policy, Spec};
+use crate::limits::MAX_POLICIES;
+
+/// One policy in shorthand (`limit`, `window`) or several (`policies`).
+pub(super) struct RawLimits {
+    pub(super) limit: Option<u64>,
+    pub(super) window: Option<String>,
+    pub(super) algorithm: Option<String>,
+    pub(super) burst: Option<u64>,
+    pub(super) policies: Option<Vec<RawPolicy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    name: Option<String>,
+    limit: u64,
+    window: String,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+}
+
+/// The policies of a rule or tier, named for the RateLimit headers:
+/// `base` for a single unnamed policy, `base.name` for named ones.
+pub(super) fn validate_limits(
+    raw: RawLimits,
+    base: &str,
+    at: &str,
+) -> Result<Vec<(String, Spec)>, ConfigError> {
+    let shorthand = raw.limit.is_some() || raw.window.is_some();
+    match (raw.policies, shorthand) {
+        (Some(_), true) => Err(error(
+            &format!("{at}.policies"),
+            "give either \"policies\" or \"limit\" and \"window\", not both",
+        )),
+        (None, false) => Err(error(
+            &format!("{at}.limit"),
+            "limit and window are required (or a list of policies)",
+        )),
+        (None, true) => {
+            let limit = raw
+                .limit
+                .ok_or_else(|| error(&format!("{at}.limit"), "limit is required with window"))?;
+            let window = raw
+                .window
+                .ok_or_else(|| error(&format!("{at}.window"), "window is required with limit"))?;
+            let spec = validate_spec(limit, &window, raw.algorithm.as_deref(), raw.burst, at)?;
+            Ok(vec![(base.to_string(), spec)])
+        }
+        (Some(policies), false) => {
+            if raw.algorithm.is_some() || raw.burst.is_some() {
+                return Err(error(
+                    &format!("{at}.algorithm"),
+                    "with \"policies\", set algorithm and burst in each policy",
+                ));
+            }
+            if policies.is_empty() || policies.len() > MAX_POLICIES {
+                return Err(error(
+                    &format!("{at}.policies"),
+                    format!("policies must list 1 to {MAX_POLICIES} policies"),
+                ));
+            }
+            let mut out: Vec<(String, Spec)> = Vec::with_capacity(policies.len());
+            let several = policies.len() > 1;
+            for (i, policy) in policies.into_iter().enumerate() {
+                let here = format!("{at}.policies[{i}]");
+                let name = match (&policy.name, several) {
+                    (Some(name), _) => {
+                        validate_part_name(name).map_err(|m| error(&format!("{here}.name"), m))?;
+                        format!("{base}.{name}")
+                    }
+                    (None, false) => base.to_string(),
+                    (None, true) => {
+                        return Err(error(
+                            &format!("{here}.name"),
+                            "each of several policies needs a name",
+                        ))
+                    }
+                };
+                if out.iter().any(|(n, _)| *n == name) {
+                    return Err(error(
+                        &format!("{here}.name"),
+                        "policy names must be unique",
+                    ));
+                }
+                let spec = validate_spec(
+                    policy.limit,
+                    &policy.window,
+                    policy.algorithm.as_deref(),
+                    policy.burst,
+                    &here,
+                )?;
+                out.push((name, spec));
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn validate_spec(
+    limit: u64,
+    window: &str,
+    algorithm: Option<&str>,
+    burst: Option<u64>,
+    at: &str,
+) -> Result<Spec, ConfigError> {
+    let window_ms = parse_ms(window).map_err(|m| error(&format!("{at}.window"), m))?;
+    let policy = Policy::new(limit, window_ms).map_err(|e| {
+        let name = if e.field() == "limit" {
+            "limit"
+        } else {
+            "window"
+        };
+        error(&format!("{at}.{name}"), e.to_string())
+    })?;
+    if burst.is_some() && algorithm != Some("gcra") {
+        return Err(error(
+            &format!("{at}.burst"),
+            "burst applies to algorithm = \"gcra\" only",
+        ));
+    }
+    match algorithm {
+        None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
+        Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
+        Some("gcra") => {
+            let max_burst = burst.unwrap_or(limit - 1);
+            GcraPolicy::new(max_burst, limit, window_ms)
+                .map(Spec::Gcra)
+                .map_err(|_| {
+                    error(
+                        &format!("{at}.burst"),
+                        format!(
+                            "burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"
+                        ),
+                    )
+                })
+        }
+        Some(other) => Err(error(
+            &format!("{at}.algorithm"),
+            format!(
+                "{other:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\""
+            ),
+        )),
+    }
+}
