@@ -1,12 +1,13 @@
 //! Reservations and exactness: whatever the interleaving of reservations,
 //! plain admissions, keeps, refunds, repeated settles, lapses and time,
 //! the units that count (kept, pending, plain) never exceed the limit in
-//! any window, a refund frees exactly its own units, and settling twice
-//! changes nothing.
+//! any window, a refund frees exactly its own units, settling twice
+//! changes nothing, and a refusal is `pending` (a short wait, no strike)
+//! exactly when the units kept alone would have left room.
 
 use proptest::prelude::*;
-use sluice::ledger::{Ask, Ledger};
-use sluice::limit::{Policy, Spec};
+use sluice::ledger::{Ask, Ledger, PENDING_RETRY_MS};
+use sluice::limit::{Policy, Retry, Spec};
 
 const LIMIT: u64 = 4;
 const WINDOW: u64 = 100;
@@ -75,6 +76,14 @@ proptest! {
                         if algorithm == "log" {
                             let counted = units.iter().filter(|(t, f, _)| *f != Fate::Refunded && t + WINDOW > now).count() as u64;
                             prop_assert!(counted <= LIMIT, "{} units count at {}", counted, now);
+                        }
+                    } else if algorithm == "log" {
+                        // A refusal is pending exactly when the units kept
+                        // alone leave room, and then it asks for a short wait.
+                        let kept = units.iter().filter(|(t, f, _)| *f == Fate::Kept && t + WINDOW > now).count() as u64;
+                        prop_assert_eq!(outcome.pending, kept < LIMIT, "at {}", now);
+                        if outcome.pending {
+                            prop_assert!(outcome.retry <= Retry::After(PENDING_RETRY_MS));
                         }
                     }
                 }

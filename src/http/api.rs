@@ -468,10 +468,9 @@ pub fn lease_response(outcome: &Outcome) -> Value {
     })
 }
 
-/// The answer body: the single-policy form flat, the `policies` form per
-/// policy with the names of those that refused.
-/// The answer to `POST {prefix}/v1/limit`; `reservation` is the id of the
-/// admission a reserving call made.
+/// The answer to `POST {prefix}/v1/limit`: the single-policy form flat,
+/// the `policies` form per policy with the names of those that refused;
+/// `reservation` is the id of the admission a reserving call made.
 pub fn limit_response(
     request: &LimitRequest,
     outcome: &Outcome,
@@ -480,6 +479,12 @@ pub fn limit_response(
     let mut answer = limit_answer(request, outcome);
     if let Some(id) = reservation.filter(|_| outcome.allowed) {
         answer["reservation"] = id.into();
+    }
+    // A refusal only reservations still in flight caused: a short wait
+    // (`retry_after_ms`) may be enough, so the caller can tell it from a
+    // quota its kept admissions used up.
+    if outcome.pending {
+        answer["pending"] = true.into();
     }
     // A peek is always "allowed" (it takes nothing), so it also says
     // whether a request of cost 1 would pass now: every policy has a unit
@@ -609,6 +614,45 @@ mod tests {
                 assert_eq!(answer["policies"][0]["retry_after_ms"], Value::Null);
                 assert_eq!(answer["policies"][0]["allowed"], false);
             }
+        }
+    }
+
+    #[test]
+    fn a_refusal_only_pending_reservations_cause_says_pending_and_a_short_wait() {
+        use crate::ledger::{Ask, Ledger, PENDING_RETRY_MS};
+        let flat = br#"{"key":"k","limit":1,"window_ms":600000,"reserve":true}"#;
+        let named =
+            br#"{"key":"k","reserve":true,"policies":[{"name":"p","limit":1,"window_ms":600000}]}"#;
+        for body in [&flat[..], &named[..]] {
+            let call = parse_limit_request(JSON, body).unwrap();
+            let ask = Ask {
+                specs: &call.policies,
+                cost: 1,
+                ban: None,
+                lease: None,
+            };
+            let mut ledger = Ledger::new();
+            let (first, _) = ledger.reserve(&ask, "r1", 60_000, 0);
+            assert!(limit_response(&call, &first, Some("r1"))
+                .get("pending")
+                .is_none());
+            let (outcome, _) = ledger.reserve(&ask, "r2", 60_010, 10);
+            let answer = limit_response(&call, &outcome, Some("r2"));
+            assert_eq!(answer["allowed"], false);
+            assert_eq!(answer["pending"], true);
+            assert_eq!(answer["retry_after_ms"], PENDING_RETRY_MS);
+            let reset = answer
+                .get("reset_ms")
+                .unwrap_or(&answer["policies"][0]["reset_ms"]);
+            assert_eq!(
+                reset, PENDING_RETRY_MS,
+                "a refund may free a unit any moment"
+            );
+            ledger.settle("r1", true, 20);
+            let (kept, _) = ledger.reserve(&ask, "r3", 60_030, 30);
+            let answer = limit_response(&call, &kept, Some("r3"));
+            assert!(answer.get("pending").is_none(), "kept units: {answer}");
+            assert_eq!(answer["retry_after_ms"], 599_970);
         }
     }
 

@@ -31,11 +31,12 @@ pub use leases::LeaseAsk;
 pub use outcome::{LeaseOutcome, Outcome, PolicyDecision, LEASE_RETRY_MS};
 pub use overrides::Override;
 pub use reservation::Settled;
+pub use reservation::PENDING_RETRY_MS;
 pub use rows::{Expired, Write};
 pub use slot::SlotReport;
 
 use leases::lease_report;
-use reservation::Reservation;
+use reservation::{pending_retry, Reservation};
 use slot::{admit, report, slot_for, Slot};
 
 /// What a request asks of its key: units under rate policies, optionally a
@@ -132,11 +133,16 @@ impl Ledger {
         now_ms: u64,
         writes: &mut Vec<Write>,
     ) -> Outcome {
-        let decisions: Vec<Decision> = indices
+        let mut decisions: Vec<Decision> = indices
             .iter()
             .map(|&i| self.slots[i].limiter.decide(now_ms, ask.cost))
             .collect();
         let rates_allow = decisions.iter().all(|d| d.allowed);
+        let pending =
+            !rates_allow && self.refused_for_pending(indices, &decisions, ask.cost, now_ms);
+        if pending {
+            decisions = decisions.into_iter().map(pending_retry).collect();
+        }
         let grant = match ask.lease {
             Some(lease) if rates_allow => {
                 let grant = self
@@ -198,12 +204,16 @@ impl Ledger {
             .lease
             .map(|l| lease_report(&self.leases, l, grant, now_ms));
         // Only rate refusals count toward a ban: a request refused (or
-        // queued) for want of a lease did nothing wrong.
+        // queued) for want of a lease did nothing wrong, and neither did
+        // one refused only for attempts still in flight.
         let started = match ask.ban {
-            Some(policy) if !rates_allow => self.strike(policy, now_ms, writes),
+            Some(policy) if !rates_allow && !pending => self.strike(policy, now_ms, writes),
             _ => None,
         };
-        Outcome::new(allowed, policies, started, lease, now_ms)
+        Outcome {
+            pending,
+            ..Outcome::new(allowed, policies, started, lease, now_ms)
+        }
     }
 
     /// What [`check`](Self::check) with cost 0 answers: each policy's

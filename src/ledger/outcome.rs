@@ -81,6 +81,15 @@ impl From<PolicyDecision> for WireDecision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub allowed: bool,
+    /// Set on a refusal that only pending reservations caused: every
+    /// refusing policy would have admitted the request with their units
+    /// given back. Such a refusal says so (`pending`), asks for a short
+    /// retry ([`PENDING_RETRY_MS`]) and counts toward no ban: the attempts
+    /// holding the places may all be refunded a moment later.
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
     pub policies: Vec<PolicyDecision>,
     /// Set when the key is banned, before or by this request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,8 +105,11 @@ pub struct Outcome {
     /// [`Retry::NOW`] when allowed; otherwise how long until the whole
     /// request could pass: the ban must end and every refusing policy must
     /// have room (windows only free up while nothing is admitted). A refused
-    /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner. On the
-    /// wire as `retry_after_ms`, like [`Decision::retry`].
+    /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner, and a
+    /// pending refusal [`PENDING_RETRY_MS`], or its window's room if sooner.
+    /// On the wire as `retry_after_ms`, like [`Decision::retry`].
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
     #[serde(rename = "retry_after_ms")]
     pub retry: Retry,
 }
@@ -149,6 +161,7 @@ impl Outcome {
         };
         Outcome {
             allowed,
+            pending: false,
             policies,
             ban,
             lease,
@@ -177,9 +190,14 @@ impl Outcome {
         policies.chain(lease).collect()
     }
 
-    /// Whether waiting for the retry time is sure to be enough: a window
-    /// frees up no sooner while nothing is admitted and a ban does not end
-    /// early, but a lease may be released before it lapses.
+    /// Whether the isolate may answer for the object until the retry time:
+    /// a window frees up no sooner while nothing is admitted and a ban does
+    /// not end early, but a lease may be released before it lapses. A
+    /// pending refusal may end sooner too (a refund), but its retry is at
+    /// most [`PENDING_RETRY_MS`], the wait the client is told, so it is
+    /// held no longer than that.
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
     pub fn refusal_holds_until_retry(&self) -> bool {
         self.lease.as_ref().is_none_or(|l| !l.refused)
     }

@@ -4,7 +4,7 @@
 
 use super::slot::record;
 use super::{Ask, Ledger, Outcome, Write};
-use crate::limit::Recorded;
+use crate::limit::{Decision, Recorded, Retry};
 
 /// An admission made for a request whose answer decides whether it counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +16,14 @@ pub(super) struct Reservation {
     /// Each slot it was admitted into, and the time it was logged at.
     pub(super) runs: Vec<(String, u64)>,
 }
+
+/// How soon a request refused only because of pending reservations is
+/// told to retry, unless its window has room sooner: a pending attempt
+/// usually settles within the origin's answer time, and whether it is kept
+/// or refunded cannot be foreseen, so the window's end is only the worst
+/// case, and telling a user who logs in successfully to wait for it would
+/// lock them out for nothing.
+pub const PENDING_RETRY_MS: u64 = 1_000;
 
 /// How many settled reservations an object remembers, for repeated
 /// settles.
@@ -115,4 +123,48 @@ impl Ledger {
             record(slot, recorded, writes);
         }
     }
+
+    /// Whether a refusal only pending reservations caused: every refusing
+    /// policy (`decisions[n]` for the slot `indices[n]`) would admit `cost`
+    /// units with every pending reservation's units given back.
+    pub(super) fn refused_for_pending(
+        &self,
+        indices: &[usize],
+        decisions: &[Decision],
+        cost: u32,
+        now_ms: u64,
+    ) -> bool {
+        if self.reservations.is_empty() {
+            return false;
+        }
+        indices
+            .iter()
+            .zip(decisions)
+            .filter(|(_, d)| !d.allowed)
+            .all(|(&i, _)| {
+                let slot = &self.slots[i];
+                let mut freed = slot.limiter.clone();
+                for reservation in &self.reservations {
+                    for (name, at_ms) in &reservation.runs {
+                        if *name == slot.name {
+                            freed.refund(*at_ms, reservation.cost);
+                        }
+                    }
+                }
+                freed.decide(now_ms, cost).allowed
+            })
+    }
+}
+
+/// A pending refusal's decision: a refusing policy is told to retry in
+/// [`PENDING_RETRY_MS`], or sooner if its window has room sooner, and that
+/// a unit may free up as soon (`reset_ms`, the RateLimit field's `t`): a
+/// refund may come at any moment, and a refused request's `t` is its
+/// `Retry-After`.
+pub(super) fn pending_retry(mut decision: Decision) -> Decision {
+    if !decision.allowed {
+        decision.retry = decision.retry.min(Retry::After(PENDING_RETRY_MS));
+        decision.reset_ms = decision.reset_ms.min(PENDING_RETRY_MS);
+    }
+    decision
 }

@@ -14,6 +14,16 @@ const rules = [
     window: "15m",
     count: { status: [401, 403, "5xx"] },
   },
+  // The README's login rule, ban and all.
+  {
+    id: "signin",
+    match: { path: "/signin", methods: ["POST"] },
+    key: "ip+header:x-user",
+    limit: 5,
+    window: "15m",
+    count: { status: [401, 403] },
+    ban: { after: 3, within: "1h", for: "15m" },
+  },
 ];
 
 let sluice;
@@ -55,6 +65,41 @@ test("server errors count too, other answers do not", async () => {
   assert.equal((await login(user, 200)).status, 429, "503, 500 and three 403s make five");
 });
 
+test("eight concurrent successful logins: the refusals say pending with a short Retry-After, ban nobody, and the user passes once they settle", async () => {
+  // Issue 27, item 1: three of eight concurrent logins that all succeed are
+  // refused while the other five hold the places; they used to count as
+  // ban strikes and be told to come back in 15 minutes.
+  const user = `dan-${++n}`;
+  const signin = (hold) =>
+    sluice.fetch(`/signin?status=200${hold ? "&hold_ms=300" : ""}`, {
+      method: "POST",
+      headers: { "CF-Connecting-IP": "198.18.20.2", "X-User": user },
+    });
+  const answers = await Promise.all(Array.from({ length: 8 }, () => signin(true)));
+  const statuses = answers.map((r) => r.status);
+  assert.equal(statuses.filter((s) => s === 200).length, 5, statuses.join(","));
+  const refused = answers.filter((r) => r.status === 429);
+  assert.equal(refused.length, 3, statuses.join(","));
+  for (const response of refused) {
+    const problem = await response.json();
+    assert.equal(problem.code, "pending", JSON.stringify(problem));
+    assert.equal(problem.type, "https://iana.org/assignments/http-problem-types#quota-exceeded");
+    assert.deepEqual(problem["violated-policies"], ["signin"]);
+    assert.equal(response.headers.get("retry-after"), "1", "about a second, never the window's end");
+    assert.equal(response.headers.get("ratelimit"), '"signin";r=0;t=1', "t is the Retry-After");
+  }
+  // The five successes are refunded in the background once answered.
+  const next = await eventually(async () => {
+    const response = await signin(false);
+    if (response.status === 200) return response;
+    const problem = await response.json();
+    assert.equal(problem.code, "pending", `while attempts are in flight, nothing but pending: ${JSON.stringify(problem)}`);
+    return null;
+  });
+  assert.equal(next.status, 200, "the user is admitted once its attempts have settled");
+  for (let i = 0; i < 5; i++) assert.equal((await signin(false)).status, 200, `login ${i + 1} after`);
+});
+
 const limit = (body) => sluice.post("/_sluice/v1/limit", body);
 const settle = (body) => sluice.post("/_sluice/v1/limit/settle", body);
 
@@ -64,9 +109,13 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   const first = await (await limit({ ...policy, reserve: true })).json();
   assert.equal(first.allowed, true);
   assert.match(first.reservation, /^[0-9a-f]+$/);
-  const meanwhile = await (await limit({ ...policy, reserve: true })).json();
+  const refusal = await limit({ ...policy, reserve: true });
+  const meanwhile = await refusal.json();
   assert.equal(meanwhile.allowed, false, "a pending reservation counts");
   assert.equal(meanwhile.reservation, undefined);
+  assert.equal(meanwhile.pending, true, "the refusal says only a pending reservation holds the unit");
+  assert.ok(meanwhile.retry_after_ms <= 1000, `a short wait, not the window's: ${meanwhile.retry_after_ms}`);
+  assert.equal(refusal.headers.get("retry-after"), "1");
   const refunded = await settle({ key, reservation: first.reservation, keep: false });
   assert.equal(refunded.status, 200);
   assert.deepEqual(await refunded.json(), { kept: false, repeated: false });
@@ -75,7 +124,10 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   const second = await (await limit({ ...policy, reserve: true })).json();
   assert.equal(second.allowed, true, "the refund freed the unit");
   assert.equal((await settle({ key, reservation: second.reservation, keep: true })).status, 200);
-  assert.equal((await (await limit(policy)).json()).allowed, false, "the kept one counts");
+  const full = await (await limit(policy)).json();
+  assert.equal(full.allowed, false, "the kept one counts");
+  assert.equal(full.pending, undefined, "a kept admission is no pending one");
+  assert.ok(full.retry_after_ms > 500_000, `the window's wait: ${full.retry_after_ms}`);
 });
 
 test("a reservation outliving its window is swept from memory, and its key's alarm moves on to the lapse", async () => {
