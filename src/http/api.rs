@@ -20,7 +20,7 @@ use crate::limit::lease::LeaseError;
 use crate::limit::{Policy, Retry, Spec};
 use crate::limits::{
     DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
-    MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES,
+    MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES, MAX_RESERVATION_TTL_MS,
 };
 
 /// The policy name used when a request gives `limit` and `window_ms`.
@@ -39,15 +39,17 @@ pub struct LimitRequest {
     /// Whether the request used the `policies` form, which is answered
     /// per policy.
     pub named: bool,
-    /// Whether an admission is a reservation, to keep or refund with
-    /// `POST {prefix}/v1/limit/settle`.
-    pub reserve: bool,
+    /// When an admission is a reservation, to keep or refund with
+    /// `POST {prefix}/v1/limit/settle`: how long it waits for its settle
+    /// before it lapses into a kept admission, in ms.
+    pub reserve: Option<u64>,
 }
 
-/// How long a reservation waits for its settle before it is kept: long
-/// enough for any origin to answer, short enough that a lost settle does
-/// not hold a unit in limbo for long. Kept, not refunded: for the security
-/// use (failed logins), an attempt whose answer was lost must not be free.
+/// How long a reservation waits for its settle before it is kept, unless
+/// the call says (`reservation_ttl_ms`): long enough for any origin to
+/// answer, short enough that a lost settle does not hold a unit in limbo
+/// for long. Kept, not refunded: for the security use (failed logins), an
+/// attempt whose answer was lost must not be free.
 pub const RESERVATION_TTL_MS: u64 = 60_000;
 
 /// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
@@ -64,6 +66,7 @@ struct RawLimitRequest {
     cost: Option<u64>,
     #[serde(default)]
     reserve: bool,
+    reservation_ttl_ms: Option<u64>,
 }
 
 /// One of `policies`.
@@ -129,12 +132,29 @@ pub fn parse_limit_request(
             "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
         ));
     }
+    let reserve = match (raw.reserve, raw.reservation_ttl_ms) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(Problem::invalid(
+                "reservation_ttl_ms",
+                "reservation_ttl_ms is how long a reservation waits for its settle; send it with \"reserve\": true",
+            ))
+        }
+        (true, None) => Some(RESERVATION_TTL_MS),
+        (true, Some(ttl)) if (1..=MAX_RESERVATION_TTL_MS).contains(&ttl) => Some(ttl),
+        (true, Some(ttl)) => {
+            return Err(Problem::invalid(
+                "reservation_ttl_ms",
+                format!("reservation_ttl_ms must be from 1 to {MAX_RESERVATION_TTL_MS} (a day), got {ttl}"),
+            ))
+        }
+    };
     Ok(LimitRequest {
         key,
         policies,
         cost,
         named,
-        reserve: raw.reserve,
+        reserve,
     })
 }
 
@@ -657,6 +677,23 @@ mod tests {
     }
 
     #[test]
+    fn a_reservation_lapses_after_60_s_or_the_ttl_asked() {
+        let reserve = |body: &str| parse_limit_request(JSON, body.as_bytes()).unwrap().reserve;
+        let base = r#""key":"k","limit":3,"window_ms":10"#;
+        assert_eq!(reserve(&format!("{{{base}}}")), None);
+        assert_eq!(
+            reserve(&format!(r#"{{{base},"reserve":true}}"#)),
+            Some(RESERVATION_TTL_MS)
+        );
+        assert_eq!(
+            reserve(&format!(
+                r#"{{{base},"reserve":true,"reservation_ttl_ms":2000}}"#
+            )),
+            Some(2000)
+        );
+    }
+
+    #[test]
     fn the_single_policy_form_takes_an_algorithm() {
         let r = parse_limit_request(
             JSON,
@@ -774,6 +811,22 @@ mod tests {
             (
                 r#"{"key":"k","limit":10,"window_ms":1000,"cost":0,"reserve":true}"#,
                 "reserve",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reservation_ttl_ms":1000}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":0}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":86400001}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":1.5}"#,
+                "reservation_ttl_ms",
             ),
             (
                 r#"{"key":"k","limit":10,"window_ms":1000,"algorithm":"gcra"}"#,

@@ -25,18 +25,17 @@ use std::collections::VecDeque;
 
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Grant, LeaseTable};
-use crate::limit::{Algorithm, Decision, Recorded, Retry, SlidingLog, Spec};
+use crate::limit::{Algorithm, Decision, Retry, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 pub use leases::LeaseAsk;
 pub use outcome::{LeaseOutcome, Outcome, PolicyDecision, LEASE_RETRY_MS};
 pub use overrides::Override;
-pub use reservation::Settled;
-pub use reservation::PENDING_RETRY_MS;
+pub use reservation::{Reservation, Run, Settled, PENDING_RETRY_MS};
 pub use rows::{Expired, Write};
 pub use slot::SlotReport;
 
 use leases::lease_report;
-use reservation::{pending_retry, Reservation};
+use reservation::pending_retry;
 use slot::{admit, report, slot_for, Slot};
 
 /// What a request asks of its key: units under rate policies, optionally a
@@ -60,10 +59,11 @@ pub struct Ledger {
     strikes: Option<SlidingLog>,
     leases: LeaseTable,
     overridden: Option<Override>,
-    /// Admissions not yet kept or refunded (memory only).
+    /// Admissions not yet kept or refunded, each with its row.
     reservations: Vec<Reservation>,
     /// The last reservations settled, `(id, kept)`, so that a settle sent
-    /// twice answers the same (memory only, bounded).
+    /// twice answers the same (memory only, bounded: a settle repeated
+    /// after the object restarted finds no reservation).
     settled: VecDeque<(String, bool)>,
 }
 
@@ -174,24 +174,8 @@ impl Ledger {
                     admit(&mut self.slots[i], now_ms, ask.cost, writes);
                 }
             }
-            Some((id, lapses_ms)) => {
-                let runs = indices
-                    .iter()
-                    .map(|&i| {
-                        let slot = &mut self.slots[i];
-                        let at_ms = match slot.limiter.admit(now_ms, ask.cost) {
-                            Recorded::Hit { at_ms, .. } => at_ms,
-                            Recorded::State(..) => now_ms,
-                        };
-                        (slot.name.clone(), at_ms)
-                    })
-                    .collect();
-                self.reservations.push(Reservation {
-                    id: id.to_string(),
-                    lapses_ms,
-                    cost: ask.cost,
-                    runs,
-                });
+            Some(reservation) => {
+                self.admit_reserved(indices, reservation, ask.cost, now_ms, writes);
             }
         }
         // A refused request is logged in no policy, so policies that had
@@ -287,12 +271,12 @@ impl Ledger {
         answer.map(|throttle| (throttle, writes))
     }
 
-    /// Expires what no longer counts, forgets empty slots and forgiven bans,
-    /// and says which stored rows to delete. Running it twice at the same
-    /// time changes nothing the second time, so an alarm that fires twice
-    /// is harmless.
+    /// Keeps lapsed reservations, expires what no longer counts, forgets
+    /// empty slots and forgiven bans, and says which stored rows to delete.
+    /// Running it twice at the same time changes nothing the second time,
+    /// so an alarm that fires twice is harmless.
     pub fn sweep(&mut self, now_ms: u64) -> Vec<Expired> {
-        let mut expired = Vec::new();
+        let mut expired = self.lapse(now_ms);
         for slot in &mut self.slots {
             slot.limiter.expire(now_ms);
             let name = slot.name.clone();
@@ -371,7 +355,7 @@ impl Ledger {
             expired.push(self.lease_gone(lease.id, now_ms));
         }
         self.strikes = None;
-        self.reservations.clear();
+        expired.extend(self.forget_reservations());
         self.forget_idle_leases(now_ms);
         expired
     }

@@ -1,20 +1,75 @@
 //! Reservations: admissions made for a request whose answer decides
 //! whether they count, kept or refunded by a settle, and kept when no
 //! settle comes in time.
+//!
+//! A reservation is admitted like any request, rows and all, before it is
+//! answered, and a row of its own says it is still pending. So storage
+//! always holds every unit that counts: an object evicted, restarted or
+//! crashed while a reservation is pending reads it back, and one whose
+//! reservation row were lost would keep its units (the strict side). A
+//! refund takes its units back out of the rows.
+
+use serde::{Deserialize, Serialize};
 
 use super::slot::record;
-use super::{Ask, Ledger, Outcome, Write};
+use super::{Ask, Expired, Ledger, Outcome, Write};
 use crate::limit::{Decision, Recorded, Retry};
 
 /// An admission made for a request whose answer decides whether it counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Reservation {
-    pub(super) id: String,
+pub struct Reservation {
+    pub id: String,
     /// When it is kept if nobody settled it.
-    pub(super) lapses_ms: u64,
-    pub(super) cost: u32,
-    /// Each slot it was admitted into, and the time it was logged at.
-    pub(super) runs: Vec<(String, u64)>,
+    pub lapses_ms: u64,
+    pub cost: u32,
+    /// Each slot it was admitted into.
+    pub runs: Vec<Run>,
+}
+
+/// A reservation's units in one slot, and where storage holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub slot: String,
+    /// The time they were logged at.
+    pub at_ms: u64,
+    /// Whether they are the log's first run, which the slot row carries
+    /// (the slot was new), rather than a hit row. One-row algorithms keep
+    /// them in their state.
+    pub in_slot_row: bool,
+}
+
+/// A run as its reservation's row holds it: `[slot, at_ms, in_slot_row]`.
+#[derive(Serialize, Deserialize)]
+struct RowRun(String, u64, bool);
+
+impl Reservation {
+    /// The runs as the reservation row's `runs` column holds them (JSON).
+    pub fn encode_runs(&self) -> serde_json::Result<String> {
+        let runs: Vec<RowRun> = self
+            .runs
+            .iter()
+            .map(|r| RowRun(r.slot.clone(), r.at_ms, r.in_slot_row))
+            .collect();
+        serde_json::to_string(&runs)
+    }
+
+    /// A reservation from its row; `None` if its runs no longer read back.
+    pub fn from_row(id: String, lapses_ms: u64, cost: u32, runs: &str) -> Option<Reservation> {
+        let runs: Vec<RowRun> = serde_json::from_str(runs).ok()?;
+        Some(Reservation {
+            id,
+            lapses_ms,
+            cost,
+            runs: runs
+                .into_iter()
+                .map(|RowRun(slot, at_ms, in_slot_row)| Run {
+                    slot,
+                    at_ms,
+                    in_slot_row,
+                })
+                .collect(),
+        })
+    }
 }
 
 /// How soon a request refused only because of pending reservations is
@@ -40,11 +95,10 @@ pub struct Settled {
 impl Ledger {
     /// Like [`check`](Self::check), but an admission is a reservation: it
     /// counts against every policy at once, so concurrent requests cannot
-    /// slip past the limit, and writes nothing until
-    /// [`settle`](Self::settle) keeps it (or refunds it, writing nothing at
-    /// all). One not settled by `lapses_ms` is kept: a failed login whose
-    /// answer was lost must not be free. Reservations live in memory: an
-    /// object restarted before settling has forgotten them.
+    /// slip past the limit, until [`settle`](Self::settle) keeps or refunds
+    /// it. One not settled by `lapses_ms` is kept: a failed login whose
+    /// answer was lost must not be free. It writes what an admission writes
+    /// and its own row ([`Write::Reservation`]), so that a restart keeps it.
     pub fn reserve(
         &mut self,
         ask: &Ask<'_>,
@@ -55,72 +109,143 @@ impl Ledger {
         self.decide(ask, Some((reservation, lapses_ms)), now_ms)
     }
 
-    /// Keeps or refunds reservation `id`. Keeping writes what an admission
-    /// writes; refunding takes back exactly its own units and writes
-    /// nothing. `None` for a reservation this key never had or that lapsed;
-    /// a repeated settle answers as the first did and changes nothing.
-    pub fn settle(&mut self, id: &str, keep: bool, now_ms: u64) -> (Option<Settled>, Vec<Write>) {
+    /// Admits `cost` units into the slots `indices` as reservation `id`.
+    pub(super) fn admit_reserved(
+        &mut self,
+        indices: &[usize],
+        (id, lapses_ms): (&str, u64),
+        cost: u32,
+        now_ms: u64,
+        writes: &mut Vec<Write>,
+    ) {
+        let runs = indices
+            .iter()
+            .map(|&i| {
+                let slot = &mut self.slots[i];
+                let in_slot_row = slot.stored.is_none();
+                let recorded = slot.limiter.admit(now_ms, cost);
+                let at_ms = match recorded {
+                    Recorded::Hit { at_ms, .. } => at_ms,
+                    Recorded::State(..) => now_ms,
+                };
+                record(slot, recorded, writes);
+                Run {
+                    slot: slot.name.clone(),
+                    at_ms,
+                    in_slot_row,
+                }
+            })
+            .collect();
+        let reservation = Reservation {
+            id: id.to_string(),
+            lapses_ms,
+            cost,
+            runs,
+        };
+        writes.push(Write::Reservation(reservation.clone()));
+        self.reservations.push(reservation);
+    }
+
+    /// Keeps or refunds reservation `id`. Keeping deletes its row (its
+    /// units were written when it was admitted); refunding takes back
+    /// exactly its own units, from memory and from the rows. `None` for a
+    /// reservation this key never had or that lapsed, even if the alarm
+    /// has not kept it yet; a repeated settle answers as the first did and
+    /// changes nothing.
+    pub fn settle(
+        &mut self,
+        id: &str,
+        keep: bool,
+        now_ms: u64,
+    ) -> (Option<Settled>, Vec<Write>, Vec<Expired>) {
         if let Some(&(_, kept)) = self.settled.iter().find(|(s, _)| s == id) {
-            return (
-                Some(Settled {
-                    kept,
-                    repeated: true,
-                }),
-                Vec::new(),
-            );
+            let repeated = Settled {
+                kept,
+                repeated: true,
+            };
+            return (Some(repeated), Vec::new(), Vec::new());
         }
+        let mut expired = self.lapse(now_ms);
         let Some(at) = self.reservations.iter().position(|r| r.id == id) else {
-            return (None, Vec::new());
+            return (None, Vec::new(), expired);
         };
         let reservation = self.reservations.remove(at);
         let mut writes = Vec::new();
-        self.settle_one(&reservation, keep, &mut writes);
+        if !keep {
+            self.refund(&reservation, now_ms, &mut writes, &mut expired);
+        }
+        expired.push(Expired::Reservation {
+            id: reservation.id.clone(),
+        });
         self.forget_idle_slots(now_ms);
         if self.settled.len() >= SETTLED_MEMORY {
             self.settled.pop_front();
         }
         self.settled.push_back((reservation.id, keep));
-        (
-            Some(Settled {
-                kept: keep,
-                repeated: false,
-            }),
-            writes,
-        )
+        let settled = Settled {
+            kept: keep,
+            repeated: false,
+        };
+        (Some(settled), writes, expired)
     }
 
-    /// Keeps every reservation whose answer never came by its lapse time.
-    pub fn lapse(&mut self, now_ms: u64) -> Vec<Write> {
-        let mut writes = Vec::new();
+    /// Keeps every reservation whose answer never came by its lapse time:
+    /// its units are written already, so only its row goes.
+    pub fn lapse(&mut self, now_ms: u64) -> Vec<Expired> {
         let (lapsed, pending) = std::mem::take(&mut self.reservations)
             .into_iter()
             .partition::<Vec<_>, _>(|r| r.lapses_ms <= now_ms);
         self.reservations = pending;
-        for reservation in &lapsed {
-            self.settle_one(reservation, true, &mut writes);
-        }
-        writes
+        lapsed
+            .into_iter()
+            .map(|r| Expired::Reservation { id: r.id })
+            .collect()
     }
 
-    /// Keeps (writing what its admission would have written) or refunds one
-    /// reservation.
-    fn settle_one(&mut self, reservation: &Reservation, keep: bool, writes: &mut Vec<Write>) {
-        for (name, at_ms) in &reservation.runs {
-            let Some(slot) = self.slots.iter_mut().find(|s| s.name == *name) else {
+    /// Restores a reservation row (after the slots and hits hold its units).
+    pub fn restore_reservation(&mut self, reservation: Reservation) {
+        self.reservations.push(reservation);
+    }
+
+    /// Forgets every pending reservation (an operator's reset), saying
+    /// which rows to delete.
+    pub(super) fn forget_reservations(&mut self) -> impl Iterator<Item = Expired> {
+        std::mem::take(&mut self.reservations)
+            .into_iter()
+            .map(|r| Expired::Reservation { id: r.id })
+    }
+
+    /// Takes one reservation's units back. A slot that then holds nothing
+    /// that counts is forgotten, rows and all; otherwise the rows lose
+    /// exactly what memory lost (nothing, for units that expired meanwhile).
+    fn refund(
+        &mut self,
+        reservation: &Reservation,
+        now_ms: u64,
+        writes: &mut Vec<Write>,
+        expired: &mut Vec<Expired>,
+    ) {
+        for run in &reservation.runs {
+            let Some(at) = self.slots.iter().position(|s| s.name == run.slot) else {
                 continue;
             };
-            if !keep {
-                slot.limiter.refund(*at_ms, reservation.cost);
+            let slot = &mut self.slots[at];
+            let taken = slot.limiter.refund(run.at_ms, reservation.cost);
+            if slot.limiter.is_idle(now_ms) {
+                let slot = self.slots.remove(at);
+                expired.push(Expired::Slot { name: slot.name });
                 continue;
             }
-            let recorded = match slot.limiter.state() {
-                Some((a, b)) => Recorded::State(a, b),
-                None => Recorded::Hit {
-                    at_ms: *at_ms,
-                    count: reservation.cost,
-                },
-            };
-            record(slot, recorded, writes);
+            match slot.limiter.state() {
+                _ if taken == 0 => {}
+                Some((a, b)) => record(slot, Recorded::State(a, b), writes),
+                None => writes.push(Write::Refund {
+                    name: slot.name.clone(),
+                    at_ms: run.at_ms,
+                    count: taken,
+                    in_slot_row: run.in_slot_row,
+                }),
+            }
         }
     }
 
@@ -145,10 +270,8 @@ impl Ledger {
                 let slot = &self.slots[i];
                 let mut freed = slot.limiter.clone();
                 for reservation in &self.reservations {
-                    for (name, at_ms) in &reservation.runs {
-                        if *name == slot.name {
-                            freed.refund(*at_ms, reservation.cost);
-                        }
+                    for run in reservation.runs.iter().filter(|r| r.slot == slot.name) {
+                        freed.refund(run.at_ms, reservation.cost);
                     }
                 }
                 freed.decide(now_ms, cost).allowed

@@ -2,7 +2,7 @@
 //! object's glue runs these as SQL.
 
 use super::ban::Ban;
-use super::Override;
+use super::{Override, Reservation};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -27,6 +27,17 @@ pub enum Write {
         at_ms: u64,
         count: u32,
     },
+    /// A refunded reservation's `count` units at `at_ms` taken back out of
+    /// a sliding log's rows: the run its slot row carries (`in_slot_row`,
+    /// when the reservation was the slot's first admission) or its hit row.
+    Refund {
+        name: String,
+        at_ms: u64,
+        count: u32,
+        in_slot_row: bool,
+    },
+    /// A pending reservation, whose units are written beside it.
+    Reservation(Reservation),
     /// The key's ban record, to insert or overwrite.
     Ban(Ban),
     /// The key's override, to insert or overwrite.
@@ -54,4 +65,7 @@ pub enum Expired {
     Lease { id: String, floor: Option<u64> },
     /// The key's fence floor is needed no longer.
     Floor,
+    /// A reservation was kept, refunded or lapsed (kept): it is pending no
+    /// longer.
+    Reservation { id: String },
 }

@@ -860,21 +860,64 @@ fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
         lease: None,
     };
     let (outcome, writes) = ledger.reserve(&ask, "r1", 60_000, 0);
-    assert!(outcome.allowed && writes.is_empty());
+    assert!(outcome.allowed);
+    assert_eq!(
+        writes,
+        [
+            Write::Slot {
+                name: "login".into(),
+                spec: p[0].1,
+                state: (0, 1)
+            },
+            Write::Reservation(Reservation {
+                id: "r1".into(),
+                lapses_ms: 60_000,
+                cost: 1,
+                runs: vec![Run {
+                    slot: "login".into(),
+                    at_ms: 0,
+                    in_slot_row: true
+                }],
+            }),
+        ],
+        "the admission is written before it is answered, with the reservation's row"
+    );
     assert_eq!(
         ledger.next_sweep(1),
         Some(60_000),
         "the alarm is due at the lapse"
     );
     assert!(ledger.lapse(59_999).is_empty());
-    let kept = ledger.lapse(60_000);
-    assert!(
-        matches!(kept[..], [Write::Slot { state: (0, 1), .. }]),
-        "{kept:?}"
+    let swept = ledger.sweep(60_000);
+    assert_eq!(
+        swept[0],
+        Expired::Reservation { id: "r1".into() },
+        "kept: the reservation's row goes"
     );
-    let (again, _) = ledger.settle("r1", false, 60_001);
+    assert!(!swept.contains(&Expired::Slot {
+        name: "login".into()
+    }));
+    let (again, writes, _) = ledger.settle("r1", false, 60_001);
     assert!(again.is_none(), "a lapsed reservation cannot be refunded");
+    assert!(writes.is_empty());
     assert_eq!(ledger.peek(60_001).0[0].used, 1);
+}
+
+#[test]
+fn a_refund_past_the_lapse_comes_too_late_even_before_the_alarm() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 5, 900_000)];
+    let ask = Ask {
+        specs: &p,
+        cost: 1,
+        ban: None,
+        lease: None,
+    };
+    ledger.reserve(&ask, "r1", 1_000, 0);
+    let (answer, writes, expired) = ledger.settle("r1", false, 1_000);
+    assert_eq!((answer, writes), (None, Vec::new()));
+    assert_eq!(expired, [Expired::Reservation { id: "r1".into() }]);
+    assert_eq!(ledger.peek(1_000).0[0].used, 1, "kept");
 }
 
 /// The README's login rule (5 per 15 min, ban after 3 refusals), eight

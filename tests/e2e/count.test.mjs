@@ -130,10 +130,7 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   assert.ok(full.retry_after_ms > 500_000, `the window's wait: ${full.retry_after_ms}`);
 });
 
-test("a reservation outliving its window is swept from memory, and its key's alarm moves on to the lapse", async () => {
-  // The reserved unit was never written, so no table exists when the
-  // sweep forgets it; the sweep once tried to delete its row all the same,
-  // and the alarm failed until the runtime retried it.
+test("a reservation outliving its window: the sweep deletes its units, its row waits for the lapse", async () => {
   const key = freshKey("reserved-sweep");
   const alarms = async () => (await sluice.inspect(`api:${key}`)).meter.alarms;
   const before = await alarms();
@@ -144,10 +141,40 @@ test("a reservation outliving its window is swept from memory, and its key's ala
     const inspected = await sluice.inspect(`api:${key}`);
     return inspected.alarm_ms > started + 30_000 ? inspected : null;
   });
-  assert.equal(state.has_storage, false, "nothing was written");
+  assert.equal(state.stored_rows, 1, "the expired units' rows are gone, the reservation's row stays");
   assert.equal(state.meter.alarms - before, 1, "one alarm swept it, none failed");
   const kept = await settle({ key, reservation: reserved.reservation, keep: true });
   assert.deepEqual(await kept.json(), { kept: true, repeated: false });
+  assert.equal((await sluice.inspect(`api:${key}`)).has_storage, false, "settled, the key holds nothing");
+});
+
+// What a reservation costs in rows written (the isolate's meter, read
+// through an object without tables), beside a plain admission's 3 on a
+// new key and 1 on a busy one. It is admitted (written) before it is
+// answered, with a row of its own, so that a restart keeps it.
+test("a reservation writes its admission and its row; a keep deletes the row, a refund takes the units back", async () => {
+  const meter = async () => (await sluice.inspect(`probe:${freshKey()}`)).meter.rows_written;
+  const costs = async (policy, keep) => {
+    const before = await meter();
+    const reserved = await (await limit({ ...policy, reserve: true })).json();
+    const reserving = (await meter()) - before;
+    assert.equal((await settle({ key: policy.key, reservation: reserved.reservation, keep })).status, 200);
+    return [reserving, (await meter()) - before - reserving];
+  };
+  for (const algorithm of ["sliding_log", "fixed_window"]) {
+    const fresh = () => ({ key: freshKey("rows"), limit: 10, window_ms: 600_000, algorithm });
+    // A new key: its slots and reservations tables (2 rows each) and a row in each.
+    const refunded = fresh();
+    assert.deepEqual(await costs(refunded, false), [6, 0], `${algorithm}: new key, refunded`);
+    assert.equal((await sluice.inspect(`api:${refunded.key}`)).has_storage, false, "a refund that empties the key frees its storage");
+    assert.deepEqual(await costs(fresh(), true), [6, 1], `${algorithm}: new key, kept`);
+    // A busy key, whose tables exist.
+    const busy = fresh();
+    await costs(busy, true);
+    assert.equal((await (await limit(busy)).json()).allowed, true);
+    assert.deepEqual(await costs(busy, true), [2, 1], `${algorithm}: busy key, kept`);
+    assert.deepEqual(await costs(busy, false), [2, 2], `${algorithm}: busy key, refunded`);
+  }
 });
 
 test("the policies form reserves and settles every policy together", async () => {
@@ -180,4 +207,9 @@ test("settle answers 404 for an unknown reservation and 400 naming a bad field",
   const peekReserve = await limit({ key, limit: 1, window_ms: 1000, cost: 0, reserve: true });
   assert.equal(peekReserve.status, 400);
   assert.equal((await peekReserve.json()).field, "reserve");
+  for (const more of [{ reservation_ttl_ms: 1000 }, { reserve: true, reservation_ttl_ms: 0 }, { reserve: true, reservation_ttl_ms: 86_400_001 }]) {
+    const response = await limit({ key, limit: 1, window_ms: 1000, ...more });
+    assert.equal(response.status, 400, JSON.stringify(more));
+    assert.equal((await response.json()).field, "reservation_ttl_ms");
+  }
 });
