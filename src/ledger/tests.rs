@@ -40,6 +40,16 @@ fn check_banned(
     ledger.check(&ask, now)
 }
 
+/// One unit under `specs`, counted toward `ban` if refused.
+fn one<'a>(specs: &'a [(String, Spec)], ban: Option<&'a BanPolicy>) -> Ask<'a> {
+    Ask {
+        specs,
+        cost: 1,
+        ban,
+        lease: None,
+    }
+}
+
 fn violated(outcome: &Outcome) -> Vec<&str> {
     outcome.violated().map(|p| p.name.as_str()).collect()
 }
@@ -853,12 +863,7 @@ fn a_full_concurrency_limit_asks_for_a_short_retry() {
 fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
     let mut ledger = Ledger::new();
     let p = [log("login", 5, 900_000)];
-    let ask = Ask {
-        specs: &p,
-        cost: 1,
-        ban: None,
-        lease: None,
-    };
+    let ask = one(&p, None);
     let (outcome, writes) = ledger.reserve(&ask, "r1", 60_000, 0);
     assert!(outcome.allowed);
     assert_eq!(
@@ -907,12 +912,7 @@ fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
 fn a_refund_past_the_lapse_comes_too_late_even_before_the_alarm() {
     let mut ledger = Ledger::new();
     let p = [log("login", 5, 900_000)];
-    let ask = Ask {
-        specs: &p,
-        cost: 1,
-        ban: None,
-        lease: None,
-    };
+    let ask = one(&p, None);
     ledger.reserve(&ask, "r1", 1_000, 0);
     let (answer, writes, expired) = ledger.settle("r1", false, 1_000);
     assert_eq!((answer, writes), (None, Vec::new()));
@@ -930,12 +930,7 @@ fn a_refusal_only_pending_reservations_cause_is_short_and_no_strike() {
     let mut ledger = Ledger::new();
     let p = [log("login", 5, 900_000)];
     let policy = BanPolicy::new(3, 3_600_000, 900_000, 1, 900_000).unwrap();
-    let ask = Ask {
-        specs: &p,
-        cost: 1,
-        ban: Some(&policy),
-        lease: None,
-    };
+    let ask = one(&p, Some(&policy));
     for i in 0..5 {
         let (outcome, _) = ledger.reserve(&ask, &format!("r{i}"), 60_000, i);
         assert!(outcome.allowed);
@@ -965,12 +960,7 @@ fn a_refusal_kept_admissions_cause_is_not_pending() {
     let mut ledger = Ledger::new();
     let p = [log("login", 2, 900_000)];
     let policy = ban_policy();
-    let ask = Ask {
-        specs: &p,
-        cost: 1,
-        ban: Some(&policy),
-        lease: None,
-    };
+    let ask = one(&p, Some(&policy));
     assert!(ledger.check(&ask, 0).0.allowed);
     assert!(ledger.reserve(&ask, "r1", 60_000, 1).0.allowed);
     // With the reservation given back, one unit is free: pending.
