@@ -633,4 +633,14 @@ fn a_refusal_pending_reservations_cause_says_so_and_asks_for_a_short_wait() {
             (None, None) => panic!("a refusal without a ban policy is cached"),
         }
     }
+    let config = one_rule(json!({"limit": 2, "shadow": true, "count": {"status": [401]}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_while_pending(&attempt, 2);
+    let conclusion = ask.conclude(attempt.object.clone(), outcome, NOW + 100);
+    assert_eq!(
+        field(&passed(&conclusion.reply).fields, "sluice-shadow"),
+        Some("refuse;violated=\"api\";retry=1;pending"),
+        "a shadow rule says so too"
+    );
 }
