@@ -65,6 +65,11 @@ export interface LimitRequest extends DecisionOptions {
   policies?: Policy[];
   /** Units this call takes (default 1); 0 only peeks. */
   cost?: number;
+  /** Admit as a reservation, to `settle` once the outcome is known (not with cost 0). */
+  reserve?: boolean;
+  /** With `reserve` only: how long the reservation waits for its settle before it lapses
+   * and is kept (1 ms to 1 day, default 60 s). */
+  reservationTtl?: Duration;
 }
 
 /** Present when the result was made up because Sluice could not decide. */
@@ -81,6 +86,25 @@ export interface LimitResult extends Degraded {
   reset: number;
   /** Ms until this same call could succeed: 0 when it did, null when no wait helps (cost above the limit). */
   retryAfter: number | null;
+  /** The reservation's id, when the call reserved and succeeded; null otherwise. */
+  reservation: string | null;
+  /** Refused only because reservations not yet settled hold the units: `retryAfter` is then
+   * at most 1000 ms, and a refund may free a unit at any moment. */
+  pending: boolean;
+}
+
+export interface SettleRequest extends CallOptions {
+  key: string;
+  /** The id `limit({ reserve: true })` answered; null (a fail-open decision) settles nothing. */
+  reservation: string | null;
+  /** true: the reservation counts; false: its units are refunded at once. */
+  keep: boolean;
+}
+
+export interface Settled {
+  kept: boolean;
+  /** The reservation was settled before; nothing changed this time. */
+  repeated: boolean;
 }
 
 export interface PolicyResult {
@@ -99,6 +123,9 @@ export interface PoliciesResult extends LimitResult {
   violated: string[];
   policies: PolicyResult[];
 }
+
+/** redis-cell's answer in Upstash's shape. */
+export type ThrottleResult = Omit<LimitResult, "reservation" | "pending">;
 
 export interface ThrottleRequest extends DecisionOptions {
   key: string;
@@ -168,7 +195,9 @@ export declare class Sluice {
   limit(identifier: string, options?: Omit<LimitRequest, "key">): Promise<LimitResult>;
   limit(request: LimitRequest & { policies: Policy[] }): Promise<PoliciesResult>;
   limit(request: LimitRequest): Promise<LimitResult>;
-  throttle(request: ThrottleRequest): Promise<LimitResult>;
+  /** Keeps or refunds a reservation; throws code "no-such-reservation" for an unknown or lapsed one. */
+  settle(request: SettleRequest): Promise<Settled>;
+  throttle(request: ThrottleRequest): Promise<ThrottleResult>;
   acquire(request: AcquireRequest): Promise<Lease>;
   renew(lease: LeaseRef, options?: CallOptions & { ttl?: Duration }): Promise<LeaseState>;
   release(lease: LeaseRef, options?: CallOptions): Promise<LeaseState & { released: boolean }>;
@@ -182,7 +211,7 @@ export declare class SluiceError extends Error {
   /** The HTTP status; 0 when there was no answer. */
   status: number;
   /** Sluice's stable code: "invalid-request", "unauthorized", "policy-conflict",
-   * "lease-limit-conflict", "no-such-lease", "not-found", ..., or "timeout", "network",
+   * "lease-limit-conflict", "no-such-lease", "no-such-reservation", "not-found", ..., or "timeout", "network",
    * "unavailable", "bad-answer", "lease-unavailable". */
   code: string;
   /** The input at fault, e.g. "limit", "window_ms", "policies[1].name", "lease_id". */

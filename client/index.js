@@ -1,5 +1,5 @@
-// A typed client for Sluice's decision API: limits, redis-cell's throttle,
-// leases and locks. It talks to Sluice through a service binding (any object
+// A typed client for Sluice's decision API: limits and reservations,
+// redis-cell's throttle, leases and locks. It talks to Sluice through a service binding (any object
 // with `fetch`) or over HTTPS, and has no dependencies. See README.md.
 
 const DEFAULT_PREFIX = "/_sluice";
@@ -12,6 +12,24 @@ const DEFAULT_TTL_MS = 30_000;
 const FAIL_CLOSED_RETRY_MS = 1000;
 const FAIL_MODES = ["open", "closed", "throw"];
 const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** The options each call takes. Anything else is refused, naming it, as
+ * Sluice refuses a field it does not know: a misspelt option must never be
+ * silently ignored (a dropped `reserve` would count every attempt). */
+const CALL = ["timeout", "signal"];
+const DECISION = [...CALL, "fail"];
+const OPTIONS = {
+  Sluice: ["binding", "url", "token", "prefix", "timeout", "fail", "limit", "window"],
+  limit: ["key", "limit", "window", "algorithm", "policies", "cost", "reserve", "reservationTtl", ...DECISION],
+  policy: ["name", "limit", "window", "algorithm"],
+  throttle: ["key", "maxBurst", "count", "period", "quantity", ...DECISION],
+  acquire: ["key", "limit", "ttl", "owner", "leaseId", ...DECISION],
+  renew: ["ttl", ...CALL],
+  release: CALL,
+  settle: ["key", "reservation", "keep", ...CALL],
+  withLease: ["limit", "ttl", "owner", "wait", "renew", "onReleaseError", ...DECISION],
+  withLock: ["ttl", "owner", "wait", "renew", "onReleaseError", ...DECISION],
+};
 
 /** A problem Sluice answered (RFC 9457), or a call that never got an answer. */
 export class SluiceError extends Error {
@@ -65,6 +83,7 @@ export class Sluice {
    * (`limit`, `window`) for `limit(identifier)`.
    */
   constructor(options = {}) {
+    checkOptions(options, "Sluice");
     const { binding, url, token, prefix = DEFAULT_PREFIX, timeout = DEFAULT_TIMEOUT_MS, fail = DEFAULT_FAIL } = options;
     if (binding && typeof binding.fetch === "function") {
       this.#fetch = (input, init) => binding.fetch(input, init);
@@ -92,17 +111,24 @@ export class Sluice {
    * One decision: `limit("user:42")` with the default policy, or
    * `limit({ key, limit, window, cost, algorithm })`, or
    * `limit({ key, policies: [{ name, limit, window, algorithm }], cost })`.
+   * With `reserve: true` an admission is a reservation (its id in
+   * `reservation`), to `settle` once the outcome is known; it lapses into a
+   * kept admission after `reservationTtl` (default 60 s).
    */
   async limit(input, more = {}) {
     const call = typeof input === "string" ? { ...more, key: input } : { ...input, ...more };
+    checkOptions(call, "limit");
     const body = { key: call.key };
     if (call.policies !== undefined) {
-      body.policies = call.policies.map((p) => ({
-        name: p.name,
-        limit: p.limit,
-        window_ms: durationMs(p.window, `policies: ${p.name}.window`),
-        ...(p.algorithm === undefined ? {} : { algorithm: p.algorithm }),
-      }));
+      body.policies = call.policies.map((p) => {
+        checkOptions(p, "policy");
+        return {
+          name: p.name,
+          limit: p.limit,
+          window_ms: durationMs(p.window, `policies: ${p.name}.window`),
+          ...(p.algorithm === undefined ? {} : { algorithm: p.algorithm }),
+        };
+      });
     } else {
       const limit = call.limit ?? this.#policy?.limit;
       const window = call.window ?? this.#policy?.window;
@@ -114,6 +140,14 @@ export class Sluice {
       if (call.algorithm !== undefined) body.algorithm = call.algorithm;
     }
     if (call.cost !== undefined) body.cost = call.cost;
+    if (call.reserve !== undefined && typeof call.reserve !== "boolean") {
+      throw new TypeError(`limit: "reserve" must be true or false, got ${JSON.stringify(call.reserve)}`);
+    }
+    if (call.reserve) body.reserve = true;
+    if (call.reservationTtl !== undefined) {
+      if (!call.reserve) throw new TypeError('limit: "reservationTtl" is how long a reservation waits for its settle; send it with reserve: true');
+      body.reservation_ttl_ms = durationMs(call.reservationTtl, "reservationTtl");
+    }
     const fallbackLimit = body.limit ?? Math.min(...(body.policies ?? []).map((p) => p.limit));
     return this.#decide(call, "POST", "/v1/limit", body, (answer, now) => limitResult(answer, now), (reason, error, now) => ({
       success: false,
@@ -121,15 +155,38 @@ export class Sluice {
       remaining: 0,
       reset: now,
       retryAfter: 0,
+      reservation: null,
+      pending: false,
       ...(body.policies ? { violated: [], policies: [] } : {}),
       reason,
       error,
     }));
   }
 
+  /** Keeps (`keep: true`: it counts) or refunds (`keep: false`: its units are
+   * free again at once) a reservation that `limit({ reserve: true })`
+   * answered. Throws a SluiceError with code `no-such-reservation` for one
+   * that is unknown or lapsed (and was kept). A decision made up by
+   * `fail: "open"` holds no reservation (`reservation: null`): settling it
+   * does nothing. */
+  async settle(input) {
+    checkOptions(input, "settle");
+    if (typeof input.keep !== "boolean") {
+      throw new TypeError(`settle: "keep" must be true (count the reservation) or false (refund it), got ${JSON.stringify(input.keep)}`);
+    }
+    if (input.reservation === null || input.reservation === undefined) return { kept: false, repeated: false };
+    if (typeof input.reservation !== "string") {
+      throw new TypeError(`settle: "reservation" must be the id limit() answered, got ${JSON.stringify(input.reservation)}`);
+    }
+    const body = { key: input.key, reservation: input.reservation, keep: input.keep };
+    const answer = await this.#call("POST", "/v1/limit/settle", body, input);
+    return { kept: answer.kept, repeated: answer.repeated };
+  }
+
   /** redis-cell's `CL.THROTTLE key maxBurst count period quantity`; `period`
    * is whole seconds ("60s", "1m" or 60000). */
   async throttle(input) {
+    checkOptions(input, "throttle");
     const periodMs = durationMs(input.period, "period");
     if (periodMs % 1000 !== 0) throw new TypeError("period must be whole seconds");
     const body = { key: input.key, max_burst: input.maxBurst, count: input.count, period_s: periodMs / 1000 };
@@ -153,6 +210,7 @@ export class Sluice {
   /** A lease: one of `limit` holders of `key` at once, for `ttl` unless
    * renewed. With `leaseId`, re-enters that live lease. */
   async acquire(input) {
+    checkOptions(input, "acquire");
     const body = { key: input.key, limit: input.limit, ttl_ms: durationMs(input.ttl ?? DEFAULT_TTL_MS, "ttl") };
     if (input.owner !== undefined) body.owner = input.owner;
     if (input.leaseId !== undefined) body.lease_id = input.leaseId;
@@ -189,6 +247,7 @@ export class Sluice {
   /** Extends a live lease to now + `ttl` (default 30 s). Throws a
    * SluiceError with code `no-such-lease` when it lapsed or was released. */
   async renew(lease, options = {}) {
+    checkOptions(options, "renew");
     const body = options.ttl === undefined ? {} : { ttl_ms: durationMs(options.ttl, "ttl") };
     const answer = await this.#call("POST", `${leasePath(lease)}/renew?key=${encodeURIComponent(lease.key)}`, body, options);
     return leaseState(lease.key, answer);
@@ -197,6 +256,7 @@ export class Sluice {
   /** Drops one hold of a lease; `released` once it is free. A lease granted
    * by `fail: "open"` (no `leaseId`) has nothing to release. */
   async release(lease, options = {}) {
+    checkOptions(options, "release");
     if (lease.leaseId == null) return { key: lease.key, leaseId: null, fence: null, expires: null, holds: 0, released: false };
     const answer = await this.#call("DELETE", `${leasePath(lease)}?key=${encodeURIComponent(lease.key)}`, undefined, options);
     return { ...leaseState(lease.key, answer), released: answer.released };
@@ -212,14 +272,16 @@ export class Sluice {
    * lease lapses after its ttl); it goes to `onReleaseError` if given.
    */
   async withLease(key, options, fn) {
+    checkOptions(options, "withLease");
     const ttl = durationMs(options.ttl ?? DEFAULT_TTL_MS, "ttl");
+    const asked = { key, ttl, ...defined(options, ["limit", "owner", ...DECISION]) };
     const deadline = Date.now() + (options.wait ?? 0);
     // A holder may release at any moment, long before its lease would
     // lapse (retryAfter), so a waiter polls, backing off from 25 ms to 1 s.
     let pause = 25;
     let lease;
     for (;;) {
-      lease = await this.acquire({ ...options, key, ttl });
+      lease = await this.acquire(asked);
       if (lease.granted) break;
       const left = deadline - Date.now();
       if (left <= 0) throw lease.error ?? new LeaseUnavailableError(key, lease.retryAfter);
@@ -254,6 +316,7 @@ export class Sluice {
    * `withLock(key, { ttl, wait }, fn)`. */
   async withLock(key, options, fn) {
     if (typeof options === "function") return this.withLease(key, { limit: 1 }, options);
+    checkOptions(options, "withLock");
     return this.withLease(key, { ...options, limit: 1 }, fn);
   }
 
@@ -336,8 +399,9 @@ export class Sluice {
  * when no wait can admit the request). The policies form reports the
  * policy that refused, or else the one with the fewest units left. */
 function limitResult(a, now) {
+  const reserved = { reservation: a.reservation ?? null, pending: a.pending === true };
   if (!Array.isArray(a.policies)) {
-    return { success: a.allowed, limit: a.limit, remaining: a.remaining, reset: now + a.reset_ms, retryAfter: a.retry_after_ms };
+    return { success: a.allowed, limit: a.limit, remaining: a.remaining, reset: now + a.reset_ms, retryAfter: a.retry_after_ms, ...reserved };
   }
   const policies = a.policies.map((p) => ({
     name: p.name,
@@ -356,6 +420,7 @@ function limitResult(a, now) {
     remaining: tightest.remaining,
     reset: tightest.reset,
     retryAfter: a.retry_after_ms,
+    ...reserved,
     violated: a.violated,
     policies,
   };
@@ -370,6 +435,21 @@ function leasePath(lease) {
     throw new TypeError("a lease is { key, leaseId }, as acquire() returns it");
   }
   return `/v1/leases/${encodeURIComponent(lease.leaseId)}`;
+}
+
+/** Refuses an option `call` does not take (see OPTIONS), naming it. */
+function checkOptions(options, call) {
+  if (options === null || typeof options !== "object") return;
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS[call].includes(name)) {
+      throw new TypeError(`${call}: unknown option ${JSON.stringify(name)}; it takes ${OPTIONS[call].join(", ")}`);
+    }
+  }
+}
+
+/** The options among `names` that `options` gives. */
+function defined(options, names) {
+  return Object.fromEntries(names.filter((name) => options[name] !== undefined).map((name) => [name, options[name]]));
 }
 
 function checkTimeout(timeout) {

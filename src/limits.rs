@@ -53,6 +53,10 @@ pub const MAX_OVERRIDE_MS: u64 = 366 * DAY_MS;
 /// labels are for operators, and ids Sluice grants are far shorter.
 pub const MAX_LEASE_LABEL_BYTES: usize = 256;
 
+/// The longest a reservation may wait for its settle before it lapses
+/// (and is kept): it holds its units all that time.
+pub const MAX_RESERVATION_TTL_MS: u64 = DAY_MS;
+
 /// The longest reservation id: Sluice's own ids are far shorter, so a
 /// longer one cannot name a reservation.
 pub const MAX_RESERVATION_ID_BYTES: usize = 64;

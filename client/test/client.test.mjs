@@ -174,6 +174,82 @@ test("policies, throttle, acquire, renew and release map both ways", async () =>
   assert.throws(() => new Sluice({}), TypeError);
 });
 
+test("limit reserves: reserve and reservationTtl are sent, the reservation id and pending come back", async () => {
+  const answers = [
+    { allowed: true, limit: 2, remaining: 1, reset_ms: 1000, retry_after_ms: 0, reservation: "r1" },
+    { allowed: false, limit: 2, remaining: 0, reset_ms: 1000, retry_after_ms: 1000, pending: true },
+    { allowed: false, limit: 2, remaining: 0, reset_ms: 9000, retry_after_ms: 9000 },
+  ];
+  const { binding, calls } = fake(() => json(answers[calls.length - 1]));
+  const sluice = new Sluice({ binding });
+  const reserved = await sluice.limit({ key: "login:ann", limit: 2, window: "15m", reserve: true, reservationTtl: "2s" });
+  assert.deepEqual(calls[0].body, { key: "login:ann", limit: 2, window_ms: 900_000, reserve: true, reservation_ttl_ms: 2000 });
+  assert.deepEqual([reserved.success, reserved.reservation, reserved.pending], [true, "r1", false]);
+  const pending = await sluice.limit("login:ann", { limit: 2, window: "15m", reserve: true });
+  assert.deepEqual(calls[1].body, { key: "login:ann", limit: 2, window_ms: 900_000, reserve: true });
+  assert.deepEqual([pending.success, pending.reservation, pending.pending, pending.retryAfter], [false, null, true, 1000]);
+  const full = await sluice.limit({ key: "login:ann", limit: 2, window: "15m" });
+  assert.deepEqual([full.success, full.reservation, full.pending], [false, null, false]);
+});
+
+test("settle keeps or refunds a reservation; an unknown one is a typed error", async () => {
+  const { binding, calls } = fake((url, init, body) =>
+    body.reservation === "gone"
+      ? problem(404, "no-such-reservation", { field: "reservation" })
+      : json({ kept: body.keep, repeated: false }),
+  );
+  const sluice = new Sluice({ binding, token: "t".repeat(32) });
+  assert.deepEqual(await sluice.settle({ key: "login:ann", reservation: "r1", keep: false }), { kept: false, repeated: false });
+  assert.deepEqual([calls[0].url, calls[0].method, calls[0].body], [
+    "https://sluice/_sluice/v1/limit/settle",
+    "POST",
+    { key: "login:ann", reservation: "r1", keep: false },
+  ]);
+  const gone = await sluice.settle({ key: "login:ann", reservation: "gone", keep: true }).catch((e) => e);
+  assert.ok(gone instanceof SluiceError);
+  assert.deepEqual([gone.status, gone.code, gone.field], [404, "no-such-reservation", "reservation"]);
+  const made = await sluice.settle({ key: "login:ann", reservation: null, keep: true });
+  assert.deepEqual(made, { kept: false, repeated: false }, "a fail-open decision holds no reservation: nothing to settle");
+  assert.equal(calls.length, 2);
+  for (const [input, name] of [
+    [{ key: "k", reservation: "r1" }, "keep"],
+    [{ key: "k", reservation: "r1", keep: "yes" }, "keep"],
+    [{ key: "k", reservation: 7, keep: true }, "reservation"],
+  ]) {
+    await assert.rejects(sluice.settle(input), (e) => e instanceof TypeError && e.message.includes(`"${name}"`), JSON.stringify(input));
+  }
+});
+
+test("an unknown option is refused, naming it, before anything is sent", async () => {
+  const { binding, calls } = fake(() => json({}));
+  const sluice = new Sluice({ binding });
+  const refused = [
+    () => new Sluice({ binding, timout: 5 }),
+    () => sluice.limit({ key: "k", limit: 1, window: "1s", reserv: true }),
+    () => sluice.limit("k", { limit: 1, windw: "1s" }),
+    () => sluice.limit({ key: "k", policies: [{ name: "a", limit: 1, window: "1s", algo: "fixed_window" }] }),
+    () => sluice.limit({ key: "k", limit: 1, window: "1s", reserve: "yes" }),
+    () => sluice.limit({ key: "k", limit: 1, window: "1s", reservationTtl: "1s" }),
+    () => sluice.throttle({ key: "k", maxBurst: 1, count: 1, period: "1s", burst: 2 }),
+    () => sluice.acquire({ key: "k", limit: 1, ttl_ms: 5 }),
+    () => sluice.renew({ key: "k", leaseId: "l" }, { tll: "1s" }),
+    () => sluice.release({ key: "k", leaseId: "l" }, { force: true }),
+    () => sluice.settle({ key: "k", reservation: "r", keep: true, kept: true }),
+    () => sluice.withLease("k", { limit: 1, wiat: 100 }, () => {}),
+    () => sluice.withLock("k", { limit: 2 }, () => {}),
+  ];
+  const names = ["timout", "reserv", "windw", "algo", "reserve", "reservationTtl", "burst", "ttl_ms", "tll", "force", "kept", "wiat", "limit"];
+  for (const [i, call] of refused.entries()) {
+    const error = await (async () => call())().then(
+      () => null,
+      (e) => e,
+    );
+    assert.ok(error instanceof TypeError, `${names[i]}: ${error}`);
+    assert.ok(error.message.includes(`"${names[i]}"`), `${names[i]}: ${error.message}`);
+  }
+  assert.equal(calls.length, 0, "nothing was sent");
+});
+
 test("withLease releases when fn returns and when it throws, and passes the lease", async () => {
   const released = [];
   const { binding } = fake((url, init) => {

@@ -13,7 +13,7 @@ use super::settings::settings;
 use super::{isolate, respond};
 use crate::http::api::{
     self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_settle_request, parse_throttle_request, RESERVATION_TTL_MS,
+    parse_renew_body, parse_settle_request, parse_throttle_request,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
@@ -181,10 +181,10 @@ async fn limit(req: ClientRequest, objects: &Objects) -> Result<Response> {
         None,
     );
     check.refuse_conflicts = true;
-    if request.reserve {
+    if let Some(ttl_ms) = request.reserve {
         check.reserve = Some(ReserveAsk {
             id: new_lease_id()?,
-            ttl_ms: RESERVATION_TTL_MS,
+            ttl_ms,
         });
     }
     match objects.check_request(&check).await {

@@ -147,7 +147,8 @@ fn sooner_of(a: Option<Outcome>, b: Option<Outcome>) -> Option<Outcome> {
 }
 
 /// The answer to a request a rule refused: banned (429 or 403, as the rule
-/// says) or over quota (429), with the RateLimit fields.
+/// says), over quota (429), or held by requests in flight (429, `pending`),
+/// with the RateLimit fields.
 pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
     let problem = match &outcome.ban {
         Some(ban) => {
@@ -167,6 +168,15 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
             Problem::new(Code::Banned { status }, detail)
                 .with("banned-until", until)
                 .with("offences", ban.offences)
+        }
+        None if outcome.pending => {
+            let violated = outcome.violated_names();
+            let secs = retry_after_field(outcome.retry).unwrap_or_default();
+            let detail = format!(
+                "rate limit {} is held by requests still in flight, whose answers decide whether they count; retry in {secs} s",
+                violated.join(", ")
+            );
+            Problem::quota_refusal(Code::Pending, detail, violated)
         }
         None => {
             let violated = outcome.violated_names();
@@ -213,7 +223,13 @@ fn shadow_field(outcome: &Outcome) -> String {
         return "allow".to_string();
     }
     let violated = outcome.violated_names();
-    let banned = if outcome.ban.is_some() { ";banned" } else { "" };
+    let banned = if outcome.ban.is_some() {
+        ";banned"
+    } else if outcome.pending {
+        ";pending"
+    } else {
+        ""
+    };
     let retry = retry_after_field(outcome.retry)
         .map(|secs| format!(";retry={secs}"))
         .unwrap_or_default();

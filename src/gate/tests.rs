@@ -10,7 +10,8 @@ use crate::http::jwt::tests::sign_raw;
 use crate::http::jwt::Hs256Key;
 use crate::http::tests::FakeRequest;
 use crate::isolate::banlist::{BanRecord, MANUAL};
-use crate::ledger::{Ask as Question, Ledger};
+use crate::ledger::{Ask as Question, Ledger, PENDING_RETRY_MS};
+use crate::limit::Retry;
 use crate::objects::name::ObjectName;
 
 const NOW: u64 = 1_700_000_000_000;
@@ -575,4 +576,71 @@ fn an_object_that_does_not_answer_fails_closed_or_open_as_the_rule_says() {
             ),
         }
     }
+}
+
+/// What an object answers to `attempt`'s reserving request while `held`
+/// other attempts hold reservations on its key.
+fn answer_while_pending(attempt: &Try, held: u32) -> Outcome {
+    let request = &attempt.request;
+    let specs = request.policies().unwrap();
+    let ban = request.ban().unwrap();
+    let reserve = request.reserve.clone().unwrap();
+    let mut ledger = Ledger::new();
+    let question = Question {
+        specs: &specs,
+        cost: request.cost,
+        ban: ban.as_ref(),
+        lease: None,
+    };
+    for i in 0..held {
+        let lapses = NOW + reserve.ttl_ms;
+        ledger.reserve(&question, &format!("other{i}"), lapses, NOW + u64::from(i));
+    }
+    let lapses = NOW + 100 + reserve.ttl_ms;
+    ledger.reserve(&question, &reserve.id, lapses, NOW + 100).0
+}
+
+#[test]
+fn a_refusal_pending_reservations_cause_says_so_and_asks_for_a_short_wait() {
+    for ban in [
+        None,
+        Some(json!({"after": 3, "within": "1h", "for": "15m"})),
+    ] {
+        let mut rule = json!({"limit": 2, "window": "15m", "count": {"status": [401]}});
+        if let Some(ban) = &ban {
+            rule["ban"] = ban.clone();
+        }
+        let config = one_rule(rule);
+        let ask = asked(plan_of(&config, &from(CLIENT)));
+        let attempt = ask.tries[0].clone();
+        let outcome = answer_while_pending(&attempt, 2);
+        let conclusion = ask.conclude(attempt.object.clone(), outcome, NOW + 100);
+        let (status, code, fields) = answered(&conclusion.reply);
+        assert_eq!((status, code.as_str()), (429, "pending"), "ban: {ban:?}");
+        assert_eq!(field(&fields, "retry-after"), Some("1"));
+        assert_eq!(field(&fields, "ratelimit"), Some("\"api\";r=0;t=1"));
+        let body = body(&conclusion.reply);
+        assert_eq!(body["violated-policies"], json!(["api"]));
+        assert!(body["detail"].as_str().unwrap().contains("in flight"));
+        assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+        match (&ban, &conclusion.cache) {
+            (Some(_), cache) => assert_eq!(cache, &None, "refusals must reach the object"),
+            (None, Some((_, cached))) => assert!(
+                cached.retry <= Retry::After(PENDING_RETRY_MS),
+                "cached no longer than the short wait: {:?}",
+                cached.retry
+            ),
+            (None, None) => panic!("a refusal without a ban policy is cached"),
+        }
+    }
+    let config = one_rule(json!({"limit": 2, "shadow": true, "count": {"status": [401]}}));
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let attempt = ask.tries[0].clone();
+    let outcome = answer_while_pending(&attempt, 2);
+    let conclusion = ask.conclude(attempt.object.clone(), outcome, NOW + 100);
+    assert_eq!(
+        field(&passed(&conclusion.reply).fields, "sluice-shadow"),
+        Some("refuse;violated=\"api\";retry=1;pending"),
+        "a shadow rule says so too"
+    );
 }

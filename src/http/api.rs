@@ -20,7 +20,7 @@ use crate::limit::lease::LeaseError;
 use crate::limit::{Policy, Retry, Spec};
 use crate::limits::{
     DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
-    MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES,
+    MAX_NAME_BYTES, MAX_POLICIES, MAX_RESERVATION_ID_BYTES, MAX_RESERVATION_TTL_MS,
 };
 
 /// The policy name used when a request gives `limit` and `window_ms`.
@@ -39,15 +39,17 @@ pub struct LimitRequest {
     /// Whether the request used the `policies` form, which is answered
     /// per policy.
     pub named: bool,
-    /// Whether an admission is a reservation, to keep or refund with
-    /// `POST {prefix}/v1/limit/settle`.
-    pub reserve: bool,
+    /// When an admission is a reservation, to keep or refund with
+    /// `POST {prefix}/v1/limit/settle`: how long it waits for its settle
+    /// before it lapses into a kept admission, in ms.
+    pub reserve: Option<u64>,
 }
 
-/// How long a reservation waits for its settle before it is kept: long
-/// enough for any origin to answer, short enough that a lost settle does
-/// not hold a unit in limbo for long. Kept, not refunded: for the security
-/// use (failed logins), an attempt whose answer was lost must not be free.
+/// How long a reservation waits for its settle before it is kept, unless
+/// the call says (`reservation_ttl_ms`): long enough for any origin to
+/// answer, short enough that a lost settle does not hold a unit in limbo
+/// for long. Kept, not refunded: for the security use (failed logins), an
+/// attempt whose answer was lost must not be free.
 pub const RESERVATION_TTL_MS: u64 = 60_000;
 
 /// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
@@ -64,6 +66,7 @@ struct RawLimitRequest {
     cost: Option<u64>,
     #[serde(default)]
     reserve: bool,
+    reservation_ttl_ms: Option<u64>,
 }
 
 /// One of `policies`.
@@ -129,12 +132,29 @@ pub fn parse_limit_request(
             "a peek (cost 0) reserves nothing; reserve with a cost of 1 or more",
         ));
     }
+    let reserve = match (raw.reserve, raw.reservation_ttl_ms) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(Problem::invalid(
+                "reservation_ttl_ms",
+                "reservation_ttl_ms is how long a reservation waits for its settle; send it with \"reserve\": true",
+            ))
+        }
+        (true, None) => Some(RESERVATION_TTL_MS),
+        (true, Some(ttl)) if (1..=MAX_RESERVATION_TTL_MS).contains(&ttl) => Some(ttl),
+        (true, Some(ttl)) => {
+            return Err(Problem::invalid(
+                "reservation_ttl_ms",
+                format!("reservation_ttl_ms must be from 1 to {MAX_RESERVATION_TTL_MS} (a day), got {ttl}"),
+            ))
+        }
+    };
     Ok(LimitRequest {
         key,
         policies,
         cost,
         named,
-        reserve: raw.reserve,
+        reserve,
     })
 }
 
@@ -468,10 +488,9 @@ pub fn lease_response(outcome: &Outcome) -> Value {
     })
 }
 
-/// The answer body: the single-policy form flat, the `policies` form per
-/// policy with the names of those that refused.
-/// The answer to `POST {prefix}/v1/limit`; `reservation` is the id of the
-/// admission a reserving call made.
+/// The answer to `POST {prefix}/v1/limit`: the single-policy form flat,
+/// the `policies` form per policy with the names of those that refused;
+/// `reservation` is the id of the admission a reserving call made.
 pub fn limit_response(
     request: &LimitRequest,
     outcome: &Outcome,
@@ -480,6 +499,12 @@ pub fn limit_response(
     let mut answer = limit_answer(request, outcome);
     if let Some(id) = reservation.filter(|_| outcome.allowed) {
         answer["reservation"] = id.into();
+    }
+    // A refusal only reservations still in flight caused: a short wait
+    // (`retry_after_ms`) may be enough, so the caller can tell it from a
+    // quota its kept admissions used up.
+    if outcome.pending {
+        answer["pending"] = true.into();
     }
     // A peek is always "allowed" (it takes nothing), so it also says
     // whether a request of cost 1 would pass now: every policy has a unit
@@ -613,6 +638,62 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_only_pending_reservations_cause_says_pending_and_a_short_wait() {
+        use crate::ledger::{Ask, Ledger, PENDING_RETRY_MS};
+        let flat = br#"{"key":"k","limit":1,"window_ms":600000,"reserve":true}"#;
+        let named =
+            br#"{"key":"k","reserve":true,"policies":[{"name":"p","limit":1,"window_ms":600000}]}"#;
+        for body in [&flat[..], &named[..]] {
+            let call = parse_limit_request(JSON, body).unwrap();
+            let ask = Ask {
+                specs: &call.policies,
+                cost: 1,
+                ban: None,
+                lease: None,
+            };
+            let mut ledger = Ledger::new();
+            let (first, _) = ledger.reserve(&ask, "r1", 60_000, 0);
+            assert!(limit_response(&call, &first, Some("r1"))
+                .get("pending")
+                .is_none());
+            let (outcome, _) = ledger.reserve(&ask, "r2", 60_010, 10);
+            let answer = limit_response(&call, &outcome, Some("r2"));
+            assert_eq!(answer["allowed"], false);
+            assert_eq!(answer["pending"], true);
+            assert_eq!(answer["retry_after_ms"], PENDING_RETRY_MS);
+            let reset = answer
+                .get("reset_ms")
+                .unwrap_or(&answer["policies"][0]["reset_ms"]);
+            assert_eq!(
+                reset, PENDING_RETRY_MS,
+                "a refund may free a unit any moment"
+            );
+            ledger.settle("r1", true, 20);
+            let (kept, _) = ledger.reserve(&ask, "r3", 60_030, 30);
+            let answer = limit_response(&call, &kept, Some("r3"));
+            assert!(answer.get("pending").is_none(), "kept units: {answer}");
+            assert_eq!(answer["retry_after_ms"], 599_970);
+        }
+    }
+
+    #[test]
+    fn a_reservation_lapses_after_60_s_or_the_ttl_asked() {
+        let reserve = |body: &str| parse_limit_request(JSON, body.as_bytes()).unwrap().reserve;
+        let base = r#""key":"k","limit":3,"window_ms":10"#;
+        assert_eq!(reserve(&format!("{{{base}}}")), None);
+        assert_eq!(
+            reserve(&format!(r#"{{{base},"reserve":true}}"#)),
+            Some(RESERVATION_TTL_MS)
+        );
+        assert_eq!(
+            reserve(&format!(
+                r#"{{{base},"reserve":true,"reservation_ttl_ms":2000}}"#
+            )),
+            Some(2000)
+        );
+    }
+
+    #[test]
     fn the_single_policy_form_takes_an_algorithm() {
         let r = parse_limit_request(
             JSON,
@@ -730,6 +811,22 @@ mod tests {
             (
                 r#"{"key":"k","limit":10,"window_ms":1000,"cost":0,"reserve":true}"#,
                 "reserve",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reservation_ttl_ms":1000}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":0}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":86400001}"#,
+                "reservation_ttl_ms",
+            ),
+            (
+                r#"{"key":"k","limit":10,"window_ms":1000,"reserve":true,"reservation_ttl_ms":1.5}"#,
+                "reservation_ttl_ms",
             ),
             (
                 r#"{"key":"k","limit":10,"window_ms":1000,"algorithm":"gcra"}"#,

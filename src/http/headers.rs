@@ -154,6 +154,7 @@ mod tests {
             policies,
             ban: None,
             lease: None,
+            pending: false,
             conflict: None,
             retry: Retry::NOW,
         }

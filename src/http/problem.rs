@@ -44,6 +44,9 @@ pub enum Code {
     TooManyBans,
     BodyTooLarge,
     QuotaExceeded,
+    /// The quota is held by requests still in flight (reservations not yet
+    /// kept or refunded): a short wait may be enough.
+    Pending,
     /// Too many failed admin logins from one client.
     TooManyFailures,
     Internal,
@@ -76,6 +79,7 @@ impl Code {
             Code::TooManyBans => "too-many-bans",
             Code::BodyTooLarge => "body-too-large",
             Code::QuotaExceeded => "quota-exceeded",
+            Code::Pending => "pending",
             Code::TooManyFailures => "too-many-failures",
             Code::Internal => "internal",
             Code::InvalidConfig => "invalid-config",
@@ -96,7 +100,7 @@ impl Code {
             Code::MethodNotAllowed => 405,
             Code::PolicyConflict | Code::LeaseLimitConflict | Code::TooManyBans => 409,
             Code::BodyTooLarge => 413,
-            Code::QuotaExceeded | Code::TooManyFailures => 429,
+            Code::QuotaExceeded | Code::Pending | Code::TooManyFailures => 429,
             Code::Internal | Code::InvalidConfig => 500,
             Code::OriginUnreachable => 502,
             Code::Unavailable | Code::DemoBusy => 503,
@@ -134,8 +138,19 @@ impl Problem {
         detail: impl Into<String>,
         violated: impl IntoIterator<Item = &'a str>,
     ) -> Problem {
+        Problem::quota_refusal(Code::QuotaExceeded, detail, violated)
+    }
+
+    /// A quota refusal with its `code`: `quota-exceeded`, or `pending` when
+    /// only requests still in flight hold the quota. Both are of the
+    /// registered `quota-exceeded` type: the quota is full either way.
+    pub fn quota_refusal<'a>(
+        code: Code,
+        detail: impl Into<String>,
+        violated: impl IntoIterator<Item = &'a str>,
+    ) -> Problem {
         let violated: Vec<Value> = violated.into_iter().map(Value::from).collect();
-        let mut problem = Problem::new(Code::QuotaExceeded, detail);
+        let mut problem = Problem::new(code, detail);
         problem.body.insert("type".into(), QUOTA_EXCEEDED.into());
         problem
             .body

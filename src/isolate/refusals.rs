@@ -5,7 +5,10 @@
 //! errs on the strict side; and it is only filled with refusals that stay
 //! refusals until T whatever else happens (a window frees up no sooner while
 //! nothing is admitted, a ban does not end early), so it refuses nothing the
-//! object would admit, short of an operator's reset. A ban's refusal is
+//! object would admit, short of an operator's reset. The one exception is
+//! a refusal that only reservations in flight caused (`Outcome::pending`):
+//! a refund may end it sooner, but its retry is at most a second, the wait
+//! the client is told, so it is held no longer. A ban's refusal is
 //! held only until the ban ends, so that the object then answers (and counts
 //! the refusal toward the next offence). It is bounded: when
 //! full, expired entries go first, then those that end soonest.
@@ -140,6 +143,7 @@ mod tests {
             }],
             ban: None,
             lease: None,
+            pending: false,
             conflict: None,
             retry: Retry::After(retry_after_ms),
         }

@@ -11,7 +11,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::limit::{Policy, MAX_LIMIT};
+use super::{Ledger, Write};
+use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
 use crate::limits::MAX_BAN_MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +166,45 @@ impl BanNotice {
             offences: ban.offences,
             started,
         }
+    }
+}
+
+/// A key's ban as its ledger keeps it: restored, reported, and started
+/// by the refusal that completes the count.
+impl Ledger {
+    pub fn restore_ban(&mut self, ban: Ban) {
+        self.ban = Some(ban);
+    }
+
+    /// The ban in force, as a decision reports it.
+    pub(super) fn active_ban(&self, now_ms: u64) -> Option<BanNotice> {
+        self.ban
+            .as_ref()
+            .filter(|ban| ban.is_active(now_ms))
+            .map(|ban| BanNotice::of(ban, false))
+    }
+
+    /// Counts a refusal toward a ban; returns the ban it starts, if any.
+    pub(super) fn strike(
+        &mut self,
+        policy: &BanPolicy,
+        now_ms: u64,
+        writes: &mut Vec<Write>,
+    ) -> Option<BanNotice> {
+        let strikes = self
+            .strikes
+            .get_or_insert_with(|| SlidingLog::new(policy.strikes()));
+        strikes.set_policy(policy.strikes());
+        let counted = strikes.check(now_ms, 1);
+        if !counted.allowed || counted.remaining > 0 {
+            return None;
+        }
+        self.strikes = None;
+        let ban = Ban::start(policy, self.ban.as_ref(), now_ms);
+        let notice = BanNotice::of(&ban, true);
+        writes.push(Write::Ban(ban.clone()));
+        self.ban = Some(ban);
+        Some(notice)
     }
 }
 

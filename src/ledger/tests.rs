@@ -40,6 +40,16 @@ fn check_banned(
     ledger.check(&ask, now)
 }
 
+/// One unit under `specs`, counted toward `ban` if refused.
+fn one<'a>(specs: &'a [(String, Spec)], ban: Option<&'a BanPolicy>) -> Ask<'a> {
+    Ask {
+        specs,
+        cost: 1,
+        ban,
+        lease: None,
+    }
+}
+
 fn violated(outcome: &Outcome) -> Vec<&str> {
     outcome.violated().map(|p| p.name.as_str()).collect()
 }
@@ -853,26 +863,121 @@ fn a_full_concurrency_limit_asks_for_a_short_retry() {
 fn an_unsettled_reservation_is_due_at_its_lapse_and_kept_then() {
     let mut ledger = Ledger::new();
     let p = [log("login", 5, 900_000)];
-    let ask = Ask {
-        specs: &p,
-        cost: 1,
-        ban: None,
-        lease: None,
-    };
+    let ask = one(&p, None);
     let (outcome, writes) = ledger.reserve(&ask, "r1", 60_000, 0);
-    assert!(outcome.allowed && writes.is_empty());
+    assert!(outcome.allowed);
+    assert_eq!(
+        writes,
+        [
+            Write::Slot {
+                name: "login".into(),
+                spec: p[0].1,
+                state: (0, 1)
+            },
+            Write::Reservation(Reservation {
+                id: "r1".into(),
+                lapses_ms: 60_000,
+                cost: 1,
+                runs: vec![Run {
+                    slot: "login".into(),
+                    at_ms: 0,
+                    in_slot_row: true
+                }],
+            }),
+        ],
+        "the admission is written before it is answered, with the reservation's row"
+    );
     assert_eq!(
         ledger.next_sweep(1),
         Some(60_000),
         "the alarm is due at the lapse"
     );
     assert!(ledger.lapse(59_999).is_empty());
-    let kept = ledger.lapse(60_000);
-    assert!(
-        matches!(kept[..], [Write::Slot { state: (0, 1), .. }]),
-        "{kept:?}"
+    let swept = ledger.sweep(60_000);
+    assert_eq!(
+        swept[0],
+        Expired::Reservation { id: "r1".into() },
+        "kept: the reservation's row goes"
     );
-    let (again, _) = ledger.settle("r1", false, 60_001);
+    assert!(!swept.contains(&Expired::Slot {
+        name: "login".into()
+    }));
+    let (again, writes, _) = ledger.settle("r1", false, 60_001);
     assert!(again.is_none(), "a lapsed reservation cannot be refunded");
+    assert!(writes.is_empty());
     assert_eq!(ledger.peek(60_001).0[0].used, 1);
+}
+
+#[test]
+fn a_refund_past_the_lapse_comes_too_late_even_before_the_alarm() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 5, 900_000)];
+    let ask = one(&p, None);
+    ledger.reserve(&ask, "r1", 1_000, 0);
+    let (answer, writes, expired) = ledger.settle("r1", false, 1_000);
+    assert_eq!((answer, writes), (None, Vec::new()));
+    assert_eq!(expired, [Expired::Reservation { id: "r1".into() }]);
+    assert_eq!(ledger.peek(1_000).0[0].used, 1, "kept");
+}
+
+/// The README's login rule (5 per 15 min, ban after 3 refusals), eight
+/// attempts at once: five take reservations, three are refused while the
+/// five are in flight. Those three are caused by pending reservations only:
+/// they are told to come back in about a second (not at the window's end)
+/// and count toward no ban; once the five are refunded, the user passes.
+#[test]
+fn a_refusal_only_pending_reservations_cause_is_short_and_no_strike() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 5, 900_000)];
+    let policy = BanPolicy::new(3, 3_600_000, 900_000, 1, 900_000).unwrap();
+    let ask = one(&p, Some(&policy));
+    for i in 0..5 {
+        let (outcome, _) = ledger.reserve(&ask, &format!("r{i}"), 60_000, i);
+        assert!(outcome.allowed);
+    }
+    for i in 5..8 {
+        let (refused, _) = ledger.reserve(&ask, &format!("r{i}"), 60_000, i);
+        assert!(!refused.allowed);
+        assert!(refused.ban.is_none(), "attempt {i} started a ban");
+        assert_eq!(
+            refused.retry,
+            Retry::After(PENDING_RETRY_MS),
+            "attempt {i} is told to come back in about a second"
+        );
+        assert!(refused.pending, "attempt {i} says why it was refused");
+    }
+    for i in 0..5 {
+        ledger.settle(&format!("r{i}"), false, 100);
+    }
+    let (next, _) = ledger.reserve(&ask, "r8", 60_000, 101);
+    assert!(next.allowed, "a user whose attempts succeeded is admitted");
+}
+
+/// A refusal that kept admissions cause as well is an ordinary one: its
+/// retry is the window's, and it counts toward a ban.
+#[test]
+fn a_refusal_kept_admissions_cause_is_not_pending() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 2, 900_000)];
+    let policy = ban_policy();
+    let ask = one(&p, Some(&policy));
+    assert!(ledger.check(&ask, 0).0.allowed);
+    assert!(ledger.reserve(&ask, "r1", 60_000, 1).0.allowed);
+    // With the reservation given back, one unit is free: pending.
+    let (refused, _) = ledger.check(&ask, 2);
+    assert!(refused.pending && refused.retry == Retry::After(PENDING_RETRY_MS));
+    // A request of cost 2 would still be refused with it given back.
+    let costly = Ask { cost: 2, ..ask };
+    let (refused, _) = ledger.check(&costly, 3);
+    assert!(!refused.allowed && !refused.pending);
+    assert!(refused.retry > Retry::After(PENDING_RETRY_MS));
+    ledger.settle("r1", true, 4);
+    let (refused, _) = ledger.check(&ask, 5);
+    assert!(!refused.pending, "kept units are no pending reservation");
+    assert!(refused.retry > Retry::After(PENDING_RETRY_MS));
+    let (banned, _) = ledger.check(&ask, 6);
+    assert!(
+        banned.ban.is_some_and(|b| b.started),
+        "ordinary refusals strike"
+    );
 }

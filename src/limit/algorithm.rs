@@ -155,15 +155,14 @@ impl Algorithm {
     }
 
     /// Takes back `cost` units admitted at `at_ms` (as [`admit`](Self::admit)
-    /// recorded them), for a reservation that was not kept. GCRA has no
-    /// refund: a rule that counts by response takes only the other two.
-    pub fn refund(&mut self, at_ms: u64, cost: u32) {
+    /// recorded them), for a reservation that was not kept; answers how
+    /// many were still there to take. GCRA has no refund: a rule that counts
+    /// by response takes only the other two.
+    pub fn refund(&mut self, at_ms: u64, cost: u32) -> u32 {
         match self {
-            Algorithm::Log(log) => {
-                log.remove(at_ms, cost);
-            }
+            Algorithm::Log(log) => log.remove(at_ms, cost),
             Algorithm::Window(window) => window.refund(at_ms, cost),
-            Algorithm::Cell(_) => {}
+            Algorithm::Cell(_) => 0,
         }
     }
 

@@ -94,10 +94,15 @@ impl FixedWindow {
 
     /// Takes back `cost` units counted at `at_ms` (a refunded reservation),
     /// if the window they were counted in is still the current one; after
-    /// it they count for nothing anyway.
-    pub fn refund(&mut self, at_ms: u64, cost: u32) {
+    /// it they count for nothing anyway. Answers how many it took.
+    pub fn refund(&mut self, at_ms: u64, cost: u32) -> u32 {
         if at_ms >= self.opened_ms && at_ms < self.ends_ms() {
-            self.count = self.count.saturating_sub(u64::from(cost));
+            let taken = self.count.min(u64::from(cost));
+            self.count -= taken;
+            // At most `cost`, a u32.
+            taken as u32
+        } else {
+            0
         }
     }
 

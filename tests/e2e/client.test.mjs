@@ -1,6 +1,7 @@
 // client/ (sluice-client) against the real worker on workerd, over HTTP with
 // a URL and through a binding (Miniflare's handle on the Sluice Worker is a
-// Fetcher, as a service binding is): every method, typed errors, withLease
+// Fetcher, as a service binding is): every method (reservations and their
+// settle included), typed errors, withLease
 // releasing on throw, and the timeout with fail-open and fail-closed when
 // the key object hangs (the fault fixture in place of LIMITER).
 import { test, describe, before, after } from "node:test";
@@ -54,6 +55,28 @@ for (const transport of ["url", "binding"]) {
       assert.deepEqual([second.success, second.violated, second.limit, second.remaining], [false, ["minute"], 1, 0]);
       assert.equal(second.policies.find((p) => p.name === "burst").remaining, 2, "nothing recorded in the other");
       assert.equal(second.policies[1].window, 60_000);
+    });
+
+    test("reserve and settle: a pending refusal, a refund frees the unit, a kept one counts", async () => {
+      const key = freshKey("reserve");
+      const policy = { key, limit: 1, window: "10m" };
+      const first = await sluice().limit({ ...policy, reserve: true, reservationTtl: "30s" });
+      assert.equal(first.success, true);
+      assert.match(first.reservation, /^[0-9a-f]+$/);
+      const meanwhile = await sluice().limit({ ...policy, reserve: true });
+      assert.deepEqual([meanwhile.success, meanwhile.pending, meanwhile.reservation], [false, true, null]);
+      assert.ok(meanwhile.retryAfter <= 1000, `a short wait: ${meanwhile.retryAfter}`);
+      assert.deepEqual(await sluice().settle({ key, reservation: first.reservation, keep: false }), { kept: false, repeated: false });
+      const second = await sluice().limit({ ...policy, reserve: true });
+      assert.equal(second.success, true, "the refund freed the unit");
+      assert.deepEqual(await sluice().settle({ key, reservation: second.reservation, keep: true }), { kept: true, repeated: false });
+      const full = await sluice().limit(policy);
+      assert.deepEqual([full.success, full.pending, full.reservation], [false, false, null]);
+      assert.ok(full.retryAfter > 500_000, "the kept one counts for the window");
+      const unknown = await sluice().settle({ key, reservation: "0123abcd", keep: true }).catch((e) => e);
+      assert.ok(unknown instanceof SluiceError);
+      assert.deepEqual([unknown.status, unknown.code, unknown.field], [404, "no-such-reservation", "reservation"]);
+      await assert.rejects(sluice().limit({ ...policy, reserv: true }), /unknown option "reserv"/);
     });
 
     test("throttle: redis-cell's answers, in ms", async () => {

@@ -14,6 +14,16 @@ const rules = [
     window: "15m",
     count: { status: [401, 403, "5xx"] },
   },
+  // The README's login rule, ban and all.
+  {
+    id: "signin",
+    match: { path: "/signin", methods: ["POST"] },
+    key: "ip+header:x-user",
+    limit: 5,
+    window: "15m",
+    count: { status: [401, 403] },
+    ban: { after: 3, within: "1h", for: "15m" },
+  },
 ];
 
 let sluice;
@@ -55,6 +65,41 @@ test("server errors count too, other answers do not", async () => {
   assert.equal((await login(user, 200)).status, 429, "503, 500 and three 403s make five");
 });
 
+test("eight concurrent successful logins: the refusals say pending with a short Retry-After, ban nobody, and the user passes once they settle", async () => {
+  // Issue 27, item 1: three of eight concurrent logins that all succeed are
+  // refused while the other five hold the places; they used to count as
+  // ban strikes and be told to come back in 15 minutes.
+  const user = `dan-${++n}`;
+  const signin = (hold) =>
+    sluice.fetch(`/signin?status=200${hold ? "&hold_ms=300" : ""}`, {
+      method: "POST",
+      headers: { "CF-Connecting-IP": "198.18.20.2", "X-User": user },
+    });
+  const answers = await Promise.all(Array.from({ length: 8 }, () => signin(true)));
+  const statuses = answers.map((r) => r.status);
+  assert.equal(statuses.filter((s) => s === 200).length, 5, statuses.join(","));
+  const refused = answers.filter((r) => r.status === 429);
+  assert.equal(refused.length, 3, statuses.join(","));
+  for (const response of refused) {
+    const problem = await response.json();
+    assert.equal(problem.code, "pending", JSON.stringify(problem));
+    assert.equal(problem.type, "https://iana.org/assignments/http-problem-types#quota-exceeded");
+    assert.deepEqual(problem["violated-policies"], ["signin"]);
+    assert.equal(response.headers.get("retry-after"), "1", "about a second, never the window's end");
+    assert.equal(response.headers.get("ratelimit"), '"signin";r=0;t=1', "t is the Retry-After");
+  }
+  // The five successes are refunded in the background once answered.
+  const next = await eventually(async () => {
+    const response = await signin(false);
+    if (response.status === 200) return response;
+    const problem = await response.json();
+    assert.equal(problem.code, "pending", `while attempts are in flight, nothing but pending: ${JSON.stringify(problem)}`);
+    return null;
+  });
+  assert.equal(next.status, 200, "the user is admitted once its attempts have settled");
+  for (let i = 0; i < 5; i++) assert.equal((await signin(false)).status, 200, `login ${i + 1} after`);
+});
+
 const limit = (body) => sluice.post("/_sluice/v1/limit", body);
 const settle = (body) => sluice.post("/_sluice/v1/limit/settle", body);
 
@@ -64,9 +109,13 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   const first = await (await limit({ ...policy, reserve: true })).json();
   assert.equal(first.allowed, true);
   assert.match(first.reservation, /^[0-9a-f]+$/);
-  const meanwhile = await (await limit({ ...policy, reserve: true })).json();
+  const refusal = await limit({ ...policy, reserve: true });
+  const meanwhile = await refusal.json();
   assert.equal(meanwhile.allowed, false, "a pending reservation counts");
   assert.equal(meanwhile.reservation, undefined);
+  assert.equal(meanwhile.pending, true, "the refusal says only a pending reservation holds the unit");
+  assert.ok(meanwhile.retry_after_ms <= 1000, `a short wait, not the window's: ${meanwhile.retry_after_ms}`);
+  assert.equal(refusal.headers.get("retry-after"), "1");
   const refunded = await settle({ key, reservation: first.reservation, keep: false });
   assert.equal(refunded.status, 200);
   assert.deepEqual(await refunded.json(), { kept: false, repeated: false });
@@ -75,13 +124,13 @@ test("a refunded decision-API reservation frees its unit at once; a kept one cou
   const second = await (await limit({ ...policy, reserve: true })).json();
   assert.equal(second.allowed, true, "the refund freed the unit");
   assert.equal((await settle({ key, reservation: second.reservation, keep: true })).status, 200);
-  assert.equal((await (await limit(policy)).json()).allowed, false, "the kept one counts");
+  const full = await (await limit(policy)).json();
+  assert.equal(full.allowed, false, "the kept one counts");
+  assert.equal(full.pending, undefined, "a kept admission is no pending one");
+  assert.ok(full.retry_after_ms > 500_000, `the window's wait: ${full.retry_after_ms}`);
 });
 
-test("a reservation outliving its window is swept from memory, and its key's alarm moves on to the lapse", async () => {
-  // The reserved unit was never written, so no table exists when the
-  // sweep forgets it; the sweep once tried to delete its row all the same,
-  // and the alarm failed until the runtime retried it.
+test("a reservation outliving its window: the sweep deletes its units, its row waits for the lapse", async () => {
   const key = freshKey("reserved-sweep");
   const alarms = async () => (await sluice.inspect(`api:${key}`)).meter.alarms;
   const before = await alarms();
@@ -92,10 +141,40 @@ test("a reservation outliving its window is swept from memory, and its key's ala
     const inspected = await sluice.inspect(`api:${key}`);
     return inspected.alarm_ms > started + 30_000 ? inspected : null;
   });
-  assert.equal(state.has_storage, false, "nothing was written");
+  assert.equal(state.stored_rows, 1, "the expired units' rows are gone, the reservation's row stays");
   assert.equal(state.meter.alarms - before, 1, "one alarm swept it, none failed");
   const kept = await settle({ key, reservation: reserved.reservation, keep: true });
   assert.deepEqual(await kept.json(), { kept: true, repeated: false });
+  assert.equal((await sluice.inspect(`api:${key}`)).has_storage, false, "settled, the key holds nothing");
+});
+
+// What a reservation costs in rows written (the isolate's meter, read
+// through an object without tables), beside a plain admission's 3 on a
+// new key and 1 on a busy one. It is admitted (written) before it is
+// answered, with a row of its own, so that a restart keeps it.
+test("a reservation writes its admission and its row; a keep deletes the row, a refund takes the units back", async () => {
+  const meter = async () => (await sluice.inspect(`probe:${freshKey()}`)).meter.rows_written;
+  const costs = async (policy, keep) => {
+    const before = await meter();
+    const reserved = await (await limit({ ...policy, reserve: true })).json();
+    const reserving = (await meter()) - before;
+    assert.equal((await settle({ key: policy.key, reservation: reserved.reservation, keep })).status, 200);
+    return [reserving, (await meter()) - before - reserving];
+  };
+  for (const algorithm of ["sliding_log", "fixed_window"]) {
+    const fresh = () => ({ key: freshKey("rows"), limit: 10, window_ms: 600_000, algorithm });
+    // A new key: its slots and reservations tables (2 rows each) and a row in each.
+    const refunded = fresh();
+    assert.deepEqual(await costs(refunded, false), [6, 0], `${algorithm}: new key, refunded`);
+    assert.equal((await sluice.inspect(`api:${refunded.key}`)).has_storage, false, "a refund that empties the key frees its storage");
+    assert.deepEqual(await costs(fresh(), true), [6, 1], `${algorithm}: new key, kept`);
+    // A busy key, whose tables exist.
+    const busy = fresh();
+    await costs(busy, true);
+    assert.equal((await (await limit(busy)).json()).allowed, true);
+    assert.deepEqual(await costs(busy, true), [2, 1], `${algorithm}: busy key, kept`);
+    assert.deepEqual(await costs(busy, false), [2, 2], `${algorithm}: busy key, refunded`);
+  }
 });
 
 test("the policies form reserves and settles every policy together", async () => {
@@ -128,4 +207,9 @@ test("settle answers 404 for an unknown reservation and 400 naming a bad field",
   const peekReserve = await limit({ key, limit: 1, window_ms: 1000, cost: 0, reserve: true });
   assert.equal(peekReserve.status, 400);
   assert.equal((await peekReserve.json()).field, "reserve");
+  for (const more of [{ reservation_ttl_ms: 1000 }, { reserve: true, reservation_ttl_ms: 0 }, { reserve: true, reservation_ttl_ms: 86_400_001 }]) {
+    const response = await limit({ key, limit: 1, window_ms: 1000, ...more });
+    assert.equal(response.status, 400, JSON.stringify(more));
+    assert.equal((await response.json()).field, "reservation_ttl_ms");
+  }
 });

@@ -1,8 +1,8 @@
 //! The Durable Object that holds one key's state (see `objects::name`). It is
 //! a single-threaded key object, so a decision and its write happen with no
-//! other request in between; SQLite storage makes admissions, bans and
-//! leases survive restarts and evictions, and one alarm sweeps what has
-//! expired.
+//! other request in between; SQLite storage makes admissions, pending
+//! reservations, bans, leases and overrides survive restarts and
+//! evictions, and one alarm sweeps what has expired.
 //!
 //! The ledger decides and says what to write; `sql` runs it. Storage calls
 //! are synchronous (SQLite in the object) or storage promises, so the input
@@ -119,13 +119,11 @@ impl DurableObject for Limiter {
         meter::count(|m| m.alarms += 1);
         self.load().await?;
         let now = now_ms();
-        let (kept, expired) = {
+        let expired = {
             let mut inner = self.inner.borrow_mut();
             inner.alarm_ms = None;
-            let kept = inner.ledger.lapse(now);
-            (kept, inner.ledger.sweep(now))
+            inner.ledger.sweep(now)
         };
-        self.persist(kept, now).await?;
         let freed_leases = expired.iter().any(|e| matches!(e, Expired::Lease { .. }));
         self.delete(expired).await?;
         if freed_leases {
@@ -176,13 +174,7 @@ impl Limiter {
                 (None, None) => inner.ledger.check(&parsed.ask(), now),
             }
         };
-        let reserved = check.reserve.is_some() && outcome.allowed;
         self.persist(writes, now).await?;
-        if reserved {
-            // A reservation writes nothing, but its lapse is due: the alarm
-            // keeps it then if no settle came.
-            self.rearm(now)?;
-        }
         let queue = check
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));
@@ -304,16 +296,19 @@ impl Limiter {
         })
     }
 
-    /// Keeps or refunds a reservation.
+    /// Keeps or refunds a reservation. A refund that leaves the key empty
+    /// frees its storage instead of writing what it took back.
     async fn settle(&self, request: SettleRequest) -> Result<Answer> {
         let now = now_ms();
-        let (settled, writes) =
+        let (settled, writes, expired) =
             self.inner
                 .borrow_mut()
                 .ledger
                 .settle(&request.reservation, request.keep, now);
-        self.persist(writes, now).await?;
-        self.delete(Vec::new()).await?;
+        if !self.inner.borrow().ledger.is_empty(now) {
+            self.persist(writes, now).await?;
+        }
+        self.delete(expired).await?;
         Ok(Ok(match settled {
             Some(settled) => LimiterReply::Settled(SettleAnswer {
                 kept: settled.kept,

@@ -7,7 +7,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 use super::super::storage::int;
 use super::meter;
-use crate::ledger::{override_row, Ban, Expired, Ledger, Write};
+use crate::ledger::{override_row, Ban, Expired, Ledger, Reservation, Write};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -23,16 +23,18 @@ pub enum Table {
     Leases,
     FenceFloors,
     Overrides,
+    Reservations,
 }
 
 impl Table {
-    const ALL: [Table; 6] = [
+    const ALL: [Table; 7] = [
         Table::Slots,
         Table::Hits,
         Table::Bans,
         Table::Leases,
         Table::FenceFloors,
         Table::Overrides,
+        Table::Reservations,
     ];
 
     fn name(self) -> &'static str {
@@ -43,6 +45,7 @@ impl Table {
             Table::Leases => "leases",
             Table::FenceFloors => "fence_floors",
             Table::Overrides => "overrides",
+            Table::Reservations => "reservations",
         }
     }
 
@@ -71,13 +74,22 @@ impl Table {
             }
             Table::FenceFloors => "fence INTEGER NOT NULL",
             Table::Overrides => "body TEXT NOT NULL",
+            // `runs`: JSON, each slot the reservation's units are in
+            // (`Reservation::encode_runs`).
+            Table::Reservations => {
+                "id TEXT NOT NULL PRIMARY KEY, lapses_ms INTEGER NOT NULL,
+                 cost INTEGER NOT NULL, runs TEXT NOT NULL"
+            }
         }
     }
 
     /// Whether a row is found by its primary key alone (clustered, without
     /// SQLite's rowid), rather than being the table's one row.
     fn keyed(self) -> bool {
-        matches!(self, Table::Slots | Table::Hits | Table::Leases)
+        matches!(
+            self,
+            Table::Slots | Table::Hits | Table::Leases | Table::Reservations
+        )
     }
 
     /// The statement that creates the table, named `name`.
@@ -124,6 +136,11 @@ impl Table {
                 "SELECT 1, fence FROM fence_floors ORDER BY fence DESC LIMIT 1",
             ),
             Table::Overrides => ("rowid, body", "SELECT 1, body FROM overrides LIMIT 1"),
+            // Reservations were first stored after the key column went.
+            Table::Reservations => (
+                "id, lapses_ms, cost, runs",
+                "SELECT id, lapses_ms, cost, runs FROM reservations",
+            ),
         }
     }
 }
@@ -203,6 +220,14 @@ struct LeaseRow {
 #[derive(Deserialize)]
 struct OverrideRow {
     body: String,
+}
+
+#[derive(Deserialize)]
+struct ReservationRow {
+    id: String,
+    lapses_ms: u64,
+    cost: u32,
+    runs: String,
 }
 
 #[derive(Deserialize)]
@@ -303,6 +328,7 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     load_bans(sql, tables, &mut ledger)?;
     load_leases(sql, tables, &mut ledger)?;
     load_overrides(sql, tables, &mut ledger)?;
+    load_reservations(sql, tables, &mut ledger)?;
     Ok(ledger)
 }
 
@@ -388,6 +414,24 @@ fn load_overrides(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Resu
     Ok(())
 }
 
+/// Reservations still pending; their units are in the slots' rows.
+fn load_reservations(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
+    for row in rows_if::<ReservationRow>(
+        sql,
+        tables,
+        Table::Reservations,
+        "SELECT id, lapses_ms, cost, runs FROM reservations",
+    )? {
+        // A row that no longer reads back is dropped: its units stay
+        // admitted, so the reservation counts as kept (the strict side).
+        if let Some(reservation) = Reservation::from_row(row.id, row.lapses_ms, row.cost, &row.runs)
+        {
+            ledger.restore_reservation(reservation);
+        }
+    }
+    Ok(())
+}
+
 /// The rows `query` answers, or none when `table` does not exist.
 fn rows_if<T: DeserializeOwned>(
     sql: &SqlStorage,
@@ -431,13 +475,18 @@ fn count_rows(cursor: &SqlCursor) {
 /// Writes one row, creating its table first if it does not exist yet.
 pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
     let table = match write {
-        Write::Slot { .. } | Write::Respec { .. } => Table::Slots,
-        Write::Hit { .. } => Table::Hits,
-        Write::Ban(_) => Table::Bans,
-        Write::Override(_) => Table::Overrides,
-        Write::Lease { .. } => Table::Leases,
+        Write::Slot { .. } | Write::Respec { .. } => Some(Table::Slots),
+        Write::Hit { .. } => Some(Table::Hits),
+        Write::Ban(_) => Some(Table::Bans),
+        Write::Override(_) => Some(Table::Overrides),
+        Write::Lease { .. } => Some(Table::Leases),
+        Write::Reservation(_) => Some(Table::Reservations),
+        // A refund changes rows its admission wrote: no table to create.
+        Write::Refund { .. } => None,
     };
-    tables.ensure(sql, table)?;
+    if let Some(table) = table {
+        tables.ensure(sql, table)?;
+    }
     match write {
         Write::Respec { name, spec } => {
             let (kind, a, b, c) = spec.encode();
@@ -461,7 +510,60 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             vec![override_row::encode(&overridden)?.into()],
         ),
         Write::Lease { lease, limit } => put_lease(sql, lease, limit),
+        Write::Reservation(reservation) => put_reservation(sql, reservation),
+        Write::Refund {
+            name,
+            at_ms,
+            count,
+            in_slot_row,
+        } => refund(sql, *tables, (name, at_ms, count), in_slot_row),
     }
+}
+
+fn put_reservation(sql: &SqlStorage, reservation: Reservation) -> Result<()> {
+    let runs = reservation.encode_runs()?;
+    run(
+        sql,
+        "INSERT OR REPLACE INTO reservations (id, lapses_ms, cost, runs) VALUES (?, ?, ?, ?)",
+        vec![
+            reservation.id.into(),
+            int(reservation.lapses_ms),
+            int(u64::from(reservation.cost)),
+            runs.into(),
+        ],
+    )
+}
+
+/// Takes a refunded reservation's `count` units at `at_ms` back out of the
+/// run its slot row carries or out of its hit row, deleting a hit row left
+/// empty.
+fn refund(
+    sql: &SqlStorage,
+    tables: Tables,
+    (name, at_ms, count): (String, u64, u32),
+    in_slot_row: bool,
+) -> Result<()> {
+    let bind =
+        || -> Vec<SqlStorageValue> { vec![int(u64::from(count)), name.clone().into(), int(at_ms)] };
+    if in_slot_row && tables.has(Table::Slots) {
+        run(
+            sql,
+            "UPDATE slots SET s2 = s2 - min(s2, ?) WHERE policy = ? AND s1 = ?",
+            bind(),
+        )?;
+    } else if !in_slot_row && tables.has(Table::Hits) {
+        run(
+            sql,
+            "DELETE FROM hits WHERE n <= ? AND policy = ? AND at = ?",
+            bind(),
+        )?;
+        run(
+            sql,
+            "UPDATE hits SET n = n - ? WHERE policy = ? AND at = ?",
+            bind(),
+        )?;
+    }
+    Ok(())
 }
 
 /// A policy's slot: its spec and, for one-row algorithms, its state.
@@ -514,9 +616,9 @@ fn put_lease(sql: &SqlStorage, lease: Lease, limit: Option<u32>) -> Result<()> {
     )
 }
 
-/// Deletes what expired, from the tables that exist: a slot a reservation
-/// holds in memory only, or that a peek changed, has no row to delete, and
-/// its table may not exist.
+/// Deletes what expired, from the tables that exist: a slot that only a
+/// peek or a refusal changed has no row to delete, and its table may not
+/// exist.
 pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result<()> {
     match expired {
         Expired::Hits { name, cutoff_ms } => expire_hits(sql, *tables, &name, cutoff_ms)?,
@@ -546,6 +648,15 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
         Expired::Floor => {
             if tables.has(Table::FenceFloors) {
                 run(sql, "DELETE FROM fence_floors", Vec::new())?;
+            }
+        }
+        Expired::Reservation { id } => {
+            if tables.has(Table::Reservations) {
+                run(
+                    sql,
+                    "DELETE FROM reservations WHERE id = ?",
+                    vec![id.into()],
+                )?;
             }
         }
     }

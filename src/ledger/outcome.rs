@@ -1,0 +1,208 @@
+//! What a decision answers: each policy's part, the lease's, a ban, and
+//! when the whole request could pass; the same types cross the wire from
+//! a key object to the worker.
+
+use serde::{Deserialize, Serialize};
+
+use super::ban::BanNotice;
+use crate::limit::lease::{Lease, LeaseError};
+use crate::limit::{Decision, Retry};
+
+/// How soon a request refused for want of a lease is told to retry, unless
+/// a lease lapses sooner: a holder may release at any moment and the object
+/// cannot foresee when, so the lapse (up to a lease's whole TTL) is only the
+/// worst case.
+pub const LEASE_RETRY_MS: u64 = 1_000;
+
+/// One policy's part of an outcome. On the wire its decision's fields sit
+/// beside the name and window (`WireDecision`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireDecision", into = "WireDecision")]
+pub struct PolicyDecision {
+    pub name: String,
+    pub window_ms: u64,
+    pub decision: Decision,
+}
+
+/// A [`PolicyDecision`] as one flat object. Spelled out rather than
+/// `#[serde(flatten)]`, which buffers every object it reads into an
+/// intermediate map first: a worker reads one of these per policy of every
+/// decision, and flatten's machinery was the only user of that map in the
+/// wasm.
+#[derive(Serialize, Deserialize)]
+struct WireDecision {
+    name: String,
+    window_ms: u64,
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_ms: u64,
+    retry_after_ms: Retry,
+}
+
+impl From<WireDecision> for PolicyDecision {
+    fn from(wire: WireDecision) -> PolicyDecision {
+        PolicyDecision {
+            name: wire.name,
+            window_ms: wire.window_ms,
+            decision: Decision {
+                allowed: wire.allowed,
+                limit: wire.limit,
+                remaining: wire.remaining,
+                reset_ms: wire.reset_ms,
+                retry: wire.retry_after_ms,
+            },
+        }
+    }
+}
+
+impl From<PolicyDecision> for WireDecision {
+    fn from(policy: PolicyDecision) -> WireDecision {
+        let Decision {
+            allowed,
+            limit,
+            remaining,
+            reset_ms,
+            retry,
+        } = policy.decision;
+        WireDecision {
+            name: policy.name,
+            window_ms: policy.window_ms,
+            allowed,
+            limit,
+            remaining,
+            reset_ms,
+            retry_after_ms: retry,
+        }
+    }
+}
+
+/// The answer to one check across all of a request's policies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub allowed: bool,
+    /// Set on a refusal that only pending reservations caused: every
+    /// refusing policy would have admitted the request with their units
+    /// given back. Such a refusal says so (`pending`), asks for a short
+    /// retry ([`PENDING_RETRY_MS`]) and counts toward no ban: the attempts
+    /// holding the places may all be refunded a moment later.
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+    pub policies: Vec<PolicyDecision>,
+    /// Set when the key is banned, before or by this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban: Option<BanNotice>,
+    /// The concurrency limit's part, when the request asked for a lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseOutcome>,
+    /// Set, with nothing decided, when the request was asked to leave
+    /// alone state its key holds under another algorithm or window: the
+    /// name of the policy that conflicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
+    /// [`Retry::NOW`] when allowed; otherwise how long until the whole
+    /// request could pass: the ban must end and every refusing policy must
+    /// have room (windows only free up while nothing is admitted). A refused
+    /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner, and a
+    /// pending refusal [`PENDING_RETRY_MS`], or its window's room if sooner.
+    /// On the wire as `retry_after_ms`, like [`Decision::retry`].
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+    #[serde(rename = "retry_after_ms")]
+    pub retry: Retry,
+}
+
+/// A concurrency limit's answer, named like a policy for the headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseOutcome {
+    pub name: String,
+    pub limit: u32,
+    /// Leases held after this request.
+    pub in_flight: u32,
+    /// The lease this request holds, when one was granted.
+    pub lease: Option<Lease>,
+    /// Whether the concurrency limit refused; it is not asked when a rate
+    /// policy has already refused.
+    pub refused: bool,
+    /// When refused, ms until the first lease lapses: the worst case, since
+    /// a release may come sooner.
+    pub retry_after_ms: u64,
+    /// Set when the acquire was not even tried: the request is at fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<LeaseError>,
+}
+
+impl Outcome {
+    pub(super) fn new(
+        allowed: bool,
+        policies: Vec<PolicyDecision>,
+        ban: Option<BanNotice>,
+        lease: Option<LeaseOutcome>,
+        now_ms: u64,
+    ) -> Outcome {
+        let retry = if allowed {
+            Retry::NOW
+        } else {
+            let refusing = policies.iter().map(|p| p.decision.retry);
+            let banned = ban
+                .iter()
+                .map(|b| Retry::After(b.until_ms.saturating_sub(now_ms)));
+            let leased = lease
+                .iter()
+                .filter(|l| l.refused)
+                .map(|l| Retry::After(l.retry_after_ms.min(LEASE_RETRY_MS)));
+            refusing
+                .chain(banned)
+                .chain(leased)
+                .max()
+                .unwrap_or(Retry::NOW)
+        };
+        Outcome {
+            allowed,
+            pending: false,
+            policies,
+            ban,
+            lease,
+            conflict: None,
+            retry,
+        }
+    }
+
+    /// The answer to a request whose policy `name` conflicts with state
+    /// its key holds: nothing decided, nothing changed.
+    pub fn conflicting(name: &str) -> Outcome {
+        Outcome {
+            conflict: Some(name.to_string()),
+            ..Outcome::new(false, Vec::new(), None, None, 0)
+        }
+    }
+
+    /// The names of what refused: rate policies, and the concurrency limit.
+    pub fn violated_names(&self) -> Vec<&str> {
+        let policies = self.violated().map(|p| p.name.as_str());
+        let lease = self
+            .lease
+            .iter()
+            .filter(|l| l.refused)
+            .map(|l| l.name.as_str());
+        policies.chain(lease).collect()
+    }
+
+    /// Whether the isolate may answer for the object until the retry time:
+    /// a window frees up no sooner while nothing is admitted and a ban does
+    /// not end early, but a lease may be released before it lapses. A
+    /// pending refusal may end sooner too (a refund), but its retry is at
+    /// most [`PENDING_RETRY_MS`], the wait the client is told, so it is
+    /// held no longer than that.
+    ///
+    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+    pub fn refusal_holds_until_retry(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| !l.refused)
+    }
+
+    pub fn violated(&self) -> impl Iterator<Item = &PolicyDecision> {
+        self.policies.iter().filter(|p| !p.decision.allowed)
+    }
+}

@@ -1,0 +1,63 @@
+//! An operator's override: limits for one key in force instead of its
+//! rule's until it lapses or is lifted.
+
+use super::{Expired, Ledger, Write};
+use crate::limit::Spec;
+
+/// An operator's limits for one key, in force instead of its rule's (or
+/// tier's) policies from the key's next decision until `until_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The policies in force; none means unlimited.
+    pub policies: Vec<(String, Spec)>,
+    /// When it lapses (the sweep removes it); `None`: until lifted.
+    pub until_ms: Option<u64>,
+    pub reason: String,
+    /// When it was set, for operators.
+    pub set_ms: u64,
+}
+
+impl Override {
+    pub(super) fn is_active(&self, now_ms: u64) -> bool {
+        self.until_ms.is_none_or(|until| now_ms < until)
+    }
+}
+
+impl Ledger {
+    /// Sets (or, with `None`, lifts) the override; answers the one it
+    /// replaced and what to write or delete. An override on a key with no
+    /// state is one row, and the key's alarm removes it when it lapses.
+    pub fn set_override(
+        &mut self,
+        next: Option<Override>,
+    ) -> (Option<Override>, Vec<Write>, Vec<Expired>) {
+        let previous = std::mem::replace(&mut self.overridden, next.clone());
+        let (writes, expired) = match next {
+            Some(overridden) => (vec![Write::Override(overridden)], Vec::new()),
+            None if previous.is_some() => (Vec::new(), vec![Expired::Override]),
+            None => (Vec::new(), Vec::new()),
+        };
+        (previous, writes, expired)
+    }
+
+    /// The override, lapsed or not.
+    pub fn overridden(&self) -> Option<&Override> {
+        self.overridden.as_ref()
+    }
+
+    pub fn restore_override(&mut self, overridden: Override) {
+        self.overridden = Some(overridden);
+    }
+
+    /// The policies in force: an active override's, or the ones asked.
+    pub(super) fn policies<'a>(
+        &'a self,
+        asked: &'a [(String, Spec)],
+        now_ms: u64,
+    ) -> &'a [(String, Spec)] {
+        match &self.overridden {
+            Some(o) if o.is_active(now_ms) => &o.policies,
+            _ => asked,
+        }
+    }
+}
