@@ -5,7 +5,8 @@ use std::net::IpAddr;
 use serde::Deserialize;
 
 use super::body;
-use super::cidr::client_network;
+use super::cidr::{client_network, Cidr};
+use super::params::Whole;
 use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
@@ -90,19 +91,74 @@ impl AdminRoute {
             key: non_empty(percent_decode(key)?)?,
         })
     }
+
+    /// The query parameters the route takes; any other is refused.
+    pub fn params(&self) -> &'static [&'static str] {
+        match self {
+            AdminRoute::Stats => &[SINCE.name, TOP_MINUTES.name],
+            _ => &[],
+        }
+    }
 }
+
+/// `GET /admin/stats?since=`: counts since then, whole minutes.
+pub const SINCE: Whole = Whole {
+    name: "since",
+    unit: "milliseconds since the epoch",
+    min: 0,
+    max: u64::MAX,
+    default: 0,
+};
+
+/// `GET /admin/stats?top_minutes=`: the minutes the top keys are counted over.
+pub const TOP_MINUTES: Whole = Whole {
+    name: "top_minutes",
+    unit: "minutes",
+    min: 1,
+    max: 60,
+    default: 10,
+};
 
 /// What a manual ban on `key` must name to refuse that client: an IPv6
 /// address stands for its `/ipv6_prefix` group, because that group is what
 /// requests are matched by (a ban on one address of it would refuse
-/// nobody). Any other key, an IPv4 address and a group included, is taken
+/// nobody). A network (`10.0.0.0/8`, `2001:db8::/32`) holds every address
+/// inside it, and is written as [`Cidr`] writes it; one with host bits set
+/// or a bad prefix is a 400 naming `key`, since a ban that holds nobody
+/// must not answer 200. Any other key, an IPv4 address included, is taken
 /// as written.
-pub fn ban_subject(key: &str, ipv6_prefix: u8) -> String {
-    match key.parse::<IpAddr>() {
-        Ok(ip) if ip.to_canonical().is_ipv6() => client_network(ip, ipv6_prefix),
-        Ok(ip) => ip.to_canonical().to_string(),
-        Err(_) => key.to_string(),
+pub fn ban_subject(key: &str, ipv6_prefix: u8) -> Result<String, Problem> {
+    if let Ok(ip) = key.parse::<IpAddr>() {
+        return Ok(match ip.to_canonical() {
+            ip @ IpAddr::V6(_) => client_network(ip, ipv6_prefix),
+            ip => ip.to_string(),
+        });
     }
+    match key.split_once('/') {
+        Some((address, _)) if address.parse::<IpAddr>().is_ok() => Cidr::parse(key)
+            .map(|network| network.to_string())
+            .map_err(|why| Problem::invalid("key", format!("not a network to ban: {why}"))),
+        _ => Ok(key.to_string()),
+    }
+}
+
+/// Whether a manual ban on `subject` (as [`ban_subject`] names it) holds a
+/// client at `ip`: the network holds it, or the subject is its address (or
+/// its IPv6 group).
+pub fn ban_holds(subject: &str, ip: IpAddr, ipv6_prefix: u8) -> bool {
+    match ban_network(subject) {
+        Some(network) => network.contains(ip),
+        None => subject == client_network(ip, ipv6_prefix),
+    }
+}
+
+/// The network a manual ban's subject names, when it names one (`addr/len`,
+/// as [`ban_subject`] writes it); a bare address is a key like any other.
+pub fn ban_network(subject: &str) -> Option<Cidr> {
+    subject
+        .contains('/')
+        .then(|| Cidr::parse(subject).ok())
+        .flatten()
 }
 
 /// The refusal's detail for a manual ban: the reason only when the operator
@@ -117,25 +173,6 @@ pub fn manual_ban_detail(until: &str, reason: &str) -> String {
 
 /// The reason a manual ban gets when the operator gives none.
 pub const DEFAULT_BAN_REASON: &str = "banned by an operator";
-
-/// `?since=<ms since the epoch>` of `GET /admin/stats`; 0 (everything kept)
-/// when absent. Counts are kept per minute, so a `since` inside a minute
-/// counts that whole minute.
-pub fn parse_since(since: Option<&str>) -> Result<u64, Problem> {
-    match since {
-        None => Ok(0),
-        Some(text) => text
-            .parse::<u64>()
-            .ok()
-            .filter(|_| text.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| {
-                Problem::invalid(
-                    "since",
-                    format!("since must be milliseconds since the epoch (a whole number of at least 0), got {text:?}"),
-                )
-            }),
-    }
-}
 
 /// `PUT /admin/bans/{key}`: `{"for": "10m", "reason": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,13 +304,57 @@ mod tests {
 
     #[test]
     fn a_manual_ban_on_an_ipv6_address_names_its_group() {
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 128), "2001:db8:aa:cc::5");
-        assert_eq!(ban_subject("::ffff:192.0.2.7", 64), "192.0.2.7");
-        for kept in ["192.0.2.7", "2001:db8:aa:cc::/64", "user:42", "abc|GET"] {
-            assert_eq!(ban_subject(kept, 64), kept);
+        let subject = |key: &str, prefix: u8| ban_subject(key, prefix).unwrap();
+        assert_eq!(subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
+        assert_eq!(subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
+        assert_eq!(subject("2001:db8:aa:cc::5", 128), "2001:db8:aa:cc::5");
+        assert_eq!(subject("::ffff:192.0.2.7", 64), "192.0.2.7");
+        for kept in [
+            "192.0.2.7",
+            "2001:db8:aa:cc::/64",
+            "user:42",
+            "abc|GET",
+            "a/b",
+        ] {
+            assert_eq!(subject(kept, 64), kept);
         }
+    }
+
+    #[test]
+    fn a_manual_ban_on_a_network_is_written_as_parsed_or_refused() {
+        let subject = |key: &str| ban_subject(key, 64);
+        assert_eq!(subject("10.0.0.0/8").unwrap(), "10.0.0.0/8");
+        assert_eq!(subject("2001:DB8::/32").unwrap(), "2001:db8::/32");
+        assert_eq!(subject("::ffff:10.0.0.0/104").unwrap(), "10.0.0.0/8");
+        for bad in [
+            "10.0.0.1/8",
+            "10.0.0.0/33",
+            "2001:db8::1/32",
+            "10.0.0.0/x",
+            "10.0.0.0/",
+        ] {
+            let problem = subject(bad).unwrap_err();
+            assert_eq!(problem.status, 400, "{bad}");
+            assert!(problem.to_json().contains("\"field\":\"key\""), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_ban_holds_its_network_or_its_address() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert!(ban_holds("10.0.0.0/8", ip("10.9.9.9"), 64));
+        assert!(!ban_holds("10.0.0.0/8", ip("11.0.0.1"), 64));
+        assert!(ban_holds("192.0.2.7", ip("192.0.2.7"), 64));
+        assert!(!ban_holds("192.0.2.7", ip("192.0.2.8"), 64));
+        assert!(ban_holds(
+            "2001:db8:aa:cc::/64",
+            ip("2001:db8:aa:cc::9"),
+            64
+        ));
+        assert!(ban_holds("2001:db8::/32", ip("2001:db8:1::1"), 64));
+        assert!(!ban_holds("user:42", ip("192.0.2.7"), 64));
+        assert_eq!(ban_network("a/b"), None);
+        assert_eq!(ban_network("192.0.2.7"), None);
     }
 
     #[test]
@@ -287,20 +368,6 @@ mod tests {
             manual_ban_detail(until, "scraping"),
             "banned by an operator until 2030-01-01T00:00:00Z: scraping"
         );
-    }
-
-    #[test]
-    fn since_is_a_whole_number_of_milliseconds() {
-        assert_eq!(parse_since(None).unwrap(), 0);
-        assert_eq!(
-            parse_since(Some("1700000000000")).unwrap(),
-            1_700_000_000_000
-        );
-        for bad in ["abc", "-5", "", "+5", "1.5", "99999999999999999999999"] {
-            let problem = parse_since(Some(bad)).unwrap_err();
-            assert_eq!(problem.status, 400, "{bad}");
-            assert!(problem.to_json().contains("\"field\":\"since\""), "{bad}");
-        }
     }
 
     #[test]
@@ -331,8 +398,15 @@ mod tests {
         assert_eq!(field(json!({"for": "400d"})), "for");
         assert_eq!(field(json!({"for": "1m", "reason": 5})), "reason");
         assert_eq!(
-            field(json!({"for": "1m", "reason": "x".repeat(513)})),
+            field(json!({"for": "1m", "reason": "x".repeat(201)})),
             "reason"
+        );
+        assert_eq!(
+            ok(json!({"for": "1m", "reason": "x".repeat(200)}))
+                .unwrap()
+                .reason
+                .len(),
+            200
         );
         assert_eq!(field(json!({"for": "1m", "why": "x"})), "why");
         assert_eq!(field(json!(["1m"])), "body");

@@ -8,9 +8,14 @@
 //! interval; a report that fails keeps the last list it had, so bans never
 //! silently stop applying.
 
-use std::collections::HashMap;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::http::admin::ban_network;
+use crate::http::cidr::Cidr;
 
 /// The most manual bans there may be at once, so that the list every
 /// isolate holds and receives stays small; it grows only with operators'
@@ -30,9 +35,20 @@ pub struct BanRecord {
     pub source: String,
 }
 
+/// The manual bans an isolate applies, indexed for the check every
+/// request makes: a ban on a key or an address is one hash lookup; a ban on
+/// a network (`10.0.0.0/8`, `2001:db8::/32`) is found by masking the
+/// client's address to each prefix length some ban uses and looking that
+/// network up, so a check costs one lookup per distinct length (a handful
+/// at most in practice, 162 in theory), never one per ban.
 #[derive(Debug, Default)]
 pub struct BanList {
     bans: HashMap<String, BanRecord>,
+    /// The bans whose key is a network, by network.
+    networks: HashMap<Cidr, String>,
+    /// The (family, prefix length) pairs `networks` holds, each with how
+    /// many networks use it.
+    shapes: BTreeMap<(bool, u8), usize>,
 }
 
 impl BanList {
@@ -40,31 +56,58 @@ impl BanList {
         BanList::default()
     }
 
-    /// The first of `candidates` (a client's network, a rule's key) under an
-    /// active ban.
-    pub fn find(&self, candidates: &[&str], now_ms: u64) -> Option<&BanRecord> {
-        candidates
-            .iter()
-            .filter_map(|c| self.bans.get(*c))
-            .find(|ban| ban.until_ms > now_ms)
+    /// The first active ban on the client's address `ip` (any network
+    /// holding it) or on one of `keys` (the client's network as rules key
+    /// it, a rule's key).
+    pub fn find(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<&BanRecord> {
+        let active = |key: &str| self.bans.get(key).filter(|ban| ban.until_ms > now_ms);
+        if let Some(ban) = keys.iter().find_map(|key| active(key)) {
+            return Some(ban);
+        }
+        let ip = ip?.to_canonical();
+        self.shapes
+            .keys()
+            .filter(|(v6, _)| *v6 == ip.is_ipv6())
+            .filter_map(|&(_, len)| self.networks.get(&Cidr::holding(ip, len)))
+            .find_map(|key| active(key))
     }
 
     /// Replaces the list with a hub's manual bans.
     pub fn replace(&mut self, records: Vec<BanRecord>, now_ms: u64) {
-        self.bans = records
+        *self = BanList::new();
+        let active = records
             .into_iter()
             .filter(|r| r.source == MANUAL && r.until_ms > now_ms)
-            .take(MAX_MANUAL_BANS)
-            .map(|r| (r.key.clone(), r))
-            .collect();
+            .take(MAX_MANUAL_BANS);
+        for record in active {
+            self.insert(record);
+        }
     }
 
     pub fn insert(&mut self, record: BanRecord) {
+        if let Some(network) = ban_network(&record.key) {
+            if self.networks.insert(network, record.key.clone()).is_none() {
+                *self.shapes.entry(network.shape()).or_default() += 1;
+            }
+        }
         self.bans.insert(record.key.clone(), record);
     }
 
     pub fn remove(&mut self, key: &str) {
-        self.bans.remove(key);
+        if self.bans.remove(key).is_none() {
+            return;
+        }
+        let Some(network) = ban_network(key) else {
+            return;
+        };
+        if self.networks.remove(&network).is_some() {
+            if let Entry::Occupied(mut uses) = self.shapes.entry(network.shape()) {
+                *uses.get_mut() -= 1;
+                if *uses.get() == 0 {
+                    uses.remove();
+                }
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -101,21 +144,87 @@ mod tests {
             100,
         );
         assert_eq!(
-            list.find(&["x", "203.0.113.9"], 100).unwrap().key,
+            list.find(None, &["x", "203.0.113.9"], 100).unwrap().key,
             "203.0.113.9"
         );
         assert!(
-            list.find(&["k"], 100).is_none(),
+            list.find(None, &["k"], 100).is_none(),
             "automatic bans live in their key objects"
         );
-        assert!(list.find(&["old"], 100).is_none());
+        assert!(list.find(None, &["old"], 100).is_none());
         assert!(
-            list.find(&["203.0.113.9"], 5000).is_none(),
+            list.find(None, &["203.0.113.9"], 5000).is_none(),
             "it ends at until"
         );
         list.insert(ban("alice", 9000, "manual"));
-        assert!(list.find(&["alice"], 100).is_some());
+        assert!(list.find(None, &["alice"], 100).is_some());
         list.remove("alice");
-        assert!(list.find(&["alice"], 100).is_none());
+        assert!(list.find(None, &["alice"], 100).is_none());
+    }
+
+    fn ip(text: &str) -> Option<IpAddr> {
+        Some(text.parse().unwrap())
+    }
+
+    #[test]
+    fn a_network_ban_holds_every_address_inside_it_and_no_other() {
+        let mut list = BanList::new();
+        list.insert(ban("10.0.0.0/8", 5000, "manual"));
+        list.insert(ban("2001:db8::/32", 5000, "manual"));
+        list.insert(ban("192.0.2.0/24", 5000, "manual"));
+        for inside in [
+            "10.0.0.0",
+            "10.255.255.255",
+            "::ffff:10.1.2.3",
+            "192.0.2.200",
+        ] {
+            assert!(list.find(ip(inside), &[], 100).is_some(), "{inside}");
+        }
+        for inside in ["2001:db8::", "2001:db8:ffff:ffff::1"] {
+            let found = list.find(ip(inside), &[], 100).unwrap();
+            assert_eq!(found.key, "2001:db8::/32", "{inside}");
+        }
+        for outside in [
+            "11.0.0.0",
+            "9.255.255.255",
+            "2001:db9::",
+            "2001:db7::1",
+            "::a00:1",
+        ] {
+            assert!(list.find(ip(outside), &[], 100).is_none(), "{outside}");
+        }
+        assert!(list.find(ip("10.1.1.1"), &[], 5000).is_none(), "ended");
+        list.remove("10.0.0.0/8");
+        assert!(list.find(ip("10.1.1.1"), &[], 100).is_none(), "lifted");
+        assert!(
+            list.find(ip("192.0.2.1"), &[], 100).is_some(),
+            "others stay"
+        );
+        list.remove("192.0.2.0/24");
+        list.remove("2001:db8::/32");
+        assert!(list.shapes.is_empty() && list.networks.is_empty() && list.is_empty());
+    }
+
+    #[test]
+    fn a_ban_on_a_networks_text_is_not_a_key_ban_elsewhere() {
+        let mut list = BanList::new();
+        list.insert(ban("10.0.0.0/8", 5000, "manual"));
+        list.insert(ban("user/42", 5000, "manual"));
+        assert!(
+            list.find(None, &["user/42"], 100).is_some(),
+            "a key with a slash"
+        );
+        assert!(list.find(ip("10.0.0.1"), &["user/42"], 100).is_some());
+        assert_eq!(list.networks.len(), 1);
+    }
+
+    #[test]
+    fn replacing_rebuilds_the_index() {
+        let mut list = BanList::new();
+        list.insert(ban("10.0.0.0/8", 5000, "manual"));
+        list.replace(vec![ban("172.16.0.0/12", 5000, "manual")], 100);
+        assert!(list.find(ip("10.0.0.1"), &[], 100).is_none());
+        assert!(list.find(ip("172.31.255.255"), &[], 100).is_some());
+        assert_eq!(list.shapes.len(), 1);
     }
 }
