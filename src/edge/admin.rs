@@ -146,6 +146,13 @@ async fn call(
                 _ => not_allowed("GET, DELETE"),
             }
         }
+        (Some(Method::Put), AdminRoute::KeyBan { rule, key }) => {
+            bans::put_on_key(&req, objects, config, &rule, &key).await
+        }
+        (Some(Method::Delete), AdminRoute::KeyBan { rule, key }) => {
+            bans::lift_on_key(objects, config, &rule, &key).await
+        }
+        (_, AdminRoute::KeyBan { .. }) => not_allowed("PUT, DELETE"),
         (Some(Method::Get), AdminRoute::Bans) => bans::list(objects).await,
         (_, AdminRoute::Bans) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Ban { key }) => {

@@ -1,6 +1,8 @@
-//! The admin API's manual bans: `PUT` and `DELETE {prefix}/admin/bans/{key}`
-//! on a key, an address or a network, which every hub holds and every
-//! isolate copies; and `GET {prefix}/admin/bans`, the bans the hubs list.
+//! The admin API's bans: `PUT` and `DELETE {prefix}/admin/bans/{key}` on a
+//! key, an address or a network, which every hub holds and every isolate
+//! copies; `PUT` and `DELETE {prefix}/admin/keys/{rule}/{key}/ban`, a ban of
+//! one key on one rule, held in that key's own object; and
+//! `GET {prefix}/admin/bans`, the bans the hubs list.
 
 use std::collections::BTreeMap;
 
@@ -12,12 +14,16 @@ use super::clock::now_ms;
 use super::endpoints::parsed_body;
 use super::incoming::ClientRequest;
 use super::{isolate, respond};
+use crate::config::lookup::{targets, Target};
 use crate::config::Config;
 use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::limits::MAX_KEY_BYTES;
+use crate::objects::name::API_SCOPE;
+use crate::objects::protocol::KeyBan;
 
 /// `PUT /admin/bans/{key}`. A ban that would hold the caller itself is
 /// refused: a manual ban on an address holds on the admin API too, so the
@@ -101,4 +107,126 @@ pub async fn list(objects: &Objects) -> Result<Response> {
         })
         .collect();
     respond::json(&json!({ "bans": bans }), Headers::new())
+}
+
+/// The objects `{rule}/{key}` names for a ban of the key on that rule (every
+/// tier's for a tiered rule's id). A global quota has no key of its own to
+/// ban (its `*` is every caller), and decision-API keys carry their callers'
+/// own policies: both are a 400 naming `rule`.
+fn key_targets(
+    config: &Config,
+    rule: &str,
+    key: &str,
+) -> std::result::Result<Vec<Target>, Problem> {
+    let id = rule.split_once('.').map_or(rule, |(id, _)| id);
+    if rule == API_SCOPE {
+        return Err(Problem::invalid(
+            "rule",
+            format!(
+                "{API_SCOPE} keys are the decision API's callers' own; a ban is for a rule's keys"
+            ),
+        ));
+    }
+    if config
+        .rules
+        .iter()
+        .any(|r| r.id == id && r.global.is_some())
+    {
+        return Err(Problem::invalid(
+            "rule",
+            format!("rule {id:?} is a global quota that every caller shares: ban an address or a network with PUT /admin/bans/{{address}}"),
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid(
+            "key",
+            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
+    targets(config, rule, key)
+}
+
+/// One answer per object, or `{"rule", "key", "tiers": [...]}` for a
+/// tiered rule's id.
+fn per_target(rule: &str, key: &str, answers: Vec<serde_json::Value>) -> serde_json::Value {
+    match <[serde_json::Value; 1]>::try_from(answers) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
+    }
+}
+
+/// `PUT /admin/keys/{rule}/{key}/ban`: bans the key on that rule only, in
+/// its own object, and lists it under the rule (at once: this isolate
+/// reports it before answering).
+pub async fn put_on_key(
+    req: &ClientRequest,
+    objects: &Objects,
+    config: &Config,
+    rule: &str,
+    key: &str,
+) -> Result<Response> {
+    let targets = match key_targets(config, rule, key) {
+        Ok(targets) => targets,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let ban = match parsed_body(req, parse_manual_ban).await? {
+        Ok(ban) => ban,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let until_ms = now_ms().saturating_add(ban.for_ms);
+    let mut answers = Vec::with_capacity(targets.len());
+    for target in &targets {
+        let set = KeyBan {
+            until_ms,
+            reason: ban.reason.clone(),
+        };
+        let previous = objects.set_ban(target.object.as_str(), Some(set)).await?;
+        isolate::forget_refusal(&target.object);
+        isolate::ban_started(BanRecord {
+            key: key.to_string(),
+            until_ms,
+            reason: ban.reason.clone(),
+            source: target.scope.to_string(),
+        });
+        answers.push(json!({
+            "rule": target.scope.id(), "key": key, "object": target.object,
+            "until_ms": until_ms, "until": rfc3339(until_ms), "reason": ban.reason,
+            "replaced": previous,
+        }));
+    }
+    isolate::report(objects).await;
+    respond::json(&per_target(rule, key, answers), Headers::new())
+}
+
+/// `DELETE /admin/keys/{rule}/{key}/ban`: lifts the key's ban on that
+/// rule, an operator's or the rule's own, keeping its log; 404 if none
+/// was in force.
+pub async fn lift_on_key(
+    objects: &Objects,
+    config: &Config,
+    rule: &str,
+    key: &str,
+) -> Result<Response> {
+    let targets = match key_targets(config, rule, key) {
+        Ok(targets) => targets,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let mut answers = Vec::with_capacity(targets.len());
+    let mut any = false;
+    for target in &targets {
+        let previous = objects.set_ban(target.object.as_str(), None).await?;
+        isolate::forget_refusal(&target.object);
+        objects
+            .unban_everywhere(key, &target.scope.to_string())
+            .await?;
+        any |= previous.is_some();
+        answers.push(json!({"rule": target.scope.id(), "key": key, "object": target.object, "lifted": previous}));
+    }
+    if !any {
+        return respond::problem(&Problem::new(
+            Code::NotFound,
+            format!("no ban on {key:?} for rule {rule:?}"),
+        ));
+    }
+    respond::json(&per_target(rule, key, answers), Headers::new())
 }

@@ -14,12 +14,13 @@ use worker::{web_sys, Env, Method, Result};
 
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
-use crate::ledger::Outcome;
+use crate::ledger::{BanNotice, Outcome};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::objects::protocol::{
-    CheckRequest, HubCall, HubReply, KeyRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
+    CheckRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState, LeaseRequest,
+    LimiterCall, LimiterReply, OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest,
+    UnbanRequest, WireOverride,
 };
 
 /// The key objects' namespace binding in wrangler.toml.
@@ -135,6 +136,19 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Override { previous } => Ok(previous),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
+        }
+    }
+
+    /// Bans the key an object holds on its rule, or with `None` lifts its
+    /// ban; answers the ban that was in force.
+    pub async fn set_ban(&self, key: &str, ban: Option<KeyBan>) -> Result<Option<BanNotice>> {
+        let call = LimiterCall::Ban(KeyBanRequest {
+            key: key.to_string(),
+            ban,
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Ban { previous } => Ok(previous),
             other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }

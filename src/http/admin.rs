@@ -18,6 +18,8 @@ pub enum AdminRoute {
     Key { rule: String, key: String },
     /// `/admin/keys/{rule}/{key}/override`
     Override { rule: String, key: String },
+    /// `/admin/keys/{rule}/{key}/ban`: a ban of that key on that rule only.
+    KeyBan { rule: String, key: String },
     /// `/admin/bans`
     Bans,
     /// `/admin/bans/{key}`
@@ -79,17 +81,19 @@ impl AdminRoute {
         }
         let (rule, key) = rest.strip_prefix("keys/")?.split_once('/')?;
         // A key's own `/` is percent-encoded, so a literal one before
-        // `override` ends the key.
-        if let Some(key) = key.strip_suffix("/override") {
-            return Some(AdminRoute::Override {
-                rule: non_empty(percent_decode(rule)?)?,
-                key: non_empty(percent_decode(key)?)?,
-            });
-        }
-        Some(AdminRoute::Key {
-            rule: non_empty(percent_decode(rule)?)?,
-            key: non_empty(percent_decode(key)?)?,
-        })
+        // `override` or `ban` ends the key.
+        let (key, route): (_, fn(String, String) -> AdminRoute) =
+            if let Some(key) = key.strip_suffix("/override") {
+                (key, |rule, key| AdminRoute::Override { rule, key })
+            } else if let Some(key) = key.strip_suffix("/ban") {
+                (key, |rule, key| AdminRoute::KeyBan { rule, key })
+            } else {
+                (key, |rule, key| AdminRoute::Key { rule, key })
+            };
+        Some(route(
+            non_empty(percent_decode(rule)?)?,
+            non_empty(percent_decode(key)?)?,
+        ))
     }
 
     /// The query parameters the route takes; any other is refused.
@@ -259,6 +263,27 @@ mod tests {
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {
                 key: "203.0.113.9".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/10.3.3.3/ban"),
+            Some(AdminRoute::KeyBan {
+                rule: "search".into(),
+                key: "10.3.3.3".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/a%2Fban/override"),
+            Some(AdminRoute::Override {
+                rule: "search".into(),
+                key: "a/ban".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/ban"),
+            Some(AdminRoute::Key {
+                rule: "search".into(),
+                key: "ban".into()
             })
         );
         assert_eq!(

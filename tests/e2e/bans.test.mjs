@@ -7,11 +7,18 @@ import { Sluice, API_TOKEN, eventually, sluiceWorkerOptions } from "./harness.mj
 
 const TOKEN = "bans-admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
+const JWT_SECRET = "bans-e2e-jwt-secret-0123456789abcdef";
 
 const config = {
+  jwt: { secret: "JWT_SECRET" },
   rules: [
     { id: "api", match: { path: "/api/*" }, limit: 100, window: "1m" },
     { id: "search", match: { path: "/search" }, key: "header:x-api-key", limit: 100, window: "1m" },
+    { id: "sale", match: { path: "/sale" }, scope: "global", split: 2, limit: 100, window: "1s" },
+    { id: "tiers", match: { path: "/tiers" }, tiers: [
+      { name: "pro", when: { claim: "plan", in: ["pro"] }, limit: 100, window: "1m" },
+      { name: "free", key: "header:x-api-key", limit: 10, window: "1m" },
+    ] },
     {
       id: "login", match: { path: "/login" }, limit: 1, window: "1m",
       ban: { after: 2, within: "1m", for: "10m", status: 403 },
@@ -21,7 +28,7 @@ const config = {
 
 /** A second isolate of Sluice's worker, bound to the same objects. */
 function secondIsolate() {
-  const options = sluiceWorkerOptions({ ADMIN_TOKEN: TOKEN, API_TOKEN, SLUICE: { origin: "demo", ...config } });
+  const options = sluiceWorkerOptions({ ADMIN_TOKEN: TOKEN, API_TOKEN, JWT_SECRET, SLUICE: { origin: "demo", ...config } });
   const durableObjects = Object.fromEntries(
     Object.entries(options.durableObjects).map(([binding, target]) => [binding, { ...target, scriptName: "sluice" }]),
   );
@@ -31,7 +38,7 @@ function secondIsolate() {
 
 let sluice;
 before(async () => {
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN }, workers: [secondIsolate()] });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, API_TOKEN, JWT_SECRET }, workers: [secondIsolate()] });
 });
 after(() => sluice?.stop());
 
@@ -115,5 +122,96 @@ describe("a manual ban on a network", () => {
     assert.equal(problem.field, "key");
     assert.match(problem.detail, /203\.0\.113\.77/);
     assert.equal((await from("203.0.113.5", "/api/x")).status, 200, "nothing was banned");
+  });
+});
+
+describe("a ban of one key on one rule", () => {
+  const keyBan = (method, rule, key, body) =>
+    adminCall(method, `/keys/${encodeURIComponent(rule)}/${encodeURIComponent(key)}/ban`, body);
+  const search = (ip, apiKey) => from(ip, "/search", { "x-api-key": apiKey });
+
+  test("bans that key on that rule only, never the client whose address it spells", async () => {
+    // An attacker sends a victim's address as its API key.
+    const victim = "10.3.3.3";
+    const put = await keyBan("PUT", "search", victim, { for: "10m", reason: "key abuse" });
+    assert.equal(put.status, 200);
+    const placed = await put.json();
+    assert.equal(placed.rule, "search");
+    assert.equal(placed.key, victim);
+    assert.equal(placed.object, `rule:search:${victim}`);
+    assert.equal(placed.reason, "key abuse");
+    assert.equal(placed.replaced, null);
+    assert.ok(placed.until_ms > Date.now() + 590_000);
+
+    for (const ip of ["198.51.100.7", "198.51.100.8"]) {
+      const refused = await search(ip, victim);
+      assert.equal(refused.status, 429, ip);
+      const problem = await refused.json();
+      assert.equal(problem.code, "banned");
+      assert.match(problem.detail, /key abuse/);
+      assert.ok(Number(refused.headers.get("retry-after")) > 590);
+    }
+    assert.equal((await search("198.51.100.7", "another-key")).status, 200, "other keys of the rule");
+    assert.equal((await from(victim, "/api/x")).status, 200, "the client at that address, on other rules");
+    assert.equal((await search(victim, "its-own-key")).status, 200, "the client at that address, on this rule");
+
+    const state = await (await adminCall("GET", `/keys/search/${victim}`)).json();
+    assert.equal(state.ban.reason, "key abuse");
+    assert.equal(state.manual_ban, null);
+    const listed = (await (await adminCall("GET", "/bans")).json()).bans;
+    assert.ok(listed.some((b) => b.key === victim && b.source === "rule:search"), "listed under its rule");
+
+    const again = await keyBan("PUT", "search", victim, { for: "1h" });
+    assert.equal(again.status, 200);
+    assert.equal((await again.json()).replaced.reason, "key abuse", "says it replaced one");
+
+    const lifted = await keyBan("DELETE", "search", victim);
+    assert.equal(lifted.status, 200);
+    assert.equal((await lifted.json()).lifted.until_ms > Date.now(), true);
+    assert.equal((await search("198.51.100.9", victim)).status, 200, "lifted");
+    const listedAfter = (await (await adminCall("GET", "/bans")).json()).bans;
+    assert.ok(!listedAfter.some((b) => b.key === victim && b.source === "rule:search"), "no longer listed");
+    assert.equal((await keyBan("DELETE", "search", victim)).status, 404);
+  });
+
+  test("lifting a rule's own ban keeps the key's log", async () => {
+    const ip = "198.51.100.30";
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await from(ip, "/login")).status);
+    assert.deepEqual(statuses, [200, 429, 403]);
+    const lifted = await keyBan("DELETE", "login", ip);
+    assert.equal(lifted.status, 200);
+    const after = await from(ip, "/login");
+    assert.equal((await after.json()).code, "quota-exceeded", "the log still holds the admission");
+  });
+
+  test("a tiered rule's id bans the key in every tier", async () => {
+    const put = await keyBan("PUT", "tiers", "shared-key", { for: "1m" });
+    assert.equal(put.status, 200);
+    const placed = await put.json();
+    assert.deepEqual(placed.tiers.map((t) => t.object), ["rule:tiers.pro:shared-key", "rule:tiers.free:shared-key"]);
+    const refused = await from("198.51.100.40", "/tiers", { "x-api-key": "shared-key" });
+    assert.equal((await refused.json()).code, "banned");
+    assert.equal((await keyBan("DELETE", "tiers.free", "shared-key")).status, 200);
+    assert.equal((await from("198.51.100.40", "/tiers", { "x-api-key": "shared-key" })).status, 200);
+  });
+
+  test("validates the rule, the key and the body", async () => {
+    const cases = [
+      ["nope", "k", { for: "1m" }, 404, "rule"],
+      ["sale", "*", { for: "1m" }, 400, "rule"],
+      ["search", "k", { for: "forever" }, 400, "for"],
+      ["search", "k", { for: "1m", reason: "r".repeat(201) }, 400, "reason"],
+      ["search", "k", { for: "1m", why: "x" }, 400, "why"],
+      ["search", "k".repeat(513), { for: "1m" }, 400, "key"],
+    ];
+    for (const [rule, key, body, status, field] of cases) {
+      const response = await keyBan("PUT", rule, key, body);
+      assert.equal(response.status, status, `${rule} ${field}`);
+      assert.equal((await response.json()).field, field, `${rule} ${field}`);
+    }
+    const wrong = await adminCall("POST", "/keys/search/k/ban");
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get("allow"), "PUT, DELETE");
   });
 });
