@@ -12,6 +12,9 @@ const TOKEN = "sluice-admin-token";
 const REFRESH_MS = 5_000;
 const TIMEOUT_MS = 10_000;
 const TOP_MINUTES = 10;
+const TOP_KEYS = 10;
+const BANS_PAGE = 25;
+const BANS_MOST = 100; // the admin API's largest page
 const MINUTE = 60_000;
 
 const $ = (id) => document.getElementById(id);
@@ -98,7 +101,7 @@ const segment = (text) => encodeURIComponent(text);
 
 // ---- session ----------------------------------------------------------
 
-const state = { rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map() };
+const state = { rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map(), bansShown: BANS_PAGE };
 
 function setStatus(kind, text) {
   const status = $("status");
@@ -174,18 +177,29 @@ function refresh() {
   return state.inFlight;
 }
 
+/** Whether `stat` counted a refusal in the last `TOP_MINUTES`: only then
+ * are its top refused keys asked for. */
+function refusedLately(stat, now) {
+  const from = now - TOP_MINUTES * MINUTE;
+  return stat.per_minute.some((row) => row.refused > 0 && row.minute_ms + MINUTE > from);
+}
+
 async function load() {
   try {
     const since = Date.now() - 60 * MINUTE;
     const [rules, stats, bans] = await Promise.all([
       call("GET", "rules"),
-      call("GET", `stats?since=${since}&top_minutes=${TOP_MINUTES}`),
-      call("GET", "bans"),
+      call("GET", `stats?since=${since}`),
+      call("GET", `bans?limit=${state.bansShown}`),
     ]);
+    const refusing = stats.rules.filter((stat) => refusedLately(stat, stats.now_ms));
+    const tops = await Promise.all(refusing.map((stat) =>
+      call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`)));
+    const top = new Map(tops.map((answer) => [answer.rule, answer.keys]));
     state.rules = rules;
     renderRules(rules);
-    renderTraffic(rules, stats);
-    renderBans(bans.bans);
+    renderTraffic(rules, stats, top);
+    renderBans(bans, stats.bans.manual + stats.bans.rule);
     renderFigures(stats);
     state.lastOk = new Date();
     const refreshed = $("refreshed");
@@ -275,8 +289,8 @@ function ruleCard(id) {
   return { card, chartBox, totals, topBody, topEmpty, dataBody, chart: null, data: null };
 }
 
-function renderTraffic(rules, stats) {
-  $("top-minutes").textContent = String(stats.top_minutes);
+function renderTraffic(rules, stats, top) {
+  $("top-minutes").textContent = String(TOP_MINUTES);
   const byRule = new Map(stats.rules.map((r) => [r.rule, r]));
   const ids = rules.rules.map((r) => r.id);
   if (byRule.has(rules.api_rule)) ids.push(rules.api_rule);
@@ -301,13 +315,13 @@ function renderTraffic(rules, stats) {
       state.charts.set(id, view);
     }
     if (box.children[i] !== view.card) box.insertBefore(view.card, box.children[i] ?? null);
-    const stat = byRule.get(id) ?? { admitted: 0, refused: 0, failed: 0, per_minute: [], top_refused: [] };
-    renderRuleStats(id, view, stat, stats.now_ms);
+    const stat = byRule.get(id) ?? { admitted: 0, refused: 0, failed: 0, per_minute: [] };
+    renderRuleStats(id, view, stat, top.get(id) ?? [], stats.now_ms);
   });
 }
 
-function renderRuleStats(id, view, stat, now) {
-  const quiet = stat.per_minute.length === 0 && stat.top_refused.length === 0;
+function renderRuleStats(id, view, stat, topRefused, now) {
+  const quiet = stat.per_minute.length === 0 && topRefused.length === 0;
   view.card.classList.toggle("quiet", quiet);
   view.totals.replaceChildren(
     ...["admitted", "refused", "failed"].map((kind) =>
@@ -326,8 +340,8 @@ function renderRuleStats(id, view, stat, now) {
       el("td", { class: "num" }, number.format(row.admitted)),
       el("td", { class: "num" }, number.format(row.refused)),
       el("td", { class: "num" }, number.format(row.failed)))));
-  view.topEmpty.hidden = stat.top_refused.length > 0;
-  view.topBody.replaceChildren(...stat.top_refused.map((entry) =>
+  view.topEmpty.hidden = topRefused.length > 0;
+  view.topBody.replaceChildren(...topRefused.map((entry) =>
     el("tr", {},
       el("td", { class: "key" }, entry.key),
       el("td", { class: "num", title: entry.error ? `between ${entry.count - entry.error} and ${entry.count}` : null },
@@ -358,9 +372,16 @@ matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
 
 // ---- bans -------------------------------------------------------------
 
-function renderBans(bans) {
-  $("bans-count").textContent = bans.length ? `(${number.format(bans.length)})` : "";
+/** The newest bans (a page of the admin API's list) and how many there
+ * are in all, as the hubs count them. */
+function renderBans(page, total) {
+  const bans = page.bans;
+  $("bans-count").textContent = total ? `(${number.format(total)})` : "";
   $("bans-empty").hidden = bans.length > 0;
+  const more = page.next !== null;
+  $("bans-more").hidden = !more;
+  $("bans-more-text").textContent = more ? `Showing the newest ${number.format(bans.length)}.` : "";
+  $("bans-more-button").hidden = !more || state.bansShown >= BANS_MOST;
   const body = $("bans").tBodies[0];
   body.replaceChildren(...bans.map((ban) => {
     const manual = ban.source === "manual";
@@ -586,6 +607,11 @@ $("signin-form").addEventListener("submit", signIn);
 $("lookup-form").addEventListener("submit", lookup);
 $("ban-form").addEventListener("submit", ban);
 $("refresh").addEventListener("click", () => refresh());
+$("bans-more-button").addEventListener("click", () => {
+  state.bansShown = Math.min(BANS_MOST, state.bansShown + BANS_PAGE);
+  // A refresh under way asked for the fewer: ask again once it is done.
+  (state.inFlight ?? Promise.resolve()).then(() => refresh());
+});
 $("signout").addEventListener("click", () => showSignIn(null));
 $("pause").addEventListener("click", (event) => {
   state.paused = !state.paused;

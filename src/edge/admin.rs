@@ -153,7 +153,7 @@ async fn call(
             bans::lift_on_key(objects, config, &rule, &key).await
         }
         (_, AdminRoute::KeyBan { .. }) => not_allowed("PUT, DELETE"),
-        (Some(Method::Get), AdminRoute::Bans) => bans::list(objects).await,
+        (Some(Method::Get), AdminRoute::Bans) => bans::list(objects, &params).await,
         (_, AdminRoute::Bans) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Ban { key }) => {
             bans::put(&req, objects, config, &key).await
@@ -162,6 +162,8 @@ async fn call(
         (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
         (Some(Method::Get), AdminRoute::Stats) => stats::get(objects, &params).await,
         (_, AdminRoute::Stats) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Top) => stats::top(objects, config, &params).await,
+        (_, AdminRoute::Top) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Override { rule, key }) => {
             match parsed_body(&req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,

@@ -4,8 +4,6 @@
 //! one key on one rule, held in that key's own object; and
 //! `GET {prefix}/admin/bans`, the bans the hubs list.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 use worker::{Headers, Response, Result};
 
@@ -16,11 +14,13 @@ use super::incoming::ClientRequest;
 use super::{isolate, respond};
 use crate::config::lookup::{targets, Target};
 use crate::config::Config;
-use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban};
+use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban, BANS_LIMIT};
 use crate::http::key::client_ip;
+use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::pages::{merge_bans, BanCursor};
 use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::API_SCOPE;
 use crate::objects::protocol::KeyBan;
@@ -48,12 +48,14 @@ pub async fn put(
         Ok(ban) => ban,
         Err(problem) => return respond::problem(&problem),
     };
-    let until_ms = now_ms().saturating_add(ban.for_ms);
+    let now = now_ms();
+    let until_ms = now.saturating_add(ban.for_ms);
     let record = BanRecord {
         key: subject,
         until_ms,
         reason: ban.reason,
         source: MANUAL.into(),
+        started_ms: now,
     };
     if !objects.ban_everywhere(&record).await? {
         return respond::problem(&Problem::new(
@@ -84,18 +86,23 @@ pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Respo
     respond::json(&json!({"key": subject, "removed": true}), Headers::new())
 }
 
-/// Every ban that has not ended, from all hubs: manual bans and the bans
-/// decisions started (as isolates reported them, this one first).
-pub async fn list(objects: &Objects) -> Result<Response> {
+/// `GET /admin/bans?limit=<1..100>&cursor=`: the bans in force, manual and
+/// those rules started (as isolates reported them, this one first),
+/// newest first, a page at a time. Each hub sends at most a page.
+pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
+    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor::<BanCursor>()) {
+        (Ok(limit), Ok(after)) => (limit, after),
+        (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
+    };
     isolate::report(objects).await;
-    let mut seen = BTreeMap::new();
-    for summary in objects.hub_summaries(now_ms()).await {
-        for ban in summary?.bans {
-            seen.insert((ban.key.clone(), ban.source.clone()), ban);
-        }
+    let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+    let mut pages = Vec::new();
+    for page in objects.hub_bans(limit, after).await {
+        pages.push(page?);
     }
-    let bans: Vec<serde_json::Value> = seen
-        .into_values()
+    let (bans, next) = merge_bans(pages, limit as usize);
+    let bans: Vec<serde_json::Value> = bans
+        .into_iter()
         .map(|ban| {
             json!({
                 "key": ban.key,
@@ -103,10 +110,17 @@ pub async fn list(objects: &Objects) -> Result<Response> {
                 "until_ms": ban.until_ms,
                 "until": rfc3339(ban.until_ms),
                 "reason": ban.reason,
+                // 0: listed by a hub of an earlier version, which kept
+                // no start.
+                "started_ms": (ban.started_ms > 0).then_some(ban.started_ms),
+                "started": (ban.started_ms > 0).then(|| rfc3339(ban.started_ms)),
             })
         })
         .collect();
-    respond::json(&json!({ "bans": bans }), Headers::new())
+    respond::json(
+        &json!({ "bans": bans, "next": next.as_ref().map(cursor) }),
+        Headers::new(),
+    )
 }
 
 /// The objects `{rule}/{key}` names for a ban of the key on that rule (every
@@ -173,7 +187,8 @@ pub async fn put_on_key(
         Ok(ban) => ban,
         Err(problem) => return respond::problem(&problem),
     };
-    let until_ms = now_ms().saturating_add(ban.for_ms);
+    let now = now_ms();
+    let until_ms = now.saturating_add(ban.for_ms);
     let mut answers = Vec::with_capacity(targets.len());
     for target in &targets {
         let set = KeyBan {
@@ -187,6 +202,7 @@ pub async fn put_on_key(
             until_ms,
             reason: ban.reason.clone(),
             source: target.scope.to_string(),
+            started_ms: now,
         });
         answers.push(json!({
             "rule": target.scope.id(), "key": key, "object": target.object,

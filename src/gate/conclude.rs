@@ -43,6 +43,7 @@ impl Ask<'_> {
                 until_ms: ban.until_ms,
                 reason: ban.reason.clone(),
                 source: self.tier.scope.to_string(),
+                started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
             record: Some((self.key.clone(), Verdict::of(outcome.allowed))),

@@ -281,6 +281,7 @@ fn a_manual_ban_on_the_key_or_its_network_is_answered_without_a_call() {
                 until_ms: NOW + 90_500,
                 reason: "scraping".into(),
                 source: MANUAL.into(),
+                started_ms: NOW,
             }],
             ..Remembered::default()
         };

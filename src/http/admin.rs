@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::body;
 use super::cidr::{client_network, Cidr};
-use super::params::Whole;
+use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
@@ -26,6 +26,8 @@ pub enum AdminRoute {
     Ban { key: String },
     /// `/admin/stats`
     Stats,
+    /// `/admin/top`: a rule's most refused keys.
+    Top,
     /// `/admin/rules`
     Rules,
     /// `/admin/` and the dashboard's files below it, named as the build
@@ -71,6 +73,9 @@ impl AdminRoute {
         if rest == "stats" {
             return Some(AdminRoute::Stats);
         }
+        if rest == "top" {
+            return Some(AdminRoute::Top);
+        }
         if rest == "rules" {
             return Some(AdminRoute::Rules);
         }
@@ -99,7 +104,9 @@ impl AdminRoute {
     /// The query parameters the route takes; any other is refused.
     pub fn params(&self) -> &'static [&'static str] {
         match self {
-            AdminRoute::Stats => &[SINCE.name, TOP_MINUTES.name],
+            AdminRoute::Stats => &[SINCE.name],
+            AdminRoute::Bans => &[BANS_LIMIT.name, CURSOR],
+            AdminRoute::Top => &[RULE, TOP_MINUTES.name, TOP_LIMIT.name, CURSOR],
             _ => &[],
         }
     }
@@ -114,13 +121,35 @@ pub const SINCE: Whole = Whole {
     default: 0,
 };
 
-/// `GET /admin/stats?top_minutes=`: the minutes the top keys are counted over.
+/// `GET /admin/top?rule=`: whose refused keys (a rule id, or `_api`).
+pub const RULE: &str = "rule";
+
+/// `GET /admin/top?top_minutes=`: the minutes the top keys are counted over.
 pub const TOP_MINUTES: Whole = Whole {
     name: "top_minutes",
     unit: "minutes",
     min: 1,
     max: 60,
     default: 10,
+};
+
+/// `GET /admin/top?limit=`: keys per page (a hub keeps 32 per rule and
+/// minute, so no merge ranks more).
+pub const TOP_LIMIT: Whole = Whole {
+    name: "limit",
+    unit: "keys per page",
+    min: 1,
+    max: 32,
+    default: 10,
+};
+
+/// `GET /admin/bans?limit=`: bans per page.
+pub const BANS_LIMIT: Whole = Whole {
+    name: "limit",
+    unit: "bans per page",
+    min: 1,
+    max: 100,
+    default: 100,
 };
 
 /// What a manual ban on `key` must name to refuse that client: an IPv6
@@ -259,6 +288,7 @@ mod tests {
         assert_eq!(AdminRoute::parse("/bans"), Some(AdminRoute::Bans));
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
         assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
+        assert_eq!(AdminRoute::parse("/top"), Some(AdminRoute::Top));
         assert_eq!(
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {

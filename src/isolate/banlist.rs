@@ -33,6 +33,12 @@ pub struct BanRecord {
     pub reason: String,
     /// `manual`, or the scope of the rule whose key object banned the key.
     pub source: String,
+    /// When the ban started: the operator's call, or the decision that
+    /// started it (0 from an isolate of an earlier version: the hub that
+    /// receives it takes its own time; 0 in a hub's list of an earlier
+    /// version: unknown).
+    #[serde(default)]
+    pub started_ms: u64,
 }
 
 /// The manual bans an isolate applies, indexed for the check every
@@ -129,6 +135,7 @@ mod tests {
             until_ms,
             reason: "r".into(),
             source: source.into(),
+            started_ms: 0,
         }
     }
 

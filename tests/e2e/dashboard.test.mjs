@@ -293,6 +293,35 @@ describe("the dashboard", { skip }, () => {
     await page.close();
   });
 
+  test("shows the newest bans a page at a time, and their count", async () => {
+    const adminCall = (method, path, body) => fetch(`${sluice.base}/_sluice/admin${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: body && JSON.stringify(body),
+    });
+    const keys = Array.from({ length: 30 }, (_, i) => `paged-${String(i).padStart(2, "0")}`);
+    for (const key of keys) assert.equal((await adminCall("PUT", `/bans/${key}`, { for: "10m" })).status, 200);
+    const total = (await (await adminCall("GET", "/stats")).json()).bans;
+    const { page, problems } = await open();
+    const asked = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.pathname.endsWith("/admin/bans")) asked.push(url.search);
+    });
+    await signIn(page);
+    await rowWith(page, "#bans", keys[29]);
+    assert.equal(await page.$$eval("#bans tbody tr", (rows) => rows.length), 25, "one page of 25");
+    assert.equal(await text(page, "#bans-count"), `(${total.manual + total.rule})`);
+    assert.match(await text(page, "#bans-more"), /Showing the newest 25/);
+    assert.equal(await page.$eval("#bans .key", (cell) => cell.textContent), keys[29], "the newest first");
+    await page.click("#bans-more-button");
+    await page.waitForFunction(() => document.querySelectorAll("#bans tbody tr").length > 25, { timeout: 15_000 });
+    assert.ok(asked.includes("?limit=25") && asked.includes("?limit=50"), asked.join(" "));
+    for (const key of keys) await adminCall("DELETE", `/bans/${key}`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   test("says so when the admin API is unreachable, and recovers", async () => {
     const { page, problems } = await open();
     await signIn(page);
