@@ -18,9 +18,9 @@ use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{bans, isolate, respond, stats};
+use super::{bans, isolate, quota, respond, stats};
 use crate::config::listing;
-use crate::config::lookup::{targets, Target};
+use crate::config::lookup::{targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
 use crate::config::Tier;
 use crate::http::admin::AdminRoute;
@@ -140,6 +140,13 @@ async fn call(
                 Ok(targets) => targets,
                 Err(problem) => return respond::problem(&problem),
             };
+            if let Some(parts) = whole_quota(config, &rule, &key) {
+                return match method {
+                    Some(Method::Get) => quota::inspect(objects, &rule, parts, &targets).await,
+                    Some(Method::Delete) => quota::reset(objects, &rule, &targets).await,
+                    _ => not_allowed("GET, DELETE"),
+                };
+            }
             match method {
                 Some(Method::Get) => inspect_key(objects, &rule, &key, &targets).await,
                 Some(Method::Delete) => reset_key(objects, &rule, &key, &targets).await,

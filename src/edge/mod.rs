@@ -16,6 +16,7 @@ mod incoming;
 mod isolate;
 mod limiter;
 mod proxy;
+mod quota;
 mod respond;
 mod settings;
 mod stats;
