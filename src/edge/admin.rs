@@ -153,13 +153,18 @@ async fn call(
                 _ => not_allowed("GET, DELETE"),
             }
         }
-        (Some(Method::Put), AdminRoute::KeyBan { rule, key }) => {
-            bans::put_on_key(&req, objects, config, &rule, &key).await
+        (method, AdminRoute::KeyBan { rule, key }) => {
+            let targets = match bans::key_targets(config, &rule, &key) {
+                Ok(targets) => targets,
+                Err(problem) => return respond::problem(&problem),
+            };
+            let named = (rule.as_str(), key.as_str());
+            match method {
+                Some(Method::Put) => bans::put_on_key(&req, objects, named, &targets).await,
+                Some(Method::Delete) => bans::lift_on_key(objects, named, &targets).await,
+                _ => not_allowed("PUT, DELETE"),
+            }
         }
-        (Some(Method::Delete), AdminRoute::KeyBan { rule, key }) => {
-            bans::lift_on_key(objects, config, &rule, &key).await
-        }
-        (_, AdminRoute::KeyBan { .. }) => not_allowed("PUT, DELETE"),
         (Some(Method::Get), AdminRoute::Bans) => bans::list(objects, &params).await,
         (_, AdminRoute::Bans) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Ban { key }) => {

@@ -127,7 +127,7 @@ pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
 /// tier's for a tiered rule's id). A global quota has no key of its own to
 /// ban (its `*` is every caller), and decision-API keys carry their callers'
 /// own policies: both are a 400 naming `rule`.
-fn key_targets(
+pub fn key_targets(
     config: &Config,
     rule: &str,
     key: &str,
@@ -175,14 +175,9 @@ fn per_target(rule: &str, key: &str, answers: Vec<serde_json::Value>) -> serde_j
 pub async fn put_on_key(
     req: &ClientRequest,
     objects: &Objects,
-    config: &Config,
-    rule: &str,
-    key: &str,
+    (rule, key): (&str, &str),
+    targets: &[Target],
 ) -> Result<Response> {
-    let targets = match key_targets(config, rule, key) {
-        Ok(targets) => targets,
-        Err(problem) => return respond::problem(&problem),
-    };
     let ban = match parsed_body(req, parse_manual_ban).await? {
         Ok(ban) => ban,
         Err(problem) => return respond::problem(&problem),
@@ -190,7 +185,7 @@ pub async fn put_on_key(
     let now = now_ms();
     let until_ms = now.saturating_add(ban.for_ms);
     let mut answers = Vec::with_capacity(targets.len());
-    for target in &targets {
+    for target in targets {
         let set = KeyBan {
             until_ms,
             reason: ban.reason.clone(),
@@ -219,17 +214,12 @@ pub async fn put_on_key(
 /// was in force.
 pub async fn lift_on_key(
     objects: &Objects,
-    config: &Config,
-    rule: &str,
-    key: &str,
+    (rule, key): (&str, &str),
+    targets: &[Target],
 ) -> Result<Response> {
-    let targets = match key_targets(config, rule, key) {
-        Ok(targets) => targets,
-        Err(problem) => return respond::problem(&problem),
-    };
     let mut answers = Vec::with_capacity(targets.len());
     let mut any = false;
-    for target in &targets {
+    for target in targets {
         let previous = objects.set_ban(target.object.as_str(), None).await?;
         isolate::forget_refusal(&target.object);
         objects

@@ -3,8 +3,7 @@
 // refused keys, stats that carry counts.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Miniflare } from "miniflare";
-import { Sluice, sluiceWorkerOptions, tempDir } from "./harness.mjs";
+import { Sluice, tempDir, withEarlierVersion } from "./harness.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -189,27 +188,11 @@ test("bans a hub of an earlier version listed are still listed, and paged", asyn
   const { dir, remove } = tempDir();
   const now = Date.now();
   try {
-    const options = sluiceWorkerOptions();
-    const old = new Miniflare({
-      workers: [{
-        name: options.name,
-        modules: true,
-        modulesRoot: options.modulesRoot,
-        scriptPath: new URL("./fixtures/hub-layout.mjs", import.meta.url).pathname,
-        compatibilityDate: options.compatibilityDate,
-        durableObjects: { HUB: { className: "Hub", useSQLite: true } },
-      }],
-      durableObjectsPersist: dir,
-      host: "127.0.0.1",
-      port: 0,
-    });
-    try {
-      await old.ready;
-      const written = await old.dispatchFetch("http://fixture/?hub=hub-3", { method: "POST", body: JSON.stringify({ now }) });
+    const hubs = { HUB: { className: "Hub", useSQLite: true } };
+    await withEarlierVersion(dir, "hub-layout.mjs", hubs, async (fetch) => {
+      const written = await fetch("/?hub=hub-3", { method: "POST", body: JSON.stringify({ now }) });
       assert.equal(await written.text(), "written");
-    } finally {
-      await old.dispose();
-    }
+    });
 
     const sluice = await Sluice.start({ sluice: config, persist: dir, secrets: { ADMIN_TOKEN: TOKEN } });
     try {
