@@ -10,7 +10,7 @@ use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
-use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
+use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRoute {
@@ -159,8 +159,14 @@ pub const BANS_LIMIT: Whole = Whole {
 /// inside it, and is written as [`Cidr`] writes it; one with host bits set
 /// or a bad prefix is a 400 naming `key`, since a ban that holds nobody
 /// must not answer 200. Any other key, an IPv4 address included, is taken
-/// as written.
+/// as written, up to [`MAX_KEY_BYTES`] (every hub and isolate holds it).
 pub fn ban_subject(key: &str, ipv6_prefix: u8) -> Result<String, Problem> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid(
+            "key",
+            format!("a key is at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
     if let Ok(ip) = key.parse::<IpAddr>() {
         return Ok(match ip.to_canonical() {
             ip @ IpAddr::V6(_) => client_network(ip, ipv6_prefix),
@@ -381,12 +387,15 @@ mod tests {
         assert_eq!(subject("10.0.0.0/8").unwrap(), "10.0.0.0/8");
         assert_eq!(subject("2001:DB8::/32").unwrap(), "2001:db8::/32");
         assert_eq!(subject("::ffff:10.0.0.0/104").unwrap(), "10.0.0.0/8");
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        assert!(subject(&long[1..]).is_ok());
         for bad in [
             "10.0.0.1/8",
             "10.0.0.0/33",
             "2001:db8::1/32",
             "10.0.0.0/x",
             "10.0.0.0/",
+            &long,
         ] {
             let problem = subject(bad).unwrap_err();
             assert_eq!(problem.status, 400, "{bad}");

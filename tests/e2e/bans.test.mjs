@@ -106,8 +106,8 @@ describe("a manual ban on a network", () => {
     }
   });
 
-  test("a network written with host bits, or a bad prefix, is a 400 naming the key", async () => {
-    for (const bad of ["10.0.0.1/8", "10.0.0.0/33", "2001:db8::1/32", "10.0.0.0/x"]) {
+  test("a network written with host bits, a bad prefix, or a key over 512 bytes is a 400 naming the key", async () => {
+    for (const bad of ["10.0.0.1/8", "10.0.0.0/33", "2001:db8::1/32", "10.0.0.0/x", "k".repeat(513)]) {
       const response = await adminCall("PUT", `/bans/${encodeURIComponent(bad)}`, { for: "1m" });
       assert.equal(response.status, 400, bad);
       const problem = await response.json();
