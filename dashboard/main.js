@@ -602,7 +602,6 @@ function renderKey(found) {
   const body = [];
   if (found.tiers) {
     for (const tier of found.tiers) body.push(el("h3", { class: "tier" }, `Tier ${tier.rule}`), ...keyState(tier));
-    if (found.manual_ban) body.push(el("p", { class: "wrap" }, el("span", { class: "tag warn" }, "manual ban"), ` ${until(found.manual_ban.until_ms)}: `, found.manual_ban.reason));
   } else if (split) {
     body.push(el("h3", {}, "The whole quota"), ...keyState(found).slice(0, 1),
       el("h3", {}, `Its ${found.parts.length} parts`), partsTable(found.parts));
