@@ -4,6 +4,7 @@
 //! one key on one rule, held in that key's own object; and
 //! `GET {prefix}/admin/bans`, the bans the hubs list.
 
+use serde::Serialize;
 use serde_json::json;
 use worker::{Headers, Response, Result};
 
@@ -21,6 +22,7 @@ use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::{merge_bans, BanCursor};
+use crate::ledger::BanNotice;
 use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::API_SCOPE;
 use crate::objects::protocol::KeyBan;
@@ -101,26 +103,47 @@ pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
         pages.push(page?);
     }
     let (bans, next) = merge_bans(pages, limit as usize);
-    let bans: Vec<serde_json::Value> = bans
-        .into_iter()
-        .map(|ban| {
-            json!({
-                "key": ban.key,
-                "source": ban.source,
-                "until_ms": ban.until_ms,
-                "until": rfc3339(ban.until_ms),
-                "reason": ban.reason,
-                // 0: listed by a hub of an earlier version, which kept
-                // no start.
-                "started_ms": (ban.started_ms > 0).then_some(ban.started_ms),
-                "started": (ban.started_ms > 0).then(|| rfc3339(ban.started_ms)),
-            })
-        })
-        .collect();
-    respond::json(
-        &json!({ "bans": bans, "next": next.as_ref().map(cursor) }),
-        Headers::new(),
-    )
+    let page = BansPage {
+        bans: bans.iter().map(ListedBan::of).collect(),
+        next: next.as_ref().map(cursor),
+    };
+    respond::json(&page, Headers::new())
+}
+
+/// A page of `GET /admin/bans`.
+#[derive(Serialize)]
+struct BansPage<'a> {
+    bans: Vec<ListedBan<'a>>,
+    next: Option<String>,
+}
+
+/// A ban as `GET /admin/bans` lists it.
+#[derive(Serialize)]
+struct ListedBan<'a> {
+    key: &'a str,
+    source: &'a str,
+    until_ms: u64,
+    until: String,
+    reason: &'a str,
+    /// `None` for a ban a hub of an earlier version listed, which kept no
+    /// start.
+    started_ms: Option<u64>,
+    started: Option<String>,
+}
+
+impl<'a> ListedBan<'a> {
+    fn of(ban: &'a BanRecord) -> ListedBan<'a> {
+        let started_ms = (ban.started_ms > 0).then_some(ban.started_ms);
+        ListedBan {
+            key: &ban.key,
+            source: &ban.source,
+            until_ms: ban.until_ms,
+            until: rfc3339(ban.until_ms),
+            reason: &ban.reason,
+            started_ms,
+            started: started_ms.map(rfc3339),
+        }
+    }
 }
 
 /// The objects `{rule}/{key}` names for a ban of the key on that rule (every
@@ -199,14 +222,31 @@ pub async fn put_on_key(
             source: target.scope.to_string(),
             started_ms: now,
         });
-        answers.push(json!({
-            "rule": target.scope.id(), "key": key, "object": target.object,
-            "until_ms": until_ms, "until": rfc3339(until_ms), "reason": ban.reason,
-            "replaced": previous,
-        }));
+        answers.push(serde_json::to_value(KeyBanned {
+            rule: target.scope.id(),
+            key,
+            object: target.object.as_str(),
+            until_ms,
+            until: rfc3339(until_ms),
+            reason: &ban.reason,
+            replaced: previous,
+        })?);
     }
     isolate::report(objects).await;
     respond::json(&per_target(rule, key, answers), Headers::new())
+}
+
+/// What `PUT /admin/keys/{rule}/{key}/ban` answers for one object.
+#[derive(Serialize)]
+struct KeyBanned<'a> {
+    rule: &'a str,
+    key: &'a str,
+    object: &'a str,
+    until_ms: u64,
+    until: String,
+    reason: &'a str,
+    /// The ban that was in force.
+    replaced: Option<BanNotice>,
 }
 
 /// `DELETE /admin/keys/{rule}/{key}/ban`: lifts the key's ban on that

@@ -2,12 +2,15 @@
 //! the whole quota (every part's state, added up) and each part; and its
 //! reset, of every part. One part alone is `*#i`, served like any key.
 
+use serde::Serialize;
 use serde_json::json;
 use worker::{Headers, Response, Result};
 
 use super::client::Objects;
 use super::{isolate, respond};
 use crate::config::lookup::{whole_slots, Target};
+use crate::ledger::{BanNotice, SlotReport};
+use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::name::GLOBAL_KEY;
 
@@ -23,21 +26,32 @@ pub async fn inspect(
     let mut views = Vec::with_capacity(targets.len());
     for target in targets {
         let state = objects.peek(target.object.as_str()).await?;
-        views.push(json!({
-            "rule": rule,
-            "key": part_key(target),
-            "object": target.object,
-            "slots": state.slots,
-            "ban": state.ban,
-            "leases": state.leases,
-        }));
-        states.push(state.slots);
+        states.push(state.slots.clone());
+        views.push(Part {
+            rule,
+            key: part_key(target),
+            object: target.object.as_str(),
+            slots: state.slots,
+            ban: state.ban,
+            leases: state.leases,
+        });
     }
     let body = json!({
         "rule": rule, "key": GLOBAL_KEY, "slots": whole_slots(parts, &states),
         "ban": null, "leases": [], "manual_ban": null, "override": null, "parts": views,
     });
     respond::json(&body, Headers::new())
+}
+
+/// One part of a split quota, as its object reports it.
+#[derive(Serialize)]
+struct Part<'a> {
+    rule: &'a str,
+    key: &'a str,
+    object: &'a str,
+    slots: Vec<SlotReport>,
+    ban: Option<BanNotice>,
+    leases: Vec<Lease>,
 }
 
 /// `DELETE /admin/keys/{rule}/*` of a split quota: every part reset.

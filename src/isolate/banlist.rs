@@ -8,8 +8,7 @@
 //! interval; a report that fails keeps the last list it had, so bans never
 //! silently stop applying.
 
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
@@ -49,12 +48,20 @@ pub struct BanRecord {
 /// at most in practice, 162 in theory), never one per ban.
 #[derive(Debug, Default)]
 pub struct BanList {
+    /// By key; a network's ban by the network as [`Cidr`] writes it.
     bans: HashMap<String, BanRecord>,
-    /// The bans whose key is a network, by network.
-    networks: HashMap<Cidr, String>,
-    /// The (family, prefix length) pairs `networks` holds, each with how
-    /// many networks use it.
-    shapes: BTreeMap<(bool, u8), usize>,
+    /// The (family, prefix length) pairs network bans use, each with how
+    /// many bans use it.
+    shapes: Vec<((bool, u8), usize)>,
+}
+
+/// The name a ban on `key` is held under: a network as [`Cidr`] writes it
+/// (so that a masked address finds it), any other key as it is.
+fn held_as(key: &str) -> (String, Option<Cidr>) {
+    match ban_network(key) {
+        Some(network) => (network.to_string(), Some(network)),
+        None => (key.to_string(), None),
+    }
 }
 
 impl BanList {
@@ -72,10 +79,9 @@ impl BanList {
         }
         let ip = ip?.to_canonical();
         self.shapes
-            .keys()
-            .filter(|(v6, _)| *v6 == ip.is_ipv6())
-            .filter_map(|&(_, len)| self.networks.get(&Cidr::holding(ip, len)))
-            .find_map(|key| active(key))
+            .iter()
+            .filter(|((v6, _), _)| *v6 == ip.is_ipv6())
+            .find_map(|&((_, len), _)| active(&Cidr::holding(ip, len).to_string()))
     }
 
     /// Replaces the list with a hub's manual bans.
@@ -91,26 +97,26 @@ impl BanList {
     }
 
     pub fn insert(&mut self, record: BanRecord) {
-        if let Some(network) = ban_network(&record.key) {
-            if self.networks.insert(network, record.key.clone()).is_none() {
-                *self.shapes.entry(network.shape()).or_default() += 1;
+        let (held, network) = held_as(&record.key);
+        let new = self.bans.insert(held, record).is_none();
+        if let Some(shape) = network.map(|n| n.shape()).filter(|_| new) {
+            match self.shapes.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, uses)) => *uses += 1,
+                None => self.shapes.push((shape, 1)),
             }
         }
-        self.bans.insert(record.key.clone(), record);
     }
 
     pub fn remove(&mut self, key: &str) {
-        if self.bans.remove(key).is_none() {
+        let (held, network) = held_as(key);
+        if self.bans.remove(&held).is_none() {
             return;
         }
-        let Some(network) = ban_network(key) else {
-            return;
-        };
-        if self.networks.remove(&network).is_some() {
-            if let Entry::Occupied(mut uses) = self.shapes.entry(network.shape()) {
-                *uses.get_mut() -= 1;
-                if *uses.get() == 0 {
-                    uses.remove();
+        if let Some(shape) = network.map(|n| n.shape()) {
+            if let Some(at) = self.shapes.iter().position(|(s, _)| *s == shape) {
+                self.shapes[at].1 -= 1;
+                if self.shapes[at].1 == 0 {
+                    self.shapes.swap_remove(at);
                 }
             }
         }
@@ -209,7 +215,7 @@ mod tests {
         );
         list.remove("192.0.2.0/24");
         list.remove("2001:db8::/32");
-        assert!(list.shapes.is_empty() && list.networks.is_empty() && list.is_empty());
+        assert!(list.shapes.is_empty() && list.is_empty());
     }
 
     #[test]
@@ -222,7 +228,21 @@ mod tests {
             "a key with a slash"
         );
         assert!(list.find(ip("10.0.0.1"), &["user/42"], 100).is_some());
-        assert_eq!(list.networks.len(), 1);
+        assert_eq!(list.shapes, [((false, 8), 1)]);
+    }
+
+    #[test]
+    fn a_network_written_otherwise_is_held_as_parsed() {
+        let mut list = BanList::new();
+        list.insert(ban("2001:DB8::/32", 5000, "manual"));
+        assert_eq!(
+            list.find(ip("2001:db8::1"), &[], 100).unwrap().key,
+            "2001:DB8::/32",
+            "the record keeps its text"
+        );
+        list.remove("2001:db8::/32");
+        assert!(list.find(ip("2001:db8::1"), &[], 100).is_none());
+        assert!(list.is_empty() && list.shapes.is_empty());
     }
 
     #[test]

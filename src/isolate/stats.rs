@@ -162,36 +162,36 @@ pub fn summarize(
         stats.failed += row.failed;
     }
     let hour_ago = now_ms.saturating_sub(3_600_000);
-    let mut minutes: BTreeMap<(&str, u64), StatRow> = BTreeMap::new();
     for row in recent
         .iter()
         .filter(|row| row.minute_ms + 60_000 > hour_ago)
     {
-        let minute = minutes
-            .entry((row.rule.as_str(), row.minute_ms))
-            .or_insert_with(|| StatRow {
-                rule: row.rule.clone(),
-                minute_ms: row.minute_ms,
-                ..StatRow::default()
-            });
-        minute.admitted += row.admitted;
-        minute.refused += row.refused;
-        minute.failed += row.failed;
-    }
-    for ((rule, _), row) in minutes {
-        rules
-            .entry(rule)
-            .or_insert_with(|| RuleStats {
-                rule: rule.to_string(),
-                ..RuleStats::default()
-            })
+        let stats = rules.entry(row.rule.as_str()).or_insert_with(|| RuleStats {
+            rule: row.rule.clone(),
+            ..RuleStats::default()
+        });
+        // At most 61 minutes per rule: a scan finds the minute.
+        match stats
             .per_minute
-            .push(row);
+            .iter_mut()
+            .find(|m| m.minute_ms == row.minute_ms)
+        {
+            Some(minute) => {
+                minute.admitted += row.admitted;
+                minute.refused += row.refused;
+                minute.failed += row.failed;
+            }
+            None => stats.per_minute.push(row.clone()),
+        }
+    }
+    let mut rules: Vec<RuleStats> = rules.into_values().take(MAX_STAT_RULES).collect();
+    for stats in &mut rules {
+        stats.per_minute.sort_by_key(|row| row.minute_ms);
     }
     StatsAnswer {
         since_ms,
         now_ms,
-        rules: rules.into_values().take(MAX_STAT_RULES).collect(),
+        rules,
     }
 }
 
