@@ -12,6 +12,9 @@ const TOKEN = "sluice-admin-token";
 const REFRESH_MS = 5_000;
 const TIMEOUT_MS = 10_000;
 const TOP_MINUTES = 10;
+const TOP_KEYS = 10;
+const BANS_PAGE = 25;
+const BANS_MOST = 100; // the admin API's largest page
 const MINUTE = 60_000;
 
 const $ = (id) => document.getElementById(id);
@@ -98,7 +101,9 @@ const segment = (text) => encodeURIComponent(text);
 
 // ---- session ----------------------------------------------------------
 
-const state = { rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map() };
+const state = {
+  rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map(), bansShown: BANS_PAGE, keyBan: null,
+};
 
 function setStatus(kind, text) {
   const status = $("status");
@@ -174,18 +179,29 @@ function refresh() {
   return state.inFlight;
 }
 
+/** Whether `stat` counted a refusal in the last `TOP_MINUTES`: only then
+ * are its top refused keys asked for. */
+function refusedLately(stat, now) {
+  const from = now - TOP_MINUTES * MINUTE;
+  return stat.per_minute.some((row) => row.refused > 0 && row.minute_ms + MINUTE > from);
+}
+
 async function load() {
   try {
     const since = Date.now() - 60 * MINUTE;
     const [rules, stats, bans] = await Promise.all([
       call("GET", "rules"),
-      call("GET", `stats?since=${since}&top_minutes=${TOP_MINUTES}`),
-      call("GET", "bans"),
+      call("GET", `stats?since=${since}`),
+      call("GET", `bans?limit=${state.bansShown}`),
     ]);
+    const refusing = stats.rules.filter((stat) => refusedLately(stat, stats.now_ms));
+    const tops = await Promise.all(refusing.map((stat) =>
+      call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`)));
+    const top = new Map(tops.map((answer) => [answer.rule, answer.keys]));
     state.rules = rules;
     renderRules(rules);
-    renderTraffic(rules, stats);
-    renderBans(bans.bans);
+    renderTraffic(rules, stats, top);
+    renderBans(bans, stats.bans.manual + stats.bans.rule);
     renderFigures(stats);
     state.lastOk = new Date();
     const refreshed = $("refreshed");
@@ -275,8 +291,8 @@ function ruleCard(id) {
   return { card, chartBox, totals, topBody, topEmpty, dataBody, chart: null, data: null };
 }
 
-function renderTraffic(rules, stats) {
-  $("top-minutes").textContent = String(stats.top_minutes);
+function renderTraffic(rules, stats, top) {
+  $("top-minutes").textContent = String(TOP_MINUTES);
   const byRule = new Map(stats.rules.map((r) => [r.rule, r]));
   const ids = rules.rules.map((r) => r.id);
   if (byRule.has(rules.api_rule)) ids.push(rules.api_rule);
@@ -301,13 +317,13 @@ function renderTraffic(rules, stats) {
       state.charts.set(id, view);
     }
     if (box.children[i] !== view.card) box.insertBefore(view.card, box.children[i] ?? null);
-    const stat = byRule.get(id) ?? { admitted: 0, refused: 0, failed: 0, per_minute: [], top_refused: [] };
-    renderRuleStats(id, view, stat, stats.now_ms);
+    const stat = byRule.get(id) ?? { admitted: 0, refused: 0, failed: 0, per_minute: [] };
+    renderRuleStats(id, view, stat, top.get(id) ?? [], stats.now_ms);
   });
 }
 
-function renderRuleStats(id, view, stat, now) {
-  const quiet = stat.per_minute.length === 0 && stat.top_refused.length === 0;
+function renderRuleStats(id, view, stat, topRefused, now) {
+  const quiet = stat.per_minute.length === 0 && topRefused.length === 0;
   view.card.classList.toggle("quiet", quiet);
   view.totals.replaceChildren(
     ...["admitted", "refused", "failed"].map((kind) =>
@@ -326,15 +342,27 @@ function renderRuleStats(id, view, stat, now) {
       el("td", { class: "num" }, number.format(row.admitted)),
       el("td", { class: "num" }, number.format(row.refused)),
       el("td", { class: "num" }, number.format(row.failed)))));
-  view.topEmpty.hidden = stat.top_refused.length > 0;
-  view.topBody.replaceChildren(...stat.top_refused.map((entry) =>
+  view.topEmpty.hidden = topRefused.length > 0;
+  view.topBody.replaceChildren(...topRefused.map((entry) =>
     el("tr", {},
       el("td", { class: "key" }, entry.key),
       el("td", { class: "num", title: entry.error ? `between ${entry.count - entry.error} and ${entry.count}` : null },
         number.format(entry.count), entry.error ? el("span", { class: "muted" }, ` ±${number.format(entry.error)}`) : null),
       el("td", { class: "actions" },
         el("button", { type: "button", class: "small", "aria-label": `Inspect ${entry.key}`, onclick: () => inspect(id, entry.key) }, "Inspect"),
-        el("button", { type: "button", class: "small", "aria-label": `Ban ${entry.key}`, onclick: () => prepareBan(entry.key) }, "Ban…")))));
+        bannable(id) ? el("button", {
+          type: "button",
+          class: "small",
+          "aria-label": `Ban ${entry.key} on rule ${id}`,
+          onclick: () => prepareKeyBan(id, entry.key),
+        }, "Ban…") : null))));
+}
+
+/** Whether a key of `rule` can be banned on that rule: not a global
+ * quota's (its key is every caller), not the decision API's. */
+function bannable(rule) {
+  const found = state.rules?.rules.find((r) => r.id === rule.split(".")[0]);
+  return Boolean(found) && found.scope !== "global";
 }
 
 const resizer = new ResizeObserver((entries) => {
@@ -358,9 +386,16 @@ matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
 
 // ---- bans -------------------------------------------------------------
 
-function renderBans(bans) {
-  $("bans-count").textContent = bans.length ? `(${number.format(bans.length)})` : "";
+/** The newest bans (a page of the admin API's list) and how many there
+ * are in all, as the hubs count them. */
+function renderBans(page, total) {
+  const bans = page.bans;
+  $("bans-count").textContent = total ? `(${number.format(total)})` : "";
   $("bans-empty").hidden = bans.length > 0;
+  const more = page.next !== null;
+  $("bans-more").hidden = !more;
+  $("bans-more-text").textContent = more ? `Showing the newest ${number.format(bans.length)}.` : "";
+  $("bans-more-button").hidden = !more || state.bansShown >= BANS_MOST;
   const body = $("bans").tBodies[0];
   body.replaceChildren(...bans.map((ban) => {
     const manual = ban.source === "manual";
@@ -370,13 +405,13 @@ function renderBans(bans) {
         el("span", { class: "source" }, manual ? el("span", { class: "tag" }, "manual") : el("span", { class: "tag warn" }, `rule ${rule}`))),
       el("td", {},
         el("time", { datetime: ban.until, title: stamp.format(new Date(ban.until_ms)) }, `ends ${until(ban.until_ms)}`),
-        el("span", { class: "line muted" }, ban.reason)),
+        el("span", { class: "line muted reason" }, ban.reason)),
       el("td", { class: "actions" },
         el("button", {
           type: "button",
           class: "small",
           "aria-label": `Lift the ban on ${ban.key}`,
-          title: manual ? null : `Resets the key on rule ${rule}: its ban and its log`,
+          title: manual ? null : `Lifts the ban on rule ${rule}; the key's log is kept`,
           onclick: (event) => lift(event.currentTarget, ban.key, rule),
         }, "Lift")));
   }));
@@ -385,7 +420,7 @@ function renderBans(bans) {
 async function lift(button, key, rule) {
   button.disabled = true;
   await act(
-    () => (rule === null ? call("DELETE", `bans/${segment(key)}`) : call("DELETE", `keys/${segment(rule)}/${segment(key)}`)),
+    () => (rule === null ? call("DELETE", `bans/${segment(key)}`) : call("DELETE", `keys/${segment(rule)}/${segment(key)}/ban`)),
     `Lifted the ban on ${key}.`,
   );
 }
@@ -418,28 +453,60 @@ async function act(action, done) {
   }
 }
 
-function prepareBan(key) {
-  $("ban-key").value = key;
-  $("ban-for").focus();
+/** The body of a ban form: its duration and, if given, its reason. */
+function banBody(prefix) {
+  const body = { for: $(`${prefix}-for`).value.trim() };
+  const reason = $(`${prefix}-reason`).value.trim();
+  if (reason) body.reason = reason;
+  return body;
 }
 
+/** A ban of one key on one rule: the key's own, on that rule only. */
+function prepareKeyBan(rule, key) {
+  state.keyBan = { rule, key };
+  $("key-ban-subject").replaceChildren(el("span", { class: "key" }, key), ` on rule ${rule}`);
+  $("key-ban-form").hidden = false;
+  $("key-ban-for").focus();
+}
+
+function cancelKeyBan() {
+  state.keyBan = null;
+  $("key-ban-form").hidden = true;
+}
+
+async function banKey(event) {
+  event.preventDefault();
+  if (!state.keyBan) return;
+  const { rule, key } = state.keyBan;
+  const answer = await act(
+    () => call("PUT", `keys/${segment(rule)}/${segment(key)}/ban`, banBody("key-ban")),
+    `Banned ${key} on rule ${rule}.`,
+  );
+  if (answer) cancelKeyBan();
+}
+
+/** A ban of an address or a network, on every rule: an explicit action
+ * of its own, never what a key's "Ban…" does. */
 async function ban(event) {
   event.preventDefault();
-  const key = $("ban-key").value;
-  const body = { for: $("ban-for").value.trim() };
-  const reason = $("ban-reason").value.trim();
-  if (reason) body.reason = reason;
-  const answer = await act(() => call("PUT", `bans/${segment(key)}`, body), `Banned ${key}.`);
+  const key = $("ban-key").value.trim();
+  const answer = await act(() => call("PUT", `bans/${segment(key)}`, banBody("ban")), `Banned ${key} on every rule.`);
   if (answer) $("ban-key").value = "";
 }
 
 // ---- key lookup -------------------------------------------------------
 
+/** Every `{rule}` a key can be looked up under: a rule's id (for a tiered
+ * rule, every tier at once, since a key alone does not say which tier it
+ * is under; top refused keys are counted under the rule's id), and each
+ * tier's own. */
 function ruleOptions(rules) {
   const select = $("lookup-rule");
   const chosen = select.value;
   const options = [];
   for (const rule of rules.rules) {
+    const tiered = rule.tiers.some((tier) => tier.name);
+    if (tiered) options.push(el("option", { value: rule.id }, `${rule.id} · every tier`));
     for (const tier of rule.tiers) {
       const label = tier.name ? `${rule.id} · ${tier.name}` : rule.id;
       options.push(el("option", { value: tier.lookup }, label));
@@ -453,6 +520,10 @@ function ruleOptions(rules) {
 function inspect(rule, key) {
   $("lookup-rule").value = rule;
   $("lookup-key").value = key;
+  if ($("lookup-rule").value !== rule) {
+    $("key-result").replaceChildren(el("p", { class: "message error" }, `No rule ${rule} to look ${key} up under.`));
+    return;
+  }
   lookup();
   $("lookup-key").focus();
 }
@@ -471,15 +542,15 @@ async function lookup(event) {
   }
 }
 
-function renderKey(found) {
-  const now = Date.now();
+/** One object's state: per policy, its override, leases and bans. */
+function keyState(found) {
   const slots = found.slots.length
     ? el("div", { class: "scroll" }, el("table", { class: "slots" },
       el("thead", {}, el("tr", {},
         ...["Policy", "Limit", "Used", "Left", "Oldest admission"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...found.slots.map((slot) =>
         el("tr", {},
-          el("td", {}, slot.policy),
+          el("td", { class: "wrap" }, slot.policy),
           el("td", {}, `${number.format(slot.limit)} / ${duration(slot.window_ms)}`),
           el("td", { class: "num" }, number.format(slot.used)),
           el("td", { class: "num" }, number.format(slot.remaining)),
@@ -489,23 +560,54 @@ function renderKey(found) {
     : el("p", { class: "empty" }, "Nothing counted: the key has no admissions in any window.");
   const leases = found.leases.length
     ? el("ul", {}, ...found.leases.map((lease) =>
-      el("li", {}, el("code", {}, lease.id), lease.owner ? ` held by ${lease.owner}` : "",
+      el("li", { class: "wrap" }, el("code", {}, lease.id), lease.owner ? ` held by ${lease.owner}` : "",
         `, ${lease.holds} hold(s), lapses ${until(lease.expires_ms)}`)))
     : el("p", { class: "empty" }, "No leases held.");
   const bans = [];
-  if (found.ban) bans.push(el("p", {}, el("span", { class: "tag warn" }, "banned"),
-    ` by the rule ${until(found.ban.until_ms)} (offence ${found.ban.offences}): `, found.ban.reason));
-  if (found.manual_ban) bans.push(el("p", {}, el("span", { class: "tag warn" }, "manual ban"),
+  if (found.ban) {
+    const by = found.ban.offences > 0 ? `by the rule ${until(found.ban.until_ms)} (offence ${found.ban.offences})` : `by an operator, on this rule, ${until(found.ban.until_ms)}`;
+    bans.push(el("p", { class: "wrap" }, el("span", { class: "tag warn" }, "banned"), ` ${by}: `, found.ban.reason, " ",
+      el("button", { type: "button", class: "small", onclick: () => liftKeyBan(found.rule, found.key) }, "Lift")));
+  }
+  if (found.manual_ban) bans.push(el("p", { class: "wrap" }, el("span", { class: "tag warn" }, "manual ban"),
     ` ${until(found.manual_ban.until_ms)}: `, found.manual_ban.reason));
   if (!bans.length) bans.push(el("p", { class: "empty" }, "Not banned."));
   const override = found.override
-    ? el("p", {}, el("span", { class: "tag" }, "override"), " ",
+    ? el("p", { class: "wrap" }, el("span", { class: "tag" }, "override"), " ",
       found.override.unlimited
         ? "unlimited"
         : found.override.policies.map((p) => `${p.name}: ${number.format(p.limit)} / ${duration(p.window_ms)}`).join(", "),
       found.override.until_ms ? `, lapses ${until(found.override.until_ms)}` : ", until lifted",
       found.override.reason ? ` (${found.override.reason})` : "")
     : el("p", { class: "empty" }, "No override: the rule's limits apply.");
+  return [slots, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans];
+}
+
+/** A split quota's parts: what each holds of its share. */
+function partsTable(parts) {
+  return el("div", { class: "scroll" }, el("table", { class: "parts" },
+    el("thead", {}, el("tr", {}, ...["Part", "Policy", "Share", "Used", "Left"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...parts.flatMap((part) => (part.slots.length ? part.slots : [null]).map((slot) =>
+      el("tr", {},
+        el("td", { class: "key" }, part.key),
+        el("td", { class: "wrap" }, slot ? slot.policy : "–"),
+        el("td", {}, slot ? `${number.format(slot.limit)} / ${duration(slot.window_ms)}` : "–"),
+        el("td", { class: "num" }, slot ? number.format(slot.used) : "0"),
+        el("td", { class: "num" }, slot ? number.format(slot.remaining) : "all")))))));
+}
+
+function renderKey(found) {
+  const now = Date.now();
+  const split = Array.isArray(found.parts);
+  const body = [];
+  if (found.tiers) {
+    for (const tier of found.tiers) body.push(el("h3", { class: "tier" }, `Tier ${tier.rule}`), ...keyState(tier));
+  } else if (split) {
+    body.push(el("h3", {}, "The whole quota"), ...keyState(found).slice(0, 1),
+      el("h3", {}, `Its ${found.parts.length} parts`), partsTable(found.parts));
+  } else {
+    body.push(...keyState(found));
+  }
   $("key-result").replaceChildren(
     el("div", { class: "head" },
       el("p", {}, el("span", { class: "key" }, found.key), el("span", { class: "muted" }, ` on ${found.rule} · looked up ${clock.format(new Date(now))}`)),
@@ -513,19 +615,29 @@ function renderKey(found) {
         el("button", {
           type: "button",
           class: "small danger",
-          onclick: () => reset(found.rule, found.key),
-        }, "Reset key"),
+          onclick: () => reset(found.rule, found.key, split),
+        }, split ? "Reset every part" : "Reset key"),
         " ",
-        el("button", { type: "button", class: "small", onclick: () => prepareBan(found.key) }, "Ban…"))),
-    slots, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
+        bannable(found.rule) ? el("button", { type: "button", class: "small", onclick: () => prepareKeyBan(found.rule, found.key) }, "Ban on this rule…") : null)),
+    ...body);
 }
 
-async function reset(rule, key) {
-  if (!confirm(`Reset ${key} on ${rule}? Its log, its ban and its leases are forgotten.`)) return;
-  await act(() => call("DELETE", `keys/${segment(rule)}/${segment(key)}`), `Reset ${key} on ${rule}.`);
+async function liftKeyBan(rule, key) {
+  await act(() => call("DELETE", `keys/${segment(rule)}/${segment(key)}/ban`), `Lifted the ban on ${key} on rule ${rule}.`);
+  await lookupAgain(rule, key);
+}
+
+async function lookupAgain(rule, key) {
   $("lookup-rule").value = rule;
   $("lookup-key").value = key;
   await lookup();
+}
+
+async function reset(rule, key, split) {
+  const what = split ? `every part of ${rule}'s quota` : `${key} on ${rule}`;
+  if (!confirm(`Reset ${what}? Its log, its ban and its leases are forgotten.`)) return;
+  await act(() => call("DELETE", `keys/${segment(rule)}/${segment(key)}`), `Reset ${what}.`);
+  await lookupAgain(rule, key);
 }
 
 // ---- rules and figures ------------------------------------------------
@@ -585,7 +697,14 @@ function renderFigures(stats) {
 $("signin-form").addEventListener("submit", signIn);
 $("lookup-form").addEventListener("submit", lookup);
 $("ban-form").addEventListener("submit", ban);
+$("key-ban-form").addEventListener("submit", banKey);
+$("key-ban-cancel").addEventListener("click", cancelKeyBan);
 $("refresh").addEventListener("click", () => refresh());
+$("bans-more-button").addEventListener("click", () => {
+  state.bansShown = Math.min(BANS_MOST, state.bansShown + BANS_PAGE);
+  // A refresh under way asked for the fewer: ask again once it is done.
+  (state.inFlight ?? Promise.resolve()).then(() => refresh());
+});
 $("signout").addEventListener("click", () => showSignIn(null));
 $("pause").addEventListener("click", (event) => {
   state.paused = !state.paused;

@@ -61,9 +61,10 @@ pub const MAX_RESERVATION_TTL_MS: u64 = DAY_MS;
 /// longer one cannot name a reservation.
 pub const MAX_RESERVATION_ID_BYTES: usize = 64;
 
-/// The longest reason an operator may give a manual ban; it is stored with
-/// the ban and shown in every refusal.
-pub const MAX_BAN_REASON_BYTES: usize = 512;
+/// The longest reason an operator may give a ban, the same as an
+/// override's: it is stored with the ban, shown in every refusal and listed
+/// with the bans.
+pub const MAX_BAN_REASON_BYTES: usize = MAX_OVERRIDE_REASON_BYTES;
 
 /// The longest reason an operator may give an override: it is stored with
 /// the override and listed with the key.

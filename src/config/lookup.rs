@@ -1,10 +1,13 @@
 //! Which objects an admin key route (`{prefix}/admin/keys/{rule}/{key}`)
 //! addresses: the rule name and key are resolved against the config, so a
-//! name the config does not have is a 404 that says what would be right.
+//! name the config does not have is a 404 that says what would be right;
+//! and a split quota's state as a whole, from its parts'.
 
 use super::Config;
 use crate::http::problem::{Code, Problem};
-use crate::objects::name::{ObjectName, Scope, API_SCOPE};
+use crate::ledger::SlotReport;
+use crate::limit::Spec;
+use crate::objects::name::{ObjectName, Scope, API_SCOPE, GLOBAL_KEY};
 
 /// One key object an admin key route reads or resets, named by the
 /// rule (or `rule.tier`) it belongs to.
@@ -63,17 +66,29 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
     }
     if let Some(global) = &found.global {
         let parts = global.parts.len();
+        if parts > 1 && key == GLOBAL_KEY {
+            return Ok((0..parts)
+                .filter_map(|i| u32::try_from(i).ok())
+                .map(|i| Target {
+                    scope: found.tiers[0].scope.clone(),
+                    object: found.tiers[0].scope.part(i),
+                })
+                .collect());
+        }
         let valid = if parts > 1 {
             key.strip_prefix("*#")
                 .filter(|i| i.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|i| i.parse::<usize>().ok())
                 .is_some_and(|i| i < parts)
         } else {
-            key == "*"
+            key == GLOBAL_KEY
         };
         if !valid {
             let expected = if parts > 1 {
-                format!("*#0 to *#{}, one per part of its split quota", parts - 1)
+                format!(
+                    "* (the whole quota) or *#0 to *#{}, one per part of its split quota",
+                    parts - 1
+                )
             } else {
                 "*".to_string()
             };
@@ -90,6 +105,61 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             object: t.scope.object(key),
         })
         .collect())
+}
+
+/// The parts of the split quota `rule` names when `key` is `*`: the route
+/// then shows (or resets) the whole quota, every part.
+pub fn whole_quota<'a>(
+    config: &'a Config,
+    rule: &str,
+    key: &str,
+) -> Option<&'a [Vec<(String, Spec)>]> {
+    if key != GLOBAL_KEY {
+        return None;
+    }
+    config.rules.iter().find(|r| r.id == rule)?.split_parts()
+}
+
+/// A split quota's state as a whole, from each part's (`parts[i]` is part
+/// `i`'s share of each policy, `states[i]` what its object reports): per
+/// policy, the whole limit, the units used in all parts, what remains of
+/// each part's share, and the soonest a unit frees anywhere. A part that
+/// holds nothing has its whole share left.
+pub fn whole_slots(parts: &[Vec<(String, Spec)>], states: &[Vec<SlotReport>]) -> Vec<SlotReport> {
+    let Some(first) = parts.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|(name, spec)| {
+            let mut whole = SlotReport {
+                policy: name.clone(),
+                limit: 0,
+                window_ms: spec.window_ms(),
+                used: 0,
+                remaining: 0,
+                reset_ms: 0,
+            };
+            for (shares, slots) in parts.iter().zip(states) {
+                let share = shares
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(0, |(_, s)| s.limit());
+                let slot = slots.iter().find(|s| s.policy == *name);
+                let used = slot.map_or(0, |s| s.used);
+                whole.limit += share;
+                whole.used += used;
+                whole.remaining += share.saturating_sub(used);
+                if let Some(reset) = slot.map(|s| s.reset_ms).filter(|&ms| ms > 0) {
+                    whole.reset_ms = match whole.reset_ms {
+                        0 => reset,
+                        soonest => soonest.min(reset),
+                    };
+                }
+            }
+            whole
+        })
+        .collect()
 }
 
 fn tiers_of(id: &str, names: &[&str]) -> String {
@@ -151,9 +221,18 @@ mod tests {
         assert_eq!(objects("api.gold", "k").unwrap_err(), (404, "rule".into()));
         assert_eq!(objects("plain.x", "k").unwrap_err(), (404, "rule".into()));
         assert_eq!(objects("nope", "k").unwrap_err(), (404, "rule".into()));
-        // A split quota's parts are *#0 to *#3.
+        // A split quota's parts are *#0 to *#3, and * all of them.
         assert_eq!(objects("sale", "*#3").unwrap(), ["rule:sale:*#3"]);
-        for bad in ["*#4", "*#-1", "*#", "*", "*#+1", "x"] {
+        assert_eq!(
+            objects("sale", "*").unwrap(),
+            [
+                "rule:sale:*#0",
+                "rule:sale:*#1",
+                "rule:sale:*#2",
+                "rule:sale:*#3"
+            ]
+        );
+        for bad in ["*#4", "*#-1", "*#", "*#+1", "x"] {
             assert_eq!(
                 objects("sale", bad).unwrap_err(),
                 (404, "key".into()),
@@ -162,5 +241,48 @@ mod tests {
         }
         assert_eq!(objects("one", "*").unwrap(), ["rule:one:*"]);
         assert_eq!(objects("one", "*#0").unwrap_err(), (404, "key".into()));
+        let config = config();
+        assert_eq!(whole_quota(&config, "sale", "*").map(<[_]>::len), Some(4));
+        assert!(whole_quota(&config, "sale", "*#1").is_none());
+        assert!(whole_quota(&config, "one", "*").is_none(), "not split");
+        assert!(whole_quota(&config, "plain", "*").is_none());
+    }
+
+    #[test]
+    fn a_split_quota_adds_up_its_parts() {
+        let config = config();
+        let parts = whole_quota(&config, "sale", "*").unwrap();
+        let slot = |used: u64, reset_ms: u64| SlotReport {
+            policy: "sale".into(),
+            limit: 10,
+            window_ms: 1000,
+            used,
+            remaining: 10 - used,
+            reset_ms,
+        };
+        // Part 1 holds nothing, so it has no slot at all.
+        let states = vec![
+            vec![slot(3, 400)],
+            vec![],
+            vec![slot(10, 900)],
+            vec![slot(1, 200)],
+        ];
+        let whole = whole_slots(parts, &states);
+        assert_eq!(
+            whole,
+            [SlotReport {
+                policy: "sale".into(),
+                limit: 40,
+                window_ms: 1000,
+                used: 14,
+                remaining: 26,
+                reset_ms: 200,
+            }]
+        );
+        let idle = whole_slots(parts, &[vec![], vec![], vec![], vec![]]);
+        assert_eq!(
+            (idle[0].used, idle[0].remaining, idle[0].reset_ms),
+            (0, 40, 0)
+        );
     }
 }

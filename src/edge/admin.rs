@@ -12,30 +12,27 @@ use std::cell::RefCell;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Method, Response, Result};
 
-use super::client::{hub_name, Objects};
+use super::client::Objects;
 use super::clock::now_ms;
 use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{isolate, respond};
+use super::{bans, isolate, quota, respond, stats};
 use crate::config::listing;
-use crate::config::lookup::{targets, Target};
+use crate::config::lookup::{targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
 use crate::config::Tier;
-use crate::http::admin::{ban_subject, parse_manual_ban, parse_since, AdminRoute};
+use crate::http::admin::AdminRoute;
 use crate::http::auth::authorized;
 use crate::http::body;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
 use crate::http::key::client_ip;
+use crate::http::params::Params;
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
-use crate::http::url;
-use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
-use crate::isolate::report::HUBS;
-use crate::isolate::stats::summarize;
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::{Scope, API_SCOPE};
@@ -133,35 +130,52 @@ async fn call(
     route: AdminRoute,
 ) -> Result<Response> {
     let config = &settings.config;
+    let params = match Params::read(req.url(), route.params()) {
+        Ok(params) => params,
+        Err(problem) => return respond::problem(&problem),
+    };
     match (req.known_method(), route) {
         (method, AdminRoute::Key { rule, key }) => {
             let targets = match targets(config, &rule, &key) {
                 Ok(targets) => targets,
                 Err(problem) => return respond::problem(&problem),
             };
+            if let Some(parts) = whole_quota(config, &rule, &key) {
+                return match method {
+                    Some(Method::Get) => quota::inspect(objects, &rule, parts, &targets).await,
+                    Some(Method::Delete) => quota::reset(objects, &rule, &targets).await,
+                    _ => not_allowed("GET, DELETE"),
+                };
+            }
             match method {
                 Some(Method::Get) => inspect_key(objects, &rule, &key, &targets).await,
                 Some(Method::Delete) => reset_key(objects, &rule, &key, &targets).await,
                 _ => not_allowed("GET, DELETE"),
             }
         }
-        (Some(Method::Get), AdminRoute::Bans) => list_bans(objects).await,
-        (_, AdminRoute::Bans) => not_allowed("GET"),
-        (Some(Method::Put), AdminRoute::Ban { key }) => {
-            match parsed_body(&req, parse_manual_ban).await? {
-                Ok(ban) => {
-                    let subject = ban_subject(&key, config.ipv6_prefix);
-                    put_ban(objects, subject, ban.for_ms, ban.reason).await
-                }
-                Err(problem) => respond::problem(&problem),
+        (method, AdminRoute::KeyBan { rule, key }) => {
+            let targets = match bans::key_targets(config, &rule, &key) {
+                Ok(targets) => targets,
+                Err(problem) => return respond::problem(&problem),
+            };
+            let named = (rule.as_str(), key.as_str());
+            match method {
+                Some(Method::Put) => bans::put_on_key(&req, objects, named, &targets).await,
+                Some(Method::Delete) => bans::lift_on_key(objects, named, &targets).await,
+                _ => not_allowed("PUT, DELETE"),
             }
         }
-        (Some(Method::Delete), AdminRoute::Ban { key }) => {
-            lift_ban(objects, &ban_subject(&key, config.ipv6_prefix)).await
+        (Some(Method::Get), AdminRoute::Bans) => bans::list(objects, &params).await,
+        (_, AdminRoute::Bans) => not_allowed("GET"),
+        (Some(Method::Put), AdminRoute::Ban { key }) => {
+            bans::put(&req, objects, config, &key).await
         }
+        (Some(Method::Delete), AdminRoute::Ban { key }) => bans::lift(objects, config, &key).await,
         (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
-        (Some(Method::Get), AdminRoute::Stats) => get_stats(&req, objects).await,
+        (Some(Method::Get), AdminRoute::Stats) => stats::get(objects, &params).await,
         (_, AdminRoute::Stats) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Top) => stats::top(objects, config, &params).await,
+        (_, AdminRoute::Top) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Override { rule, key }) => {
             match parsed_body(&req, body::read::<OverrideRequest>).await? {
                 Ok(body) => put_override(env, objects, &rule, &key, body).await,
@@ -181,20 +195,6 @@ async fn call(
             endpoints::not_found(req.path())
         }
     }
-}
-
-/// `GET /admin/stats?since=<ms>&top_minutes=<1..60>`.
-async fn get_stats(req: &ClientRequest, objects: &Objects) -> Result<Response> {
-    let param = |name: &str| url::param(req.url(), name);
-    let since = match parse_since(param("since").as_deref()) {
-        Ok(since) => since,
-        Err(problem) => return respond::problem(&problem),
-    };
-    let top_minutes = param("top_minutes")
-        .and_then(|value| value.parse::<u64>().ok())
-        .unwrap_or(10)
-        .clamp(1, 60);
-    stats(objects, since, top_minutes).await
 }
 
 /// The tier `rule` (a rule id, or `rule.tier`) names, with an override
@@ -317,7 +317,7 @@ async fn inspect_key(
     key: &str,
     targets: &[Target],
 ) -> Result<Response> {
-    let manual_ban = isolate::manual_ban(&[key], now_ms());
+    let manual_ban = isolate::manual_ban(key.parse().ok(), &[key], now_ms());
     let mut states = Vec::with_capacity(targets.len());
     for target in targets {
         let state = objects.peek(target.object.as_str()).await?;
@@ -361,90 +361,4 @@ async fn reset_key(
         Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
     };
     respond::json(&body, Headers::new())
-}
-
-/// Counts, top refused keys and the hubs' own figures, merged from every
-/// hub after this isolate has sent what it holds. A hub that does not
-/// answer is named in `unreachable`, and the rest still count.
-async fn stats(objects: &Objects, since: u64, top_minutes: u64) -> Result<Response> {
-    isolate::report(objects).await;
-    let mut rows = Vec::new();
-    let mut top = Vec::new();
-    let mut shared = serde_json::Map::new();
-    let mut unreachable = Vec::new();
-    for (n, summary) in (0..HUBS).zip(objects.hub_summaries(since).await) {
-        match summary {
-            Ok(summary) => {
-                shared.insert(hub_name(n), json!({"requests": summary.requests}));
-                rows.extend(summary.stats);
-                top.extend(summary.top);
-            }
-            Err(e) => {
-                console_error!("sluice: hub {n} did not answer: {e}");
-                unreachable.push(hub_name(n));
-            }
-        }
-    }
-    let mut body = serde_json::to_value(summarize(&rows, &top, since, top_minutes, now_ms()))?;
-    body["shared"] = shared.into();
-    body["unreachable"] = unreachable.into();
-    body["isolate"] = isolate::figures();
-    respond::json(&body, Headers::new())
-}
-
-/// Every ban that has not ended, from all hubs: manual bans and the bans
-/// decisions started (as isolates reported them, this one first).
-async fn list_bans(objects: &Objects) -> Result<Response> {
-    isolate::report(objects).await;
-    let mut seen = std::collections::BTreeMap::new();
-    for summary in objects.hub_summaries(now_ms()).await {
-        for ban in summary?.bans {
-            seen.insert((ban.key.clone(), ban.source.clone()), ban);
-        }
-    }
-    let bans: Vec<serde_json::Value> = seen
-        .into_values()
-        .map(|ban| {
-            json!({
-                "key": ban.key,
-                "source": ban.source,
-                "until_ms": ban.until_ms,
-                "until": rfc3339(ban.until_ms),
-                "reason": ban.reason,
-            })
-        })
-        .collect();
-    respond::json(&json!({ "bans": bans }), Headers::new())
-}
-
-async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) -> Result<Response> {
-    let until_ms = now_ms().saturating_add(for_ms);
-    let record = BanRecord {
-        key,
-        until_ms,
-        reason,
-        source: MANUAL.into(),
-    };
-    if !objects.ban_everywhere(&record).await? {
-        return respond::problem(&Problem::new(
-            Code::TooManyBans,
-            format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
-        ));
-    }
-    // `banned` says what is refused: for an IPv6 address, its group.
-    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
-    isolate::remember_manual_ban(record);
-    respond::json(&body, Headers::new())
-}
-
-async fn lift_ban(objects: &Objects, key: &str) -> Result<Response> {
-    let removed = objects.unban_everywhere(key, MANUAL).await?;
-    isolate::forget_manual_ban(key);
-    if !removed {
-        return respond::problem(&Problem::new(
-            Code::NotFound,
-            format!("no manual ban on {key:?}"),
-        ));
-    }
-    respond::json(&json!({"key": key, "removed": true}), Headers::new())
 }

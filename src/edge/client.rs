@@ -13,13 +13,17 @@ use worker::worker_sys::DurableObject;
 use worker::{web_sys, Env, Method, Result};
 
 use crate::isolate::banlist::BanRecord;
-use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
-use crate::ledger::Outcome;
+use crate::isolate::pages::BanCursor;
+use crate::isolate::report::{HubAnswer, Report, HUBS};
+use crate::isolate::stats::HubStats;
+use crate::isolate::top::TopKeys;
+use crate::ledger::{BanNotice, Outcome};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::objects::protocol::{
-    CheckRequest, HubCall, HubReply, KeyRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
+    CheckRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState, LeaseRequest,
+    LimiterCall, LimiterReply, OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest,
+    UnbanRequest, WireOverride,
 };
 
 /// The key objects' namespace binding in wrangler.toml.
@@ -139,6 +143,19 @@ impl Objects {
         }
     }
 
+    /// Bans the key an object holds on its rule, or with `None` lifts its
+    /// ban; answers the ban that was in force.
+    pub async fn set_ban(&self, key: &str, ban: Option<KeyBan>) -> Result<Option<BanNotice>> {
+        let call = LimiterCall::Ban(KeyBanRequest {
+            key: key.to_string(),
+            ban,
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Ban { previous } => Ok(previous),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
+        }
+    }
+
     /// Forgets everything about a key; true if there was anything.
     pub async fn reset(&self, key: &str) -> Result<bool> {
         let call = LimiterCall::Reset(KeyRequest {
@@ -192,16 +209,54 @@ impl Objects {
         Ok(removed)
     }
 
-    /// What each hub holds: its counts, top refused keys and bans since
-    /// `since_ms`, and the requests it has received.
-    pub async fn hub_summaries(&self, since_ms: u64) -> Vec<Result<HubSummary>> {
-        let call = HubCall::Summary { since_ms };
-        self.each_hub(&call)
+    /// Each hub's counts since `since_ms` and of the last hour, in hub
+    /// order.
+    pub async fn hub_stats(&self, since_ms: u64) -> Vec<Result<HubStats>> {
+        self.ask_each_hub(&HubCall::Stats { since_ms }, |reply| match reply {
+            HubReply::Stats(stats) => Ok(stats),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// Each hub's top refused keys of `rule` counted since `since_ms`.
+    pub async fn hub_top(&self, rule: &str, since_ms: u64) -> Vec<Result<TopKeys>> {
+        let call = HubCall::Top {
+            rule: rule.to_string(),
+            since_ms,
+        };
+        self.ask_each_hub(&call, |reply| match reply {
+            HubReply::Top(top) => Ok(top),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// Each hub's first `limit` bans after `after`, newest first.
+    pub async fn hub_bans(
+        &self,
+        limit: u32,
+        after: Option<BanCursor>,
+    ) -> Vec<Result<Vec<BanRecord>>> {
+        self.ask_each_hub(&HubCall::Bans { limit, after }, |reply| match reply {
+            HubReply::Bans(bans) => Ok(bans),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// One call to every hub, each reply taken by `take` (which hands back
+    /// a reply of another kind, an error).
+    async fn ask_each_hub<T>(
+        &self,
+        call: &HubCall,
+        take: impl Fn(HubReply) -> std::result::Result<T, HubReply>,
+    ) -> Vec<Result<T>> {
+        self.each_hub(call)
             .await
             .into_iter()
-            .map(|reply| match reply? {
-                HubReply::Summary(summary) => Ok(summary),
-                other => Err(unexpected(HUB_BINDING, call.name(), other.name())),
+            .map(|reply| {
+                take(reply?).map_err(|other| unexpected(HUB_BINDING, call.name(), other.name()))
             })
             .collect()
     }

@@ -3,6 +3,8 @@
 //! conclusion says: record, cache, log, answer or forward, release and
 //! settle.
 
+use std::net::IpAddr;
+
 use worker::{console_error, console_log, Context, Response, Result};
 
 use super::client::{new_lease_id, random_pair, Objects};
@@ -22,8 +24,8 @@ use crate::objects::protocol::SettleRequest;
 struct Isolate;
 
 impl gate::Memory for Isolate {
-    fn manual_ban(&self, candidates: &[&str], now_ms: u64) -> Option<BanRecord> {
-        isolate::manual_ban(candidates, now_ms)
+    fn manual_ban(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord> {
+        isolate::manual_ban(ip, keys, now_ms)
     }
 
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome> {

@@ -26,9 +26,10 @@ use super::respond;
 use super::storage::{int, set_alarm_at};
 use crate::http::problem::Problem;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
-use crate::isolate::report::{HubAnswer, HubSummary, Report};
-use crate::isolate::stats::StatRow;
-use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
+use crate::isolate::pages::BanCursor;
+use crate::isolate::report::{HubAnswer, Report};
+use crate::isolate::stats::{HubStats, StatRow, MAX_STAT_RULES};
+use crate::isolate::top::{merge_all, TopKeys, CAPACITY};
 use crate::objects::protocol::{HubCall, HubReply};
 
 /// Per-minute counts are kept a week.
@@ -45,6 +46,7 @@ pub const MAX_STARTED_BANS: u64 = 10_000;
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS hub_bans (
   key TEXT NOT NULL, source TEXT NOT NULL, until_ms INTEGER NOT NULL, reason TEXT NOT NULL,
+  started_ms INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (key, source)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hub_minutes (
   rule TEXT NOT NULL, minute_ms INTEGER NOT NULL,
@@ -53,6 +55,11 @@ CREATE TABLE IF NOT EXISTS hub_minutes (
 CREATE TABLE IF NOT EXISTS hub_top (
   rule TEXT NOT NULL, minute_ms INTEGER NOT NULL, summary TEXT NOT NULL,
   PRIMARY KEY (rule, minute_ms)) WITHOUT ROWID;";
+
+/// The bans' order for paged listing, newest first; made once the table
+/// has its `started_ms` column.
+const BANS_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS hub_bans_newest ON hub_bans (started_ms DESC, key, source)";
 
 #[durable_object]
 pub struct Hub {
@@ -77,9 +84,12 @@ struct Next {
 
 #[derive(Deserialize)]
 struct TopRow {
-    rule: String,
-    minute_ms: u64,
     summary: String,
+}
+
+#[derive(Deserialize)]
+struct Schema {
+    sql: String,
 }
 
 impl DurableObject for Hub {
@@ -104,7 +114,7 @@ impl DurableObject for Hub {
                 self.take_report(&sql, report)?;
                 self.rearm(&sql).await?;
                 HubReply::Report(HubAnswer {
-                    manual_bans: bans(&sql, Some(MANUAL), now)?,
+                    manual_bans: manual_bans(&sql, now)?,
                 })
             }
             HubCall::Ban(ban) => HubReply::Ban {
@@ -121,7 +131,11 @@ impl DurableObject for Hub {
                     removed: removed > 0,
                 }
             }
-            HubCall::Summary { since_ms } => HubReply::Summary(self.summary(&sql, since_ms, now)?),
+            HubCall::Stats { since_ms } => HubReply::Stats(self.stats(&sql, since_ms, now)?),
+            HubCall::Top { rule, since_ms } => HubReply::Top(top(&sql, &rule, since_ms)?),
+            HubCall::Bans { limit, after } => {
+                HubReply::Bans(bans_page(&sql, limit, after.as_ref(), now)?)
+            }
         };
         Response::from_json(&reply)
     }
@@ -149,6 +163,8 @@ impl Hub {
         let sql = self.state.storage().sql();
         if !self.ready.get() {
             sql.exec(SCHEMA, None)?;
+            upgrade(&sql)?;
+            sql.exec(BANS_INDEX, None)?;
             self.ready.set(true);
         }
         Ok(sql)
@@ -170,35 +186,37 @@ impl Hub {
         Ok(true)
     }
 
-    /// What this hub holds: counts of the minutes since `since_ms` (and of
-    /// the last hour), top refused keys, bans that have not ended.
-    fn summary(&self, sql: &SqlStorage, since_ms: u64, now: u64) -> Result<HubSummary> {
-        let stats: Vec<StatRow> = sql
+    /// What this hub counted since `since_ms` and in the last hour, per
+    /// rule, and how many bans it lists: counts only, so the answer's
+    /// size depends on the number of rules, never on keys or bans.
+    fn stats(&self, sql: &SqlStorage, since_ms: u64, now: u64) -> Result<HubStats> {
+        let rules = i64::try_from(MAX_STAT_RULES).unwrap_or(i64::MAX);
+        let totals: Vec<StatRow> = sql
             .exec(
-                "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
-                 WHERE minute_ms + 60000 > ? OR minute_ms + 3660000 > ?
-                 ORDER BY rule, minute_ms",
-                vec![int(since_ms), int(now)],
+                "SELECT rule, MIN(minute_ms) AS minute_ms, SUM(admitted) AS admitted,
+                 SUM(refused) AS refused, SUM(failed) AS failed FROM hub_minutes
+                 WHERE minute_ms + 60000 > ? GROUP BY rule ORDER BY rule LIMIT ?",
+                vec![int(since_ms), rules.into()],
             )?
             .to_array()?;
-        let top = sql
-            .exec("SELECT rule, minute_ms, summary FROM hub_top", None)?
-            .to_array::<TopRow>()?
-            .into_iter()
-            .filter_map(|row| {
-                let keys = serde_json::from_str(&row.summary).ok()?;
-                Some(RuleTop {
-                    rule: row.rule,
-                    minute_ms: row.minute_ms,
-                    keys,
-                })
-            })
-            .collect();
-        Ok(HubSummary {
+        let recent: Vec<StatRow> = sql
+            .exec(
+                "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
+                 WHERE minute_ms + 3660000 > ? ORDER BY rule, minute_ms LIMIT ?",
+                vec![int(now), rules.saturating_mul(61).into()],
+            )?
+            .to_array()?;
+        let bans = |query: &str| count(sql, query, vec![int(now), MANUAL.into()]);
+        Ok(HubStats {
             requests: self.requests.get(),
-            stats,
-            top,
-            bans: bans(sql, None, now)?,
+            totals,
+            recent,
+            manual_bans: bans(
+                "SELECT COUNT(*) AS n FROM hub_bans WHERE until_ms > ? AND source = ?",
+            )?,
+            rule_bans: bans(
+                "SELECT COUNT(*) AS n FROM hub_bans WHERE until_ms > ? AND source <> ?",
+            )?,
         })
     }
 
@@ -215,7 +233,7 @@ impl Hub {
         for part in report.top {
             let held: Vec<TopRow> = sql
                 .exec(
-                    "SELECT rule, minute_ms, summary FROM hub_top WHERE rule = ? AND minute_ms = ?",
+                    "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms = ?",
                     vec![part.rule.clone().into(), int(part.minute_ms)],
                 )?
                 .to_array()?;
@@ -241,11 +259,14 @@ impl Hub {
         let room = MAX_STARTED_BANS.saturating_sub(started);
         let started = report
             .bans
-            .iter()
+            .into_iter()
             .filter(|ban| ban.source != MANUAL)
             .take(usize::try_from(room).unwrap_or(usize::MAX));
-        for ban in started {
-            put_ban(sql, ban)?;
+        for mut ban in started {
+            if ban.started_ms == 0 {
+                ban.started_ms = now_ms();
+            }
+            put_ban(sql, &ban)?;
         }
         Ok(())
     }
@@ -311,26 +332,98 @@ async fn read_call(req: &mut Request) -> Option<HubCall> {
     serde_json::from_str(&text).ok()
 }
 
+/// Brings a hub's tables to the current layout: `hub_bans` gained the
+/// time each ban started (0, unknown, for the bans listed before: they
+/// come last, as the oldest).
+fn upgrade(sql: &SqlStorage) -> Result<()> {
+    let schema = sql
+        .exec(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'hub_bans'",
+            None,
+        )?
+        .to_array::<Schema>()?;
+    if schema.iter().any(|table| !table.sql.contains("started_ms")) {
+        sql.exec(
+            "ALTER TABLE hub_bans ADD COLUMN started_ms INTEGER NOT NULL DEFAULT 0",
+            None,
+        )?;
+    }
+    Ok(())
+}
+
 fn put_ban(sql: &SqlStorage, ban: &BanRecord) -> Result<()> {
     sql.exec(
-        "INSERT OR REPLACE INTO hub_bans (key, source, until_ms, reason) VALUES (?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO hub_bans (key, source, until_ms, reason, started_ms) VALUES (?, ?, ?, ?, ?)",
         vec![
             ban.key.clone().into(),
             ban.source.clone().into(),
             int(ban.until_ms),
             ban.reason.clone().into(),
+            int(ban.started_ms),
         ],
     )?;
     Ok(())
 }
 
-/// Bans that have not ended, of one source or all.
-fn bans(sql: &SqlStorage, source: Option<&str>, now: u64) -> Result<Vec<BanRecord>> {
-    let query = "SELECT key, source, until_ms, reason FROM hub_bans
-                 WHERE until_ms > ? AND (? IS NULL OR source = ?) ORDER BY until_ms, key";
-    let source = source.map_or(worker::SqlStorageValue::Null, |s| s.into());
-    sql.exec(query, vec![int(now), source.clone(), source])?
-        .to_array()
+/// The manual bans in force, which every report's answer carries (at most
+/// [`MAX_MANUAL_BANS`]).
+fn manual_bans(sql: &SqlStorage, now: u64) -> Result<Vec<BanRecord>> {
+    sql.exec(
+        "SELECT key, source, until_ms, reason, started_ms FROM hub_bans
+         WHERE until_ms > ? AND source = ? LIMIT ?",
+        vec![int(now), MANUAL.into(), int(MAX_MANUAL_BANS as u64)],
+    )?
+    .to_array()
+}
+
+/// The first `limit` bans in force after `after`, in the pages' order
+/// ([`crate::isolate::pages::ban_order`]: newest first, then key and
+/// source).
+fn bans_page(
+    sql: &SqlStorage,
+    limit: u32,
+    after: Option<&BanCursor>,
+    now: u64,
+) -> Result<Vec<BanRecord>> {
+    let columns = "SELECT key, source, until_ms, reason, started_ms FROM hub_bans";
+    let order = "ORDER BY started_ms DESC, key, source LIMIT ?";
+    let limit = int(u64::from(limit));
+    let rows = match after {
+        None => sql.exec(
+            &format!("{columns} WHERE until_ms > ? {order}"),
+            vec![int(now), limit],
+        )?,
+        Some(BanCursor(started_ms, key, source)) => sql.exec(
+            &format!(
+                "{columns} WHERE until_ms > ? AND (started_ms < ? OR (started_ms = ? AND
+                 (key > ? OR (key = ? AND source > ?)))) {order}"
+            ),
+            vec![
+                int(now),
+                int(*started_ms),
+                int(*started_ms),
+                key.clone().into(),
+                key.clone().into(),
+                source.clone().into(),
+                limit,
+            ],
+        )?,
+    };
+    rows.to_array()
+}
+
+/// `rule`'s top refused keys of the minutes since `since_ms`, merged.
+fn top(sql: &SqlStorage, rule: &str, since_ms: u64) -> Result<TopKeys> {
+    let minutes: Vec<TopKeys> = sql
+        .exec(
+            "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms + 60000 > ?",
+            vec![rule.into(), int(since_ms)],
+        )?
+        .to_array::<TopRow>()?
+        .into_iter()
+        .filter_map(|row| serde_json::from_str(&row.summary).ok())
+        .collect();
+    Ok(merge_all(&minutes, CAPACITY))
 }
 
 fn count(sql: &SqlStorage, query: &str, bindings: Vec<worker::SqlStorageValue>) -> Result<u64> {

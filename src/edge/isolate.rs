@@ -4,6 +4,7 @@
 //! so no borrow is held across an await.
 
 use std::cell::RefCell;
+use std::net::IpAddr;
 
 use worker::{console_error, Context};
 
@@ -35,9 +36,10 @@ pub fn forget_refusal(object: &ObjectName) {
     REFUSALS.with(|cache| cache.borrow_mut().remove(object.as_str()));
 }
 
-/// The manual ban on any of `candidates`, if one is active.
-pub fn manual_ban(candidates: &[&str], now_ms: u64) -> Option<BanRecord> {
-    BANS.with(|bans| bans.borrow().find(candidates, now_ms).cloned())
+/// The active manual ban on the client's address `ip` (or a network
+/// holding it) or on any of `keys`.
+pub fn manual_ban(ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord> {
+    BANS.with(|bans| bans.borrow().find(ip, keys, now_ms).cloned())
 }
 
 pub fn remember_manual_ban(record: BanRecord) {

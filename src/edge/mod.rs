@@ -4,6 +4,7 @@
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
 mod admin;
+mod bans;
 mod client;
 mod clock;
 mod dashboard;
@@ -15,8 +16,10 @@ mod incoming;
 mod isolate;
 mod limiter;
 mod proxy;
+mod quota;
 mod respond;
 mod settings;
+mod stats;
 mod storage;
 
 pub use hub::Hub;
@@ -26,6 +29,7 @@ use worker::{event, web_sys, Context, Env, Response, Result};
 
 use crate::gate::Matched;
 use crate::http::admin::admin_path;
+use crate::http::cidr::client_network;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
@@ -59,6 +63,14 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     }
     let path = req.path().to_string();
     if let Some(own) = config.own_path(&path) {
+        // So does an operator's ban on the client's address or network.
+        if let Some(ip) = ip {
+            let network = client_network(ip, config.ipv6_prefix);
+            let now = clock::now_ms();
+            if let Some(ban) = isolate::manual_ban(Some(ip), &[&network], now) {
+                return respond::answer(&crate::gate::manually_banned(429, &ban, now));
+            }
+        }
         return match admin_path(own) {
             Some(below) => admin::serve(req, &env, &objects, below).await,
             None => endpoints::serve(req, &env, &objects, own).await,

@@ -43,6 +43,7 @@ impl Ask<'_> {
                 until_ms: ban.until_ms,
                 reason: ban.reason.clone(),
                 source: self.tier.scope.to_string(),
+                started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
             record: Some((self.key.clone(), Verdict::of(outcome.allowed))),
@@ -199,10 +200,10 @@ pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
     }
 }
 
-/// The answer to a caller an operator banned: the rule's ban status (429
-/// unless the rule says 403), with Retry-After at the ban's end.
-pub fn manually_banned(rule: &Rule, ban: &BanRecord, now_ms: u64) -> Answer {
-    let status = rule.ban.map_or(429, |b| b.status);
+/// The answer to a caller an operator banned: `status` (the rule's ban
+/// status, 429 unless the rule says 403; 429 on Sluice's own endpoints),
+/// with Retry-After at the ban's end.
+pub fn manually_banned(status: u16, ban: &BanRecord, now_ms: u64) -> Answer {
     let until = rfc3339(ban.until_ms);
     let problem = Problem::new(
         Code::Banned { status },

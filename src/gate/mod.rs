@@ -10,7 +10,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use conclude::{sooner, unavailable};
+pub use conclude::{manually_banned, sooner, unavailable};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
 use crate::config::count::CountedStatuses;

@@ -48,8 +48,9 @@ pub struct Arrival<'a, 'r, I: Incoming> {
 
 /// What the isolate remembers between requests, read without I/O.
 pub trait Memory {
-    /// The operator's ban on any of `candidates`, if one is active.
-    fn manual_ban(&self, candidates: &[&str], now_ms: u64) -> Option<BanRecord>;
+    /// The operator's active ban on the client's address `ip` (or a
+    /// network holding it) or on any of `keys`.
+    fn manual_ban(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord>;
     /// A refusal of `object` that still holds.
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome>;
 }
@@ -163,8 +164,9 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .map(String::as_str)
         .chain([key.as_str()])
         .collect();
-    if let Some(ban) = known.memory.manual_ban(&candidates, now_ms) {
-        let answer = manually_banned(rule, &ban, now_ms);
+    if let Some(ban) = known.memory.manual_ban(ip, &candidates, now_ms) {
+        let status = rule.ban.map_or(429, |b| b.status);
+        let answer = manually_banned(status, &ban, now_ms);
         return Plan::Done(refused(key, answer));
     }
     let ask = Ask {

@@ -2,6 +2,8 @@
 //! fake request and a fake isolate memory; outcomes from a real ledger fed
 //! the very request the plan built; conclusions from those outcomes.
 
+use std::net::IpAddr;
+
 use serde_json::{json, Value};
 
 use super::*;
@@ -9,7 +11,7 @@ use crate::config::Config;
 use crate::http::jwt::tests::sign_raw;
 use crate::http::jwt::Hs256Key;
 use crate::http::tests::FakeRequest;
-use crate::isolate::banlist::{BanRecord, MANUAL};
+use crate::isolate::banlist::{BanList, BanRecord, MANUAL};
 use crate::ledger::{Ask as Question, Ledger, PENDING_RETRY_MS};
 use crate::limit::Retry;
 use crate::objects::name::ObjectName;
@@ -26,11 +28,10 @@ struct Remembered {
 }
 
 impl Memory for Remembered {
-    fn manual_ban(&self, candidates: &[&str], now_ms: u64) -> Option<BanRecord> {
-        self.bans
-            .iter()
-            .find(|b| candidates.contains(&b.key.as_str()) && b.until_ms > now_ms)
-            .cloned()
+    fn manual_ban(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord> {
+        let mut list = BanList::new();
+        list.replace(self.bans.clone(), 0);
+        list.find(ip, keys, now_ms).cloned()
     }
 
     fn cached_refusal(&self, object: &ObjectName, _now_ms: u64) -> Option<Outcome> {
@@ -267,30 +268,43 @@ fn a_request_without_its_keys_part_is_a_400_naming_it() {
 fn a_manual_ban_on_the_key_or_its_network_is_answered_without_a_call() {
     let config =
         one_rule(json!({"ban": {"after": 3, "within": "1m", "for": "10m", "status": 403}}));
-    for subject in [CLIENT, "2001:db8:1:2::/64"] {
+    // A ban on the address, on an IPv6 client's /64 (the very name it is
+    // keyed by), and on networks holding either.
+    for (subject, ip, keyed) in [
+        (CLIENT, CLIENT, CLIENT),
+        ("2001:db8:1:2::/64", "2001:db8:1:2::77", "2001:db8:1:2::/64"),
+        ("203.0.112.0/23", CLIENT, CLIENT),
+        ("2001:db8::/32", "2001:db8:1:2::77", "2001:db8:1:2::/64"),
+    ] {
         let memory = Remembered {
             bans: vec![BanRecord {
                 key: subject.into(),
                 until_ms: NOW + 90_500,
                 reason: "scraping".into(),
                 source: MANUAL.into(),
+                started_ms: NOW,
             }],
             ..Remembered::default()
-        };
-        let ip = if subject == CLIENT {
-            CLIENT
-        } else {
-            "2001:db8:1:2::77"
         };
         let conclusion = done(plan_with(&config, &memory, &from(ip), &mut Dice::new()));
         let (status, code, fields) = answered(&conclusion.reply);
         assert_eq!((status, code.as_str()), (403, "banned"), "{subject}");
         assert_eq!(field(&fields, "retry-after"), Some("91"));
-        // An IPv6 client is keyed by its /64, the very name of the ban.
         assert_eq!(
             conclusion.record,
-            Some((subject.to_string(), Verdict::Refused))
+            Some((keyed.to_string(), Verdict::Refused))
         );
+        let outside = if ip == CLIENT {
+            "198.51.100.1"
+        } else {
+            "2001:db9::1"
+        };
+        asked(plan_with(
+            &config,
+            &memory,
+            &from(outside),
+            &mut Dice::new(),
+        ));
     }
 }
 

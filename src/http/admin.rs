@@ -5,11 +5,12 @@ use std::net::IpAddr;
 use serde::Deserialize;
 
 use super::body;
-use super::cidr::client_network;
+use super::cidr::{client_network, Cidr};
+use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
-use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES};
+use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRoute {
@@ -17,12 +18,16 @@ pub enum AdminRoute {
     Key { rule: String, key: String },
     /// `/admin/keys/{rule}/{key}/override`
     Override { rule: String, key: String },
+    /// `/admin/keys/{rule}/{key}/ban`: a ban of that key on that rule only.
+    KeyBan { rule: String, key: String },
     /// `/admin/bans`
     Bans,
     /// `/admin/bans/{key}`
     Ban { key: String },
     /// `/admin/stats`
     Stats,
+    /// `/admin/top`: a rule's most refused keys.
+    Top,
     /// `/admin/rules`
     Rules,
     /// `/admin/` and the dashboard's files below it, named as the build
@@ -68,6 +73,9 @@ impl AdminRoute {
         if rest == "stats" {
             return Some(AdminRoute::Stats);
         }
+        if rest == "top" {
+            return Some(AdminRoute::Top);
+        }
         if rest == "rules" {
             return Some(AdminRoute::Rules);
         }
@@ -78,31 +86,118 @@ impl AdminRoute {
         }
         let (rule, key) = rest.strip_prefix("keys/")?.split_once('/')?;
         // A key's own `/` is percent-encoded, so a literal one before
-        // `override` ends the key.
-        if let Some(key) = key.strip_suffix("/override") {
-            return Some(AdminRoute::Override {
-                rule: non_empty(percent_decode(rule)?)?,
-                key: non_empty(percent_decode(key)?)?,
-            });
+        // `override` or `ban` ends the key.
+        let (key, route): (_, fn(String, String) -> AdminRoute) =
+            if let Some(key) = key.strip_suffix("/override") {
+                (key, |rule, key| AdminRoute::Override { rule, key })
+            } else if let Some(key) = key.strip_suffix("/ban") {
+                (key, |rule, key| AdminRoute::KeyBan { rule, key })
+            } else {
+                (key, |rule, key| AdminRoute::Key { rule, key })
+            };
+        Some(route(
+            non_empty(percent_decode(rule)?)?,
+            non_empty(percent_decode(key)?)?,
+        ))
+    }
+
+    /// The query parameters the route takes; any other is refused.
+    pub fn params(&self) -> &'static [&'static str] {
+        match self {
+            AdminRoute::Stats => &[SINCE.name],
+            AdminRoute::Bans => &[BANS_LIMIT.name, CURSOR],
+            AdminRoute::Top => &[RULE, TOP_MINUTES.name, TOP_LIMIT.name, CURSOR],
+            _ => &[],
         }
-        Some(AdminRoute::Key {
-            rule: non_empty(percent_decode(rule)?)?,
-            key: non_empty(percent_decode(key)?)?,
-        })
     }
 }
+
+/// `GET /admin/stats?since=`: counts since then, whole minutes.
+pub const SINCE: Whole = Whole {
+    name: "since",
+    unit: "milliseconds since the epoch",
+    min: 0,
+    max: u64::MAX,
+    default: 0,
+};
+
+/// `GET /admin/top?rule=`: whose refused keys (a rule id, or `_api`).
+pub const RULE: &str = "rule";
+
+/// `GET /admin/top?top_minutes=`: the minutes the top keys are counted over.
+pub const TOP_MINUTES: Whole = Whole {
+    name: "top_minutes",
+    unit: "minutes",
+    min: 1,
+    max: 60,
+    default: 10,
+};
+
+/// `GET /admin/top?limit=`: keys per page (a hub keeps 32 per rule and
+/// minute, so no merge ranks more).
+pub const TOP_LIMIT: Whole = Whole {
+    name: "limit",
+    unit: "keys per page",
+    min: 1,
+    max: 32,
+    default: 10,
+};
+
+/// `GET /admin/bans?limit=`: bans per page.
+pub const BANS_LIMIT: Whole = Whole {
+    name: "limit",
+    unit: "bans per page",
+    min: 1,
+    max: 100,
+    default: 100,
+};
 
 /// What a manual ban on `key` must name to refuse that client: an IPv6
 /// address stands for its `/ipv6_prefix` group, because that group is what
 /// requests are matched by (a ban on one address of it would refuse
-/// nobody). Any other key, an IPv4 address and a group included, is taken
-/// as written.
-pub fn ban_subject(key: &str, ipv6_prefix: u8) -> String {
-    match key.parse::<IpAddr>() {
-        Ok(ip) if ip.to_canonical().is_ipv6() => client_network(ip, ipv6_prefix),
-        Ok(ip) => ip.to_canonical().to_string(),
-        Err(_) => key.to_string(),
+/// nobody). A network (`10.0.0.0/8`, `2001:db8::/32`) holds every address
+/// inside it, and is written as [`Cidr`] writes it; one with host bits set
+/// or a bad prefix is a 400 naming `key`, since a ban that holds nobody
+/// must not answer 200. Any other key, an IPv4 address included, is taken
+/// as written, up to [`MAX_KEY_BYTES`] (every hub and isolate holds it).
+pub fn ban_subject(key: &str, ipv6_prefix: u8) -> Result<String, Problem> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid(
+            "key",
+            format!("a key is at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
     }
+    if let Ok(ip) = key.parse::<IpAddr>() {
+        return Ok(match ip.to_canonical() {
+            ip @ IpAddr::V6(_) => client_network(ip, ipv6_prefix),
+            ip => ip.to_string(),
+        });
+    }
+    match key.split_once('/') {
+        Some((address, _)) if address.parse::<IpAddr>().is_ok() => Cidr::parse(key)
+            .map(|network| network.to_string())
+            .map_err(|why| Problem::invalid("key", format!("not a network to ban: {why}"))),
+        _ => Ok(key.to_string()),
+    }
+}
+
+/// Whether a manual ban on `subject` (as [`ban_subject`] names it) holds a
+/// client at `ip`: the network holds it, or the subject is its address (or
+/// its IPv6 group).
+pub fn ban_holds(subject: &str, ip: IpAddr, ipv6_prefix: u8) -> bool {
+    match ban_network(subject) {
+        Some(network) => network.contains(ip),
+        None => subject == client_network(ip, ipv6_prefix),
+    }
+}
+
+/// The network a manual ban's subject names, when it names one (`addr/len`,
+/// as [`ban_subject`] writes it); a bare address is a key like any other.
+pub fn ban_network(subject: &str) -> Option<Cidr> {
+    subject
+        .contains('/')
+        .then(|| Cidr::parse(subject).ok())
+        .flatten()
 }
 
 /// The refusal's detail for a manual ban: the reason only when the operator
@@ -117,25 +212,6 @@ pub fn manual_ban_detail(until: &str, reason: &str) -> String {
 
 /// The reason a manual ban gets when the operator gives none.
 pub const DEFAULT_BAN_REASON: &str = "banned by an operator";
-
-/// `?since=<ms since the epoch>` of `GET /admin/stats`; 0 (everything kept)
-/// when absent. Counts are kept per minute, so a `since` inside a minute
-/// counts that whole minute.
-pub fn parse_since(since: Option<&str>) -> Result<u64, Problem> {
-    match since {
-        None => Ok(0),
-        Some(text) => text
-            .parse::<u64>()
-            .ok()
-            .filter(|_| text.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| {
-                Problem::invalid(
-                    "since",
-                    format!("since must be milliseconds since the epoch (a whole number of at least 0), got {text:?}"),
-                )
-            }),
-    }
-}
 
 /// `PUT /admin/bans/{key}`: `{"for": "10m", "reason": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,10 +294,32 @@ mod tests {
         assert_eq!(AdminRoute::parse("/bans"), Some(AdminRoute::Bans));
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
         assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
+        assert_eq!(AdminRoute::parse("/top"), Some(AdminRoute::Top));
         assert_eq!(
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {
                 key: "203.0.113.9".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/10.3.3.3/ban"),
+            Some(AdminRoute::KeyBan {
+                rule: "search".into(),
+                key: "10.3.3.3".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/a%2Fban/override"),
+            Some(AdminRoute::Override {
+                rule: "search".into(),
+                key: "a/ban".into()
+            })
+        );
+        assert_eq!(
+            AdminRoute::parse("/keys/search/ban"),
+            Some(AdminRoute::Key {
+                rule: "search".into(),
+                key: "ban".into()
             })
         );
         assert_eq!(
@@ -267,13 +365,60 @@ mod tests {
 
     #[test]
     fn a_manual_ban_on_an_ipv6_address_names_its_group() {
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
-        assert_eq!(ban_subject("2001:db8:aa:cc::5", 128), "2001:db8:aa:cc::5");
-        assert_eq!(ban_subject("::ffff:192.0.2.7", 64), "192.0.2.7");
-        for kept in ["192.0.2.7", "2001:db8:aa:cc::/64", "user:42", "abc|GET"] {
-            assert_eq!(ban_subject(kept, 64), kept);
+        let subject = |key: &str, prefix: u8| ban_subject(key, prefix).unwrap();
+        assert_eq!(subject("2001:db8:aa:cc::5", 64), "2001:db8:aa:cc::/64");
+        assert_eq!(subject("2001:db8:aa:cc::5", 48), "2001:db8:aa::/48");
+        assert_eq!(subject("2001:db8:aa:cc::5", 128), "2001:db8:aa:cc::5");
+        assert_eq!(subject("::ffff:192.0.2.7", 64), "192.0.2.7");
+        for kept in [
+            "192.0.2.7",
+            "2001:db8:aa:cc::/64",
+            "user:42",
+            "abc|GET",
+            "a/b",
+        ] {
+            assert_eq!(subject(kept, 64), kept);
         }
+    }
+
+    #[test]
+    fn a_manual_ban_on_a_network_is_written_as_parsed_or_refused() {
+        let subject = |key: &str| ban_subject(key, 64);
+        assert_eq!(subject("10.0.0.0/8").unwrap(), "10.0.0.0/8");
+        assert_eq!(subject("2001:DB8::/32").unwrap(), "2001:db8::/32");
+        assert_eq!(subject("::ffff:10.0.0.0/104").unwrap(), "10.0.0.0/8");
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        assert!(subject(&long[1..]).is_ok());
+        for bad in [
+            "10.0.0.1/8",
+            "10.0.0.0/33",
+            "2001:db8::1/32",
+            "10.0.0.0/x",
+            "10.0.0.0/",
+            &long,
+        ] {
+            let problem = subject(bad).unwrap_err();
+            assert_eq!(problem.status, 400, "{bad}");
+            assert!(problem.to_json().contains("\"field\":\"key\""), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_ban_holds_its_network_or_its_address() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert!(ban_holds("10.0.0.0/8", ip("10.9.9.9"), 64));
+        assert!(!ban_holds("10.0.0.0/8", ip("11.0.0.1"), 64));
+        assert!(ban_holds("192.0.2.7", ip("192.0.2.7"), 64));
+        assert!(!ban_holds("192.0.2.7", ip("192.0.2.8"), 64));
+        assert!(ban_holds(
+            "2001:db8:aa:cc::/64",
+            ip("2001:db8:aa:cc::9"),
+            64
+        ));
+        assert!(ban_holds("2001:db8::/32", ip("2001:db8:1::1"), 64));
+        assert!(!ban_holds("user:42", ip("192.0.2.7"), 64));
+        assert_eq!(ban_network("a/b"), None);
+        assert_eq!(ban_network("192.0.2.7"), None);
     }
 
     #[test]
@@ -287,20 +432,6 @@ mod tests {
             manual_ban_detail(until, "scraping"),
             "banned by an operator until 2030-01-01T00:00:00Z: scraping"
         );
-    }
-
-    #[test]
-    fn since_is_a_whole_number_of_milliseconds() {
-        assert_eq!(parse_since(None).unwrap(), 0);
-        assert_eq!(
-            parse_since(Some("1700000000000")).unwrap(),
-            1_700_000_000_000
-        );
-        for bad in ["abc", "-5", "", "+5", "1.5", "99999999999999999999999"] {
-            let problem = parse_since(Some(bad)).unwrap_err();
-            assert_eq!(problem.status, 400, "{bad}");
-            assert!(problem.to_json().contains("\"field\":\"since\""), "{bad}");
-        }
     }
 
     #[test]
@@ -331,8 +462,15 @@ mod tests {
         assert_eq!(field(json!({"for": "400d"})), "for");
         assert_eq!(field(json!({"for": "1m", "reason": 5})), "reason");
         assert_eq!(
-            field(json!({"for": "1m", "reason": "x".repeat(513)})),
+            field(json!({"for": "1m", "reason": "x".repeat(201)})),
             "reason"
+        );
+        assert_eq!(
+            ok(json!({"for": "1m", "reason": "x".repeat(200)}))
+                .unwrap()
+                .reason
+                .len(),
+            200
         );
         assert_eq!(field(json!({"for": "1m", "why": "x"})), "why");
         assert_eq!(field(json!(["1m"])), "body");

@@ -14,7 +14,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A network: an address with its host bits zero, and a prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cidr {
     network: IpAddr,
     len: u8,
@@ -53,6 +53,22 @@ impl Cidr {
             },
             IpAddr::V4(_) => Cidr { network, len },
         })
+    }
+
+    /// The network of `len` bits that holds `ip` (IPv4-mapped addresses as
+    /// IPv4; `len` at most the family's width).
+    pub fn holding(ip: IpAddr, len: u8) -> Cidr {
+        let ip = ip.to_canonical();
+        let len = len.min(width(ip));
+        Cidr {
+            network: mask(ip, len),
+            len,
+        }
+    }
+
+    /// The prefix length, and whether the network is IPv6.
+    pub fn shape(&self) -> (bool, u8) {
+        (self.network.is_ipv6(), self.len)
     }
 
     /// Whether `ip` is in this network. IPv4 addresses never match an IPv6
@@ -273,6 +289,19 @@ mod tests {
         let (index, why) = CidrList::parse(&items).unwrap_err();
         assert_eq!(index, 2);
         assert!(why.contains("did you mean 10.0.0.0/8"), "{why}");
+    }
+
+    #[test]
+    fn the_network_holding_an_address_is_the_one_parsed() {
+        assert_eq!(Cidr::holding(ip("10.200.3.4"), 8), net("10.0.0.0/8"));
+        assert_eq!(Cidr::holding(ip("::ffff:10.200.3.4"), 8), net("10.0.0.0/8"));
+        assert_eq!(
+            Cidr::holding(ip("2001:db8:ffff::1"), 32),
+            net("2001:db8::/32")
+        );
+        assert_eq!(Cidr::holding(ip("192.0.2.7"), 99), net("192.0.2.7"));
+        assert_eq!(net("2001:db8::/32").shape(), (true, 32));
+        assert_eq!(net("::ffff:10.0.0.0/104").shape(), (false, 8));
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod forward;
 pub mod headers;
 pub mod jwt;
 pub mod key;
+pub mod params;
 pub mod path;
 pub mod problem;
 pub mod time;

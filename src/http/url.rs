@@ -34,12 +34,20 @@ pub fn query(url: &str) -> Option<&str> {
 /// a malformed escape kept as written, invalid UTF-8 replaced), as
 /// `url::Url::query_pairs` decodes it.
 pub fn param(url: &str, name: &str) -> Option<String> {
-    query(url)?
+    pairs(url)
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value)
+}
+
+/// Every `name=value` pair of the query in order, each decoded as
+/// [`param`] decodes it; a pair without `=` has an empty value.
+pub fn pairs(url: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query(url)
+        .unwrap_or_default()
         .split('&')
         .filter(|pair| !pair.is_empty())
         .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
-        .find(|(key, _)| form_decode(key) == name)
-        .map(|(_, value)| form_decode(value))
+        .map(|(key, value)| (form_decode(key), form_decode(value)))
 }
 
 fn form_decode(text: &str) -> String {
@@ -97,6 +105,10 @@ mod tests {
         assert_eq!(param(url, "key2").as_deref(), Some("€"));
         assert_eq!(param(url, "missing"), None);
         assert_eq!(param("https://h/p", "key"), None);
+        let all: Vec<(String, String)> = pairs(url).collect();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[2], ("key".into(), "second".into()));
+        assert_eq!(pairs("https://h/p").count(), 0);
     }
 
     #[test]

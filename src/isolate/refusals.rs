@@ -10,7 +10,8 @@
 //! a refund may end it sooner, but its retry is at most a second, the wait
 //! the client is told, so it is held no longer. A ban's refusal is
 //! held only until the ban ends, so that the object then answers (and counts
-//! the refusal toward the next offence). It is bounded: when
+//! the refusal toward the next offence), and a minute at most, so that an
+//! operator's lift reaches every isolate. It is bounded: when
 //! full, expired entries go first, then those that end soonest.
 
 use std::collections::HashMap;
@@ -19,6 +20,12 @@ use crate::ledger::Outcome;
 use crate::limit::Retry;
 
 pub const CAPACITY: usize = 4096;
+
+/// The longest a ban's refusal is answered from the cache: a banned key
+/// costs its object one call per isolate per minute, and a ban an operator
+/// lifts through one isolate stops being answered by the others within a
+/// minute.
+pub const MAX_BAN_HOLD_MS: u64 = 60_000;
 
 #[derive(Debug)]
 struct Entry {
@@ -75,11 +82,13 @@ impl RefusalCache {
         let retry_at_ms = outcome.retry.at(now_ms).unwrap_or(u64::MAX);
         // A ban's refusal holds until the ban ends; after that the object
         // answers, so that it says what the refusal really is and counts it
-        // toward the next offence.
-        let until_ms = outcome
-            .ban
-            .as_ref()
-            .map_or(retry_at_ms, |ban| ban.until_ms.min(retry_at_ms));
+        // toward the next offence. It holds a minute at most, so that an
+        // operator's lift reaches every isolate within a minute.
+        let until_ms = outcome.ban.as_ref().map_or(retry_at_ms, |ban| {
+            ban.until_ms
+                .min(retry_at_ms)
+                .min(now_ms.saturating_add(MAX_BAN_HOLD_MS))
+        });
         if until_ms <= now_ms {
             return;
         }
@@ -223,6 +232,24 @@ mod tests {
         // After the ban the object answers: its refusals count toward the
         // next offence, and it never says "banned" for an ended ban.
         assert!(cache.get("k", 7_000).is_none());
+    }
+
+    #[test]
+    fn a_long_ban_is_held_a_minute_at_most() {
+        let mut cache = RefusalCache::new(8);
+        let mut banned = refused(86_400_000);
+        banned.ban = Some(crate::ledger::BanNotice {
+            until_ms: 86_400_000,
+            reason: "an operator's".into(),
+            offences: 0,
+            started: false,
+        });
+        cache.insert("k", &banned, 0);
+        assert!(cache.get("k", MAX_BAN_HOLD_MS - 1).is_some());
+        assert!(
+            cache.get("k", MAX_BAN_HOLD_MS).is_none(),
+            "then the object answers, and says whether it still holds"
+        );
     }
 
     #[test]

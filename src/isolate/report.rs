@@ -46,19 +46,6 @@ pub struct HubAnswer {
     pub manual_bans: Vec<BanRecord>,
 }
 
-/// What a hub holds ([`crate::objects::protocol::HubCall::Summary`]), for the admin
-/// API, which merges all hubs'.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubSummary {
-    /// Requests this hub has received since its instance started.
-    pub requests: u64,
-    pub stats: Vec<StatRow>,
-    /// Top refused keys per rule and minute, for the last hour.
-    pub top: Vec<RuleTop>,
-    /// Bans that have not ended: manual ones and those decisions started.
-    pub bans: Vec<BanRecord>,
-}
-
 #[derive(Debug, Default)]
 pub struct Outbox {
     tally: Tally,
@@ -155,6 +142,7 @@ mod tests {
             until_ms: 1,
             reason: "r".into(),
             source: "rule:api".into(),
+            started_ms: 0,
         }
     }
 

@@ -7,8 +7,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::isolate::top::{Counted, RuleTop, TopKeys, CAPACITY};
-
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's
 /// memory.
@@ -103,6 +101,11 @@ impl Tally {
     }
 }
 
+/// The most rules a stats answer lists (by name), and a hub sends counts
+/// for: more than any config holds, so the bound only matters for
+/// hostile or forgotten input.
+pub const MAX_STAT_RULES: usize = 128;
+
 /// One rule's counts, as `GET /admin/stats` answers them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleStats {
@@ -112,70 +115,82 @@ pub struct RuleStats {
     pub failed: u64,
     /// The last hour, one entry per minute that saw a decision.
     pub per_minute: Vec<StatRow>,
-    /// The keys refused most often in the last `top_minutes`, largest
-    /// first, each count an upper bound and `count - error` a lower one.
-    pub top_refused: Vec<Counted>,
+}
+
+/// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
+/// counts, not lists, so its size depends on the rules only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubStats {
+    /// Requests the hub has received since its instance started.
+    pub requests: u64,
+    /// Per rule, everything since the time asked (`minute_ms` is the
+    /// first minute counted); at most [`MAX_STAT_RULES`] rules.
+    pub totals: Vec<StatRow>,
+    /// Per rule and minute, the last hour.
+    pub recent: Vec<StatRow>,
+    /// Manual bans in force (every hub holds them all).
+    pub manual_bans: u64,
+    /// Bans rules started, as this hub has them listed.
+    pub rule_bans: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsAnswer {
     pub since_ms: u64,
     pub now_ms: u64,
-    /// The minutes `top_refused` covers.
-    pub top_minutes: u64,
     pub rules: Vec<RuleStats>,
 }
 
-/// Totals since `since_ms`, the last hour per minute, and the most refused
-/// keys of the last `top_minutes`, for every rule with counts.
+/// Totals since `since_ms` and the last hour per minute, for every rule
+/// the hubs counted (at most [`MAX_STAT_RULES`], by name), from the hubs'
+/// [`HubStats::totals`] and [`HubStats::recent`]. A minute counted by
+/// several hubs is one entry.
 pub fn summarize(
-    rows: &[StatRow],
-    top: &[RuleTop],
+    totals: &[StatRow],
+    recent: &[StatRow],
     since_ms: u64,
-    top_minutes: u64,
     now_ms: u64,
 ) -> StatsAnswer {
     let mut rules: BTreeMap<&str, RuleStats> = BTreeMap::new();
-    let hour_ago = now_ms.saturating_sub(3_600_000);
-    for row in rows {
+    for row in totals {
         let stats = rules.entry(row.rule.as_str()).or_insert_with(|| RuleStats {
             rule: row.rule.clone(),
             ..RuleStats::default()
         });
-        if row.minute_ms + 60_000 > since_ms {
-            stats.admitted += row.admitted;
-            stats.refused += row.refused;
-            stats.failed += row.failed;
+        stats.admitted += row.admitted;
+        stats.refused += row.refused;
+        stats.failed += row.failed;
+    }
+    let hour_ago = now_ms.saturating_sub(3_600_000);
+    for row in recent
+        .iter()
+        .filter(|row| row.minute_ms + 60_000 > hour_ago)
+    {
+        let stats = rules.entry(row.rule.as_str()).or_insert_with(|| RuleStats {
+            rule: row.rule.clone(),
+            ..RuleStats::default()
+        });
+        // At most 61 minutes per rule: a scan finds the minute.
+        match stats
+            .per_minute
+            .iter_mut()
+            .find(|m| m.minute_ms == row.minute_ms)
+        {
+            Some(minute) => {
+                minute.admitted += row.admitted;
+                minute.refused += row.refused;
+                minute.failed += row.failed;
+            }
+            None => stats.per_minute.push(row.clone()),
         }
-        if row.minute_ms + 60_000 > hour_ago {
-            stats.per_minute.push(row.clone());
-        }
     }
-    let top_since = now_ms.saturating_sub(top_minutes.saturating_mul(60_000));
-    let mut merged: BTreeMap<&str, TopKeys> = BTreeMap::new();
-    for part in top.iter().filter(|t| t.minute_ms + 60_000 > top_since) {
-        merged
-            .entry(part.rule.as_str())
-            .or_default()
-            .merge(&part.keys, CAPACITY);
-    }
-    for (rule, keys) in merged {
-        rules
-            .entry(rule)
-            .or_insert_with(|| RuleStats {
-                rule: rule.to_string(),
-                ..RuleStats::default()
-            })
-            .top_refused = keys.ranked();
-    }
-    let mut rules: Vec<RuleStats> = rules.into_values().collect();
+    let mut rules: Vec<RuleStats> = rules.into_values().take(MAX_STAT_RULES).collect();
     for stats in &mut rules {
         stats.per_minute.sort_by_key(|row| row.minute_ms);
     }
     StatsAnswer {
         since_ms,
         now_ms,
-        top_minutes,
         rules,
     }
 }
@@ -237,48 +252,40 @@ mod tests {
     }
 
     #[test]
-    fn summaries_add_up_since_a_time_and_per_minute() {
-        let rows = [
-            row("api", 10, 5, 1),
-            row("api", 100, 2, 2),
-            row("login", 100, 0, 3),
+    fn summaries_add_up_the_hubs_totals_and_minutes() {
+        let totals = [
+            row("api", 50, 5, 1),
+            row("api", 50, 2, 2),
+            row("login", 50, 0, 3),
         ];
-        let answer = summarize(&rows, &[], 50 * 60_000, 10, 101 * 60_000);
+        let recent = [
+            row("api", 100, 2, 2),
+            row("api", 100, 1, 0),
+            row("api", 99, 1, 0),
+            row("login", 100, 0, 3),
+            row("api", 10, 9, 9),
+        ];
+        let answer = summarize(&totals, &recent, 50 * 60_000, 101 * 60_000);
         let api = &answer.rules[0];
         assert_eq!(
             (api.rule.as_str(), api.admitted, api.refused),
-            ("api", 2, 2)
+            ("api", 7, 3)
         );
-        assert_eq!(api.per_minute, [row("api", 100, 2, 2)]);
+        assert_eq!(
+            api.per_minute,
+            [row("api", 99, 1, 0), row("api", 100, 3, 2)],
+            "one entry per minute, in order, the last hour only"
+        );
         assert_eq!(answer.rules[1].refused, 3);
-        let all = summarize(&rows, &[], 0, 10, 101 * 60_000);
-        assert_eq!(all.rules[0].admitted, 7);
     }
 
     #[test]
-    fn top_refused_keys_merge_across_reports_within_the_minutes_asked() {
-        let top = |minute: u64, keys: &[&str]| {
-            let mut summary = TopKeys::new();
-            for key in keys {
-                summary.add(key, CAPACITY);
-            }
-            RuleTop {
-                rule: "api".into(),
-                minute_ms: minute * 60_000,
-                keys: summary,
-            }
-        };
-        let parts = [
-            top(100, &["a", "b", "a"]),
-            top(109, &["a", "c"]),
-            top(80, &["old"]),
-        ];
-        let answer = summarize(&[], &parts, 0, 10, 110 * 60_000);
-        let ranked: Vec<(&str, u64)> = answer.rules[0]
-            .top_refused
-            .iter()
-            .map(|c| (c.key.as_str(), c.count))
+    fn a_summary_lists_a_bounded_number_of_rules() {
+        let totals: Vec<StatRow> = (0..MAX_STAT_RULES + 10)
+            .map(|i| row(&format!("rule{i:04}"), 1, 1, 0))
             .collect();
-        assert_eq!(ranked, [("a", 3), ("b", 1), ("c", 1)]);
+        let answer = summarize(&totals, &[], 0, 2 * 60_000);
+        assert_eq!(answer.rules.len(), MAX_STAT_RULES);
+        assert_eq!(answer.rules[0].rule, "rule0000");
     }
 }

@@ -125,6 +125,16 @@ impl TopKeys {
     }
 }
 
+/// Summaries merged into one, keeping `capacity` counters: a rule's
+/// minutes in a hub, or the hubs' answers in the worker.
+pub fn merge_all<'a>(parts: impl IntoIterator<Item = &'a TopKeys>, capacity: usize) -> TopKeys {
+    let mut merged = TopKeys::new();
+    for part in parts {
+        merged.merge(part, capacity);
+    }
+    merged
+}
+
 /// Larger counts first, then keys in order. One named function for both
 /// sorts, so the sort is compiled once for it rather than once per
 /// closure (2 KB of wasm).
@@ -174,6 +184,27 @@ mod tests {
             ("c", 2, 1)
         );
         assert_eq!(top.len(), 2);
+    }
+
+    #[test]
+    fn summaries_of_many_minutes_merge_into_one() {
+        let minute = |keys: &[&str]| {
+            let mut top = TopKeys::new();
+            for key in keys {
+                top.add(key, CAPACITY);
+            }
+            top
+        };
+        let parts = [minute(&["a", "b", "a"]), minute(&["a", "c"]), minute(&[])];
+        let merged = merge_all(&parts, CAPACITY);
+        let ranked: Vec<(String, u64)> = merged
+            .ranked()
+            .into_iter()
+            .map(|c| (c.key, c.count))
+            .collect();
+        assert_eq!(ranked, [("a".into(), 3), ("b".into(), 1), ("c".into(), 1)]);
+        assert_eq!(merged.seen(), 5);
+        assert!(merge_all(&[], CAPACITY).is_empty());
     }
 
     #[test]

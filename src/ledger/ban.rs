@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ledger, Write};
+use super::{Expired, Ledger, Write};
 use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
 use crate::limits::MAX_BAN_MS;
 
@@ -148,6 +148,48 @@ impl Ban {
     }
 }
 
+/// An operator's ban of one key on its rule (`PUT {prefix}/admin/keys/
+/// {rule}/{key}/ban`): held in the key's own object like a rule's ban,
+/// so it costs no shared lookup, survives restarts, and is answered from
+/// the isolate's refusal cache like one.
+impl Ledger {
+    /// Bans the key until `until_ms` for `reason`, replacing the ban in
+    /// force (the operator may shorten it too); with `None`, lifts it.
+    /// Answers the ban that was in force, and the rows to write or delete.
+    /// An operator's ban is no offence: the offences a rule's bans counted
+    /// are kept (and forgiven when they would have been), so the rule's
+    /// next ban escalates as it would have.
+    pub fn set_ban(
+        &mut self,
+        next: Option<(u64, String)>,
+        now_ms: u64,
+    ) -> (Option<BanNotice>, Vec<Write>, Vec<Expired>) {
+        let previous = self.active_ban(now_ms);
+        if next.is_none() && previous.is_none() {
+            return (None, Vec::new(), Vec::new());
+        }
+        let remembered = self.ban.take().filter(|ban| now_ms < ban.forget_ms);
+        self.ban = match (next, remembered) {
+            (Some((until_ms, reason)), remembered) => Some(Ban {
+                until_ms,
+                offences: remembered.as_ref().map_or(0, |ban| ban.offences),
+                forget_ms: remembered.map_or(until_ms, |ban| ban.forget_ms.max(until_ms)),
+                reason,
+            }),
+            // A lift ends the ban now; a rule's offences stay remembered.
+            (None, Some(ban)) if ban.offences > 0 => Some(Ban {
+                until_ms: now_ms,
+                ..ban
+            }),
+            (None, _) => None,
+        };
+        match &self.ban {
+            Some(ban) => (previous, vec![Write::Ban(ban.clone())], Vec::new()),
+            None => (previous, Vec::new(), vec![Expired::Ban]),
+        }
+    }
+}
+
 /// What a check reports about a key's ban.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BanNotice {
@@ -237,6 +279,92 @@ mod tests {
         assert_eq!((second.offences, second.until_ms), (2, 340_000));
         let forgiven = Ban::start(&p, Some(&first), 660_000);
         assert_eq!(forgiven.offences, 1);
+    }
+
+    fn check(ledger: &mut Ledger, now_ms: u64, ban: Option<&BanPolicy>) -> crate::ledger::Outcome {
+        let specs = [(
+            "api".to_string(),
+            crate::limit::Spec::SlidingLog(Policy::new(1, 1000).unwrap()),
+        )];
+        let ask = crate::ledger::Ask {
+            specs: &specs,
+            cost: 1,
+            ban,
+            lease: None,
+        };
+        ledger.check(&ask, now_ms).0
+    }
+
+    #[test]
+    fn an_operators_ban_holds_in_the_key_until_it_ends_or_is_lifted() {
+        let mut ledger = Ledger::new();
+        let (previous, writes, expired) = ledger.set_ban(Some((60_000, "abuse".into())), 0);
+        assert_eq!(previous, None);
+        assert!(
+            matches!(&writes[..], [Write::Ban(ban)] if ban.offences == 0 && ban.forget_ms == 60_000)
+        );
+        assert!(expired.is_empty());
+        let refused = check(&mut ledger, 10, None);
+        assert!(!refused.allowed);
+        let notice = refused.ban.unwrap();
+        assert_eq!(
+            (notice.until_ms, notice.offences, notice.reason.as_str()),
+            (60_000, 0, "abuse")
+        );
+        assert_eq!(ledger.next_sweep(10), Some(60_000));
+        // It ends at its end, and nothing of it is remembered.
+        assert!(check(&mut ledger, 60_000, None).allowed);
+        assert!(ledger.sweep(60_000).contains(&Expired::Ban));
+
+        let mut lifted = Ledger::new();
+        lifted.set_ban(Some((60_000, "abuse".into())), 0);
+        let (previous, writes, expired) = lifted.set_ban(None, 5);
+        assert_eq!(previous.unwrap().reason, "abuse");
+        assert!(writes.is_empty());
+        assert_eq!(expired, vec![Expired::Ban]);
+        assert!(check(&mut lifted, 6, None).allowed);
+        assert_eq!(
+            lifted.set_ban(None, 7),
+            (None, Vec::new(), Vec::new()),
+            "nothing to lift"
+        );
+    }
+
+    #[test]
+    fn a_replaced_ban_is_answered_and_may_end_sooner() {
+        let mut ledger = Ledger::new();
+        ledger.set_ban(Some((600_000, "first".into())), 0);
+        let (previous, _, _) = ledger.set_ban(Some((1_000, "second".into())), 10);
+        assert_eq!(previous.unwrap().reason, "first");
+        assert!(
+            check(&mut ledger, 1_000, None).allowed,
+            "the operator shortened it"
+        );
+    }
+
+    #[test]
+    fn an_operators_ban_and_its_lift_keep_a_rules_offences() {
+        let p = policy();
+        let mut ledger = Ledger::new();
+        // The rule bans the key (offence 1) at 3: three refusals after one admission.
+        for now in 0..4 {
+            check(&mut ledger, now, Some(&p));
+        }
+        assert_eq!(ledger.peek(4).1.unwrap().offences, 1);
+        ledger.set_ban(Some((1_000_000, "operator".into())), 10);
+        let notice = ledger.peek(11).1.unwrap();
+        assert_eq!((notice.offences, notice.reason.as_str()), (1, "operator"));
+        let (_, writes, expired) = ledger.set_ban(None, 20);
+        assert!(expired.is_empty(), "the offence stays remembered");
+        assert!(
+            matches!(&writes[..], [Write::Ban(ban)] if ban.until_ms == 20 && ban.offences == 1)
+        );
+        assert_eq!(ledger.peek(20).1, None, "lifted");
+        // The rule's next ban is its second offence.
+        for now in 2_000..2_004 {
+            check(&mut ledger, now, Some(&p));
+        }
+        assert_eq!(ledger.peek(2_004).1.unwrap().offences, 2);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub enum LimiterCall {
     Reset(KeyRequest),
     /// Answered with [`LimiterReply::Override`].
     Override(OverrideRequest),
+    /// Answered with [`LimiterReply::Ban`].
+    Ban(KeyBanRequest),
     /// What the object holds, for tests and benchmarks; answered with
     /// [`LimiterReply::Inspection`].
     Inspect,
@@ -83,6 +85,7 @@ impl LimiterCall {
             LimiterCall::Peek(_) => "peek",
             LimiterCall::Reset(_) => "reset",
             LimiterCall::Override(_) => "override",
+            LimiterCall::Ban(_) => "ban",
             LimiterCall::Inspect => "inspect",
         }
     }
@@ -110,6 +113,10 @@ pub enum LimiterReply {
     Override {
         previous: Option<WireOverride>,
     },
+    /// The ban that was in force before, if any.
+    Ban {
+        previous: Option<BanNotice>,
+    },
     Inspection(Inspection),
 }
 
@@ -126,6 +133,7 @@ impl LimiterReply {
             LimiterReply::Key(_) => "key",
             LimiterReply::Reset { .. } => "reset",
             LimiterReply::Override { .. } => "override",
+            LimiterReply::Ban { .. } => "ban",
             LimiterReply::Inspection(_) => "inspection",
         }
     }
@@ -313,6 +321,21 @@ pub struct OverrideRequest {
     pub overridden: Option<WireOverride>,
 }
 
+/// An operator's ban of the key an object holds, on its rule only: until
+/// `until_ms`, for `reason`; with `ban` `None`, a lift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyBanRequest {
+    /// The object the call is for.
+    pub key: String,
+    pub ban: Option<KeyBan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyBan {
+    pub until_ms: u64,
+    pub reason: String,
+}
+
 /// A renewal or a release: one lease of a key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRequest {
@@ -453,6 +476,17 @@ mod tests {
                 key: "k".into(),
                 overridden: None,
             }),
+            LimiterCall::Ban(KeyBanRequest {
+                key: "k".into(),
+                ban: Some(KeyBan {
+                    until_ms: 9_000,
+                    reason: "abuse".into(),
+                }),
+            }),
+            LimiterCall::Ban(KeyBanRequest {
+                key: "k".into(),
+                ban: None,
+            }),
             LimiterCall::Inspect,
         ];
         for call in calls {
@@ -513,6 +547,7 @@ mod tests {
             }),
             LimiterReply::Reset { forgot: true },
             LimiterReply::Override { previous: None },
+            LimiterReply::Ban { previous: None },
             LimiterReply::Inspection(Inspection {
                 held: true,
                 stored_rows: 3,

@@ -14,7 +14,9 @@ const TOKEN = "dashboard-token-for-e2e-0123456789-abcdef";
 const SHOTS = new URL("../../build/screenshots/", import.meta.url).pathname;
 const XSS = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>'];
 
+const JWT_SECRET = "dashboard-e2e-jwt-secret-0123456789-abcdef";
 const config = {
+  jwt: { secret: "JWT_SECRET" },
   rules: [
     { id: "api", match: { path: "/api/*", methods: ["GET", "POST"] }, limit: 3, window: "1m" },
     {
@@ -24,6 +26,11 @@ const config = {
     { id: "search", match: { path: "/search" }, key: "header:x-user", limit: 1, window: "1m", shadow: false },
     { id: "sale", match: { path: "/buy" }, scope: "global", split: 2, limit: 1000, window: "1s", algorithm: "fixed_window" },
     { id: "report", match: { path: "/report" }, concurrency: 2, on_error: "allow" },
+    { id: "tiers", match: { path: "/tiers" }, tiers: [
+      { name: "pro", when: { claim: "plan", in: ["pro"] }, limit: 100, window: "1m" },
+      { name: "free", key: "header:x-user", limit: 1, window: "1m" },
+    ] },
+    { id: "flash", match: { path: "/flash" }, scope: "global", split: 2, limit: 2, window: "1m" },
   ],
 };
 
@@ -36,7 +43,7 @@ let browser;
 before(async () => {
   if (skip) return;
   mkdirSync(SHOTS, { recursive: true });
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN } });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET } });
   browser = await puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -123,14 +130,14 @@ describe("the dashboard", { skip }, () => {
     assert.equal(rules.headers.get("x-content-type-options"), "nosniff");
     assert.equal(rules.headers.get("referrer-policy"), "no-referrer");
     const listed = await rules.json();
-    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report"]);
+    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash"]);
     assert.deepEqual([listed.rules[3].scope, listed.rules[3].split], ["global", 2]);
 
     // The assets are not reachable outside the admin path.
     const root = await sluice.fetch("/dashboard.js");
     assert.doesNotMatch(await root.text(), /uPlot|sluice-admin-token/);
 
-    const bare = await Sluice.start({ sluice: config });
+    const bare = await Sluice.start({ sluice: config, secrets: { JWT_SECRET } });
     try {
       for (const path of ["/_sluice/admin/", "/_sluice/admin/dashboard.js", "/_sluice/admin"]) {
         assert.equal((await bare.fetch(path, { redirect: "manual" })).status, 404, path);
@@ -180,7 +187,7 @@ describe("the dashboard", { skip }, () => {
     // The rules as configured.
     await rowWith(page, "#rules", "api");
     const ruleRows = await page.$$eval("#rules tbody tr", (rows) => rows.map((row) => row.textContent));
-    assert.equal(ruleRows.length, 5);
+    assert.equal(ruleRows.length, 7);
     assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
     assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
     assert.match(ruleRows[3], /everyone \(shared\).*1,000 \/ 1s · fixed_window.*global, split 2/);
@@ -248,7 +255,8 @@ describe("the dashboard", { skip }, () => {
       );
     }
     assert.equal((await from("198.51.100.9", "/api/x")).status, 200);
-    assert.equal((await from("198.51.100.2", "/login")).status, 200);
+    const unbanned = await from("198.51.100.2", "/login");
+    assert.equal((await unbanned.json()).code, "quota-exceeded", "the rule's ban is lifted, its log kept");
 
     // Reset from the lookup (confirmed in a dialog) empties the key.
     await page.click("#key-result button.danger");
@@ -289,6 +297,136 @@ describe("the dashboard", { skip }, () => {
     // Signing out forgets the token.
     await page.click("#signout");
     assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("\"Ban…\" on a top refused key bans that key on that rule only", async () => {
+    // An attacker sends a victim's address as its key on a header-keyed rule.
+    const victim = "10.3.3.3";
+    for (let i = 0; i < 3; i++) await from("198.51.100.66", "/search", { "x-user": victim });
+    const { page, problems } = await open();
+    const sent = [];
+    page.on("request", (request) => {
+      if (request.method() === "PUT") sent.push(new URL(request.url()).pathname);
+    });
+    await signIn(page);
+    await rowWith(page, '.rule-card[data-rule="search"] .top-refused', victim);
+    await page.click(`.rule-card[data-rule="search"] button[aria-label="Ban ${victim} on rule search"]`);
+    await page.waitForSelector("#key-ban-form", { visible: true });
+    assert.equal(await text(page, "#key-ban-subject"), `${victim} on rule search`);
+    assert.equal(await page.$eval("#key-ban-for", (node) => node === document.activeElement), true);
+    // Enter, not a click: a refresh may move the form while the pointer
+    // is on its way.
+    await page.type("#key-ban-reason", "key abuse");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#key-ban-form", { hidden: true });
+    assert.deepEqual(sent, [`/_sluice/admin/keys/search/${victim}/ban`], "a ban of the key on its rule, nothing else");
+    assert.equal((await from(victim, "/api/x")).status, 200, "the client at that address is not banned");
+    const refused = await from("198.51.100.67", "/search", { "x-user": victim });
+    assert.equal((await refused.json()).code, "banned", "the key is, on its rule");
+    // The ban shows under the rule, and its Lift lifts it on that rule.
+    await rowWith(page, "#bans", victim);
+    await page.click(`#bans button[aria-label="Lift the ban on ${victim}"]`);
+    await page.waitForFunction((k) => ![...document.querySelectorAll("#bans .key")].some((c) => c.textContent === k), { timeout: 15_000 }, victim);
+    assert.notEqual((await (await from("198.51.100.68", "/search", { "x-user": victim })).json()).code, "banned");
+    // Banning an address or a network is its own form.
+    assert.match(await text(page, "#ban-form h3"), /address or a network on every rule/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("Inspect works for a tiered rule's keys and a split quota, which shows every part", async () => {
+    for (let i = 0; i < 2; i++) await from("198.51.100.70", "/tiers", { "x-user": "free-user" });
+    for (let i = 0; i < 3; i++) await from("198.51.100.71", "/flash");
+    const { page, problems } = await open();
+    const asked = [];
+    page.on("request", (request) => {
+      const path = new URL(request.url()).pathname;
+      if (path.includes("/admin/keys/")) asked.push(decodeURIComponent(path));
+    });
+    await signIn(page);
+    await rowWith(page, '.rule-card[data-rule="tiers"] .top-refused', "free-user");
+    await page.click('.rule-card[data-rule="tiers"] button[aria-label="Inspect free-user"]');
+    await page.waitForFunction(() => /Tier tiers\.free/.test(document.querySelector("#key-result").textContent), { timeout: 15_000 });
+    assert.deepEqual(asked, ["/_sluice/admin/keys/tiers/free-user"]);
+    const tiers = await text(page, "#key-result");
+    assert.match(tiers, /Tier tiers\.pro.*Nothing counted.*Tier tiers\.free/s);
+    assert.match(tiers, /tiers\.free1 \/ 1m10/, "the free tier's slot: limit 1, used 1");
+
+    await rowWith(page, '.rule-card[data-rule="flash"] .top-refused', "*");
+    assert.equal(await page.$('.rule-card[data-rule="flash"] button[aria-label^="Ban"]'), null, "a shared quota's key is not banned");
+    await page.click('.rule-card[data-rule="flash"] button[aria-label="Inspect *"]');
+    await page.waitForSelector("#key-result table.parts");
+    assert.equal(asked.at(-1), "/_sluice/admin/keys/flash/*");
+    assert.match(await text(page, "#key-result .slots tbody"), /^flash2 \/ 1m20/, "the whole quota: 2, used 2, none left");
+    const parts = await page.$$eval("#key-result table.parts tbody tr", (rows) => rows.map((row) => row.textContent));
+    assert.deepEqual(parts, ["*#0flash1 / 1m10", "*#1flash1 / 1m10"]);
+    assert.match(await text(page, "#key-result .head"), /Reset every part/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("long keys and reasons wrap in every table: nothing is wider than the page", async () => {
+    const long = `${"k".repeat(500)}-${"z".repeat(11)}`;
+    const reason = "r".repeat(200);
+    assert.equal(long.length, 512);
+    for (let i = 0; i < 2; i++) await from("198.51.100.80", "/search", { "x-user": long });
+    const put = await fetch(`${sluice.base}/_sluice/admin/bans/${encodeURIComponent(long)}`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ for: "10m", reason }),
+    });
+    assert.equal(put.status, 200);
+    const { page, problems } = await open({ width: 1280, height: 800 });
+    await signIn(page);
+    await rowWith(page, "#bans", long);
+    await rowWith(page, '.rule-card[data-rule="search"] .top-refused', long);
+    const fits = async (what) => {
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `${what}: no sideways scrolling at 1280 px (${overflow} px too wide)`);
+      const wide = await page.$$eval("table", (tables) =>
+        tables.filter((t) => t.scrollWidth > t.parentElement.clientWidth + 1 && t.offsetParent !== null).map((t) => t.id || t.className));
+      assert.deepEqual(wide, [], `${what}: no table is wider than its box`);
+    };
+    await fits("the lists");
+    await page.click(`.rule-card[data-rule="search"] button[aria-label="Inspect ${long}"]`);
+    await page.waitForSelector("#key-result .head");
+    await page.screenshot({ path: join(SHOTS, "long-keys.png"), fullPage: true });
+    await fits("the key's view");
+    await page.click(`.rule-card[data-rule="search"] button[aria-label="Ban ${long} on rule search"]`);
+    await page.waitForSelector("#key-ban-form", { visible: true });
+    await fits("the key's ban form");
+    await fetch(`${sluice.base}/_sluice/admin/bans/${encodeURIComponent(long)}`, { method: "DELETE", headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("shows the newest bans a page at a time, and their count", async () => {
+    const adminCall = (method, path, body) => fetch(`${sluice.base}/_sluice/admin${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: body && JSON.stringify(body),
+    });
+    const keys = Array.from({ length: 30 }, (_, i) => `paged-${String(i).padStart(2, "0")}`);
+    for (const key of keys) assert.equal((await adminCall("PUT", `/bans/${key}`, { for: "10m" })).status, 200);
+    const total = (await (await adminCall("GET", "/stats")).json()).bans;
+    const { page, problems } = await open();
+    const asked = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.pathname.endsWith("/admin/bans")) asked.push(url.search);
+    });
+    await signIn(page);
+    await rowWith(page, "#bans", keys[29]);
+    assert.equal(await page.$$eval("#bans tbody tr", (rows) => rows.length), 25, "one page of 25");
+    assert.equal(await text(page, "#bans-count"), `(${total.manual + total.rule})`);
+    assert.match(await text(page, "#bans-more"), /Showing the newest 25/);
+    assert.equal(await page.$eval("#bans .key", (cell) => cell.textContent), keys[29], "the newest first");
+    await page.click("#bans-more-button");
+    await page.waitForFunction(() => document.querySelectorAll("#bans tbody tr").length > 25, { timeout: 15_000 });
+    assert.ok(asked.includes("?limit=25") && asked.includes("?limit=50"), asked.join(" "));
+    for (const key of keys) await adminCall("DELETE", `/bans/${key}`);
     assert.deepEqual(problems, []);
     await page.close();
   });

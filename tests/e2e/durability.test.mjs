@@ -3,8 +3,7 @@
 // idle key's storage.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Miniflare } from "miniflare";
-import { Sluice, freshKey, tempDir, eventually, sluiceWorkerOptions, API_TOKEN } from "./harness.mjs";
+import { Sluice, freshKey, tempDir, eventually, withEarlierVersion, API_TOKEN } from "./harness.mjs";
 
 const ADMIN_TOKEN = "sluice-e2e-admin-token-0123456789abcdef";
 
@@ -34,31 +33,10 @@ test("admissions survive a restart of the runtime with persisted state", async (
   }
 });
 
-/** Runs `use` against tests/e2e/fixtures/keyed-layout.mjs, started under
- * Sluice's worker and class names on the persisted state in `dir`, so that
- * it reaches the very objects Sluice will. */
-async function withKeyedLayout(dir, use) {
-  const sluice = sluiceWorkerOptions();
-  const mf = new Miniflare({
-    workers: [{
-      name: sluice.name,
-      modules: true,
-      modulesRoot: sluice.modulesRoot,
-      scriptPath: new URL("./fixtures/keyed-layout.mjs", import.meta.url).pathname,
-      compatibilityDate: sluice.compatibilityDate,
-      durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
-    }],
-    durableObjectsPersist: dir,
-    host: "127.0.0.1",
-    port: 0,
-  });
-  try {
-    await mf.ready;
-    return await use((path, init) => mf.dispatchFetch(`http://fixture${path}`, init));
-  } finally {
-    await mf.dispose();
-  }
-}
+/** Runs `use` against tests/e2e/fixtures/keyed-layout.mjs on the persisted
+ * state in `dir`. */
+const withKeyedLayout = (dir, use) =>
+  withEarlierVersion(dir, "keyed-layout.mjs", { LIMITER: { className: "Limiter", useSQLite: true } }, use);
 
 test("state stored in the keyed layout of earlier versions is kept and moved to one key's layout", async () => {
   const { dir, remove } = tempDir();

@@ -227,3 +227,31 @@ export async function eventually(probe, ms = 10_000, every = 50) {
 }
 
 export const sleepUntil = (t) => new Promise((resolve) => setTimeout(resolve, Math.max(0, t - Date.now())));
+
+/** Runs `use` against `fixture` (a script in tests/e2e/fixtures/ that
+ * stands in for an earlier version's objects), started under Sluice's
+ * worker name and the class names `durableObjects` binds, on the persisted
+ * state in `dir`, so that it reaches the very objects Sluice will. `use`
+ * gets a fetch to it (`(path, init) => Response`). */
+export async function withEarlierVersion(dir, fixture, durableObjects, use) {
+  const sluice = sluiceWorkerOptions();
+  const mf = new Miniflare({
+    workers: [{
+      name: sluice.name,
+      modules: true,
+      modulesRoot: sluice.modulesRoot,
+      scriptPath: join(root, "tests/e2e/fixtures", fixture),
+      compatibilityDate: sluice.compatibilityDate,
+      durableObjects,
+    }],
+    durableObjectsPersist: dir,
+    host: "127.0.0.1",
+    port: 0,
+  });
+  try {
+    await mf.ready;
+    return await use((path, init) => mf.dispatchFetch(`http://fixture${path}`, init));
+  } finally {
+    await mf.dispose();
+  }
+}

@@ -32,8 +32,8 @@ use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::protocol::{
-    CheckRequest, Inspection, KeyState, LeaseRequest, LimiterCall, LimiterReply, OverrideRequest,
-    SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
+    CheckRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
+    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
 };
 use crate::objects::queue::Queue;
 
@@ -107,6 +107,7 @@ impl DurableObject for Limiter {
             LimiterCall::Reset(_) => self.reset().await?,
             LimiterCall::Settle(request) => self.settle(request).await?,
             LimiterCall::Override(request) => self.set_override(request).await?,
+            LimiterCall::Ban(request) => self.set_ban(request).await?,
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
         };
         match answer {
@@ -332,6 +333,17 @@ impl Limiter {
         Ok(Ok(LimiterReply::Override {
             previous: previous.as_ref().map(WireOverride::encode),
         }))
+    }
+
+    /// Bans the key on its rule, or lifts its ban; answers the ban that
+    /// was in force.
+    async fn set_ban(&self, request: KeyBanRequest) -> Result<Answer> {
+        let now = now_ms();
+        let next = request.ban.map(|ban| (ban.until_ms, ban.reason));
+        let (previous, writes, expired) = self.inner.borrow_mut().ledger.set_ban(next, now);
+        self.persist(writes, now).await?;
+        self.delete(expired).await?;
+        Ok(Ok(LimiterReply::Ban { previous }))
     }
 
     /// Writes what a decision recorded and re-arms the alarm.

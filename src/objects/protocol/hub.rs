@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::isolate::banlist::BanRecord;
-use crate::isolate::report::{HubAnswer, HubSummary, Report};
+use crate::isolate::pages::BanCursor;
+use crate::isolate::report::{HubAnswer, Report};
+use crate::isolate::stats::HubStats;
+use crate::isolate::top::TopKeys;
 
 /// A call from the worker to a hub.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,9 +19,18 @@ pub enum HubCall {
     Ban(BanRecord),
     /// Lift a ban; answered with [`HubReply::Unban`].
     Unban(UnbanRequest),
-    /// What the hub holds, with counts since `since_ms`; answered with
-    /// [`HubReply::Summary`].
-    Summary { since_ms: u64 },
+    /// Counts since `since_ms` and of the last hour, and how many bans it
+    /// lists; answered with [`HubReply::Stats`].
+    Stats { since_ms: u64 },
+    /// A rule's most refused keys counted in the minutes since `since_ms`,
+    /// merged; answered with [`HubReply::Top`].
+    Top { rule: String, since_ms: u64 },
+    /// The first `limit` bans in force after `after`, newest first;
+    /// answered with [`HubReply::Bans`].
+    Bans {
+        limit: u32,
+        after: Option<BanCursor>,
+    },
 }
 
 impl HubCall {
@@ -28,7 +40,9 @@ impl HubCall {
             HubCall::Report(_) => "report",
             HubCall::Ban(_) => "ban",
             HubCall::Unban(_) => "unban",
-            HubCall::Summary { .. } => "summary",
+            HubCall::Stats { .. } => "stats",
+            HubCall::Top { .. } => "top",
+            HubCall::Bans { .. } => "bans",
         }
     }
 }
@@ -46,7 +60,10 @@ pub enum HubReply {
     Unban {
         removed: bool,
     },
-    Summary(HubSummary),
+    Stats(HubStats),
+    Top(TopKeys),
+    /// At most the `limit` asked, newest first.
+    Bans(Vec<BanRecord>),
 }
 
 impl HubReply {
@@ -56,7 +73,9 @@ impl HubReply {
             HubReply::Report(_) => "report",
             HubReply::Ban { .. } => "ban",
             HubReply::Unban { .. } => "unban",
-            HubReply::Summary(_) => "summary",
+            HubReply::Stats(_) => "stats",
+            HubReply::Top(_) => "top",
+            HubReply::Bans(_) => "bans",
         }
     }
 }
@@ -93,12 +112,25 @@ mod tests {
                 source: "manual".into(),
                 until_ms: 9_000,
                 reason: "scraping".into(),
+                started_ms: 8_000,
             }),
             HubCall::Unban(UnbanRequest {
                 key: "1.2.3.4".into(),
                 source: "manual".into(),
             }),
-            HubCall::Summary { since_ms: 42 },
+            HubCall::Stats { since_ms: 42 },
+            HubCall::Top {
+                rule: "api".into(),
+                since_ms: 42,
+            },
+            HubCall::Bans {
+                limit: 100,
+                after: None,
+            },
+            HubCall::Bans {
+                limit: 10,
+                after: Some(BanCursor(5, "k".into(), "manual".into())),
+            },
         ];
         for call in calls {
             let tagged = serde_json::to_value(&call).unwrap();
@@ -110,7 +142,9 @@ mod tests {
             HubReply::Report(HubAnswer::default()),
             HubReply::Ban { banned: false },
             HubReply::Unban { removed: true },
-            HubReply::Summary(HubSummary::default()),
+            HubReply::Stats(HubStats::default()),
+            HubReply::Top(TopKeys::new()),
+            HubReply::Bans(Vec::new()),
         ];
         for reply in replies {
             let tagged = serde_json::to_value(&reply).unwrap();
@@ -121,17 +155,18 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_call_is_tagged() {
-        let wire = serde_json::to_value(HubCall::Summary { since_ms: 7 }).unwrap();
-        assert_eq!(wire, serde_json::json!({"summary": {"since_ms": 7}}));
+    fn a_stats_call_is_tagged() {
+        let wire = serde_json::to_value(HubCall::Stats { since_ms: 7 }).unwrap();
+        assert_eq!(wire, serde_json::json!({"stats": {"since_ms": 7}}));
     }
 
     #[test]
     fn an_unknown_or_incomplete_call_does_not_decode() {
         for body in [
             r#"{"drop_everything":{}}"#,
-            r#"{"summary":{}}"#,
-            r#""summary""#,
+            r#"{"stats":{}}"#,
+            r#""stats""#,
+            r#"{"summary":{"since_ms":1}}"#,
             r#"{"unban":{"key":"k"}}"#,
             r#"{"since_ms":1}"#,
             "",

@@ -1,0 +1,278 @@
+//! The admin API's bans: `PUT` and `DELETE {prefix}/admin/bans/{key}` on a
+//! key, an address or a network, which every hub holds and every isolate
+//! copies; `PUT` and `DELETE {prefix}/admin/keys/{rule}/{key}/ban`, a ban of
+//! one key on one rule, held in that key's own object; and
+//! `GET {prefix}/admin/bans`, the bans the hubs list.
+
+use serde::Serialize;
+use serde_json::json;
+use worker::{Headers, Response, Result};
+
+use super::client::Objects;
+use super::clock::now_ms;
+use super::endpoints::parsed_body;
+use super::incoming::ClientRequest;
+use super::{isolate, respond};
+use crate::config::lookup::{targets, Target};
+use crate::config::Config;
+use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban, BANS_LIMIT};
+use crate::http::key::client_ip;
+use crate::http::params::{cursor, Params};
+use crate::http::problem::{Code, Problem};
+use crate::http::time::rfc3339;
+use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
+use crate::isolate::pages::{merge_bans, BanCursor};
+use crate::ledger::BanNotice;
+use crate::limits::MAX_KEY_BYTES;
+use crate::objects::name::API_SCOPE;
+use crate::objects::protocol::KeyBan;
+
+/// `PUT /admin/bans/{key}`. A ban that would hold the caller itself is
+/// refused: a manual ban on an address holds on the admin API too, so the
+/// operator could not lift it.
+pub async fn put(
+    req: &ClientRequest,
+    objects: &Objects,
+    config: &Config,
+    key: &str,
+) -> Result<Response> {
+    let subject = match ban_subject(key, config.ipv6_prefix) {
+        Ok(subject) => subject,
+        Err(problem) => return respond::problem(&problem),
+    };
+    if let Some(caller) = client_ip(req).filter(|ip| ban_holds(&subject, *ip, config.ipv6_prefix)) {
+        return respond::problem(&Problem::invalid(
+            "key",
+            format!("a ban on {subject} would hold your own address {caller}, and a manual ban holds on the admin API too: you could not lift it"),
+        ));
+    }
+    let ban = match parsed_body(req, parse_manual_ban).await? {
+        Ok(ban) => ban,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let now = now_ms();
+    let until_ms = now.saturating_add(ban.for_ms);
+    let record = BanRecord {
+        key: subject,
+        until_ms,
+        reason: ban.reason,
+        source: MANUAL.into(),
+        started_ms: now,
+    };
+    if !objects.ban_everywhere(&record).await? {
+        return respond::problem(&Problem::new(
+            Code::TooManyBans,
+            format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
+        ));
+    }
+    // `banned` says what is refused: for an IPv6 address, its group.
+    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    isolate::remember_manual_ban(record);
+    respond::json(&body, Headers::new())
+}
+
+/// `DELETE /admin/bans/{key}`: 404 if there was none.
+pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Response> {
+    let subject = match ban_subject(key, config.ipv6_prefix) {
+        Ok(subject) => subject,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let removed = objects.unban_everywhere(&subject, MANUAL).await?;
+    isolate::forget_manual_ban(&subject);
+    if !removed {
+        return respond::problem(&Problem::new(
+            Code::NotFound,
+            format!("no manual ban on {subject:?}"),
+        ));
+    }
+    respond::json(&json!({"key": subject, "removed": true}), Headers::new())
+}
+
+/// `GET /admin/bans?limit=<1..100>&cursor=`: the bans in force, manual and
+/// those rules started (as isolates reported them, this one first),
+/// newest first, a page at a time. Each hub sends at most a page.
+pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
+    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor::<BanCursor>()) {
+        (Ok(limit), Ok(after)) => (limit, after),
+        (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
+    };
+    isolate::report(objects).await;
+    let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+    let mut pages = Vec::new();
+    for page in objects.hub_bans(limit, after).await {
+        pages.push(page?);
+    }
+    let (bans, next) = merge_bans(pages, limit as usize);
+    let page = BansPage {
+        bans: bans.iter().map(ListedBan::of).collect(),
+        next: next.as_ref().map(cursor),
+    };
+    respond::json(&page, Headers::new())
+}
+
+/// A page of `GET /admin/bans`.
+#[derive(Serialize)]
+struct BansPage<'a> {
+    bans: Vec<ListedBan<'a>>,
+    next: Option<String>,
+}
+
+/// A ban as `GET /admin/bans` lists it.
+#[derive(Serialize)]
+struct ListedBan<'a> {
+    key: &'a str,
+    source: &'a str,
+    until_ms: u64,
+    until: String,
+    reason: &'a str,
+    /// `None` for a ban a hub of an earlier version listed, which kept no
+    /// start.
+    started_ms: Option<u64>,
+    started: Option<String>,
+}
+
+impl<'a> ListedBan<'a> {
+    fn of(ban: &'a BanRecord) -> ListedBan<'a> {
+        let started_ms = (ban.started_ms > 0).then_some(ban.started_ms);
+        ListedBan {
+            key: &ban.key,
+            source: &ban.source,
+            until_ms: ban.until_ms,
+            until: rfc3339(ban.until_ms),
+            reason: &ban.reason,
+            started_ms,
+            started: started_ms.map(rfc3339),
+        }
+    }
+}
+
+/// The objects `{rule}/{key}` names for a ban of the key on that rule (every
+/// tier's for a tiered rule's id). A global quota has no key of its own to
+/// ban (its `*` is every caller), and decision-API keys carry their callers'
+/// own policies: both are a 400 naming `rule`.
+pub fn key_targets(
+    config: &Config,
+    rule: &str,
+    key: &str,
+) -> std::result::Result<Vec<Target>, Problem> {
+    let id = rule.split_once('.').map_or(rule, |(id, _)| id);
+    if rule == API_SCOPE {
+        return Err(Problem::invalid(
+            "rule",
+            format!(
+                "{API_SCOPE} keys are the decision API's callers' own; a ban is for a rule's keys"
+            ),
+        ));
+    }
+    if config
+        .rules
+        .iter()
+        .any(|r| r.id == id && r.global.is_some())
+    {
+        return Err(Problem::invalid(
+            "rule",
+            format!("rule {id:?} is a global quota that every caller shares: ban an address or a network with PUT /admin/bans/{{address}}"),
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid(
+            "key",
+            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
+    targets(config, rule, key)
+}
+
+/// One answer per object, or `{"rule", "key", "tiers": [...]}` for a
+/// tiered rule's id.
+fn per_target(rule: &str, key: &str, answers: Vec<serde_json::Value>) -> serde_json::Value {
+    match <[serde_json::Value; 1]>::try_from(answers) {
+        Ok([one]) => one,
+        Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
+    }
+}
+
+/// `PUT /admin/keys/{rule}/{key}/ban`: bans the key on that rule only, in
+/// its own object, and lists it under the rule (at once: this isolate
+/// reports it before answering).
+pub async fn put_on_key(
+    req: &ClientRequest,
+    objects: &Objects,
+    (rule, key): (&str, &str),
+    targets: &[Target],
+) -> Result<Response> {
+    let ban = match parsed_body(req, parse_manual_ban).await? {
+        Ok(ban) => ban,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let now = now_ms();
+    let until_ms = now.saturating_add(ban.for_ms);
+    let mut answers = Vec::with_capacity(targets.len());
+    for target in targets {
+        let set = KeyBan {
+            until_ms,
+            reason: ban.reason.clone(),
+        };
+        let previous = objects.set_ban(target.object.as_str(), Some(set)).await?;
+        isolate::forget_refusal(&target.object);
+        isolate::ban_started(BanRecord {
+            key: key.to_string(),
+            until_ms,
+            reason: ban.reason.clone(),
+            source: target.scope.to_string(),
+            started_ms: now,
+        });
+        answers.push(serde_json::to_value(KeyBanned {
+            rule: target.scope.id(),
+            key,
+            object: target.object.as_str(),
+            until_ms,
+            until: rfc3339(until_ms),
+            reason: &ban.reason,
+            replaced: previous,
+        })?);
+    }
+    isolate::report(objects).await;
+    respond::json(&per_target(rule, key, answers), Headers::new())
+}
+
+/// What `PUT /admin/keys/{rule}/{key}/ban` answers for one object.
+#[derive(Serialize)]
+struct KeyBanned<'a> {
+    rule: &'a str,
+    key: &'a str,
+    object: &'a str,
+    until_ms: u64,
+    until: String,
+    reason: &'a str,
+    /// The ban that was in force.
+    replaced: Option<BanNotice>,
+}
+
+/// `DELETE /admin/keys/{rule}/{key}/ban`: lifts the key's ban on that
+/// rule, an operator's or the rule's own, keeping its log; 404 if none
+/// was in force.
+pub async fn lift_on_key(
+    objects: &Objects,
+    (rule, key): (&str, &str),
+    targets: &[Target],
+) -> Result<Response> {
+    let mut answers = Vec::with_capacity(targets.len());
+    let mut any = false;
+    for target in targets {
+        let previous = objects.set_ban(target.object.as_str(), None).await?;
+        isolate::forget_refusal(&target.object);
+        objects
+            .unban_everywhere(key, &target.scope.to_string())
+            .await?;
+        any |= previous.is_some();
+        answers.push(json!({"rule": target.scope.id(), "key": key, "object": target.object, "lifted": previous}));
+    }
+    if !any {
+        return respond::problem(&Problem::new(
+            Code::NotFound,
+            format!("no ban on {key:?} for rule {rule:?}"),
+        ));
+    }
+    respond::json(&per_target(rule, key, answers), Headers::new())
+}

@@ -1,0 +1,122 @@
+//! The admin API's counts and top refused keys, read from every hub after
+//! this isolate has sent what it holds: `GET {prefix}/admin/stats` (counts
+//! per rule, never lists of keys or bans) and `GET {prefix}/admin/top` (one
+//! rule's most refused keys, a page at a time). A hub that does not answer
+//! is named in `unreachable`, and the rest still count.
+
+use serde_json::json;
+use worker::{console_error, Headers, Response, Result};
+
+use super::client::{hub_name, Objects};
+use super::clock::now_ms;
+use super::{isolate, respond};
+use crate::config::Config;
+use crate::http::admin::{RULE, SINCE, TOP_LIMIT, TOP_MINUTES};
+use crate::http::params::{cursor, Params};
+use crate::http::problem::{Code, Problem};
+use crate::isolate::pages::{page_top, TopCursor};
+use crate::isolate::report::HUBS;
+use crate::isolate::stats::summarize;
+use crate::isolate::top::{merge_all, CAPACITY};
+use crate::objects::name::API_SCOPE;
+
+/// `GET /admin/stats?since=<ms>`: per rule, counts since `since` and per
+/// minute of the last hour; how many bans are in force; the hubs' and
+/// this isolate's own figures.
+pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
+    let since = match params.whole(&SINCE) {
+        Ok(since) => since,
+        Err(problem) => return respond::problem(&problem),
+    };
+    isolate::report(objects).await;
+    let (mut totals, mut recent) = (Vec::new(), Vec::new());
+    let (mut manual_bans, mut rule_bans) = (0, 0);
+    let mut shared = serde_json::Map::new();
+    let mut unreachable = Vec::new();
+    for (n, stats) in (0..HUBS).zip(objects.hub_stats(since).await) {
+        match stats {
+            Ok(stats) => {
+                shared.insert(hub_name(n), json!({"requests": stats.requests}));
+                totals.extend(stats.totals);
+                recent.extend(stats.recent);
+                // Every hub holds every manual ban; each lists the rules'
+                // bans its reports brought.
+                manual_bans = manual_bans.max(stats.manual_bans);
+                rule_bans += stats.rule_bans;
+            }
+            Err(e) => {
+                console_error!("sluice: hub {n} did not answer: {e}");
+                unreachable.push(hub_name(n));
+            }
+        }
+    }
+    let mut body = serde_json::to_value(summarize(&totals, &recent, since, now_ms()))?;
+    body["bans"] = json!({"manual": manual_bans, "rule": rule_bans});
+    body["shared"] = shared.into();
+    body["unreachable"] = unreachable.into();
+    body["isolate"] = isolate::figures();
+    respond::json(&body, Headers::new())
+}
+
+/// `GET /admin/top?rule=<id>&top_minutes=<1..60>&limit=<1..32>&cursor=`:
+/// the keys `rule` refused most in the last `top_minutes`, largest first,
+/// a page at a time.
+pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<Response> {
+    let rule = match known_rule(config, params.text(RULE)) {
+        Ok(rule) => rule,
+        Err(problem) => return respond::problem(&problem),
+    };
+    let asked = (
+        params.whole(&TOP_MINUTES),
+        params.whole(&TOP_LIMIT),
+        params.cursor::<TopCursor>(),
+    );
+    let (minutes, limit, after) = match asked {
+        (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),
+        (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
+            return respond::problem(&problem)
+        }
+    };
+    isolate::report(objects).await;
+    let since = now_ms().saturating_sub(minutes.saturating_mul(60_000));
+    let mut parts = Vec::new();
+    let mut unreachable = Vec::new();
+    for (n, top) in (0..HUBS).zip(objects.hub_top(rule, since).await) {
+        match top {
+            Ok(top) => parts.push(top),
+            Err(e) => {
+                console_error!("sluice: hub {n} did not answer: {e}");
+                unreachable.push(hub_name(n));
+            }
+        }
+    }
+    let ranked = merge_all(&parts, CAPACITY).ranked();
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let (keys, next) = page_top(ranked, after.as_ref(), limit);
+    let body = json!({
+        "rule": rule, "top_minutes": minutes, "keys": keys,
+        "next": next.as_ref().map(cursor), "unreachable": unreachable,
+    });
+    respond::json(&body, Headers::new())
+}
+
+/// The rule `rule` names, as stats count it: a rule's id, or the decision
+/// API's [`API_SCOPE`].
+fn known_rule<'a>(config: &Config, rule: Option<&'a str>) -> std::result::Result<&'a str, Problem> {
+    let Some(rule) = rule else {
+        return Err(Problem::invalid(
+            RULE,
+            format!("rule is required: a rule's id, or {API_SCOPE} for the decision API"),
+        ));
+    };
+    if rule == API_SCOPE || config.rules.iter().any(|r| r.id == rule) {
+        return Ok(rule);
+    }
+    Err(Problem::new(
+        Code::NotFound,
+        format!(
+            "no rule {rule:?}: use a rule's id (not a tier's), or {API_SCOPE} for the decision API"
+        ),
+    )
+    .with("field", RULE))
+}
