@@ -857,6 +857,44 @@ fn origin_auth_parses_with_defaults_and_names_bad_fields() {
     }
 }
 
+#[test]
+fn keep_headers_names_forwarding_claims_only() {
+    assert!(Config::default().keep_headers.is_empty());
+    let config = Config::from_value(json!({
+        "origin": "route",
+        "keep_headers": ["CF-IPCountry", "x-forwarded-proto", "True-Client-IP"]
+    }))
+    .unwrap();
+    assert_eq!(
+        config.keep_headers,
+        ["cf-ipcountry", "x-forwarded-proto", "true-client-ip"]
+    );
+    for (i, bad) in [
+        "x-forwarded-for",
+        "forwarded",
+        "cf-connecting-ip",
+        "connection",
+        "x-custom",
+        "",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut names = vec!["cf-ray"; i];
+        names.push(bad);
+        let config = json!({"origin": "route", "keep_headers": names});
+        assert_eq!(
+            error_field(config),
+            format!("SLUICE.keep_headers[{i}]"),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        error_field(json!({"origin": "route", "keep_headers": "cf-ray"})),
+        "SLUICE.keep_headers"
+    );
+}
+
 fn error_of(value: Value) -> ConfigError {
     match Config::from_value(value.clone()) {
         Ok(_) => panic!("accepted {value}"),

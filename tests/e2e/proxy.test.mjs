@@ -161,7 +161,7 @@ describe("in front of a real origin", () => {
     await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
     const { port } = origin.address();
     sluice = await Sluice.start({
-      sluice: { prefix: "/_limits", origin: `http://127.0.0.1:${port}`, rules },
+      sluice: { prefix: "/_limits", origin: `http://127.0.0.1:${port}`, rules, keep_headers: ["CF-IPCountry"] },
     });
   });
   after(async () => {
@@ -221,6 +221,38 @@ describe("in front of a real origin", () => {
     assert.equal(got["x-forwarded-for"], "203.0.113.9", "the client address Sluice trusts, alone");
     assert.equal(got["x-kept"], "yes");
     assert.equal(seen.at(-1).body, "part one, part two", "a chunked body arrives whole");
+  });
+
+  test("a client's forwarding claims are dropped; Sluice says the host and scheme it received", async () => {
+    const claims = {
+      "X-Forwarded-Host": "evil.example",
+      "X-Forwarded-Proto": "https",
+      "X-Forwarded-Port": "443",
+      "X-Forwarded-Prefix": "/evil",
+      "X-Original-URL": "/admin",
+      "X-Rewrite-URL": "/admin",
+      "True-Client-IP": "6.6.6.6",
+      "X-Client-IP": "6.6.6.6",
+      "cf-access-authenticated-user-email": "ceo@example.com",
+      "cf-ray": "forged",
+    };
+    for (const path of ["/api/claims", "/static/claims"]) {
+      const response = await sluice.fetch(path, {
+        headers: { ...claims, "CF-Connecting-IP": "203.0.113.7", "CF-IPCountry": "XX", "X-Kept": "yes" },
+      });
+      assert.equal(response.status, 201, path);
+      const got = seen.at(-1).headers;
+      for (const name of Object.keys(claims).map((n) => n.toLowerCase())) {
+        if (name === "x-forwarded-host" || name === "x-forwarded-proto") continue;
+        assert.equal(got[name], undefined, `${path}: ${name} reached the origin`);
+      }
+      assert.equal(got["x-forwarded-host"], new URL(sluice.base).host, "the host Sluice received");
+      assert.equal(got["x-forwarded-proto"], "http", "the scheme Sluice received");
+      assert.equal(got["cf-ipcountry"], "XX", "kept by keep_headers");
+      assert.equal(got["cf-connecting-ip"], undefined, "cf- fields are the platform's to set");
+      assert.equal(got["x-forwarded-for"], "203.0.113.7");
+      assert.equal(got["x-kept"], "yes");
+    }
   });
 
   test("an Upgrade header is not forwarded", async () => {
