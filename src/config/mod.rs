@@ -303,6 +303,16 @@ impl Config {
             }
             rules.push(rule);
         }
+        if let Some((i, rule)) = rules
+            .iter()
+            .enumerate()
+            .find(|(_, rule)| lies_below(rule, &prefix))
+        {
+            return Err(error(
+                "SLUICE.prefix",
+                format!("{prefix:?} is where Sluice's own endpoints live, and every path at or below it is answered by Sluice (a 404 where it has none), so SLUICE.rules[{i}] (match.path {:?}) would never see its requests; choose a prefix no rule's path starts with (the default is {DEFAULT_PREFIX:?})", rule.path.to_string()),
+            ));
+        }
         let origin =
             validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {
@@ -338,6 +348,21 @@ impl Config {
         let rest = path.strip_prefix(self.prefix.as_str())?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
     }
+}
+
+/// Whether the paths `rule` is written for lie at or below `prefix`, where
+/// Sluice's own endpoints answer before any rule is tried: its pattern
+/// starts with the prefix as a whole segment. A case-insensitive rule is
+/// compared without case, since its spellings are one path to it.
+fn lies_below(rule: &Rule, prefix: &str) -> bool {
+    let head = rule.path.literal_head();
+    let prefix = if rule.paths.case_insensitive {
+        prefix.to_lowercase()
+    } else {
+        prefix.to_string()
+    };
+    head.strip_prefix(prefix.as_str())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// A JSON value as an error message quotes it: compact, as `{value}` would

@@ -117,6 +117,71 @@ fn own_paths_sit_below_the_prefix() {
 }
 
 #[test]
+fn a_prefix_that_would_take_every_path_of_a_rule_is_refused() {
+    let config = |prefix: &str, path: &str, paths: Value| {
+        json!({"origin": "demo", "prefix": prefix, "rules": [
+            {"id": "open", "match": {"path": "/*"}, "limit": 1, "window": "1s"},
+            {"id": "api", "match": {"path": path}, "paths": paths, "limit": 1, "window": "1s"},
+        ]})
+    };
+    let none = json!(null);
+    for (prefix, path) in [
+        ("/api", "/api/*"),
+        ("/api", "/api"),
+        ("/api", "/api*"),
+        ("/api", "/api/v1/:id"),
+        ("/api/v1", "/api/v1/x"),
+        ("/_sluice", "/_sluice/*"),
+        ("/API", "/api/*"),
+    ] {
+        let e = error_of(config(prefix, path, none.clone()));
+        assert_eq!(e.field, "SLUICE.prefix", "{prefix} {path}");
+        assert!(e.message.contains("rules[1]"), "{}", e.message);
+    }
+    for (prefix, path) in [
+        ("/api", "/apix/*"),
+        ("/api", "/ap*"),
+        ("/api", "/:version/api"),
+        ("/api/v1", "/api/*"),
+        ("/_sluice", "/*"),
+    ] {
+        assert!(
+            Config::from_value(config(prefix, path, none.clone())).is_ok(),
+            "{prefix} {path}: the rule still matches paths outside the prefix"
+        );
+    }
+    let sensitive = json!({"case": "sensitive"});
+    assert!(Config::from_value(config("/API", "/api/*", sensitive)).is_ok());
+}
+
+#[test]
+fn an_action_no_key_uses_is_refused() {
+    assert_eq!(
+        error_field(with_rule(json!({"action": "reply"}))),
+        "SLUICE.rules[0].action"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"action": "reply", "key": "ip+path"}))),
+        "SLUICE.rules[0].action"
+    );
+    assert_eq!(
+        error_field(with_rule(
+            json!({"action": "buy", "scope": "global", "key": null})
+        )),
+        "SLUICE.rules[0].action"
+    );
+    assert!(Config::from_value(with_rule(json!({"action": "reply", "key": "ip+action"}))).is_ok());
+    let tiered = json!({"origin": "demo", "jwt": {}, "rules": [{
+        "id": "t", "action": "post",
+        "tiers": [
+            {"name": "registered", "when": "registered", "key": "{sub}:{action}", "limit": 2, "window": "1s"},
+            {"name": "anonymous", "when": "anonymous", "limit": 1, "window": "1s"},
+        ],
+    }]});
+    assert!(Config::from_value(tiered).is_ok(), "one tier's key uses it");
+}
+
+#[test]
 fn several_policies_are_named_for_the_headers() {
     let config = Config::from_value(with_rule(json!({
         "limit": null, "window": null,
