@@ -473,6 +473,7 @@ async function lookup(event) {
 
 function renderKey(found) {
   const now = Date.now();
+  // The policies in force, each with what the key has used of it.
   const slots = found.slots.length
     ? el("div", { class: "scroll" }, el("table", { class: "slots" },
       el("thead", {}, el("tr", {},
@@ -486,6 +487,9 @@ function renderKey(found) {
           el("td", {}, slot.used > 0 && slot.reset_ms > 0
             ? [`${duration(Math.max(0, slot.window_ms - slot.reset_ms))} ago`, el("span", { class: "line muted" }, `a slot frees in ${duration(slot.reset_ms)}`)]
             : "–"))))))
+    : "";
+  const counted = found.slots.some((slot) => slot.used > 0)
+    ? ""
     : el("p", { class: "empty" }, "Nothing counted: the key has no admissions in any window.");
   const leases = found.leases.length
     ? el("ul", {}, ...found.leases.map((lease) =>
@@ -517,7 +521,7 @@ function renderKey(found) {
         }, "Reset key"),
         " ",
         el("button", { type: "button", class: "small", onclick: () => prepareBan(found.key) }, "Ban…"))),
-    slots, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
+    slots, counted, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans);
 }
 
 async function reset(rule, key) {

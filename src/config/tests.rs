@@ -1295,3 +1295,41 @@ fn override_bodies_are_read_like_any_api_body_then_checked_against_the_tier() {
     );
     assert_eq!(check(json!({"unlimited": true, "limit": 5})), "unlimited");
 }
+
+#[test]
+fn an_override_s_shorthand_is_a_tier_s_one_policy() {
+    use crate::config::override_body::{parse_override, OverrideRequest};
+    use crate::http::body;
+    let config = Config::from_value(json!({"origin": "demo", "rules": [
+        {"id": "one", "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
+        {"id": "two", "policies": [
+            {"name": "second", "limit": 2, "window": "1s"},
+            {"name": "day", "limit": 10, "window": "1d"},
+        ]},
+    ]}))
+    .unwrap();
+    let parse = |rule: usize, body: Value| {
+        let raw =
+            body::read::<OverrideRequest>(Some("application/json"), body.to_string().as_bytes())
+                .unwrap();
+        parse_override(raw, &config.rules[rule].tiers[0])
+    };
+    let one = parse(0, json!({"limit": 50, "window": "1d"})).unwrap();
+    assert_eq!(
+        one.policies[0].0, "one.day",
+        "the tier's one policy, by its name"
+    );
+    let two = parse(1, json!({"limit": 50, "window": "1d"})).unwrap_err();
+    assert_eq!(two.field, "limit");
+    assert!(
+        two.message.contains("two.second, two.day"),
+        "{}",
+        two.message
+    );
+    let named = parse(
+        1,
+        json!({"policies": [{"name": "day", "limit": 50, "window": "1d"}]}),
+    )
+    .unwrap();
+    assert_eq!(named.policies[0].0, "two.day");
+}

@@ -17,9 +17,11 @@ use crate::isolate::report::{HubAnswer, HubSummary, Report, HUBS};
 use crate::ledger::Outcome;
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
+use crate::limit::Spec;
 use crate::objects::protocol::{
     CheckRequest, HubCall, HubReply, KeyRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
+    OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, ThrottleRequest, UnbanRequest,
+    WireOverride,
 };
 
 /// The key objects' namespace binding in wrangler.toml.
@@ -101,11 +103,10 @@ impl Objects {
         }
     }
 
-    /// A key's state, changing nothing.
-    pub async fn peek(&self, key: &str) -> Result<KeyState> {
-        let call = LimiterCall::Peek(KeyRequest {
-            key: key.to_string(),
-        });
+    /// A key's state under `policies` (the config's for it now; `None`:
+    /// as it stored them), changing nothing.
+    pub async fn peek(&self, key: &str, policies: Option<&[(String, Spec)]>) -> Result<KeyState> {
+        let call = LimiterCall::Peek(PeekRequest::new(key, policies));
         match self.limiter(key, &call).await? {
             LimiterReply::Key(state) => Ok(state),
             other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),

@@ -283,11 +283,12 @@ pub struct Settled {
     pub repeated: bool,
 }
 
-/// An operator's limits for one key, in force instead of its rule's (or
-/// tier's) policies from the key's next decision until `until_ms`.
+/// An operator's limits for one key, in force over its rule's (or tier's)
+/// policies from the key's next decision until `until_ms`: see
+/// [`Override::applied_to`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
-    /// The policies in force; none means unlimited.
+    /// The policies it sets; none means unlimited.
     pub policies: Vec<(String, Spec)>,
     /// When it lapses (the sweep removes it); `None`: until lifted.
     pub until_ms: Option<u64>,
@@ -299,6 +300,30 @@ pub struct Override {
 impl Override {
     fn is_active(&self, now_ms: u64) -> bool {
         self.until_ms.is_none_or(|until| now_ms < until)
+    }
+
+    /// The policies in force for a key its rule asks `asked` of: none for
+    /// an unlimited override; otherwise the rule's, each one the override
+    /// names under the override's limit, then the override's own. A
+    /// policy the override leaves out keeps the rule's limit, as the
+    /// config says it today, so raising one limit never drops another.
+    pub fn applied_to(&self, asked: &[(String, Spec)]) -> Vec<(String, Spec)> {
+        if self.policies.is_empty() {
+            return Vec::new();
+        }
+        let mut policies: Vec<(String, Spec)> = asked
+            .iter()
+            .map(|(name, spec)| {
+                let set = self.policies.iter().find(|(n, _)| n == name);
+                (name.clone(), set.map_or(*spec, |(_, spec)| *spec))
+            })
+            .collect();
+        for (name, spec) in &self.policies {
+            if !asked.iter().any(|(n, _)| n == name) {
+                policies.push((name.clone(), *spec));
+            }
+        }
+        policies
     }
 }
 
@@ -415,7 +440,7 @@ impl Ledger {
         if ask.cost == 0 {
             return (self.peek_ask(ask, now_ms), Vec::new());
         }
-        let specs = self.policies(ask.specs, now_ms).to_vec();
+        let specs = self.policies(ask.specs, now_ms);
         let indices: Vec<usize> = specs
             .iter()
             .map(|(name, spec)| slot_for(&mut self.slots, name, *spec))
@@ -533,23 +558,13 @@ impl Ledger {
     }
 
     /// What [`check`](Self::check) with cost 0 answers: each policy's
-    /// state as the asked spec reads it. A slot held under another spec is
-    /// read through a copy, so that a peek never changes a limit, an
-    /// algorithm or a window, and never drops an admission.
+    /// state as the asked spec reads it ([`read`](Self::read)).
     fn peek_ask(&mut self, ask: &Ask<'_>, now_ms: u64) -> Outcome {
-        let specs = self.policies(ask.specs, now_ms).to_vec();
+        let specs = self.policies(ask.specs, now_ms);
         let policies = specs
             .iter()
             .map(|(name, spec)| {
-                let decision = match self.slots.iter_mut().find(|s| s.name == *name) {
-                    Some(slot) if slot.limiter.spec() == *spec => slot.limiter.decide(now_ms, 0),
-                    Some(slot) => {
-                        let mut copy = slot.limiter.clone();
-                        copy.set_spec(*spec);
-                        copy.decide(now_ms, 0)
-                    }
-                    None => Algorithm::new(*spec).decide(now_ms, 0),
-                };
+                let decision = self.read(name, *spec, now_ms);
                 PolicyDecision {
                     name: name.clone(),
                     window_ms: spec.window_ms(),
@@ -562,6 +577,22 @@ impl Ledger {
             .lease
             .map(|l| lease_report(&self.leases, l, None, now_ms));
         Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
+    }
+
+    /// Policy `name`'s state as `spec` reads it, changing nothing: a slot
+    /// held under another spec is read through a copy, so that a peek
+    /// never changes a limit, an algorithm or a window, and never drops an
+    /// admission; no slot reads as empty.
+    fn read(&mut self, name: &str, spec: Spec, now_ms: u64) -> Decision {
+        match self.slots.iter_mut().find(|s| s.name == name) {
+            Some(slot) if slot.limiter.spec() == spec => slot.limiter.decide(now_ms, 0),
+            Some(slot) => {
+                let mut copy = slot.limiter.clone();
+                copy.set_spec(spec);
+                copy.decide(now_ms, 0)
+            }
+            None => Algorithm::new(spec).decide(now_ms, 0),
+        }
     }
 
     /// The first of `specs` whose slot holds admissions that still count
@@ -850,21 +881,36 @@ impl Ledger {
         expired
     }
 
-    /// The key's slots and ban at `now_ms`, changing nothing.
+    /// The key's slots and ban at `now_ms` as it stored them, changing
+    /// nothing.
     pub fn peek(&mut self, now_ms: u64) -> (Vec<SlotReport>, Option<BanNotice>) {
         let slots = self
             .slots
             .iter_mut()
             .map(|slot| {
-                let d = slot.limiter.decide(now_ms, 0);
-                SlotReport {
-                    policy: slot.name.clone(),
-                    limit: d.limit,
-                    window_ms: slot.limiter.spec().window_ms(),
-                    used: d.limit.saturating_sub(d.remaining),
-                    remaining: d.remaining,
-                    reset_ms: d.reset_ms,
-                }
+                let spec = slot.limiter.spec();
+                slot_report(&slot.name, spec, slot.limiter.decide(now_ms, 0))
+            })
+            .collect();
+        (slots, self.active_ban(now_ms))
+    }
+
+    /// The key's policies in force for a rule that asks `asked` of it now
+    /// (under an active override) and its ban, changing nothing: each as a
+    /// decision would read it, its slot through the limit in force rather
+    /// than the one it stored at its last decision, and one with no slot
+    /// as empty.
+    pub fn peek_in_force(
+        &mut self,
+        asked: &[(String, Spec)],
+        now_ms: u64,
+    ) -> (Vec<SlotReport>, Option<BanNotice>) {
+        let slots = self
+            .policies(asked, now_ms)
+            .into_iter()
+            .map(|(name, spec)| {
+                let d = self.read(&name, spec, now_ms);
+                slot_report(&name, spec, d)
             })
             .collect();
         (slots, self.active_ban(now_ms))
@@ -908,11 +954,11 @@ impl Ledger {
             .map(|ban| BanNotice::of(ban, false))
     }
 
-    /// The policies in force: an active override's, or the ones asked.
-    fn policies<'a>(&'a self, asked: &'a [(String, Spec)], now_ms: u64) -> &'a [(String, Spec)] {
+    /// The policies in force: the ones asked, under an active override.
+    fn policies(&self, asked: &[(String, Spec)], now_ms: u64) -> Vec<(String, Spec)> {
         match &self.overridden {
-            Some(o) if o.is_active(now_ms) => &o.policies,
-            _ => asked,
+            Some(o) if o.is_active(now_ms) => o.applied_to(asked),
+            _ => asked.to_vec(),
         }
     }
 
@@ -972,6 +1018,18 @@ impl Ledger {
         writes.push(Write::Ban(ban.clone()));
         self.ban = Some(ban);
         Some(notice)
+    }
+}
+
+/// A policy's state as an operator reads it.
+fn slot_report(name: &str, spec: Spec, d: Decision) -> SlotReport {
+    SlotReport {
+        policy: name.to_string(),
+        limit: d.limit,
+        window_ms: spec.window_ms(),
+        used: d.limit.saturating_sub(d.remaining),
+        remaining: d.remaining,
+        reset_ms: d.reset_ms,
     }
 }
 

@@ -201,7 +201,11 @@ test("inspect and reset a key", async () => {
   assert.equal(again.status, 200, "the reset key starts afresh, cache included");
   assert.equal(again.headers.get("ratelimit"), '"api";r=2;t=60');
   const unknown = await (await sluice.fetch("/_sluice/admin/keys/api/203.0.113.250", { headers: admin })).json();
-  assert.deepEqual(unknown.slots, []);
+  assert.deepEqual(
+    unknown.slots.map((s) => [s.policy, s.limit, s.used, s.remaining, s.reset_ms]),
+    [["api", 3, 0, 3, 0]],
+    "a key with no state shows the limit in force, unused",
+  );
 });
 
 test("decision-API keys are addressed under _api", async () => {
