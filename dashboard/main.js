@@ -536,7 +536,7 @@ async function reset(rule, key) {
 
 function policyText(p) {
   const base = `${number.format(p.limit)} / ${duration(p.window_ms)} · ${p.algorithm}`;
-  return p.algorithm === "gcra" ? `${base} (burst ${p.burst}, ${p.rate.count} per ${duration(p.rate.period_ms)})` : base;
+  return p.algorithm === "gcra" ? `${base}, burst ${p.burst}` : base;
 }
 
 function renderRules(rules) {

@@ -44,7 +44,13 @@ describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
     });
     const rest = await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 15 });
     assert.equal((await rest.json()).remaining, 0);
-    const limited = await (await throttle({ key, max_burst: 15, count: 30, period_s: 60 })).json();
+    const limitedAnswer = await throttle({ key, max_burst: 15, count: 30, period_s: 60 });
+    assert.equal(limitedAnswer.status, 200, "limited or not, as redis-cell answers");
+    for (const answer of [first, limitedAnswer]) {
+      assert.equal(answer.headers.get("ratelimit"), null, "no RateLimit fields: the body says it");
+      assert.equal(answer.headers.get("ratelimit-policy"), null);
+    }
+    const limited = await limitedAnswer.json();
     assert.equal(limited.limited, true);
     assert.equal(limited.retry_after_s, 2);
     assert.ok(limited.retry_after_ms > 1900 && limited.retry_after_ms <= 2000);
@@ -219,6 +225,13 @@ test("decision-API keys are addressed under _api", async () => {
   const lease = await (await sluice.post("/_sluice/v1/leases", { key, limit: 2, ttl_ms: 60_000, owner: "worker-1" })).json();
   const held = await (await sluice.fetch(`/_sluice/admin/keys/_api/${encodeURIComponent(key)}`, { headers: admin })).json();
   assert.deepEqual(held.leases.map((l) => [l.id, l.fence, l.owner]), [[lease.lease_id, lease.fence, "worker-1"]]);
+});
+
+test("GET /admin/rules spells rules as the config does", async () => {
+  const { rules } = await (await sluice.fetch("/_sluice/admin/rules", { headers: admin })).json();
+  const cell = rules.find((rule) => rule.id === "cell");
+  assert.deepEqual(cell.paths, { case: "insensitive", trailing_slash: "ignore" });
+  assert.deepEqual(cell.tiers[0].policies, [{ name: "cell", limit: 2, window_ms: 60_000, algorithm: "gcra", burst: 1 }]);
 });
 
 test("a rule the config does not have is a 404, not an empty key", async () => {
