@@ -399,14 +399,15 @@ async fn put_ban(objects: &Objects, key: String, for_ms: u64, reason: String) ->
         reason,
         source: MANUAL.into(),
     };
-    if !objects.ban_everywhere(&record).await? {
+    let (banned, replaced) = objects.ban_everywhere(&record).await?;
+    if !banned {
         return respond::problem(&Problem::new(
             Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
     // `banned` says what is refused: for an IPv6 address, its group.
-    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason, "replaced": replaced});
     isolate::remember_manual_ban(record);
     respond::json(&body, Headers::new())
 }

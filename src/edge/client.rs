@@ -163,18 +163,25 @@ impl Objects {
     }
 
     /// Records a manual ban in every hub, so that every isolate learns it
-    /// whichever hub it reports to; false if a hub holds as many manual
-    /// bans as it may.
-    pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<bool> {
+    /// whichever hub it reports to: whether it was recorded (false if a hub
+    /// holds as many manual bans as it may), and whether any hub held a
+    /// manual ban on the key that it replaced.
+    pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<(bool, bool)> {
         let call = HubCall::Ban(record.clone());
-        let mut banned = true;
+        let (mut banned, mut replaced) = (true, false);
         for reply in self.each_hub(&call).await {
             match reply? {
-                HubReply::Ban { banned: this } => banned &= this,
+                HubReply::Ban {
+                    banned: this,
+                    replaced: held,
+                } => {
+                    banned &= this;
+                    replaced |= held;
+                }
                 other => return Err(unexpected(HUB_BINDING, call.name(), other.name())),
             }
         }
-        Ok(banned)
+        Ok((banned, replaced))
     }
 
     /// Lifts a ban in every hub; true if any hub held it.

@@ -255,6 +255,9 @@ describe("bans", () => {
     assert.equal(put.status, 200);
     const placed = await put.json();
     assert.equal(placed.reason, "scraping");
+    assert.equal(placed.replaced, false, "a new ban");
+    const rePut = await putBan(ip, { for: "10m", reason: "scraping" });
+    assert.equal((await rePut.json()).replaced, true, "a ban PUT again replaces the one that held");
     for (const path of ["/api/x", "/login", "/fixed"]) {
       const response = await from(ip, path);
       assert.equal(response.status, 429, path);
@@ -292,7 +295,13 @@ describe("bans", () => {
     assert.deepEqual(statuses, [200, 429, 429]);
     const ban = await eventually(async () => (await listed()).find((b) => b.key === ip), 5000);
     assert.equal(ban.source, "rule:login");
-    assert.match(ban.reason, /2 refusals/);
+    assert.equal(ban.reason, "2 refusals within 1m (offence 1)", "in the config's words");
+    const view = await (await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { headers: admin })).json();
+    assert.deepEqual(
+      [view.ban.reason, view.ban.offences, view.ban.started],
+      ["2 refusals within 1m (offence 1)", 1, false],
+      "started: whether this very call started the ban, never a peek",
+    );
     // A reset lifts it, in the key object and in the listing.
     await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { method: "DELETE", headers: admin });
     assert.equal((await listed()).find((b) => b.key === ip), undefined);
