@@ -1144,7 +1144,7 @@ fn config_errors_speak_the_users_words() {
         (
             json!({"rules": [{"id": "a", "limit": 10.0, "window": "1s"}]}),
             "SLUICE.rules[0].limit",
-            "a whole number",
+            "a non-negative whole number",
         ),
         (
             json!({"rules": [{"id": "a", "limit": 1, "window": 5}]}),

@@ -138,12 +138,12 @@ mod tests {
             (
                 r#"{"name":"a","count":-1}"#,
                 "count",
-                "count: expected a whole number, got the number -1",
+                "count: expected a non-negative whole number, got the number -1",
             ),
             (
                 r#"{"name":"a","count":5000000000}"#,
                 "count",
-                "count: expected a whole number, got the number 5000000000",
+                "count: expected a whole number up to 4294967295, got the number 5000000000",
             ),
             (
                 r#"{"name":"a","items":{}}"#,
