@@ -315,26 +315,41 @@ pub fn client_ip(req: &impl Incoming) -> Option<IpAddr> {
 /// also ends a value at a space or reads on past a comma, so any one
 /// reading would let the client choose the key it is limited under.
 /// Names are compared as readers compare them: whole, case-sensitive,
-/// with the spaces around them dropped. The runtime joins several
-/// `Cookie` fields with `; `, so they are read as one.
+/// with the spaces around them dropped; and a name that starts a cookie
+/// only for a reader that also splits at commas and spaces
+/// (`a=x sid=REAL`, which `SimpleCookie` reads as two cookies) counts as a
+/// copy too. The runtime joins several `Cookie` fields with `; `, so they
+/// are read as one.
 fn cookie(req: &impl Incoming, name: &str) -> Result<Option<String>, ()> {
     let Some(header) = req.header("cookie") else {
         return Ok(None);
     };
-    let mut found = None;
-    for pair in header.split(';') {
-        let Some((n, value)) = pair.split_once('=') else {
-            continue;
-        };
-        if n.trim() != name {
-            continue;
-        }
-        if found.is_some() {
-            return Err(());
-        }
-        found = Some(cookie_value(value.trim()).ok_or(())?);
+    let Some((_, value)) = header
+        .split(';')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+    else {
+        return Ok(None);
+    };
+    if cookie_starts(&header, name) > 1 {
+        return Err(());
     }
-    Ok(found)
+    cookie_value(value.trim()).map(Some).ok_or(())
+}
+
+/// How many times a cookie named `name` starts in `header`, for the most
+/// eager reader: after the start, a `;`, a `,` or a space, and followed by
+/// `=` (spaces allowed before it).
+fn cookie_starts(header: &str, name: &str) -> usize {
+    header
+        .match_indices(name)
+        .filter(|(at, _)| {
+            let before = header[..*at].chars().next_back();
+            let after = header[at + name.len()..].trim_start();
+            before.is_none_or(|c| c == ';' || c == ',' || c.is_whitespace())
+                && after.starts_with('=')
+        })
+        .count()
 }
 
 /// An RFC 6265 cookie-value: cookie-octets, optionally in one pair of
@@ -540,6 +555,9 @@ mod tests {
             "sid=REAL\\x",
             "sid=\"RE\"AL\"",
             "sid=\"REAL",
+            "sid=junk8; a=x sid=REAL",
+            "sid=junk9; a=x,sid=REAL",
+            "sid=junk10; a=b sid = REAL",
         ] {
             let error = build("cookie:sid", &cookie(sent)).unwrap_err();
             assert_eq!(error.part(), "cookie:sid", "{sent}");

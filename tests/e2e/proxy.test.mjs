@@ -91,7 +91,13 @@ describe("in front of the demo origin", () => {
     const real = freshKey("sid");
     const session = (cookie) => sluice.fetch("/session", { headers: { Cookie: cookie } });
     for (let i = 0; i < 6; i++) {
-      for (const cookie of [`sid=junk${i}; sid=${real}`, `sid=${real}; sid=junk${i}`, `sid=${real} x=junk${i}`, `sid=junk${i}, sid=${real}`]) {
+      for (const cookie of [
+        `sid=junk${i}; sid=${real}`,
+        `sid=${real}; sid=junk${i}`,
+        `sid=${real} x=junk${i}`,
+        `sid=junk${i}, sid=${real}`,
+        `sid=junk${i}; a=x sid=${real}`,
+      ]) {
         const response = await session(cookie);
         assert.equal(response.status, 400, cookie);
         const problem = await response.json();
