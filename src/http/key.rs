@@ -352,15 +352,19 @@ fn cookie_starts(header: &str, name: &str) -> usize {
         .count()
 }
 
-/// An RFC 6265 cookie-value: cookie-octets, optionally in one pair of
-/// double quotes (dropped).
+/// An RFC 6265 cookie-value, optionally in one pair of double quotes
+/// (dropped): none of the characters readers split or unescape at
+/// (whitespace, `"`, `,`, `;`, `\`). Characters beyond ASCII, which
+/// RFC 6265 leaves out too, are let through as a header's are
+/// (`SimpleCookie` drops a cookie with one rather than keep a part of
+/// it); a control character makes the value missing, as anywhere.
 fn cookie_value(text: &str) -> Option<String> {
     let inner = match text.strip_prefix('"') {
         Some(quoted) => quoted.strip_suffix('"')?,
         None => text,
     };
-    let octet = |b: u8| matches!(b, 0x21 | 0x23..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E);
-    inner.bytes().all(octet).then(|| inner.to_string())
+    let splits = |c: char| c.is_ascii_whitespace() || matches!(c, '"' | ',' | ';' | '\\');
+    (!inner.contains(splits)).then(|| inner.to_string())
 }
 
 /// Whether `key` has the form [`digest`] gives.
@@ -572,6 +576,11 @@ mod tests {
         assert_eq!(
             build("cookie:sid", &cookie(" sid = REAL ")).unwrap(),
             "REAL"
+        );
+        assert_eq!(
+            build("cookie:sid", &cookie("sid=caf\u{e9}")).unwrap(),
+            "caf\u{e9}",
+            "characters beyond ASCII are no separator"
         );
         assert_eq!(
             build("cookie:sid", &cookie("sid=\"s|1=\"")).unwrap(),
