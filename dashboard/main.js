@@ -557,6 +557,9 @@ function keyState(found) {
           el("td", {}, slot.used > 0 && slot.reset_ms > 0
             ? [`${duration(Math.max(0, slot.window_ms - slot.reset_ms))} ago`, el("span", { class: "line muted" }, `a slot frees in ${duration(slot.reset_ms)}`)]
             : "–"))))))
+    : "";
+  const counted = found.slots.some((slot) => slot.used > 0)
+    ? ""
     : el("p", { class: "empty" }, "Nothing counted: the key has no admissions in any window.");
   const leases = found.leases.length
     ? el("ul", {}, ...found.leases.map((lease) =>
@@ -580,7 +583,7 @@ function keyState(found) {
       found.override.until_ms ? `, lapses ${until(found.override.until_ms)}` : ", until lifted",
       found.override.reason ? ` (${found.override.reason})` : "")
     : el("p", { class: "empty" }, "No override: the rule's limits apply.");
-  return [slots, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans];
+  return [slots, counted, el("h3", {}, "Override"), override, el("h3", {}, "Leases"), leases, el("h3", {}, "Bans"), ...bans];
 }
 
 /** A split quota's parts: what each holds of its share. */
@@ -644,7 +647,7 @@ async function reset(rule, key, split) {
 
 function policyText(p) {
   const base = `${number.format(p.limit)} / ${duration(p.window_ms)} · ${p.algorithm}`;
-  return p.algorithm === "gcra" ? `${base} (burst ${p.burst}, ${p.rate.count} per ${duration(p.rate.period_ms)})` : base;
+  return p.algorithm === "gcra" ? `${base}, burst ${p.burst}` : base;
 }
 
 function renderRules(rules) {

@@ -24,7 +24,7 @@ esac
 stamp=target/sluice-build.stamp
 if [ -f build/index.js ] && [ -f "$stamp" ] &&
   [ -z "$(find src dashboard Cargo.toml Cargo.lock package-lock.json scripts/build.sh -newer "$stamp" -print -quit)" ]; then
-  echo "build: build/ is up to date with src/, dashboard/, Cargo.toml and Cargo.lock"
+  echo "build: build/ is up to date with src/, dashboard/, Cargo.toml, Cargo.lock, package-lock.json and scripts/build.sh"
   exit 0
 fi
 mkdir -p target

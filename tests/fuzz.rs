@@ -28,7 +28,7 @@ use sluice::http::api::{
 };
 use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
-use sluice::http::forward::{to_origin, OriginAuth};
+use sluice::http::forward::{to_origin, Facts, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec};
 use sluice::http::path::{PathOptions, RequestPath};
@@ -524,6 +524,7 @@ fn the_fields_sent_to_the_origin_never_panic() {
         3 => prop::sample::select(vec![
             "connection", "Connection", "keep-alive", "te", "upgrade", "x-forwarded-for",
             "forwarded", "x-sluice-auth", "X-Sluice-Auth", "accept", "x-hop",
+            "X-Forwarded-Host", "x-forwarded-proto", "cf-ipcountry", "CF-Connecting-IP",
         ])
         .prop_map(str::to_string),
         1 => text(),
@@ -544,13 +545,31 @@ fn the_fields_sent_to_the_origin_never_panic() {
                 header: "x-sluice-auth",
                 secret: "s",
             };
-            let out = to_origin(fields.clone(), client, Some(auth));
+            let keep = ["cf-ipcountry".to_string()];
+            let facts = Facts {
+                client,
+                host: Some("api.example.com"),
+                proto: Some("https"),
+                keep: &keep,
+                auth: Some(auth),
+            };
+            let out = to_origin(fields.clone(), &facts);
             let sent: Vec<&str> = out
                 .iter()
                 .filter(|(name, _)| name.eq_ignore_ascii_case("x-sluice-auth"))
                 .map(|(_, value)| value.as_str())
                 .collect();
             assert_eq!(sent, ["s"], "exactly Sluice's copy of the secret");
+            let host: Vec<&str> = out
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("x-forwarded-host"))
+                .map(|(_, value)| value.as_str())
+                .collect();
+            assert_eq!(
+                host,
+                ["api.example.com"],
+                "exactly Sluice's X-Forwarded-Host"
+            );
             assert!(out
                 .iter()
                 .all(|(name, _)| !name.eq_ignore_ascii_case("connection")));

@@ -6,7 +6,8 @@
 //! An override may change a policy's limit, not its window or algorithm
 //! (the admin API refuses that): a log re-read through a shorter window
 //! forgets what a longer one would count again. Policies an override adds
-//! under new names are slots of their own.
+//! under new names are slots of their own; the rule's policies it does not
+//! name stay in force with the rule's limits.
 
 use proptest::prelude::*;
 use sluice::ledger::{Ask, Ledger, Override};
@@ -17,8 +18,11 @@ enum Step {
     Decide {
         gap_ms: u64,
     },
+    /// `limit` for the rule's policy, or `None` to leave it to the rule;
+    /// at least one of `limit` and `extra` is set (neither would be the
+    /// unlimited override, which logs nothing).
     Override {
-        limit: u64,
+        limit: Option<u64>,
         extra: Option<u64>,
         for_ms: Option<u64>,
     },
@@ -29,8 +33,12 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         8 => (0u64..40).prop_map(|gap_ms| Step::Decide { gap_ms }),
-        1 => (1u64..6, prop::option::of(1u64..4), prop::option::of(1u64..300))
-            .prop_map(|(limit, extra, for_ms)| Step::Override { limit, extra, for_ms }),
+        1 => (prop::option::of(1u64..6), prop::option::of(1u64..4), prop::option::of(1u64..300))
+            .prop_map(|(limit, extra, for_ms)| Step::Override {
+                limit: limit.or(if extra.is_none() { Some(1) } else { None }),
+                extra,
+                for_ms,
+            }),
         1 => Just(Step::Lift),
         1 => Just(Step::Sweep),
     ]
@@ -43,10 +51,10 @@ fn log(limit: u64, window_ms: u64) -> Vec<(String, Spec)> {
     )]
 }
 
-/// The rule's policy with another limit, and maybe a tighter policy of its
-/// own over 30 ms.
-fn overriding(limit: u64, extra: Option<u64>) -> Vec<(String, Spec)> {
-    let mut policies = log(limit, 100);
+/// The rule's policy with another limit (or left to the rule), and maybe a
+/// tighter policy of its own over 30 ms.
+fn overriding(limit: Option<u64>, extra: Option<u64>) -> Vec<(String, Spec)> {
+    let mut policies = limit.map(|limit| log(limit, 100)).unwrap_or_default();
     if let Some(extra) = extra {
         policies.push((
             "api.burst".to_string(),
@@ -66,7 +74,7 @@ proptest! {
         let mut now = 0u64;
         // Admission times, and the (limit, window) pairs in force for each.
         let mut admitted: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
-        let mut in_force: Option<(u64, Option<u64>, Option<u64>)> = None;
+        let mut in_force: Option<(Option<u64>, Option<u64>, Option<u64>)> = None;
         for step in steps {
             match step {
                 Step::Decide { gap_ms } => {
@@ -76,7 +84,7 @@ proptest! {
                     if outcome.allowed {
                         let policies = match in_force {
                             Some((limit, extra, until)) if until.is_none_or(|u| now < u) => {
-                                let mut policies = vec![(limit, 100)];
+                                let mut policies = vec![(limit.unwrap_or(3), 100)];
                                 policies.extend(extra.map(|e| (e, 30)));
                                 policies
                             }

@@ -49,10 +49,13 @@ struct Match<'a> {
     methods: Option<&'a [String]>,
 }
 
+/// How the rule compares paths, in the config's words.
 #[derive(Serialize)]
 struct Paths {
-    case_insensitive: bool,
-    ignore_trailing_slash: bool,
+    /// `insensitive` or `sensitive`.
+    case: &'static str,
+    /// `ignore` or `strict`.
+    trailing_slash: &'static str,
 }
 
 /// A tier: who it is for, its key (none for a global quota, which every
@@ -68,6 +71,9 @@ struct ListedTier<'a> {
     policies: Vec<ListedPolicy<'a>>,
 }
 
+/// A policy as the config spells it: for GCRA, `limit` per `window` with
+/// a `burst` (not the bucket's capacity and refill time, which the
+/// RateLimit fields announce).
 #[derive(Serialize)]
 struct ListedPolicy<'a> {
     name: &'a str,
@@ -76,14 +82,6 @@ struct ListedPolicy<'a> {
     algorithm: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     burst: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rate: Option<Rate>,
-}
-
-#[derive(Serialize)]
-struct Rate {
-    count: u64,
-    period_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -114,8 +112,16 @@ impl<'a> Listed<'a> {
                 methods: rule.methods.as_deref(),
             },
             paths: Paths {
-                case_insensitive: rule.paths.case_insensitive,
-                ignore_trailing_slash: rule.paths.ignore_trailing_slash,
+                case: if rule.paths.case_insensitive {
+                    "insensitive"
+                } else {
+                    "sensitive"
+                },
+                trailing_slash: if rule.paths.ignore_trailing_slash {
+                    "ignore"
+                } else {
+                    "strict"
+                },
             },
             action: rule.action.as_deref(),
             tiers: rule
@@ -163,21 +169,17 @@ impl<'a> ListedTier<'a> {
 
 impl<'a> ListedPolicy<'a> {
     fn of(name: &'a str, spec: &Spec) -> ListedPolicy<'a> {
-        let (algorithm, gcra) = match spec {
-            Spec::SlidingLog(_) => ("sliding_log", None),
-            Spec::FixedWindow(_) => ("fixed_window", None),
-            Spec::Gcra(gcra) => ("gcra", Some(gcra)),
+        let (algorithm, limit, window_ms, burst) = match spec {
+            Spec::SlidingLog(_) => ("sliding_log", spec.limit(), spec.window_ms(), None),
+            Spec::FixedWindow(_) => ("fixed_window", spec.limit(), spec.window_ms(), None),
+            Spec::Gcra(g) => ("gcra", g.count(), g.period_ms(), Some(g.max_burst())),
         };
         ListedPolicy {
             name,
-            limit: spec.limit(),
-            window_ms: spec.window_ms(),
+            limit,
+            window_ms,
             algorithm,
-            burst: gcra.map(|g| g.max_burst()),
-            rate: gcra.map(|g| Rate {
-                count: g.count(),
-                period_ms: g.period_ms(),
-            }),
+            burst,
         }
     }
 }
@@ -230,7 +232,7 @@ mod tests {
             json!({
                 "id": "api",
                 "match": {"path": "/api/*", "methods": ["GET"]},
-                "paths": {"case_insensitive": true, "ignore_trailing_slash": true},
+                "paths": {"case": "insensitive", "trailing_slash": "ignore"},
                 "action": null,
                 "tiers": [{
                     "name": null, "when": "always", "key": "{ip}|{header:x-team}", "lookup": "api",
@@ -245,6 +247,19 @@ mod tests {
                 "shadow": false,
                 "on_error": "deny",
             })
+        );
+    }
+
+    #[test]
+    fn paths_are_spelled_as_the_config_spells_them() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "paths": {"case": "sensitive"},
+            "rules": [{"id": "api", "paths": {"trailing_slash": "strict"}, "limit": 1, "window": "1s"}]
+        }));
+        assert_eq!(
+            rules["rules"][0]["paths"],
+            json!({"case": "sensitive", "trailing_slash": "strict"})
         );
     }
 
@@ -312,8 +327,9 @@ mod tests {
         assert_eq!(tiers[0]["lookup"], "api.registered");
         assert_eq!(
             tiers[0]["policies"][0],
-            json!({"name": "api.registered.burst", "limit": 5, "window_ms": 500, "algorithm": "gcra",
-                   "burst": 4, "rate": {"count": 10, "period_ms": 1_000}})
+            json!({"name": "api.registered.burst", "limit": 10, "window_ms": 1_000, "algorithm": "gcra",
+                   "burst": 4}),
+            "as the config spells it: 10 per second, a burst of 4"
         );
         assert_eq!(tiers[1]["lookup"], "api.anonymous");
         assert_eq!(tiers[1]["key"], "{ip}");

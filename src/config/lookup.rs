@@ -3,7 +3,7 @@
 //! name the config does not have is a 404 that says what would be right;
 //! and a split quota's state as a whole, from its parts'.
 
-use super::Config;
+use super::{Config, Rule, Tier};
 use crate::http::problem::{Code, Problem};
 use crate::ledger::SlotReport;
 use crate::limit::Spec;
@@ -15,71 +15,52 @@ use crate::objects::name::{ObjectName, Scope, API_SCOPE, GLOBAL_KEY};
 pub struct Target {
     pub scope: Scope,
     pub object: ObjectName,
+    /// The policies the config asks this object to enforce (a split
+    /// quota's part holds its share), so that its state is read under the
+    /// limits in force rather than those it last stored; `None` for a
+    /// decision-API key, whose callers send their policies on every call.
+    pub policies: Option<Vec<(String, Spec)>>,
 }
 
 /// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
 /// rule, a tier (`rule.tier`) or the decision API; every tier's for the id
 /// of a tiered rule (the key alone cannot tell which tier it is under). A
-/// global rule's key is `*`, or `*#i` for part `i` of a split one; anything
-/// else is a 404 naming the field at fault and what would be right.
+/// global rule's key is `*` (for a split one, every part: the whole quota),
+/// or `*#i` for part `i` of a split one; anything else is a 404 naming the
+/// field at fault and what would be right.
 pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
     if rule == API_SCOPE {
         return Ok(vec![Target {
             scope: Scope::Api,
             object: Scope::Api.object(key),
+            policies: None,
         }]);
     }
-    let (id, tier) = match rule.split_once('.') {
-        Some((id, tier)) => (id, Some(tier)),
-        None => (rule, None),
-    };
-    let not_found = |field: &str, detail: String| {
-        Err(Problem::new(Code::NotFound, detail).with("field", field))
-    };
-    let Some(found) = config.rules.iter().find(|r| r.id == id) else {
-        return not_found(
-            "rule",
-            format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_SCOPE} for the decision API"),
-        );
-    };
-    let names: Vec<&str> = found
-        .tiers
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
-    let chosen: Vec<_> = found
-        .tiers
-        .iter()
-        .filter(|t| tier.is_none() || t.name.as_deref() == tier)
-        .collect();
-    if chosen.is_empty() {
-        let detail = if names.is_empty() {
-            format!("rule {id:?} has no tiers: use {id:?}")
-        } else {
-            format!(
-                "rule {id:?} has no tier {:?}; its tiers are {}",
-                tier.unwrap_or_default(),
-                tiers_of(id, &names)
-            )
-        };
-        return not_found("rule", detail);
+    let (found, chosen) = resolve(
+        config,
+        rule,
+        &format!(", or {API_SCOPE} for the decision API"),
+    )?;
+    let parts = found.global.as_ref().map_or(1, |global| global.parts.len());
+    let part = key
+        .strip_prefix("*#")
+        .filter(|i| parts > 1 && i.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|i| i.parse::<usize>().ok())
+        .filter(|&i| i < parts);
+    if let Some(split) = found.split_parts().filter(|_| key == GLOBAL_KEY) {
+        let scope = &found.tiers[0].scope;
+        return Ok((0..)
+            .zip(split)
+            .map(|(i, share)| Target {
+                scope: scope.clone(),
+                object: scope.part(i),
+                policies: Some(share.clone()),
+            })
+            .collect());
     }
-    if let Some(global) = &found.global {
-        let parts = global.parts.len();
-        if parts > 1 && key == GLOBAL_KEY {
-            return Ok((0..parts)
-                .filter_map(|i| u32::try_from(i).ok())
-                .map(|i| Target {
-                    scope: found.tiers[0].scope.clone(),
-                    object: found.tiers[0].scope.part(i),
-                })
-                .collect());
-        }
+    if found.global.is_some() {
         let valid = if parts > 1 {
-            key.strip_prefix("*#")
-                .filter(|i| i.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|i| i.parse::<usize>().ok())
-                .is_some_and(|i| i < parts)
+            part.is_some()
         } else {
             key == GLOBAL_KEY
         };
@@ -92,10 +73,13 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             } else {
                 "*".to_string()
             };
-            return not_found(
+            return Err(not_found(
                 "key",
-                format!("rule {id:?} has one quota for every caller: its key is {expected}, not {key:?}"),
-            );
+                format!(
+                    "rule {:?} has one quota for every caller: its key is {expected}, not {key:?}",
+                    found.id
+                ),
+            ));
         }
     }
     Ok(chosen
@@ -103,6 +87,10 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
         .map(|t| Target {
             scope: t.scope.clone(),
             object: t.scope.object(key),
+            policies: Some(match (part, found.split_parts()) {
+                (Some(i), Some(parts)) => parts[i].clone(),
+                _ => t.policies.clone(),
+            }),
         })
         .collect())
 }
@@ -162,6 +150,101 @@ pub fn whole_slots(parts: &[Vec<(String, Spec)>], states: &[Vec<SlotReport>]) ->
         .collect()
 }
 
+/// The tier `PUT`/`DELETE /admin/keys/{rule}/{key}/override` sets limits
+/// for: a rule without tiers, or one tier (`rule.tier`). Refused (`400`,
+/// naming `rule`): the decision API (its callers send their policies on
+/// every call), a tiered rule's id (each tier has its own limits, so the
+/// route must name one), a global quota (not per key: change the config)
+/// and a rule that limits only concurrency (an override sets rate
+/// policies, and has none of the rule's to change).
+pub fn override_tier<'c>(config: &'c Config, rule: &str) -> Result<&'c Tier, Problem> {
+    let tier = overridden_tier(config, rule)?;
+    if tier.policies.is_empty() {
+        return Err(Problem::invalid(
+            "rule",
+            format!("rule {rule:?} limits only concurrency, which comes from the config; an override changes or adds rate policies, and this rule has none to change"),
+        ));
+    }
+    Ok(tier)
+}
+
+/// The tier whose keys may hold an override, to lift one: what
+/// [`override_tier`] accepts, and a rule that limits only concurrency
+/// (an override set there before it was refused can still be lifted).
+pub fn overridden_tier<'c>(config: &'c Config, rule: &str) -> Result<&'c Tier, Problem> {
+    let refuse = |detail: String| Err(Problem::invalid("rule", detail));
+    if rule == API_SCOPE {
+        return refuse(format!(
+            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_SCOPE}"
+        ));
+    }
+    let (found, chosen) = resolve(config, rule, "")?;
+    if found.global.is_some() {
+        return refuse(format!(
+            "rule {:?} is a global quota that every caller shares; change its limit in the config",
+            found.id
+        ));
+    }
+    match chosen[..] {
+        [tier] => Ok(tier),
+        _ => refuse(format!(
+            "rule {rule:?} has tiers, each with its own limits: override one of {}",
+            tiers_of(&found.id, &tier_names(found))
+        )),
+    }
+}
+
+/// The rule a route's `{rule}` names and the tiers it chooses: all of a
+/// tiered rule's for its id, one for `rule.tier` or a rule without tiers;
+/// a 404 naming `rule` (and what would be right, `elsewhere` included)
+/// when the config has no such rule or tier.
+fn resolve<'c>(
+    config: &'c Config,
+    rule: &str,
+    elsewhere: &str,
+) -> Result<(&'c Rule, Vec<&'c Tier>), Problem> {
+    let (id, tier) = match rule.split_once('.') {
+        Some((id, tier)) => (id, Some(tier)),
+        None => (rule, None),
+    };
+    let Some(found) = config.rules.iter().find(|r| r.id == id) else {
+        return Err(not_found(
+            "rule",
+            format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier{elsewhere}"),
+        ));
+    };
+    let chosen: Vec<&Tier> = found
+        .tiers
+        .iter()
+        .filter(|t| tier.is_none() || t.name.as_deref() == tier)
+        .collect();
+    if chosen.is_empty() {
+        let names = tier_names(found);
+        let detail = if names.is_empty() {
+            format!("rule {id:?} has no tiers: use {id:?}")
+        } else {
+            format!(
+                "rule {id:?} has no tier {:?}; its tiers are {}",
+                tier.unwrap_or_default(),
+                tiers_of(id, &names)
+            )
+        };
+        return Err(not_found("rule", detail));
+    }
+    Ok((found, chosen))
+}
+
+fn not_found(field: &str, detail: String) -> Problem {
+    Problem::new(Code::NotFound, detail).with("field", field)
+}
+
+fn tier_names(rule: &Rule) -> Vec<&str> {
+    rule.tiers
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect()
+}
+
 fn tiers_of(id: &str, names: &[&str]) -> String {
     names
         .iter()
@@ -188,6 +271,7 @@ mod tests {
                 {"id": "plain", "limit": 1, "window": "1s"},
                 {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
                 {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
+                {"id": "report", "concurrency": 2},
             ]
         }))
         .unwrap()
@@ -246,6 +330,68 @@ mod tests {
         assert!(whole_quota(&config, "sale", "*#1").is_none());
         assert!(whole_quota(&config, "one", "*").is_none(), "not split");
         assert!(whole_quota(&config, "plain", "*").is_none());
+    }
+
+    fn override_error(rule: &str) -> (u16, String, String) {
+        let problem = override_tier(&config(), rule).unwrap_err();
+        let body: Value = serde_json::from_str(&problem.to_json()).unwrap();
+        (
+            problem.status,
+            body["field"].as_str().unwrap_or_default().to_string(),
+            problem.detail().to_string(),
+        )
+    }
+
+    #[test]
+    fn an_override_names_one_tier_with_rate_policies() {
+        let config = config();
+        assert_eq!(override_tier(&config, "plain").unwrap().scope.id(), "plain");
+        assert_eq!(
+            override_tier(&config, "api.registered").unwrap().scope.id(),
+            "api.registered"
+        );
+        let (status, field, detail) = override_error("api");
+        assert_eq!((status, field.as_str()), (400, "rule"));
+        assert!(
+            detail.contains("api.registered, api.anonymous"),
+            "a tiered rule's id names its tiers: {detail}"
+        );
+        for (rule, status) in [
+            ("report", 400),
+            ("sale", 400),
+            ("one", 400),
+            (API_SCOPE, 400),
+            ("nope", 404),
+            ("api.gold", 404),
+        ] {
+            let (got, field, _) = override_error(rule);
+            assert_eq!((got, field.as_str()), (status, "rule"), "{rule}");
+        }
+        assert!(override_error("report").2.contains("only concurrency"));
+        assert!(
+            overridden_tier(&config, "report").is_ok(),
+            "an override set there before can be lifted"
+        );
+    }
+
+    #[test]
+    fn a_target_carries_the_policies_its_object_enforces() {
+        let config = config();
+        let limits = |rule: &str, key: &str| -> Option<Vec<u64>> {
+            targets(&config, rule, key).unwrap()[0]
+                .policies
+                .as_ref()
+                .map(|p| p.iter().map(|(_, spec)| spec.limit()).collect())
+        };
+        assert_eq!(limits("plain", "k"), Some(vec![1]));
+        assert_eq!(limits("api.anonymous", "k"), Some(vec![10]));
+        assert_eq!(
+            limits("sale", "*#2"),
+            Some(vec![10]),
+            "a part holds its share"
+        );
+        assert_eq!(limits("one", "*"), Some(vec![40]));
+        assert_eq!(limits(API_SCOPE, "k"), None);
     }
 
     #[test]

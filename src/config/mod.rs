@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::http::auth::ApiAccess;
 use crate::http::cidr::CidrList;
-use crate::http::forward::may_carry_secret;
+use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
@@ -52,6 +52,10 @@ pub struct Config {
     /// The field that carries a secret to the origin, so that the origin can
     /// refuse requests that did not come through Sluice.
     pub origin_auth: Option<OriginAuthConfig>,
+    /// Forwarding claims (lowercase) a client's copy of which passes to the
+    /// origin instead of being dropped: for a proxy in front of Sluice that
+    /// the operator trusts to set them.
+    pub keep_headers: Vec<String>,
     /// Leading bits of an IPv6 address that identify one client.
     pub ipv6_prefix: u8,
     /// How long a key object may take to decide.
@@ -153,6 +157,7 @@ impl Default for Config {
             prefix: DEFAULT_PREFIX.to_string(),
             origin: Origin::Demo,
             origin_auth: None,
+            keep_headers: Vec::new(),
             ipv6_prefix: 64,
             timeout_ms: 2_000,
             api: ApiAccess::Token,
@@ -171,6 +176,8 @@ struct RawConfig {
     prefix: Option<String>,
     origin: Option<String>,
     origin_auth: Option<RawOriginAuth>,
+    #[serde(default)]
+    keep_headers: Vec<String>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
     api: Option<String>,
@@ -275,6 +282,7 @@ impl Config {
         let deny =
             CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("SLUICE.deny[{i}]"), m))?;
         let origin_auth = raw.origin_auth.map(validate_origin_auth).transpose()?;
+        let keep_headers = validate_keep_headers(raw.keep_headers)?;
         let jwt = raw.jwt.map(validate_jwt).transpose()?;
         let paths = paths::validate_paths(raw.paths, PathOptions::default(), "SLUICE.paths")?;
         let mut rules: Vec<Rule> = Vec::with_capacity(raw.rules.len());
@@ -295,12 +303,23 @@ impl Config {
             }
             rules.push(rule);
         }
+        if let Some((i, rule)) = rules
+            .iter()
+            .enumerate()
+            .find(|(_, rule)| lies_below(rule, &prefix))
+        {
+            return Err(error(
+                "SLUICE.prefix",
+                format!("{prefix:?} is where Sluice's own endpoints live, and every path at or below it is answered by Sluice (a 404 where it has none), so SLUICE.rules[{i}] (match.path {:?}) would never see its requests; choose a prefix no rule's path starts with (the default is {DEFAULT_PREFIX:?})", rule.path.to_string()),
+            ));
+        }
         let origin =
             validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {
             prefix,
             origin,
             origin_auth,
+            keep_headers,
             ipv6_prefix,
             timeout_ms,
             api,
@@ -329,6 +348,21 @@ impl Config {
         let rest = path.strip_prefix(self.prefix.as_str())?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
     }
+}
+
+/// Whether the paths `rule` is written for lie at or below `prefix`, where
+/// Sluice's own endpoints answer before any rule is tried: its pattern
+/// starts with the prefix as a whole segment. A case-insensitive rule is
+/// compared without case, since its spellings are one path to it.
+fn lies_below(rule: &Rule, prefix: &str) -> bool {
+    let head = rule.path.literal_head();
+    let prefix = if rule.paths.case_insensitive {
+        prefix.to_lowercase()
+    } else {
+        prefix.to_string()
+    };
+    head.strip_prefix(prefix.as_str())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// A JSON value as an error message quotes it: compact, as `{value}` would
@@ -378,6 +412,27 @@ fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigEr
         DEFAULT_ORIGIN_AUTH_SECRET,
     )?;
     Ok(OriginAuthConfig { header, secret })
+}
+
+/// `keep_headers`: each a forwarding claim Sluice would drop, named in
+/// any case. Any other field passes (or is Sluice's to set) whatever this
+/// says, so naming one is a mistake worth reporting.
+fn validate_keep_headers(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let name = name.to_ascii_lowercase();
+            if may_keep(&name) {
+                Ok(name)
+            } else {
+                Err(error(
+                    &format!("SLUICE.keep_headers[{i}]"),
+                    format!("{name:?} is not a field Sluice drops from what a client sends: name one of {}, or a cf- field; every other field passes to the origin anyway, and the client's address is always Sluice's to state (X-Forwarded-For)", FORWARDING_CLAIMS.join(", ")),
+                ))
+            }
+        })
+        .collect()
 }
 
 fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {

@@ -36,11 +36,16 @@ pub struct OverrideBody {
     pub reason: String,
 }
 
-/// Parses an override for `tier`. An override may change a policy's limit
-/// (and a GCRA burst), and add policies of its own, but not a policy's
-/// window or algorithm: admissions logged under one window would be
-/// re-read through another, and a log read through a shorter window
-/// forgets what a longer one counts again. Errors name the body's field.
+/// Parses an override for `tier`. An override may change the limit (and a
+/// GCRA burst) of the tier's policies it names, and add policies of its
+/// own under other names; the policies it leaves out keep the config's
+/// limits ([`crate::ledger::Override::applied_to`]). It may not change a
+/// policy's window or algorithm: admissions logged under one window would
+/// be re-read through another, and a log read through a shorter window
+/// forgets what a longer one counts again. The shorthand (`limit`,
+/// `window`) is the tier's one policy, so for a tier of several it is
+/// refused: it could only add a policy beside them, not change one.
+/// Errors name the body's field.
 pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
     if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
@@ -79,8 +84,20 @@ pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody,
         }
         Some(true) => Vec::new(),
         Some(false) | None => {
-            let policies = validate_limits(limits, tier.scope.id(), "")
+            let shorthand = limits.limit.is_some() || limits.window.is_some();
+            let mut policies = validate_limits(limits, tier.scope.id(), "")
                 .map_err(|e| error(e.field.trim_start_matches('.'), e.message))?;
+            match (&tier.policies[..], &mut policies[..]) {
+                ([(name, _)], [(given, _)]) if shorthand => given.clone_from(name),
+                ([_, _, ..], _) if shorthand => {
+                    let names: Vec<&str> = tier.policies.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(error(
+                        "limit",
+                        format!("{} has several policies ({}): name the ones to change in policies, e.g. [{{\"name\": \"day\", \"limit\": 5000, \"window\": \"1d\"}}]", tier.scope.id(), names.join(", ")),
+                    ));
+                }
+                _ => {}
+            }
             check_same_shape(&policies, &tier.policies)?;
             policies
         }

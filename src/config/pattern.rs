@@ -128,6 +128,15 @@ impl Pattern {
         rest.is_empty().then_some(captured)
     }
 
+    /// The literal text the pattern starts with, up to its first
+    /// parameter or `*`: every path it matches starts with it.
+    pub fn literal_head(&self) -> &str {
+        match self.tokens.first() {
+            Some(Token::Literal(text)) => text,
+            _ => "",
+        }
+    }
+
     /// Whether the pattern captures a parameter called `name`.
     pub fn has_param(&self, name: &str) -> bool {
         self.tokens

@@ -255,6 +255,14 @@ pub(super) fn validate_rule(
     };
     let policies = tiers.first().map_or(&[][..], |tier| &tier.policies);
     let global = validate_scope(scope, policies, at)?;
+    // A global rule has no key at all.
+    let uses_action = |tier: &Tier| tier.key.parts().any(|part| *part == Part::Action);
+    if raw.action.is_some() && (global.is_some() || !tiers.iter().any(uses_action)) {
+        return Err(error(
+            &field("action"),
+            "no key of this rule uses {action}, so the action changes nothing: put {action} in the key (e.g. \"{sub}:{action}\") or leave action out",
+        ));
+    }
     let count_raw = raw.count;
     let mut rule = Rule {
         id: raw.id,

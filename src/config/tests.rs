@@ -117,6 +117,71 @@ fn own_paths_sit_below_the_prefix() {
 }
 
 #[test]
+fn a_prefix_that_would_take_every_path_of_a_rule_is_refused() {
+    let config = |prefix: &str, path: &str, paths: Value| {
+        json!({"origin": "demo", "prefix": prefix, "rules": [
+            {"id": "open", "match": {"path": "/*"}, "limit": 1, "window": "1s"},
+            {"id": "api", "match": {"path": path}, "paths": paths, "limit": 1, "window": "1s"},
+        ]})
+    };
+    let none = json!(null);
+    for (prefix, path) in [
+        ("/api", "/api/*"),
+        ("/api", "/api"),
+        ("/api", "/api*"),
+        ("/api", "/api/v1/:id"),
+        ("/api/v1", "/api/v1/x"),
+        ("/_sluice", "/_sluice/*"),
+        ("/API", "/api/*"),
+    ] {
+        let e = error_of(config(prefix, path, none.clone()));
+        assert_eq!(e.field, "SLUICE.prefix", "{prefix} {path}");
+        assert!(e.message.contains("rules[1]"), "{}", e.message);
+    }
+    for (prefix, path) in [
+        ("/api", "/apix/*"),
+        ("/api", "/ap*"),
+        ("/api", "/:version/api"),
+        ("/api/v1", "/api/*"),
+        ("/_sluice", "/*"),
+    ] {
+        assert!(
+            Config::from_value(config(prefix, path, none.clone())).is_ok(),
+            "{prefix} {path}: the rule still matches paths outside the prefix"
+        );
+    }
+    let sensitive = json!({"case": "sensitive"});
+    assert!(Config::from_value(config("/API", "/api/*", sensitive)).is_ok());
+}
+
+#[test]
+fn an_action_no_key_uses_is_refused() {
+    assert_eq!(
+        error_field(with_rule(json!({"action": "reply"}))),
+        "SLUICE.rules[0].action"
+    );
+    assert_eq!(
+        error_field(with_rule(json!({"action": "reply", "key": "ip+path"}))),
+        "SLUICE.rules[0].action"
+    );
+    assert_eq!(
+        error_field(with_rule(
+            json!({"action": "buy", "scope": "global", "key": null})
+        )),
+        "SLUICE.rules[0].action"
+    );
+    assert!(Config::from_value(with_rule(json!({"action": "reply", "key": "ip+action"}))).is_ok());
+    let tiered = json!({"origin": "demo", "jwt": {}, "rules": [{
+        "id": "t", "action": "post",
+        "tiers": [
+            {"name": "registered", "when": "registered", "key": "{sub}:{action}", "limit": 2, "window": "1s"},
+            {"name": "anonymous", "when": "anonymous", "limit": 1, "window": "1s"},
+        ],
+    }]});
+    assert!(Config::from_value(tiered).is_ok(), "one tier's key uses it");
+}
+
+#[test]
 fn several_policies_are_named_for_the_headers() {
     let config = Config::from_value(with_rule(json!({
         "limit": null, "window": null,
@@ -857,6 +922,44 @@ fn origin_auth_parses_with_defaults_and_names_bad_fields() {
     }
 }
 
+#[test]
+fn keep_headers_names_forwarding_claims_only() {
+    assert!(Config::default().keep_headers.is_empty());
+    let config = Config::from_value(json!({
+        "origin": "route",
+        "keep_headers": ["CF-IPCountry", "x-forwarded-proto", "True-Client-IP"]
+    }))
+    .unwrap();
+    assert_eq!(
+        config.keep_headers,
+        ["cf-ipcountry", "x-forwarded-proto", "true-client-ip"]
+    );
+    for (i, bad) in [
+        "x-forwarded-for",
+        "forwarded",
+        "cf-connecting-ip",
+        "connection",
+        "x-custom",
+        "",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut names = vec!["cf-ray"; i];
+        names.push(bad);
+        let config = json!({"origin": "route", "keep_headers": names});
+        assert_eq!(
+            error_field(config),
+            format!("SLUICE.keep_headers[{i}]"),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        error_field(json!({"origin": "route", "keep_headers": "cf-ray"})),
+        "SLUICE.keep_headers"
+    );
+}
+
 fn error_of(value: Value) -> ConfigError {
     match Config::from_value(value.clone()) {
         Ok(_) => panic!("accepted {value}"),
@@ -1041,7 +1144,7 @@ fn config_errors_speak_the_users_words() {
         (
             json!({"rules": [{"id": "a", "limit": 10.0, "window": "1s"}]}),
             "SLUICE.rules[0].limit",
-            "a whole number",
+            "a non-negative whole number",
         ),
         (
             json!({"rules": [{"id": "a", "limit": 1, "window": 5}]}),
@@ -1191,4 +1294,42 @@ fn override_bodies_are_read_like_any_api_body_then_checked_against_the_tier() {
         "for"
     );
     assert_eq!(check(json!({"unlimited": true, "limit": 5})), "unlimited");
+}
+
+#[test]
+fn an_override_s_shorthand_is_a_tier_s_one_policy() {
+    use crate::config::override_body::{parse_override, OverrideRequest};
+    use crate::http::body;
+    let config = Config::from_value(json!({"origin": "demo", "rules": [
+        {"id": "one", "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
+        {"id": "two", "policies": [
+            {"name": "second", "limit": 2, "window": "1s"},
+            {"name": "day", "limit": 10, "window": "1d"},
+        ]},
+    ]}))
+    .unwrap();
+    let parse = |rule: usize, body: Value| {
+        let raw =
+            body::read::<OverrideRequest>(Some("application/json"), body.to_string().as_bytes())
+                .unwrap();
+        parse_override(raw, &config.rules[rule].tiers[0])
+    };
+    let one = parse(0, json!({"limit": 50, "window": "1d"})).unwrap();
+    assert_eq!(
+        one.policies[0].0, "one.day",
+        "the tier's one policy, by its name"
+    );
+    let two = parse(1, json!({"limit": 50, "window": "1d"})).unwrap_err();
+    assert_eq!(two.field, "limit");
+    assert!(
+        two.message.contains("two.second, two.day"),
+        "{}",
+        two.message
+    );
+    let named = parse(
+        1,
+        json!({"policies": [{"name": "day", "limit": 50, "window": "1d"}]}),
+    )
+    .unwrap();
+    assert_eq!(named.policies[0].0, "two.day");
 }

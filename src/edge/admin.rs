@@ -20,9 +20,9 @@ use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
 use super::{bans, isolate, quota, respond, stats};
 use crate::config::listing;
-use crate::config::lookup::{targets, whole_quota, Target};
+use crate::config::lookup::{overridden_tier, override_tier, targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
-use crate::config::Tier;
+use crate::config::Config;
 use crate::http::admin::AdminRoute;
 use crate::http::auth::authorized;
 use crate::http::body;
@@ -35,7 +35,7 @@ use crate::http::time::rfc3339;
 use crate::isolate::lockout::{Lockout, CAPACITY, MAX_FAILURES};
 use crate::ledger::Override;
 use crate::limits::MAX_KEY_BYTES;
-use crate::objects::name::{Scope, API_SCOPE};
+use crate::objects::name::Scope;
 use crate::objects::protocol::WireOverride;
 
 thread_local! {
@@ -61,7 +61,7 @@ pub async fn serve(
         Some(AdminRoute::Dashboard { file }) => dashboard::file(&req, env, file).await,
         Some(AdminRoute::DashboardHome) => dashboard::home(&settings.config.prefix),
         _ => {
-            let mut response = api(req, env, objects, path, settings, token, route).await?;
+            let mut response = api(req, objects, path, settings, token, route).await?;
             dashboard::protect_data(response.headers_mut())?;
             Ok(response)
         }
@@ -71,7 +71,6 @@ pub async fn serve(
 /// An admin API call, once the token is known to be set.
 async fn api(
     req: ClientRequest,
-    env: &Env,
     objects: &Objects,
     path: &str,
     settings: &Settings,
@@ -84,7 +83,7 @@ async fn api(
     let Some(route) = route else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
-    let answer = call(req, env, objects, settings, route).await;
+    let answer = call(req, objects, settings, route).await;
     answer.or_else(|e| {
         console_error!("sluice: admin call failed: {e}");
         endpoints::unavailable()
@@ -124,7 +123,6 @@ fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result
 /// An authenticated admin call, by route and method.
 async fn call(
     req: ClientRequest,
-    env: &Env,
     objects: &Objects,
     settings: &Settings,
     route: AdminRoute,
@@ -178,12 +176,12 @@ async fn call(
         (_, AdminRoute::Top) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Override { rule, key }) => {
             match parsed_body(&req, body::read::<OverrideRequest>).await? {
-                Ok(body) => put_override(env, objects, &rule, &key, body).await,
+                Ok(body) => put_override(config, objects, &rule, &key, body).await,
                 Err(problem) => respond::problem(&problem),
             }
         }
         (Some(Method::Delete), AdminRoute::Override { rule, key }) => {
-            lift_override(env, objects, &rule, &key).await
+            lift_override(config, objects, &rule, &key).await
         }
         (_, AdminRoute::Override { .. }) => not_allowed("PUT, DELETE"),
         (Some(Method::Get), AdminRoute::Rules) => {
@@ -197,46 +195,15 @@ async fn call(
     }
 }
 
-/// The tier `rule` (a rule id, or `rule.tier`) names, with an override
-/// refused for the decision API (its callers send their policies on every
-/// call) and for a global quota (one object per part, not per key).
-fn override_tier(env: &Env, rule: &str) -> std::result::Result<Tier, Problem> {
-    let not_here = |detail: String| Err(Problem::invalid("rule", detail));
-    if rule == API_SCOPE {
-        return not_here(format!(
-            "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_SCOPE}"
-        ));
-    }
-    let scope = Scope::named(rule);
-    let settings = settings(env).map_err(|e| Problem::new(Code::InvalidConfig, e.to_string()))?;
-    let found = settings
-        .config
-        .rules
-        .iter()
-        .find_map(|r| r.tiers.iter().find(|t| t.scope == scope).map(|t| (r, t)));
-    match found {
-        Some((rule, _)) if rule.global.is_some() => not_here(format!(
-            "rule {:?} is a global quota that every caller shares; change its limit in the config",
-            rule.id
-        )),
-        Some((_, tier)) => Ok(tier.clone()),
-        None => Err(Problem::new(
-            Code::NotFound,
-            format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier"),
-        )
-        .with("field", "rule")),
-    }
-}
-
 /// `PUT /admin/keys/{rule}/{key}/override`.
 async fn put_override(
-    env: &Env,
+    config: &Config,
     objects: &Objects,
     rule: &str,
     key: &str,
     body: OverrideRequest,
 ) -> Result<Response> {
-    let tier = match override_tier(env, rule) {
+    let tier = match override_tier(config, rule) {
         Ok(tier) => tier,
         Err(problem) => return respond::problem(&problem),
     };
@@ -246,7 +213,7 @@ async fn put_override(
             format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
         ));
     }
-    let parsed = match parse_override(body, &tier) {
+    let parsed = match parse_override(body, tier) {
         Ok(parsed) => parsed,
         Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
     };
@@ -270,8 +237,13 @@ async fn put_override(
 }
 
 /// `DELETE /admin/keys/{rule}/{key}/override`: 404 if there was none.
-async fn lift_override(env: &Env, objects: &Objects, rule: &str, key: &str) -> Result<Response> {
-    if let Err(problem) = override_tier(env, rule) {
+async fn lift_override(
+    config: &Config,
+    objects: &Objects,
+    rule: &str,
+    key: &str,
+) -> Result<Response> {
+    if let Err(problem) = overridden_tier(config, rule) {
         return respond::problem(&problem);
     }
     let object = Scope::named(rule).object(key);
@@ -320,7 +292,9 @@ async fn inspect_key(
     let manual_ban = isolate::manual_ban(key.parse().ok(), &[key], now_ms());
     let mut states = Vec::with_capacity(targets.len());
     for target in targets {
-        let state = objects.peek(target.object.as_str()).await?;
+        let state = objects
+            .peek(target.object.as_str(), target.policies.as_deref())
+            .await?;
         states.push(json!({
             "rule": target.scope.id(),
             "key": key,

@@ -59,14 +59,15 @@ pub async fn put(
         source: MANUAL.into(),
         started_ms: now,
     };
-    if !objects.ban_everywhere(&record).await? {
+    let (banned, replaced) = objects.ban_everywhere(&record).await?;
+    if !banned {
         return respond::problem(&Problem::new(
             Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
         ));
     }
     // `banned` says what is refused: for an IPv6 address, its group.
-    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason});
+    let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason, "replaced": replaced});
     isolate::remember_manual_ban(record);
     respond::json(&body, Headers::new())
 }

@@ -20,10 +20,11 @@ use crate::isolate::top::TopKeys;
 use crate::ledger::{BanNotice, Outcome};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
+use crate::limit::Spec;
 use crate::objects::protocol::{
     CheckRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState, LeaseRequest,
-    LimiterCall, LimiterReply, OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest,
-    UnbanRequest, WireOverride,
+    LimiterCall, LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest,
+    ThrottleRequest, UnbanRequest, WireOverride,
 };
 
 /// The key objects' namespace binding in wrangler.toml.
@@ -105,11 +106,10 @@ impl Objects {
         }
     }
 
-    /// A key's state, changing nothing.
-    pub async fn peek(&self, key: &str) -> Result<KeyState> {
-        let call = LimiterCall::Peek(KeyRequest {
-            key: key.to_string(),
-        });
+    /// A key's state under `policies` (the config's for it now; `None`:
+    /// as it stored them), changing nothing.
+    pub async fn peek(&self, key: &str, policies: Option<&[(String, Spec)]>) -> Result<KeyState> {
+        let call = LimiterCall::Peek(PeekRequest::new(key, policies));
         match self.limiter(key, &call).await? {
             LimiterReply::Key(state) => Ok(state),
             other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
@@ -179,18 +179,25 @@ impl Objects {
     }
 
     /// Records a manual ban in every hub, so that every isolate learns it
-    /// whichever hub it reports to; false if a hub holds as many manual
-    /// bans as it may.
-    pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<bool> {
+    /// whichever hub it reports to: whether it was recorded (false if a hub
+    /// holds as many manual bans as it may), and whether any hub held a
+    /// manual ban on the key that it replaced.
+    pub async fn ban_everywhere(&self, record: &BanRecord) -> Result<(bool, bool)> {
         let call = HubCall::Ban(record.clone());
-        let mut banned = true;
+        let (mut banned, mut replaced) = (true, false);
         for reply in self.each_hub(&call).await {
             match reply? {
-                HubReply::Ban { banned: this } => banned &= this,
+                HubReply::Ban {
+                    banned: this,
+                    replaced: held,
+                } => {
+                    banned &= this;
+                    replaced |= held;
+                }
                 other => return Err(unexpected(HUB_BINDING, call.name(), other.name())),
             }
         }
-        Ok(banned)
+        Ok((banned, replaced))
     }
 
     /// Lifts a ban in every hub; true if any hub held it.

@@ -117,9 +117,10 @@ impl DurableObject for Hub {
                     manual_bans: manual_bans(&sql, now)?,
                 })
             }
-            HubCall::Ban(ban) => HubReply::Ban {
-                banned: self.ban(&sql, &ban, now).await?,
-            },
+            HubCall::Ban(ban) => {
+                let (banned, replaced) = self.ban(&sql, &ban, now).await?;
+                HubReply::Ban { banned, replaced }
+            }
             HubCall::Unban(request) => {
                 let removed = sql
                     .exec(
@@ -170,20 +171,26 @@ impl Hub {
         Ok(sql)
     }
 
-    /// Records a manual ban; false if the hub holds as many other manual
-    /// bans as it may.
-    async fn ban(&self, sql: &SqlStorage, ban: &BanRecord, now: u64) -> Result<bool> {
+    /// Records a manual ban: whether it was (false if the hub holds as
+    /// many other manual bans as it may), and whether it replaced one on
+    /// the same key that had not ended.
+    async fn ban(&self, sql: &SqlStorage, ban: &BanRecord, now: u64) -> Result<(bool, bool)> {
         let held = count(
             sql,
             "SELECT COUNT(*) AS n FROM hub_bans WHERE source = ? AND until_ms > ? AND key <> ?",
             vec![MANUAL.into(), int(now), ban.key.clone().into()],
         )?;
         if held >= MAX_MANUAL_BANS as u64 {
-            return Ok(false);
+            return Ok((false, false));
         }
+        let replaced = count(
+            sql,
+            "SELECT COUNT(*) AS n FROM hub_bans WHERE source = ? AND until_ms > ? AND key = ?",
+            vec![MANUAL.into(), int(now), ban.key.clone().into()],
+        )? > 0;
         put_ban(sql, ban)?;
         self.rearm(sql).await?;
-        Ok(true)
+        Ok((true, replaced))
     }
 
     /// What this hub counted since `since_ms` and in the last hour, per

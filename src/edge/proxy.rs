@@ -14,7 +14,7 @@ use super::incoming::ClientRequest;
 use super::respond;
 use super::settings::Settings;
 use crate::config::Origin;
-use crate::http::forward::{to_origin, OriginAuth};
+use crate::http::forward::{to_origin, Facts, OriginAuth};
 use crate::http::key::client_ip;
 use crate::http::problem::{Code, Problem};
 use crate::http::url;
@@ -97,9 +97,16 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<we
         }),
         _ => None,
     };
-    let client = client_ip(req);
+    let received = url::scheme_and_host(req.url());
+    let facts = Facts {
+        client: client_ip(req),
+        host: received.map(|(_, host)| host),
+        proto: received.map(|(scheme, _)| scheme),
+        keep: &settings.config.keep_headers,
+        auth,
+    };
     let headers = Headers::new();
-    for (name, value) in to_origin(req.headers().entries().collect(), client, auth) {
+    for (name, value) in to_origin(req.headers().entries().collect(), &facts) {
         headers.append(&name, &value)?;
     }
     headers.set(LOOP_FIELD, "1")?;

@@ -25,7 +25,9 @@ pub async fn inspect(
     let mut states = Vec::with_capacity(targets.len());
     let mut views = Vec::with_capacity(targets.len());
     for target in targets {
-        let state = objects.peek(target.object.as_str()).await?;
+        let state = objects
+            .peek(target.object.as_str(), target.policies.as_deref())
+            .await?;
         states.push(state.slots.clone());
         views.push(Part {
             rule,

@@ -151,10 +151,10 @@ pub fn plan<'a, M: Memory, I: Incoming>(
     let key = match tier.key.build(request, &inputs) {
         _ if rule.global.is_some() => GLOBAL_KEY.to_string(),
         Ok(key) => key,
-        Err(missing) => {
-            let problem = Problem::new(Code::MissingKey, missing.to_string())
+        Err(unusable) => {
+            let problem = Problem::new(unusable.code(), unusable.to_string())
                 .with("rule", rule.id.as_str())
-                .with("field", missing.part.as_str());
+                .with("field", unusable.part());
             return done(Reply::Answer(problem.into()));
         }
     };

@@ -1055,7 +1055,7 @@ mod tests {
             parse_limit_request(JSON, br#"{"key":"k","limit":2.5,"window_ms":1000}"#).unwrap_err();
         assert_eq!(
             problem.detail(),
-            "limit: expected a whole number, got the number 2.5"
+            "limit: expected a non-negative whole number, got the number 2.5"
         );
         let problem = parse_limit_request(
             JSON,

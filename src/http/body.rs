@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
+use crate::input::unique_keys::repeated_key;
 use crate::input::words::{self, Dialect};
 use crate::limits::MAX_BODY_BYTES;
 
@@ -38,8 +39,17 @@ fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Value, Problem
     // Read as a JSON value first, as the config is: what is not JSON at all
     // (truncated, too deep, a number out of range, a lone surrogate) is a
     // body error, and only a well-formed object is read field by field.
+    // A key twice in one object is refused, naming it: the value would keep
+    // the last copy, and a proxy or log before Sluice may have read the
+    // first.
     match serde_json::from_slice(body) {
-        Ok(Value::Object(object)) => Ok(Value::Object(object)),
+        Ok(Value::Object(object)) => match repeated_key(body) {
+            Some(field) => Err(Problem::invalid(
+                &field,
+                format!("{field}: the key appears more than once in its object; JSON readers disagree on which copy counts, so send it once"),
+            )),
+            None => Ok(Value::Object(object)),
+        },
         Ok(_) => Err(Problem::invalid("body", "the body must be a JSON object")),
         Err(e) => Err(Problem::invalid(
             "body",
@@ -128,12 +138,12 @@ mod tests {
             (
                 r#"{"name":"a","count":-1}"#,
                 "count",
-                "count: expected a whole number, got the number -1",
+                "count: expected a non-negative whole number, got the number -1",
             ),
             (
                 r#"{"name":"a","count":5000000000}"#,
                 "count",
-                "count: expected a whole number, got the number 5000000000",
+                "count: expected a whole number up to 4294967295, got the number 5000000000",
             ),
             (
                 r#"{"name":"a","items":{}}"#,
@@ -180,6 +190,25 @@ mod tests {
             "]".repeat(10_000)
         );
         assert_eq!(error(&deep).0, "body");
+    }
+
+    #[test]
+    fn a_key_twice_in_one_object_is_refused_naming_it() {
+        for (body, field) in [
+            (r#"{"name":"a","name":"b"}"#, "name"),
+            (r#"{"name":"a","n\u0061me":"b"}"#, "name"),
+            (
+                r#"{"name":"a","items":[{"size":1},{"size":1,"size":2}]}"#,
+                "items[1].size",
+            ),
+            (r#"{"name":"a","extra":{"x":1,"x":1}}"#, "extra.x"),
+        ] {
+            let (named, detail) = error(body);
+            assert_eq!(named, field, "{body}");
+            assert!(detail.contains("more than once"), "{detail}");
+        }
+        let same_name_elsewhere = br#"{"name":"a","items":[{"size":1},{"size":2}]}"#;
+        assert!(read::<Outer>(JSON, same_name_elsewhere).is_ok());
     }
 
     #[test]

@@ -3,12 +3,19 @@
 //! Sluice is a proxy, so it does what RFC 9110 §7.6.1 asks of one: fields
 //! that describe the client's connection to Sluice (hop-by-hop fields, and
 //! any field the client names in `Connection`) end there. It also speaks for
-//! itself about who the client is: a client's own `X-Forwarded-For`,
-//! `Forwarded` or `X-Real-IP` is a claim nobody checked, so it is dropped and
+//! itself about the request: a client's own `X-Forwarded-For`, `Forwarded`
+//! or `X-Real-IP` is a claim nobody checked, so it is dropped and
 //! `X-Forwarded-For` is set to the one address Sluice trusts,
-//! `CF-Connecting-IP`. Last, the origin-auth field, when configured, carries
-//! the secret that lets an origin refuse whatever did not come through
-//! Sluice; a client's copy of that field is never passed on.
+//! `CF-Connecting-IP`. So are the other fields origins and frameworks read
+//! as a proxy's word about the request (the host and scheme it came to, the
+//! URL before a rewrite, the client address under other names, Cloudflare's
+//! `cf-*`): an origin that builds a password-reset link from
+//! `X-Forwarded-Host` would otherwise build it from whatever a client sent.
+//! Sluice sets `X-Forwarded-Host` and `X-Forwarded-Proto` from the URL it
+//! received; the config's `keep_headers` lets named ones through from a
+//! proxy the operator trusts. Last, the origin-auth field, when configured,
+//! carries the secret that lets an origin refuse whatever did not come
+//! through Sluice; a client's copy of that field is never passed on.
 
 use std::net::IpAddr;
 
@@ -29,6 +36,45 @@ pub const HOP_BY_HOP: [&str; 8] = [
 /// Fields in which a client claims an address: only Sluice may say that.
 pub const CLIENT_ADDRESS: [&str; 3] = ["x-forwarded-for", "forwarded", "x-real-ip"];
 
+/// Fields a proxy in front of an origin sets to say where a request came
+/// from or was addressed: sent by a client, they are claims nobody checked.
+/// Dropped unless the config keeps them (`keep_headers`), like every
+/// `cf-*` field ([`is_forwarding_claim`]).
+pub const FORWARDING_CLAIMS: [&str; 14] = [
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "x-forwarded-ssl",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-host",
+    "x-host",
+    "true-client-ip",
+    "x-client-ip",
+    "x-cluster-client-ip",
+];
+
+/// The address Sluice trusts and keys on. The platform sets it (the
+/// runtime does not forward a worker's copy), and Sluice's own word on it
+/// is `X-Forwarded-For`, so it is never kept.
+const CONNECTING_IP: &str = "cf-connecting-ip";
+
+/// Whether a lowercase field name is a proxy's claim about the request
+/// that Sluice drops from what a client sent: Cloudflare's `cf-*` fields
+/// are the platform's to set, on the way in and on the way to the origin.
+pub fn is_forwarding_claim(name: &str) -> bool {
+    FORWARDING_CLAIMS.contains(&name) || name.starts_with("cf-")
+}
+
+/// Whether `keep_headers` may name a field: a forwarding claim, other
+/// than the client address Sluice states itself.
+pub fn may_keep(name: &str) -> bool {
+    is_forwarding_claim(name) && name != CONNECTING_IP
+}
+
 /// The field and value an origin checks to know a request came through
 /// Sluice.
 #[derive(Clone, Copy)]
@@ -38,15 +84,28 @@ pub struct OriginAuth<'a> {
     pub secret: &'a str,
 }
 
+/// What Sluice itself says about a request it forwards.
+#[derive(Clone, Copy, Default)]
+pub struct Facts<'a> {
+    /// The client address Sluice trusts (`CF-Connecting-IP`), when valid.
+    pub client: Option<IpAddr>,
+    /// The host (with its port, if any) and scheme of the URL Sluice
+    /// received, for `X-Forwarded-Host` and `X-Forwarded-Proto`.
+    pub host: Option<&'a str>,
+    pub proto: Option<&'a str>,
+    /// Forwarding claims (lowercase) passed on as the client sent them;
+    /// Sluice sets none of its own in their place.
+    pub keep: &'a [String],
+    pub auth: Option<OriginAuth<'a>>,
+}
+
 /// The fields to send to the origin, from the fields the client sent:
-/// hop-by-hop fields, the fields `Connection` names, client address claims
-/// and any client copy of the origin-auth field removed; `X-Forwarded-For`
-/// set to `client` when known; the origin-auth field added.
-pub fn to_origin(
-    incoming: Vec<(String, String)>,
-    client: Option<IpAddr>,
-    auth: Option<OriginAuth<'_>>,
-) -> Vec<(String, String)> {
+/// hop-by-hop fields, the fields `Connection` names, client address claims,
+/// forwarding claims not kept, and any client copy of the origin-auth field
+/// removed; `X-Forwarded-For` set to the client when known,
+/// `X-Forwarded-Host` and `X-Forwarded-Proto` to what Sluice received unless
+/// kept; the origin-auth field added.
+pub fn to_origin(incoming: Vec<(String, String)>, facts: &Facts<'_>) -> Vec<(String, String)> {
     let named: Vec<String> = incoming
         .iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
@@ -54,21 +113,31 @@ pub fn to_origin(
         .map(|name| name.trim().to_ascii_lowercase())
         .filter(|name| !name.is_empty())
         .collect();
+    let kept = |name: &str| facts.keep.iter().any(|k| k == name);
     let dropped = |name: &str| {
         let name = name.to_ascii_lowercase();
         HOP_BY_HOP.contains(&name.as_str())
             || CLIENT_ADDRESS.contains(&name.as_str())
+            || (is_forwarding_claim(&name) && !kept(&name))
             || named.contains(&name)
-            || auth.is_some_and(|auth| auth.header == name)
+            || facts.auth.is_some_and(|auth| auth.header == name)
     };
     let mut out: Vec<(String, String)> = incoming
         .into_iter()
         .filter(|(name, _)| !dropped(name))
         .collect();
-    if let Some(ip) = client {
+    if let Some(ip) = facts.client {
         out.push(("x-forwarded-for".to_string(), ip.to_string()));
     }
-    if let Some(auth) = auth {
+    for (name, value) in [
+        ("x-forwarded-host", facts.host),
+        ("x-forwarded-proto", facts.proto),
+    ] {
+        if let Some(value) = value.filter(|_| !kept(name)) {
+            out.push((name.to_string(), value.to_string()));
+        }
+    }
+    if let Some(auth) = facts.auth {
         out.push((auth.header.to_string(), auth.secret.to_string()));
     }
     out
@@ -88,6 +157,7 @@ pub fn may_carry_secret(name: &str) -> bool {
     ];
     !HOP_BY_HOP.contains(&name)
         && !CLIENT_ADDRESS.contains(&name)
+        && !FORWARDING_CLAIMS.contains(&name)
         && !TAKEN.contains(&name)
         && !name.starts_with("cf-")
 }
@@ -112,6 +182,21 @@ mod tests {
         secret: "s3cret",
     };
 
+    const NOTHING: Facts<'static> = Facts {
+        client: None,
+        host: None,
+        proto: None,
+        keep: &[],
+        auth: None,
+    };
+
+    fn from(ip: IpAddr) -> Facts<'static> {
+        Facts {
+            client: Some(ip),
+            ..NOTHING
+        }
+    }
+
     #[test]
     fn end_to_end_fields_pass_in_order() {
         let incoming = headers(&[
@@ -121,7 +206,7 @@ mod tests {
             ("content-type", "application/json"),
             ("x-custom", "kept"),
         ]);
-        assert_eq!(to_origin(incoming.clone(), None, None), incoming);
+        assert_eq!(to_origin(incoming.clone(), &NOTHING), incoming);
     }
 
     #[test]
@@ -137,7 +222,7 @@ mod tests {
             ("upgrade", "websocket"),
             ("accept", "*/*"),
         ]);
-        assert_eq!(names(&to_origin(incoming, None, None)), ["accept"]);
+        assert_eq!(names(&to_origin(incoming, &NOTHING)), ["accept"]);
     }
 
     #[test]
@@ -148,14 +233,14 @@ mod tests {
             ("x-other", "2"),
             ("x-kept", "3"),
         ]);
-        assert_eq!(names(&to_origin(incoming, None, None)), ["x-kept"]);
+        assert_eq!(names(&to_origin(incoming, &NOTHING)), ["x-kept"]);
         let twice = headers(&[
             ("connection", "x-a"),
             ("connection", "x-b"),
             ("x-a", "1"),
             ("x-b", "2"),
         ]);
-        assert!(to_origin(twice, None, None).is_empty());
+        assert!(to_origin(twice, &NOTHING).is_empty());
     }
 
     #[test]
@@ -168,35 +253,100 @@ mod tests {
         ]);
         let ip: IpAddr = "203.0.113.9".parse().unwrap();
         assert_eq!(
-            to_origin(incoming.clone(), Some(ip), None),
-            headers(&[
-                ("cf-connecting-ip", "203.0.113.9"),
-                ("x-forwarded-for", "203.0.113.9"),
-            ])
+            to_origin(incoming.clone(), &from(ip)),
+            headers(&[("x-forwarded-for", "203.0.113.9")])
         );
-        assert_eq!(
-            to_origin(incoming, None, None),
-            headers(&[("cf-connecting-ip", "203.0.113.9")]),
+        assert!(
+            to_origin(incoming, &NOTHING).is_empty(),
             "with no trusted address, none is claimed"
         );
         let v6: IpAddr = "2001:db8::1".parse().unwrap();
         assert_eq!(
-            to_origin(Vec::new(), Some(v6), None),
+            to_origin(Vec::new(), &from(v6)),
             headers(&[("x-forwarded-for", "2001:db8::1")])
         );
+    }
+
+    #[test]
+    fn forwarding_claims_are_dropped_and_sluice_says_host_and_scheme() {
+        let incoming = headers(&[
+            ("X-Forwarded-Host", "evil.example"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-port", "1"),
+            ("x-forwarded-prefix", "/evil"),
+            ("x-original-url", "/admin"),
+            ("x-rewrite-url", "/admin"),
+            ("x-original-host", "evil.example"),
+            ("x-host", "evil.example"),
+            ("true-client-ip", "6.6.6.6"),
+            ("x-client-ip", "6.6.6.6"),
+            ("x-cluster-client-ip", "6.6.6.6"),
+            ("cf-access-authenticated-user-email", "ceo@example.com"),
+            ("CF-IPCountry", "XX"),
+            ("cf-ray", "forged"),
+            ("cf-connecting-ip", "203.0.113.9"),
+            ("accept", "*/*"),
+        ]);
+        let facts = Facts {
+            host: Some("api.example.com"),
+            proto: Some("https"),
+            ..NOTHING
+        };
+        assert_eq!(
+            to_origin(incoming.clone(), &facts),
+            headers(&[
+                ("accept", "*/*"),
+                ("x-forwarded-host", "api.example.com"),
+                ("x-forwarded-proto", "https"),
+            ])
+        );
+        let keep = ["cf-ipcountry".to_string(), "x-forwarded-proto".to_string()];
+        let kept = Facts {
+            keep: &keep,
+            ..facts
+        };
+        assert_eq!(
+            to_origin(incoming, &kept),
+            headers(&[
+                ("x-forwarded-proto", "http"),
+                ("CF-IPCountry", "XX"),
+                ("accept", "*/*"),
+                ("x-forwarded-host", "api.example.com"),
+            ]),
+            "a kept field passes as sent, and Sluice adds none in its place"
+        );
+        assert!(may_keep("cf-anything") && may_keep("x-original-url"));
+        assert!(
+            !may_keep("cf-connecting-ip"),
+            "Sluice says it in X-Forwarded-For"
+        );
+        assert!(!may_keep("x-forwarded-for"), "always replaced, never kept");
+        assert!(!may_keep("x-custom"), "passes anyway");
     }
 
     #[test]
     fn the_origin_auth_field_is_sluices_alone() {
         let incoming = headers(&[("X-Sluice-Auth", "guess"), ("accept", "*/*")]);
         assert_eq!(
-            to_origin(incoming, None, Some(AUTH)),
+            to_origin(
+                incoming,
+                &Facts {
+                    auth: Some(AUTH),
+                    ..NOTHING
+                }
+            ),
             headers(&[("accept", "*/*"), ("x-sluice-auth", "s3cret")])
         );
         let named = headers(&[("connection", "x-sluice-auth, x-forwarded-for")]);
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         assert_eq!(
-            to_origin(named, Some(ip), Some(AUTH)),
+            to_origin(
+                named,
+                &Facts {
+                    auth: Some(AUTH),
+                    ..from(ip)
+                }
+            ),
             headers(&[
                 ("x-forwarded-for", "192.0.2.1"),
                 ("x-sluice-auth", "s3cret"),
@@ -220,6 +370,8 @@ mod tests {
             "content-length",
             "cf-connecting-ip",
             "cf-ray",
+            "x-forwarded-host",
+            "true-client-ip",
         ] {
             assert!(!may_carry_secret(taken), "{taken}");
         }

@@ -20,14 +20,14 @@
 //! Time is passed in rather than read from a clock, so expiry is tested on
 //! the host without waiting.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use hmac::digest::Key;
 use hmac::{Hmac, Mac};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+
+use crate::input::unique_keys::repeated_key;
 
 /// Longest token looked at. Real tokens are a few hundred bytes; the bound
 /// caps the decoding and JSON work a hostile header can cause.
@@ -264,7 +264,9 @@ fn decode_object(
     let bytes = decode_base64url(part).ok_or(JwtError::Malformed(not_base64))?;
     let object: Map<String, Value> =
         serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed(not_object))?;
-    serde_json::from_slice::<UniqueKeys>(&bytes).map_err(|_| JwtError::Malformed(duplicate))?;
+    if repeated_key(&bytes).is_some() {
+        return Err(JwtError::Malformed(duplicate));
+    }
     Ok(object)
 }
 
@@ -282,66 +284,6 @@ fn numeric_date(
             Some(date) if date <= MAX_NUMERIC_DATE => Ok(Some(date)),
             _ => Err(JwtError::Malformed(bad)),
         },
-    }
-}
-
-/// A JSON document walked only to check that no object, at any depth, holds
-/// a key twice; it keeps nothing. It is a second pass over a text already
-/// parsed (at most `MAX_TOKEN_BYTES`), so the claims themselves come from
-/// serde_json's own `Value`.
-struct UniqueKeys;
-
-impl<'de> Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UniqueKeys, D::Error> {
-        deserializer.deserialize_any(UniqueKeys)
-    }
-}
-
-impl<'de> Visitor<'de> for UniqueKeys {
-    type Value = UniqueKeys;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("JSON without duplicate keys")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
-        while seq.next_element::<UniqueKeys>()?.is_some() {}
-        Ok(UniqueKeys)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
-        let mut seen = BTreeSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            map.next_value::<UniqueKeys>()?;
-            if !seen.insert(key) {
-                return Err(de::Error::custom("duplicate key"));
-            }
-        }
-        Ok(UniqueKeys)
     }
 }
 

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::cidr::client_network;
 use super::jwt::Claims;
+use super::problem::Code;
 use super::Incoming;
 use crate::limits::MAX_KEY_BYTES;
 
@@ -93,23 +94,51 @@ pub struct KeyInputs<'a> {
     pub ipv6_prefix: u8,
 }
 
-/// The request lacks a part its rule keys on; it is refused with 400
-/// rather than waved through, so dropping a header cannot dodge a limit.
+/// Why a request has no key for its rule; it is refused with 400 rather
+/// than waved through, so dropping or doubling a header cannot dodge a
+/// limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingKey {
-    pub part: String,
+pub enum KeyError {
+    /// The request lacks the part (or its value is empty or holds a
+    /// control character).
+    Missing { part: String },
+    /// The request carries the part in a way readers disagree on: a cookie
+    /// named twice, or a cookie value that is not one RFC 6265 value. Which
+    /// copy counts would be the client's choice, and so would its key.
+    Ambiguous { part: String },
 }
 
-impl fmt::Display for MissingKey {
+impl KeyError {
+    /// The part, as the key names it (`ip`, `cookie:sid`).
+    pub fn part(&self) -> &str {
+        match self {
+            KeyError::Missing { part } | KeyError::Ambiguous { part } => part,
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        match self {
+            KeyError::Missing { .. } => Code::MissingKey,
+            KeyError::Ambiguous { .. } => Code::AmbiguousKey,
+        }
+    }
+}
+
+impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.part == "ip" {
-            write!(f, "the rule keys on the client IP, and the request has no valid CF-Connecting-IP header")
-        } else {
-            write!(
+        match self {
+            KeyError::Missing { part } if part == "ip" => write!(
                 f,
-                "the rule keys on {}, which the request does not carry",
-                self.part
-            )
+                "the rule keys on the client IP, and the request has no valid CF-Connecting-IP header"
+            ),
+            KeyError::Missing { part } => write!(
+                f,
+                "the rule keys on {part}, which the request does not carry"
+            ),
+            KeyError::Ambiguous { part } => write!(
+                f,
+                "the rule keys on {part}, and the request's Cookie header names it more than once or gives it a value that is not one cookie value (spaces, commas, backslashes or quotes inside it); cookie readers disagree on which copy counts, so send it once"
+            ),
         }
     }
 }
@@ -155,15 +184,13 @@ impl KeySpec {
     }
 
     /// The caller's key.
-    pub fn build(&self, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Result<String, MissingKey> {
+    pub fn build(&self, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Result<String, KeyError> {
         let mut key = String::new();
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(text) => key.push_str(text),
                 Piece::Part(part) => {
-                    let value = value_of(part, req, inputs).ok_or_else(|| MissingKey {
-                        part: part.to_string(),
-                    })?;
+                    let value = value_of(part, req, inputs)?;
                     for c in value.chars() {
                         if self.escaped.contains(&c) {
                             key.push_str(&format!("%{:02X}", u32::from(c)));
@@ -248,14 +275,16 @@ fn unknown(word: &str) -> String {
     )
 }
 
-fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<String> {
+fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Result<String, KeyError> {
     let value = match part {
         Part::Ip => client_ip(req).map(|ip| client_network(ip, inputs.ipv6_prefix)),
         Part::Method => Some(req.method().to_string()),
         Part::Path => Some(inputs.path.to_string()),
         Part::Action => inputs.action.map(str::to_string),
         Part::Header(name) => req.header(name),
-        Part::Cookie(name) => cookie(req, name),
+        Part::Cookie(name) => cookie(req, name).map_err(|()| KeyError::Ambiguous {
+            part: part.to_string(),
+        })?,
         Part::Param(name) => inputs
             .params
             .iter()
@@ -265,7 +294,11 @@ fn value_of(part: &Part, req: &impl Incoming, inputs: &KeyInputs<'_>) -> Option<
     };
     // An empty value would lump callers together, and control characters
     // have no business in a header, cookie or claim a client is keyed by.
-    value.filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+    value
+        .filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+        .ok_or_else(|| KeyError::Missing {
+            part: part.to_string(),
+        })
 }
 
 /// The client address from `CF-Connecting-IP`, with IPv4-mapped IPv6
@@ -275,13 +308,63 @@ pub fn client_ip(req: &impl Incoming) -> Option<IpAddr> {
     Some(ip.to_canonical())
 }
 
-fn cookie(req: &impl Incoming, name: &str) -> Option<String> {
-    let header = req.header("cookie")?;
-    header
+/// The value of cookie `name` (without the quotes of a quoted one);
+/// `Err` when the header names it twice or its value is not one RFC 6265
+/// cookie value. Readers disagree on such a header: Django and Python's
+/// `SimpleCookie` keep the last copy, PHP the first, and `SimpleCookie`
+/// also ends a value at a space or reads on past a comma, so any one
+/// reading would let the client choose the key it is limited under.
+/// Names are compared as readers compare them: whole, case-sensitive,
+/// with the spaces around them dropped; and a name that starts a cookie
+/// only for a reader that also splits at commas and spaces
+/// (`a=x sid=REAL`, which `SimpleCookie` reads as two cookies) counts as a
+/// copy too. The runtime joins several `Cookie` fields with `; `, so they
+/// are read as one.
+fn cookie(req: &impl Incoming, name: &str) -> Result<Option<String>, ()> {
+    let Some(header) = req.header("cookie") else {
+        return Ok(None);
+    };
+    let Some((_, value)) = header
         .split(';')
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v.trim_matches('"').to_string())
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+    else {
+        return Ok(None);
+    };
+    if cookie_starts(&header, name) > 1 {
+        return Err(());
+    }
+    cookie_value(value.trim()).map(Some).ok_or(())
+}
+
+/// How many times a cookie named `name` starts in `header`, for the most
+/// eager reader: after the start, a `;`, a `,` or a space, and followed by
+/// `=` (spaces allowed before it).
+fn cookie_starts(header: &str, name: &str) -> usize {
+    header
+        .match_indices(name)
+        .filter(|(at, _)| {
+            let before = header[..*at].chars().next_back();
+            let after = header[at + name.len()..].trim_start();
+            before.is_none_or(|c| c == ';' || c == ',' || c.is_whitespace())
+                && after.starts_with('=')
+        })
+        .count()
+}
+
+/// An RFC 6265 cookie-value, optionally in one pair of double quotes
+/// (dropped): none of the characters readers split or unescape at
+/// (whitespace, `"`, `,`, `;`, `\`). Characters beyond ASCII, which
+/// RFC 6265 leaves out too, are let through as a header's are
+/// (`SimpleCookie` drops a cookie with one rather than keep a part of
+/// it); a control character makes the value missing, as anywhere.
+fn cookie_value(text: &str) -> Option<String> {
+    let inner = match text.strip_prefix('"') {
+        Some(quoted) => quoted.strip_suffix('"')?,
+        None => text,
+    };
+    let splits = |c: char| c.is_ascii_whitespace() || matches!(c, '"' | ',' | ';' | '\\');
+    (!inner.contains(splits)).then(|| inner.to_string())
 }
 
 /// Whether `key` has the form [`digest`] gives.
@@ -327,7 +410,7 @@ mod tests {
         ipv6_prefix: 64,
     };
 
-    fn build(spec: &str, req: &FakeRequest) -> Result<String, MissingKey> {
+    fn build(spec: &str, req: &FakeRequest) -> Result<String, KeyError> {
         KeySpec::parse(spec).unwrap().build(req, &PLAIN)
     }
 
@@ -352,7 +435,7 @@ mod tests {
             .with("X-Forwarded-For", "198.51.100.1");
         assert_eq!(build("ip", &req).unwrap(), "203.0.113.9");
         let spoofed = FakeRequest::get().with("X-Forwarded-For", "198.51.100.1");
-        assert_eq!(build("ip", &spoofed).unwrap_err().part, "ip");
+        assert_eq!(build("ip", &spoofed).unwrap_err().part(), "ip");
         let garbage = FakeRequest::get().with("CF-Connecting-IP", "not-an-ip");
         assert!(build("ip", &garbage).is_err());
         let mapped = FakeRequest::get().with("CF-Connecting-IP", "::ffff:203.0.113.9");
@@ -398,7 +481,7 @@ mod tests {
             "one part needs no separator escaped"
         );
         assert_eq!(
-            build("cookie:missing", &req).unwrap_err().part,
+            build("cookie:missing", &req).unwrap_err().part(),
             "cookie:missing"
         );
         assert_eq!(build("header:X-API-KEY", &req).unwrap(), "k%251");
@@ -423,13 +506,16 @@ mod tests {
         assert_eq!(key("{claim:org}/{id}/{method}").unwrap(), "7/99/POST");
         assert_eq!(key("{param:id}").unwrap(), "99");
         assert_eq!(key("sub+action").unwrap(), "u:42|reply");
-        assert_eq!(key("{claim:missing}").unwrap_err().part, "claim:missing");
+        assert_eq!(key("{claim:missing}").unwrap_err().part(), "claim:missing");
         let anonymous = KeyInputs {
             claims: None,
             ..inputs
         };
         let spec = KeySpec::parse("{sub}").unwrap();
-        assert_eq!(spec.build(&req, &anonymous).unwrap_err().part, "claim:sub");
+        assert_eq!(
+            spec.build(&req, &anonymous).unwrap_err().part(),
+            "claim:sub"
+        );
     }
 
     #[test]
@@ -454,6 +540,59 @@ mod tests {
             build("header:x-latin", &req).unwrap(),
             "caf\u{e9}",
             "bytes beyond ASCII are fine"
+        );
+    }
+
+    #[test]
+    fn a_cookie_the_request_names_twice_is_refused_not_picked() {
+        let cookie = |value: &str| FakeRequest::get().with("Cookie", value);
+        // Django and Python's SimpleCookie read the last copy, PHP the
+        // first: with either read, a client could pick its key.
+        for sent in [
+            "sid=junk1; sid=REAL",
+            "sid=REAL;sid=junk2",
+            "theme=x; sid=junk3; other=1; sid=REAL",
+            "sid=junk4; sid =REAL",
+            "sid=junk5;  sid= REAL",
+            "sid=junk6, sid=REAL",
+            "sid=REAL x=junk7",
+            "sid=REAL\\x",
+            "sid=\"RE\"AL\"",
+            "sid=\"REAL",
+            "sid=junk8; a=x sid=REAL",
+            "sid=junk9; a=x,sid=REAL",
+            "sid=junk10; a=b sid = REAL",
+        ] {
+            let error = build("cookie:sid", &cookie(sent)).unwrap_err();
+            assert_eq!(error.part(), "cookie:sid", "{sent}");
+            assert_eq!(error.code(), Code::AmbiguousKey, "{sent}");
+        }
+        assert_eq!(build("cookie:sid", &cookie("sid=REAL")).unwrap(), "REAL");
+        assert_eq!(
+            build("cookie:sid", &cookie("a=1; sid=REAL; a=2; b")).unwrap(),
+            "REAL",
+            "other cookies may repeat"
+        );
+        assert_eq!(
+            build("cookie:sid", &cookie(" sid = REAL ")).unwrap(),
+            "REAL"
+        );
+        assert_eq!(
+            build("cookie:sid", &cookie("sid=caf\u{e9}")).unwrap(),
+            "caf\u{e9}",
+            "characters beyond ASCII are no separator"
+        );
+        assert_eq!(
+            build("cookie:sid", &cookie("sid=\"s|1=\"")).unwrap(),
+            "s|1=",
+            "a quoted value is keyed without its quotes"
+        );
+        assert_eq!(
+            build("cookie:sid", &cookie("SID=x; sids=y"))
+                .unwrap_err()
+                .code(),
+            Code::MissingKey,
+            "names are case-sensitive and whole"
         );
     }
 

@@ -20,6 +20,9 @@ pub enum Code {
     InvalidRequest,
     /// The rule's key could not be derived from the request.
     MissingKey,
+    /// The request carries a keyed part twice, or in a form readers
+    /// disagree on, so it could choose its own key.
+    AmbiguousKey,
     /// No token, or the wrong one, for the API or the admin API.
     Unauthorized,
     /// A JWT failed verification and the config rejects such callers.
@@ -66,6 +69,7 @@ impl Code {
         match self {
             Code::InvalidRequest => "invalid-request",
             Code::MissingKey => "missing-key",
+            Code::AmbiguousKey => "ambiguous-key",
             Code::Unauthorized => "unauthorized",
             Code::InvalidToken => "invalid-token",
             Code::Denied => "denied",
@@ -92,7 +96,7 @@ impl Code {
 
     pub fn status(self) -> u16 {
         match self {
-            Code::InvalidRequest | Code::MissingKey => 400,
+            Code::InvalidRequest | Code::MissingKey | Code::AmbiguousKey => 400,
             Code::Unauthorized | Code::InvalidToken => 401,
             Code::Denied => 403,
             Code::Banned { status } => status,

@@ -17,6 +17,15 @@ pub fn path(url: &str) -> &str {
     path.find(['?', '#']).map_or(path, |end| &path[..end])
 }
 
+/// The scheme (`https`) and the host with its port, if any
+/// (`api.example.com`, `127.0.0.1:8787`), of a serialised URL; `None`
+/// for one without `://`.
+pub fn scheme_and_host(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some((scheme, &rest[..end])).filter(|(scheme, host)| !scheme.is_empty() && !host.is_empty())
+}
+
 /// The URL without its fragment.
 fn without_fragment(url: &str) -> &str {
     url.split_once('#').map_or(url, |(before, _)| before)
@@ -87,6 +96,24 @@ mod tests {
             path("http://127.0.0.1:8787/_sluice/v1/limit"),
             "/_sluice/v1/limit"
         );
+    }
+
+    #[test]
+    fn scheme_and_host_come_before_the_path() {
+        assert_eq!(
+            scheme_and_host("https://api.example.com/a?b"),
+            Some(("https", "api.example.com"))
+        );
+        assert_eq!(
+            scheme_and_host("http://127.0.0.1:8787?x"),
+            Some(("http", "127.0.0.1:8787"))
+        );
+        assert_eq!(
+            scheme_and_host("http://[2001:db8::1]:80#f"),
+            Some(("http", "[2001:db8::1]:80"))
+        );
+        assert_eq!(scheme_and_host("/relative"), None);
+        assert_eq!(scheme_and_host("https:///x"), None);
     }
 
     #[test]

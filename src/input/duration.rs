@@ -26,9 +26,44 @@ pub fn parse_ms(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is too long a duration"))
 }
 
+/// Milliseconds as a duration is written in config: a whole number of the
+/// largest unit that divides it (`3600000` is `1h`, `90000` is `90s`,
+/// `1500` is `1500ms`), which [`parse_ms`] reads back to the same value.
+pub fn format_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
+    UNITS
+        .iter()
+        .find(|(scale, _)| ms > 0 && ms.is_multiple_of(*scale))
+        .map_or_else(
+            || format!("{ms}ms"),
+            |(scale, unit)| format!("{}{unit}", ms / scale),
+        )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_ms;
+    use super::{format_ms, parse_ms};
+
+    #[test]
+    fn formats_in_the_largest_whole_unit_and_reads_back() {
+        for (ms, text) in [
+            (3_600_000, "1h"),
+            (60_000, "1m"),
+            (90_000, "90s"),
+            (1_500, "1500ms"),
+            (172_800_000, "2d"),
+            (0, "0ms"),
+            (u64::MAX, "18446744073709551615ms"),
+        ] {
+            assert_eq!(format_ms(ms), text);
+            assert_eq!(parse_ms(text), Ok(ms));
+        }
+    }
 
     #[test]
     fn parses_each_unit() {

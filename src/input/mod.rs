@@ -3,4 +3,5 @@
 //! error, the same way; neither imports the other for it.
 
 pub mod duration;
+pub mod unique_keys;
 pub mod words;

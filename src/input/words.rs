@@ -39,13 +39,13 @@ pub fn plain(message: &str, dialect: Dialect) -> (Option<String>, String) {
         .or_else(|| message.strip_prefix("invalid value: "))
         .and_then(|rest| rest.split_once(", expected "));
     if let Some((got, expected)) = mismatch {
+        let wanted = match unsigned_max(expected) {
+            Some(max) => whole_number(got, max),
+            None => expectation(expected, dialect).to_string(),
+        };
         return (
             None,
-            format!(
-                "expected {}, got {}",
-                expectation(expected, dialect),
-                value(got, dialect)
-            ),
+            format!("expected {wanted}, got {}", value(got, dialect)),
         );
     }
     // `invalid length 0, expected struct RawConfig with 8 elements`: a list
@@ -70,9 +70,36 @@ pub fn plain(message: &str, dialect: Dialect) -> (Option<String>, String) {
 fn expectation(expected: &str, dialect: Dialect) -> &str {
     match expected {
         e if e.starts_with("struct ") || e == "a map" => dialect.map(),
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number",
         "a sequence" => dialect.sequence(),
         other => other,
+    }
+}
+
+/// The largest value of an unsigned type serde names.
+fn unsigned_max(expected: &str) -> Option<u128> {
+    match expected {
+        "u8" => Some(u8::MAX.into()),
+        "u16" => Some(u16::MAX.into()),
+        "u32" => Some(u32::MAX.into()),
+        "u64" => Some(u64::MAX.into()),
+        "usize" => u128::try_from(usize::MAX).ok(),
+        _ => None,
+    }
+}
+
+/// What a field of an unsigned type takes, said about what was given: a
+/// whole number that is too large hears its bound, anything else that the
+/// number must be whole and not negative.
+fn whole_number(got: &str, max: u128) -> String {
+    let too_large = got
+        .strip_prefix("integer `")
+        .and_then(|n| n.strip_suffix('`'))
+        .and_then(|n| n.parse::<u128>().ok())
+        .is_some_and(|n| n > max);
+    if too_large {
+        format!("a whole number up to {max}")
+    } else {
+        "a non-negative whole number".to_string()
     }
 }
 
@@ -118,11 +145,19 @@ mod tests {
         );
         assert_eq!(
             toml("invalid type: floating point `10.0`, expected u64").1,
-            "expected a whole number, got the number 10.0"
+            "expected a non-negative whole number, got the number 10.0"
         );
         assert_eq!(
             toml("invalid value: integer `-1`, expected u8").1,
-            "expected a whole number, got the number -1"
+            "expected a non-negative whole number, got the number -1"
+        );
+        assert_eq!(
+            toml("invalid value: integer `256`, expected u8").1,
+            "expected a whole number up to 255, got the number 256"
+        );
+        assert_eq!(
+            toml("invalid type: string \"5\", expected u32").1,
+            "expected a non-negative whole number, got the string \"5\""
         );
         assert_eq!(
             toml("missing field `id`"),

@@ -12,6 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{Expired, Ledger, Write};
+use crate::input::duration::format_ms;
 use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
 use crate::limits::MAX_BAN_MS;
 
@@ -136,9 +137,9 @@ impl Ban {
             offences,
             forget_ms: until_ms.saturating_add(policy.max_ms),
             reason: format!(
-                "{} refusals within {} ms (offence {offences})",
+                "{} refusals within {} (offence {offences})",
                 policy.strikes.limit(),
-                policy.strikes.window_ms()
+                format_ms(policy.strikes.window_ms())
             ),
         }
     }
@@ -279,6 +280,7 @@ mod tests {
         assert_eq!((second.offences, second.until_ms), (2, 340_000));
         let forgiven = Ban::start(&p, Some(&first), 660_000);
         assert_eq!(forgiven.offences, 1);
+        assert_eq!(second.reason, "3 refusals within 10s (offence 2)");
     }
 
     fn check(ledger: &mut Ledger, now_ms: u64, ban: Option<&BanPolicy>) -> crate::ledger::Outcome {

@@ -90,7 +90,7 @@ impl Ledger {
         if ask.cost == 0 {
             return (self.peek_ask(ask, now_ms), Vec::new());
         }
-        let specs = self.policies(ask.specs, now_ms).to_vec();
+        let specs = self.policies(ask.specs, now_ms);
         let indices: Vec<usize> = specs
             .iter()
             .map(|(name, spec)| slot_for(&mut self.slots, name, *spec))
@@ -201,23 +201,13 @@ impl Ledger {
     }
 
     /// What [`check`](Self::check) with cost 0 answers: each policy's
-    /// state as the asked spec reads it. A slot held under another spec is
-    /// read through a copy, so that a peek never changes a limit, an
-    /// algorithm or a window, and never drops an admission.
+    /// state as the asked spec reads it ([`read`](Self::read)).
     fn peek_ask(&mut self, ask: &Ask<'_>, now_ms: u64) -> Outcome {
-        let specs = self.policies(ask.specs, now_ms).to_vec();
+        let specs = self.policies(ask.specs, now_ms);
         let policies = specs
             .iter()
             .map(|(name, spec)| {
-                let decision = match self.slots.iter_mut().find(|s| s.name == *name) {
-                    Some(slot) if slot.limiter.spec() == *spec => slot.limiter.decide(now_ms, 0),
-                    Some(slot) => {
-                        let mut copy = slot.limiter.clone();
-                        copy.set_spec(*spec);
-                        copy.decide(now_ms, 0)
-                    }
-                    None => Algorithm::new(*spec).decide(now_ms, 0),
-                };
+                let decision = self.read(name, *spec, now_ms);
                 PolicyDecision {
                     name: name.clone(),
                     window_ms: spec.window_ms(),
@@ -230,6 +220,22 @@ impl Ledger {
             .lease
             .map(|l| lease_report(&self.leases, l, None, now_ms));
         Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
+    }
+
+    /// Policy `name`'s state as `spec` reads it, changing nothing: a slot
+    /// held under another spec is read through a copy, so that a peek
+    /// never changes a limit, an algorithm or a window, and never drops an
+    /// admission; no slot reads as empty.
+    fn read(&mut self, name: &str, spec: Spec, now_ms: u64) -> Decision {
+        match self.slots.iter_mut().find(|s| s.name == name) {
+            Some(slot) if slot.limiter.spec() == spec => slot.limiter.decide(now_ms, 0),
+            Some(slot) => {
+                let mut copy = slot.limiter.clone();
+                copy.set_spec(spec);
+                copy.decide(now_ms, 0)
+            }
+            None => Algorithm::new(spec).decide(now_ms, 0),
+        }
     }
 
     /// The first of `specs` whose slot holds admissions that still count
@@ -360,21 +366,36 @@ impl Ledger {
         expired
     }
 
-    /// The key's slots and ban at `now_ms`, changing nothing.
+    /// The key's slots and ban at `now_ms` as it stored them, changing
+    /// nothing.
     pub fn peek(&mut self, now_ms: u64) -> (Vec<SlotReport>, Option<BanNotice>) {
         let slots = self
             .slots
             .iter_mut()
             .map(|slot| {
-                let d = slot.limiter.decide(now_ms, 0);
-                SlotReport {
-                    policy: slot.name.clone(),
-                    limit: d.limit,
-                    window_ms: slot.limiter.spec().window_ms(),
-                    used: d.limit.saturating_sub(d.remaining),
-                    remaining: d.remaining,
-                    reset_ms: d.reset_ms,
-                }
+                let spec = slot.limiter.spec();
+                SlotReport::of(&slot.name, spec, slot.limiter.decide(now_ms, 0))
+            })
+            .collect();
+        (slots, self.active_ban(now_ms))
+    }
+
+    /// The key's policies in force for a rule that asks `asked` of it now
+    /// (under an active override) and its ban, changing nothing: each as a
+    /// decision would read it, its slot through the limit in force rather
+    /// than the one it stored at its last decision, and one with no slot
+    /// as empty.
+    pub fn peek_in_force(
+        &mut self,
+        asked: &[(String, Spec)],
+        now_ms: u64,
+    ) -> (Vec<SlotReport>, Option<BanNotice>) {
+        let slots = self
+            .policies(asked, now_ms)
+            .into_iter()
+            .map(|(name, spec)| {
+                let d = self.read(&name, spec, now_ms);
+                SlotReport::of(&name, spec, d)
             })
             .collect();
         (slots, self.active_ban(now_ms))

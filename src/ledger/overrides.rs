@@ -1,14 +1,15 @@
-//! An operator's override: limits for one key in force instead of its
-//! rule's until it lapses or is lifted.
+//! An operator's override: limits for one key in force over its rule's
+//! until it lapses or is lifted.
 
 use super::{Expired, Ledger, Write};
 use crate::limit::Spec;
 
-/// An operator's limits for one key, in force instead of its rule's (or
-/// tier's) policies from the key's next decision until `until_ms`.
+/// An operator's limits for one key, in force over its rule's (or tier's)
+/// policies from the key's next decision until `until_ms`: see
+/// [`Override::applied_to`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
-    /// The policies in force; none means unlimited.
+    /// The policies it sets; none means unlimited.
     pub policies: Vec<(String, Spec)>,
     /// When it lapses (the sweep removes it); `None`: until lifted.
     pub until_ms: Option<u64>,
@@ -20,6 +21,30 @@ pub struct Override {
 impl Override {
     pub(super) fn is_active(&self, now_ms: u64) -> bool {
         self.until_ms.is_none_or(|until| now_ms < until)
+    }
+
+    /// The policies in force for a key its rule asks `asked` of: none for
+    /// an unlimited override; otherwise the rule's, each one the override
+    /// names under the override's limit, then the override's own. A
+    /// policy the override leaves out keeps the rule's limit, as the
+    /// config says it today, so raising one limit never drops another.
+    pub fn applied_to(&self, asked: &[(String, Spec)]) -> Vec<(String, Spec)> {
+        if self.policies.is_empty() {
+            return Vec::new();
+        }
+        let mut policies: Vec<(String, Spec)> = asked
+            .iter()
+            .map(|(name, spec)| {
+                let set = self.policies.iter().find(|(n, _)| n == name);
+                (name.clone(), set.map_or(*spec, |(_, spec)| *spec))
+            })
+            .collect();
+        for (name, spec) in &self.policies {
+            if !asked.iter().any(|(n, _)| n == name) {
+                policies.push((name.clone(), *spec));
+            }
+        }
+        policies
     }
 }
 
@@ -49,15 +74,11 @@ impl Ledger {
         self.overridden = Some(overridden);
     }
 
-    /// The policies in force: an active override's, or the ones asked.
-    pub(super) fn policies<'a>(
-        &'a self,
-        asked: &'a [(String, Spec)],
-        now_ms: u64,
-    ) -> &'a [(String, Spec)] {
+    /// The policies in force: the ones asked, under an active override.
+    pub(super) fn policies(&self, asked: &[(String, Spec)], now_ms: u64) -> Vec<(String, Spec)> {
         match &self.overridden {
-            Some(o) if o.is_active(now_ms) => &o.policies,
-            _ => asked,
+            Some(o) if o.is_active(now_ms) => o.applied_to(asked),
+            _ => asked.to_vec(),
         }
     }
 }

@@ -28,6 +28,20 @@ pub struct SlotReport {
     pub reset_ms: u64,
 }
 
+impl SlotReport {
+    /// A policy's state as an operator reads it.
+    pub(super) fn of(name: &str, spec: Spec, d: Decision) -> SlotReport {
+        SlotReport {
+            policy: name.to_string(),
+            limit: d.limit,
+            window_ms: spec.window_ms(),
+            used: d.limit.saturating_sub(d.remaining),
+            remaining: d.remaining,
+            reset_ms: d.reset_ms,
+        }
+    }
+}
+
 impl Ledger {
     /// Restores a slot from its storage row (before its hit rows). Returns
     /// false (and keeps nothing) for a row that no longer validates.

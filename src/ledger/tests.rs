@@ -981,3 +981,62 @@ fn a_refusal_kept_admissions_cause_is_not_pending() {
         "ordinary refusals strike"
     );
 }
+
+#[test]
+fn an_override_changes_the_policies_it_names_adds_its_own_and_keeps_the_rest() {
+    let mut ledger = Ledger::new();
+    let rule = [log("api.second", 2, 1_000), log("api.day", 5, 100_000)];
+    ledger.set_override(Some(overriding(
+        vec![log("api.day", 50, 100_000), log("api.burst", 1, 10_000)],
+        None,
+    )));
+    let (outcome, _) = check(&mut ledger, &rule, 0, 1);
+    assert!(outcome.allowed);
+    let in_force: Vec<(&str, u64)> = outcome
+        .policies
+        .iter()
+        .map(|p| (p.name.as_str(), p.decision.limit))
+        .collect();
+    assert_eq!(
+        in_force,
+        [("api.second", 2), ("api.day", 50), ("api.burst", 1)],
+        "the rule's policy the override does not name stays in force"
+    );
+    let (refused, _) = check(&mut ledger, &rule, 1, 1);
+    assert_eq!(violated(&refused), ["api.burst"]);
+    let unlimited = overriding(Vec::new(), None);
+    ledger.set_override(Some(unlimited));
+    assert!(check(&mut ledger, &rule, 2, 1).0.policies.is_empty());
+}
+
+#[test]
+fn a_peek_in_force_reads_the_limits_asked_now_not_those_stored() {
+    let mut ledger = Ledger::new();
+    check(&mut ledger, &[log("api", 10, 1_000)], 0, 2);
+    let now = [log("api", 3, 1_000), log("api.day", 100, 86_400_000)];
+    let limits = |ledger: &mut Ledger, asked: &[(String, Spec)]| -> Vec<(String, u64, u64)> {
+        ledger
+            .peek_in_force(asked, 100)
+            .0
+            .into_iter()
+            .map(|s| (s.policy, s.limit, s.used))
+            .collect()
+    };
+    assert_eq!(
+        limits(&mut ledger, &now),
+        [("api".into(), 3, 2), ("api.day".into(), 100, 0)],
+        "the config's limit of 3 today, the two admissions logged under 10, and a policy with no slot yet"
+    );
+    assert_eq!(
+        ledger.peek(100).0[0].limit,
+        10,
+        "stored, and unchanged by the peeks"
+    );
+    ledger.set_override(Some(overriding(vec![log("api", 20, 1_000)], None)));
+    assert_eq!(
+        limits(&mut ledger, &now),
+        [("api".into(), 20, 2), ("api.day".into(), 100, 0)]
+    );
+    ledger.set_override(Some(overriding(Vec::new(), None)));
+    assert!(limits(&mut ledger, &now).is_empty(), "unlimited");
+}

@@ -61,7 +61,7 @@ pub enum LimiterCall {
     /// Answered with [`LimiterReply::Throttle`].
     Throttle(ThrottleRequest),
     /// Answered with [`LimiterReply::Key`].
-    Peek(KeyRequest),
+    Peek(PeekRequest),
     /// Answered with [`LimiterReply::Reset`].
     Reset(KeyRequest),
     /// Answered with [`LimiterReply::Override`].
@@ -263,11 +263,37 @@ pub struct ThrottleRequest {
     pub quantity: u32,
 }
 
-/// A peek or a reset of the key an object holds.
+/// A reset of the key an object holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRequest {
     /// The object the call is for.
     pub key: String,
+}
+
+/// A peek at the key an object holds, for an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeekRequest {
+    /// The object the call is for.
+    pub key: String,
+    /// The policies the config asks of the key now: its state is reported
+    /// under them (and an override over them), not under the limits it
+    /// stored at its last decision. `None` reports what it stored (a
+    /// decision-API key, whose callers send policies with each call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<WirePolicy>>,
+}
+
+impl PeekRequest {
+    pub fn new(key: &str, policies: Option<&[(String, Spec)]>) -> PeekRequest {
+        PeekRequest {
+            key: key.to_string(),
+            policies: policies.map(policy::encode_all),
+        }
+    }
+
+    pub fn policies(&self) -> Result<Option<Vec<(String, Spec)>>, Invalid> {
+        self.policies.as_deref().map(policy::decode_all).transpose()
+    }
 }
 
 /// The answer to a peek: a key's state for an operator.
@@ -437,6 +463,7 @@ mod tests {
     #[test]
     fn every_other_call_round_trips() {
         let key = || KeyRequest { key: "k".into() };
+        let peek = PeekRequest::new("k", Some(&api_policy()));
         let lease = LeaseRequest {
             key: "k".into(),
             id: "l1".into(),
@@ -466,7 +493,8 @@ mod tests {
                 period_ms: 1000,
                 quantity: 1,
             }),
-            LimiterCall::Peek(key()),
+            LimiterCall::Peek(peek),
+            LimiterCall::Peek(PeekRequest::new("k", None)),
             LimiterCall::Reset(key()),
             LimiterCall::Override(OverrideRequest {
                 key: "k".into(),

@@ -44,7 +44,13 @@ describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
     });
     const rest = await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 15 });
     assert.equal((await rest.json()).remaining, 0);
-    const limited = await (await throttle({ key, max_burst: 15, count: 30, period_s: 60 })).json();
+    const limitedAnswer = await throttle({ key, max_burst: 15, count: 30, period_s: 60 });
+    assert.equal(limitedAnswer.status, 200, "limited or not, as redis-cell answers");
+    for (const answer of [first, limitedAnswer]) {
+      assert.equal(answer.headers.get("ratelimit"), null, "no RateLimit fields: the body says it");
+      assert.equal(answer.headers.get("ratelimit-policy"), null);
+    }
+    const limited = await limitedAnswer.json();
     assert.equal(limited.limited, true);
     assert.equal(limited.retry_after_s, 2);
     assert.ok(limited.retry_after_ms > 1900 && limited.retry_after_ms <= 2000);
@@ -201,7 +207,11 @@ test("inspect and reset a key", async () => {
   assert.equal(again.status, 200, "the reset key starts afresh, cache included");
   assert.equal(again.headers.get("ratelimit"), '"api";r=2;t=60');
   const unknown = await (await sluice.fetch("/_sluice/admin/keys/api/203.0.113.250", { headers: admin })).json();
-  assert.deepEqual(unknown.slots, []);
+  assert.deepEqual(
+    unknown.slots.map((s) => [s.policy, s.limit, s.used, s.remaining, s.reset_ms]),
+    [["api", 3, 0, 3, 0]],
+    "a key with no state shows the limit in force, unused",
+  );
 });
 
 test("decision-API keys are addressed under _api", async () => {
@@ -215,6 +225,13 @@ test("decision-API keys are addressed under _api", async () => {
   const lease = await (await sluice.post("/_sluice/v1/leases", { key, limit: 2, ttl_ms: 60_000, owner: "worker-1" })).json();
   const held = await (await sluice.fetch(`/_sluice/admin/keys/_api/${encodeURIComponent(key)}`, { headers: admin })).json();
   assert.deepEqual(held.leases.map((l) => [l.id, l.fence, l.owner]), [[lease.lease_id, lease.fence, "worker-1"]]);
+});
+
+test("GET /admin/rules spells rules as the config does", async () => {
+  const { rules } = await (await sluice.fetch("/_sluice/admin/rules", { headers: admin })).json();
+  const cell = rules.find((rule) => rule.id === "cell");
+  assert.deepEqual(cell.paths, { case: "insensitive", trailing_slash: "ignore" });
+  assert.deepEqual(cell.tiers[0].policies, [{ name: "cell", limit: 2, window_ms: 60_000, algorithm: "gcra", burst: 1 }]);
 });
 
 test("a rule the config does not have is a 404, not an empty key", async () => {
@@ -238,6 +255,9 @@ describe("bans", () => {
     assert.equal(put.status, 200);
     const placed = await put.json();
     assert.equal(placed.reason, "scraping");
+    assert.equal(placed.replaced, false, "a new ban");
+    const rePut = await putBan(ip, { for: "10m", reason: "scraping" });
+    assert.equal((await rePut.json()).replaced, true, "a ban PUT again replaces the one that held");
     for (const path of ["/api/x", "/login", "/fixed"]) {
       const response = await from(ip, path);
       assert.equal(response.status, 429, path);
@@ -275,7 +295,13 @@ describe("bans", () => {
     assert.deepEqual(statuses, [200, 429, 429]);
     const ban = await eventually(async () => (await listed()).find((b) => b.key === ip), 5000);
     assert.equal(ban.source, "rule:login");
-    assert.match(ban.reason, /2 refusals/);
+    assert.equal(ban.reason, "2 refusals within 1m (offence 1)", "in the config's words");
+    const view = await (await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { headers: admin })).json();
+    assert.deepEqual(
+      [view.ban.reason, view.ban.offences, view.ban.started],
+      ["2 refusals within 1m (offence 1)", 1, false],
+      "started: whether this very call started the ban, never a peek",
+    );
     // A reset lifts it, in the key object and in the listing.
     await sluice.fetch(`/_sluice/admin/keys/login/${ip}`, { method: "DELETE", headers: admin });
     assert.equal((await listed()).find((b) => b.key === ip), undefined);

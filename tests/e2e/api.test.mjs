@@ -142,6 +142,8 @@ test("every invalid input answers 400 naming the field, and the next request is 
     assert.equal(problem.status, 400);
     assert.ok(problem.detail.length > 0);
   }
+  const negative = await (await limit({ key: "k", limit: 10, window_ms: 1000, cost: -1 })).json();
+  assert.equal(negative.detail, "cost: expected a non-negative whole number, got the number -1");
   const wrongType = await sluice.fetch("/_sluice/v1/limit", {
     method: "POST",
     headers: { "content-type": "text/plain" },

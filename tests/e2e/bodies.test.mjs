@@ -128,3 +128,36 @@ for (const size of [1 * MiB, 100 * MiB]) {
     assert.equal(ok.status, 200, "the isolate still serves");
   });
 }
+
+test("a key twice in one object is refused with 400 naming it, and changes nothing", async () => {
+  const api = { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" };
+  const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+  const key = `dup-${Date.now()}`;
+  for (const [method, path, headers, body, field] of [
+    ["POST", "/_sluice/v1/limit", api, `{"key":"${key}","key":"other","limit":1,"window_ms":60000}`, "key"],
+    ["POST", "/_sluice/v1/limit", api, `{"key":"${key}","limit":1,"window_ms":60000,"cost":0,"cost":1}`, "cost"],
+    ["POST", "/_sluice/v1/limit", api, `{"key":"other","k\\u0065y":"${key}","limit":1,"window_ms":60000}`, "key"],
+    [
+      "POST",
+      "/_sluice/v1/limit",
+      api,
+      `{"key":"${key}","policies":[{"name":"a","limit":1,"window_ms":60000},{"name":"b","name":"c","limit":1,"window_ms":60000}]}`,
+      "policies[1].name",
+    ],
+    ["POST", "/_sluice/v1/throttle", api, `{"key":"${key}","max_burst":0,"count":1,"period_s":60,"quantity":0,"quantity":1}`, "quantity"],
+    ["POST", "/_sluice/v1/leases", api, `{"key":"${key}","limit":1,"limit":5,"ttl_ms":1000}`, "limit"],
+    ["PUT", "/_sluice/admin/bans/198.51.100.77", admin, `{"for":"1m","reason":"a","reason":"b"}`, "reason"],
+  ]) {
+    const response = await sluice.fetch(path, { method, headers, body });
+    assert.equal(response.status, 400, body);
+    assert.equal(response.headers.get("content-type"), "application/problem+json");
+    const problem = await response.json();
+    assert.equal(problem.code, "invalid-request");
+    assert.equal(problem.field, field, body);
+    assert.match(problem.detail, /more than once/);
+  }
+  const peek = await (await sluice.post("/_sluice/v1/limit", { key, limit: 1, window_ms: 60_000, cost: 0 })).json();
+  assert.equal(peek.remaining, 1, "no duplicate-key call took a unit");
+  const bans = await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json();
+  assert.ok(!JSON.stringify(bans).includes("198.51.100.77"), "nor set a ban");
+});

@@ -231,7 +231,7 @@ describe("the dashboard", { skip }, () => {
     await page.type("#lookup-key", "198.51.100.1");
     await page.click("#lookup-form button[type=submit]");
     await page.waitForSelector("#key-result .slots");
-    assert.match(await text(page, "#key-result .slots tbody"), /^api3 \/ 1m30/);
+    assert.match(await text(page, "#key-result .slots tbody"), /^api5 \/ 1m32/, "the limit in force: the override's");
     assert.match(await text(page, "#key-result"), /Not banned\./);
     const overrideText = await text(page, "#key-result");
     assert.match(overrideText, /override ?api: 5 \/ 1m, until lifted/);

@@ -32,6 +32,7 @@ const config = {
       ],
     },
     { id: "sale", match: { path: "/sale" }, scope: "global", limit: 10, window: "1m" },
+    { id: "report", match: { path: "/report" }, key: "header:x-customer", concurrency: 2 },
   ],
 };
 
@@ -127,31 +128,84 @@ describe("per-key overrides", () => {
     const state = await (await sluice.fetch(`/_sluice/admin/keys/api/${who}`, { headers: admin })).json();
     assert.equal(state.override, null);
     const other = [
-      [`/_sluice/admin/keys/nope/${who}/override`, 404, "rule"],
-      [`/_sluice/admin/keys/sale/*/override`, 400, "rule"],
-      [`/_sluice/admin/keys/_api/${who}/override`, 400, "rule"],
-      [`/_sluice/admin/keys/api/${"k".repeat(513)}/override`, 400, "key"],
+      [`/_sluice/admin/keys/nope/${who}/override`, 404, "rule", /no rule "nope"/],
+      [`/_sluice/admin/keys/plans.gold/${who}/override`, 404, "rule", /plans\.pro, plans\.free, plans\.anonymous/],
+      [`/_sluice/admin/keys/plans/${who}/override`, 400, "rule", /override one of plans\.pro, plans\.free, plans\.anonymous/],
+      [`/_sluice/admin/keys/sale/*/override`, 400, "rule", /global/],
+      [`/_sluice/admin/keys/report/${who}/override`, 400, "rule", /only concurrency/],
+      [`/_sluice/admin/keys/_api/${who}/override`, 400, "rule", /decision-API/],
+      [`/_sluice/admin/keys/api/${"k".repeat(513)}/override`, 400, "key", /at most 512 bytes/],
     ];
-    for (const [path, status, field] of other) {
+    for (const [path, status, field, detail] of other) {
       const response = await sluice.fetch(path, { method: "PUT", headers: admin, body: JSON.stringify({ limit: 5, window: "1m" }) });
       assert.equal(response.status, status, path.slice(0, 60));
-      assert.equal((await response.json()).field, field);
+      const problem = await response.json();
+      assert.equal(problem.field, field, path.slice(0, 60));
+      assert.match(problem.detail, detail);
     }
+    const concurrency = await (await sluice.fetch(`/_sluice/admin/keys/report/${who}`, { headers: admin })).json();
+    assert.equal(concurrency.override, null, "nothing was set on the concurrency-only rule");
     const noToken = await sluice.fetch(`/_sluice/admin/keys/api/${who}/override`, { method: "PUT", body: "{}" });
     assert.equal(noToken.status, 401);
   });
 
-  test("the policies form names its policies as the config does, and replaces the rule's", async () => {
+  test("the policies form names its policies as the config does, adds its own, and keeps the rule's it leaves out", async () => {
     const who = customer();
     const put = await override(who, { policies: [{ limit: 5, window: "1m" }, { name: "burst", limit: 1, window: "10s" }] });
     assert.equal(put.status, 400, "several policies each need a name");
     assert.equal((await put.json()).field, "policies[0].name");
     const named = await override(who, { policies: [{ name: "burst", limit: 1, window: "10s" }] });
     assert.equal(named.status, 200);
-    assert.equal((await call(who)).status, 200);
+    const first = await call(who);
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get("ratelimit-policy"), '"api";q=2;w=60, "api.burst";q=1;w=10', "the rule's 2 a minute stays");
     const refused = await call(who);
     assert.equal(refused.status, 429);
     assert.deepEqual((await refused.json())["violated-policies"], ["api.burst"]);
+    const state = await (await sluice.fetch(`/_sluice/admin/keys/api/${who}`, { headers: admin })).json();
+    assert.deepEqual(state.slots.map((s) => [s.policy, s.limit, s.used]), [["api", 2, 1], ["api.burst", 1, 1]]);
+  });
+
+  test("an override's text says what it does: a window or algorithm stays the rule's", async () => {
+    const response = await override(customer(), { policies: [{ limit: 5, window: "1h" }] });
+    assert.equal(response.status, 400);
+    const problem = await response.json();
+    assert.equal(problem.field, "window");
+    assert.match(problem.detail, /an override changes its limit, or adds a policy under another name/);
+  });
+});
+
+describe("the admin key view after a config change", () => {
+  test("shows the limits the config sets now, not those the key stored", async () => {
+    const persisted = tempDir();
+    const rule = (limit) => ({
+      origin: "demo",
+      rules: [{ id: "api", match: { path: "/api/*" }, key: "header:x-customer", limit, window: "1m" }],
+    });
+    let sluice = await Sluice.start({ sluice: rule(10), persist: persisted.dir, secrets: { ADMIN_TOKEN } });
+    try {
+      const who = customer();
+      const call = () => sluice.fetch("/api/x", { headers: { "X-Customer": who } });
+      assert.equal((await call()).status, 200);
+      assert.equal((await call()).status, 200);
+      await sluice.stop();
+      sluice = await Sluice.start({ sluice: rule(3), persist: persisted.dir, secrets: { ADMIN_TOKEN } });
+      const view = async (key) => (await (await sluice.fetch(`/_sluice/admin/keys/api/${key}`, { headers: admin })).json()).slots;
+      const limits = (slots) => slots.map((s) => [s.policy, s.limit, s.used, s.remaining]);
+      assert.deepEqual(limits(await view(who)), [["api", 3, 2, 1]], "the config's 3, with the two admissions logged under 10");
+      assert.deepEqual(limits(await view(customer())), [["api", 3, 0, 3]], "a key with no state shows the limit in force");
+      const put = await sluice.fetch(`/_sluice/admin/keys/api/${who}/override`, {
+        method: "PUT",
+        headers: { ...admin, "content-type": "application/json" },
+        body: JSON.stringify({ limit: 5, window: "1m" }),
+      });
+      assert.equal(put.status, 200);
+      assert.deepEqual(limits(await view(who)), [["api", 5, 2, 3]], "or the override's");
+      assert.equal((await call()).headers.get("ratelimit"), '"api";r=2;t=60', "as the next decision reads it");
+    } finally {
+      await sluice.stop();
+      persisted.remove();
+    }
   });
 });
 

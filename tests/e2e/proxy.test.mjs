@@ -11,6 +11,7 @@ const rules = [
   { id: "api", match: { path: "/api/*", methods: ["GET", "POST"] }, key: "ip", limit: 3, window: "1m" },
   { id: "login", match: { path: "/login" }, key: "header:x-user+method", limit: 2, window: "1m" },
   { id: "thread", match: { path: "/threads/:id/reply" }, key: "cookie:session+path", limit: 1, window: "1m" },
+  { id: "session", match: { path: "/session" }, key: "cookie:sid", limit: 2, window: "1m" },
 ];
 
 const ip = () => `10.${rand()}.${rand()}.${rand()}`;
@@ -86,6 +87,39 @@ describe("in front of the demo origin", () => {
     assert.equal((await reply(2)).status, 200, "another thread is another key");
   });
 
+  test("a keyed cookie sent twice is refused with 400, so a client cannot pick its key", async () => {
+    const real = freshKey("sid");
+    const session = (cookie) => sluice.fetch("/session", { headers: { Cookie: cookie } });
+    for (let i = 0; i < 6; i++) {
+      for (const cookie of [
+        `sid=junk${i}; sid=${real}`,
+        `sid=${real}; sid=junk${i}`,
+        `sid=${real} x=junk${i}`,
+        `sid=junk${i}, sid=${real}`,
+        `sid=junk${i}; a=x sid=${real}`,
+      ]) {
+        const response = await session(cookie);
+        assert.equal(response.status, 400, cookie);
+        const problem = await response.json();
+        assert.equal(problem.code, "ambiguous-key");
+        assert.equal(problem.field, "cookie:sid");
+        assert.match(problem.detail, /more than once/);
+      }
+    }
+    const twoFields = await raw(sluice.base, "/session", { headers: { Cookie: [`sid=junk`, `sid=${real}`] } });
+    assert.equal(twoFields.status, 400, "two Cookie fields are read as one header");
+    assert.equal((await session(`theme=a; sid=${real}; theme=b`)).status, 200, "other cookies may repeat");
+    assert.equal((await session(`sid="${real}"`)).status, 200, "a quoted value is the same key");
+    assert.equal((await session(`sid=${real}`)).status, 429, "the limit of 2 holds");
+  });
+
+  test("a keyed header sent twice is one value, the runtime's join, as the origin gets it", async () => {
+    const user = freshKey("u");
+    const twice = await raw(sluice.base, "/login", { method: "POST", headers: { "X-User": ["junk", user] } });
+    assert.equal(twice.status, 200);
+    assert.equal(JSON.parse(twice.body).key, `junk, ${user}|POST`);
+  });
+
   test("the demo origin holds at most 32 requests at once; the rest answer 503 at once", async () => {
     const started = Date.now();
     const responses = await Promise.all(
@@ -125,7 +159,7 @@ describe("in front of a real origin", () => {
       let body = "";
       req.on("data", (chunk) => (body += chunk));
       req.on("end", () => {
-        seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+        seen.push({ method: req.method, url: req.url, headers: req.headers, rawHeaders: req.rawHeaders, body });
         res.writeHead(201, { "content-type": "text/plain", "x-origin": "yes" });
         res.end(`origin saw ${req.method} ${req.url}`);
       });
@@ -133,7 +167,7 @@ describe("in front of a real origin", () => {
     await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
     const { port } = origin.address();
     sluice = await Sluice.start({
-      sluice: { prefix: "/_limits", origin: `http://127.0.0.1:${port}`, rules },
+      sluice: { prefix: "/_limits", origin: `http://127.0.0.1:${port}`, rules, keep_headers: ["CF-IPCountry"] },
     });
   });
   after(async () => {
@@ -195,12 +229,54 @@ describe("in front of a real origin", () => {
     assert.equal(seen.at(-1).body, "part one, part two", "a chunked body arrives whole");
   });
 
+  test("a client's forwarding claims are dropped; Sluice says the host and scheme it received", async () => {
+    const claims = {
+      "X-Forwarded-Host": "evil.example",
+      "X-Forwarded-Proto": "https",
+      "X-Forwarded-Port": "443",
+      "X-Forwarded-Prefix": "/evil",
+      "X-Original-URL": "/admin",
+      "X-Rewrite-URL": "/admin",
+      "True-Client-IP": "6.6.6.6",
+      "X-Client-IP": "6.6.6.6",
+      "cf-access-authenticated-user-email": "ceo@example.com",
+      "cf-ray": "forged",
+    };
+    for (const path of ["/api/claims", "/static/claims"]) {
+      const response = await sluice.fetch(path, {
+        headers: { ...claims, "CF-Connecting-IP": "203.0.113.7", "CF-IPCountry": "XX", "X-Kept": "yes" },
+      });
+      assert.equal(response.status, 201, path);
+      const got = seen.at(-1).headers;
+      for (const name of Object.keys(claims).map((n) => n.toLowerCase())) {
+        if (name === "x-forwarded-host" || name === "x-forwarded-proto") continue;
+        assert.equal(got[name], undefined, `${path}: ${name} reached the origin`);
+      }
+      assert.equal(got["x-forwarded-host"], new URL(sluice.base).host, "the host Sluice received");
+      assert.equal(got["x-forwarded-proto"], "http", "the scheme Sluice received");
+      assert.equal(got["cf-ipcountry"], "XX", "kept by keep_headers");
+      assert.equal(got["cf-connecting-ip"], undefined, "cf- fields are the platform's to set");
+      assert.equal(got["x-forwarded-for"], "203.0.113.7");
+      assert.equal(got["x-kept"], "yes");
+    }
+  });
+
   test("an Upgrade header is not forwarded", async () => {
     const { status } = await raw(sluice.base, "/static/up", {
       headers: { Connection: "upgrade", Upgrade: "example/1", "CF-Connecting-IP": "203.0.113.10" },
     });
     assert.equal(status, 201);
     assert.equal(seen.at(-1).headers.upgrade, undefined);
+  });
+
+  test("a header sent twice reaches the origin as the one field Sluice keyed on", async () => {
+    const user = freshKey("u");
+    const { status } = await raw(sluice.base, "/login", { method: "POST", headers: { "X-User": ["junk", user] } });
+    assert.equal(status, 201);
+    const raws = seen.at(-1).rawHeaders;
+    const fields = raws.filter((_, i) => i % 2 === 0 && raws[i].toLowerCase() === "x-user").length;
+    assert.equal(fields, 1, JSON.stringify(raws));
+    assert.equal(seen.at(-1).headers["x-user"], `junk, ${user}`);
   });
 
   test("without a usable client address, a client's X-Forwarded-For is dropped", async () => {

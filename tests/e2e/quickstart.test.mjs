@@ -123,7 +123,7 @@ test("npm run dev on a fresh clone: tokens written once, the README's commands w
       assert.match(out, /^HTTP\/1\.1 200/m, "GET /api/hello");
       assert.match(out, /^ratelimit: "api";r=\d+;t=\d+/im);
       assert.match(out, /"peak_in_flight"/, "the demo origin answered /api/slow");
-      assert.match(out, /(200 ){8}429 /, "the 11 requests: 10 a minute, counting the two before");
+      assert.match(out, /(200 ){8}(429 ){3}\n/, "the 11 requests: 10 a minute, counting the two before, as the README says");
       assert.match(out, /\{"allowed":true,"limit":5,"remaining":4,/, "the decision API, with the token");
       assert.match(out, /"isolate":/, "the admin API, with its token");
 
@@ -154,5 +154,19 @@ test("npm run dev on a fresh clone: tokens written once, the README's commands w
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the README names every input the build's up-to-date check reads, as its log line does", () => {
+  const script = readFileSync(join(root, "scripts/build.sh"), "utf8");
+  const inputs = /find (.+?) -newer/.exec(script)[1].split(" ");
+  assert.ok(inputs.length >= 5, inputs.join(" "));
+  const logged = /echo "build: build\/ is up to date with ([^"]+)"/.exec(script)[1];
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const note = readme.slice(readme.indexOf("`npm run dev` builds once"), readme.indexOf("Other scripts:"));
+  for (const input of inputs) {
+    const named = ["src", "dashboard"].includes(input) ? `${input}/` : input;
+    assert.ok(logged.includes(named), `the log line names ${named}`);
+    assert.ok(note.includes(`\`${named}\``), `the README names ${named}`);
   }
 });

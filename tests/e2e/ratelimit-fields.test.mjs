@@ -147,12 +147,15 @@ test("tiers: the tier that applied is announced", async () => {
   checkFields(refused, { rateRefusal: true });
 });
 
-test("a split global quota announces the whole quota", async () => {
+test("a split global quota announces the whole quota, and r is the answering part's remaining", async () => {
   for (let i = 0; i < 3; i++) {
     const response = await get("/sale");
     assert.equal(response.status, 200);
-    const { policies } = checkFields(response);
+    const { policies, state } = checkFields(response);
     assert.equal(policies[0].params.q, 8);
+    // 8 in 4 parts of 2: the part that admitted has at most 1 left, while
+    // the whole had 8 - (i + 1).
+    assert.ok(state[0].params.r <= 1, `r=${state[0].params.r} is one part's, a lower bound of the whole's ${7 - i}`);
   }
 });
 

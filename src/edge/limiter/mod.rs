@@ -33,7 +33,7 @@ use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::protocol::{
     CheckRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
+    OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
 };
 use crate::objects::queue::Queue;
 
@@ -103,7 +103,7 @@ impl DurableObject for Limiter {
             LimiterCall::Throttle(request) => self.throttle(request).await?,
             LimiterCall::Renew(request) => self.renew(request).await?,
             LimiterCall::Release(request) => self.release(request).await?,
-            LimiterCall::Peek(_) => Ok(self.peek()),
+            LimiterCall::Peek(request) => self.peek(&request),
             LimiterCall::Reset(_) => self.reset().await?,
             LimiterCall::Settle(request) => self.settle(request).await?,
             LimiterCall::Override(request) => self.set_override(request).await?,
@@ -285,16 +285,24 @@ impl Limiter {
         Ok(Ok(LimiterReply::Reset { forgot }))
     }
 
-    /// A key's state for an operator, changing nothing.
-    fn peek(&self) -> LimiterReply {
+    /// A key's state for an operator, under the policies the request
+    /// names, changing nothing.
+    fn peek(&self, request: &PeekRequest) -> Answer {
+        let policies = match request.policies() {
+            Ok(policies) => policies,
+            Err(e) => return Err(Problem::invalid("body", e.0)),
+        };
         let mut inner = self.inner.borrow_mut();
-        let (slots, ban) = inner.ledger.peek(now_ms());
-        LimiterReply::Key(KeyState {
+        let (slots, ban) = match policies {
+            Some(policies) => inner.ledger.peek_in_force(&policies, now_ms()),
+            None => inner.ledger.peek(now_ms()),
+        };
+        Ok(LimiterReply::Key(KeyState {
             slots,
             ban,
             leases: inner.ledger.leases().to_vec(),
             overridden: inner.ledger.overridden().map(WireOverride::encode),
-        })
+        }))
     }
 
     /// Keeps or refunds a reservation. A refund that leaves the key empty

@@ -52,9 +52,13 @@ impl HubCall {
 #[serde(rename_all = "snake_case")]
 pub enum HubReply {
     Report(HubAnswer),
-    /// False when the hub already holds as many manual bans as it may.
+    /// `banned` is false when the hub already holds as many manual bans as
+    /// it may; `replaced`, whether it held a manual ban on the key that had
+    /// not ended.
     Ban {
         banned: bool,
+        #[serde(default)]
+        replaced: bool,
     },
     /// Whether the hub held the ban.
     Unban {
@@ -140,7 +144,10 @@ mod tests {
         }
         let replies = [
             HubReply::Report(HubAnswer::default()),
-            HubReply::Ban { banned: false },
+            HubReply::Ban {
+                banned: false,
+                replaced: true,
+            },
             HubReply::Unban { removed: true },
             HubReply::Stats(HubStats::default()),
             HubReply::Top(TopKeys::new()),
