@@ -252,7 +252,7 @@ fn held(turn: Turn) -> Holding {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn a_shard_keeps_its_promises(terms in terms(), steps in prop::collection::vec(step(), 1..160)) {

@@ -3,4 +3,5 @@
 //! error, the same way; neither imports the other for it.
 
 pub mod duration;
+pub mod instant;
 pub mod words;

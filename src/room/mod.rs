@@ -7,5 +7,9 @@
 //! pre-queue at opening. `edge/room/` runs a shard in a Durable Object and
 //! carries visitors' requests to it.
 
+pub mod cookie;
 pub mod lottery;
+pub mod page;
+pub mod protocol;
 pub mod shard;
+pub mod visit;

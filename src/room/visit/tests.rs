@@ -1,0 +1,314 @@
+use super::*;
+use crate::room::shard::{Counters, Number, Session};
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn config() -> WaitingRoom {
+    WaitingRoom {
+        active: 10,
+        per_minute: 60,
+        session_ms: 300_000,
+        shards: 4,
+        refresh_ms: 20_000,
+        opens_at_ms: None,
+        secret: "ROOM_SECRET".into(),
+    }
+}
+
+fn key() -> Hs256Key {
+    Hs256Key::new(b"a room secret of thirty-two chars!")
+}
+
+fn status(serving: u64, next: u64) -> Status {
+    Status {
+        counters: Counters {
+            next,
+            serving,
+            pre: 0,
+            opened: true,
+            seed: 0,
+        },
+        places: 3,
+        per_minute: 15,
+        session_ms: 300_000,
+        active: 3,
+        offered: 0,
+        admitted: 6,
+    }
+}
+
+fn cookie_field(step: &Step) -> String {
+    let value = match step {
+        Step::Wait { cookie, .. } => &cookie.value,
+        Step::Pass {
+            cookie: Some(cookie),
+            ..
+        } => &cookie.value,
+        other => panic!("no cookie in {other:?}"),
+    };
+    format!("other=1; sluice_room_shop={value}")
+}
+
+#[test]
+fn shares_of_places_and_rate_sum_to_the_room() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let terms: Vec<Terms> = (0..4).map(|s| room.terms(s)).collect();
+    assert_eq!(terms.iter().map(|t| t.places).sum::<u32>(), 10);
+    assert_eq!(terms.iter().map(|t| t.per_minute).sum::<u32>(), 60);
+    assert_eq!((terms[0].places, terms[3].places), (3, 2));
+    assert_eq!(terms[0].grace_ms, 44_000);
+    assert_eq!(room.renew_every_ms(), 60_000);
+}
+
+#[test]
+fn a_newcomer_asks_a_shard_drawn_at_random() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let held = room.held(None, NOW);
+    assert_eq!(held, None);
+    assert_eq!(
+        room.plan(held, NOW, |_| None, 7),
+        Step::Ask {
+            shard: 3,
+            holding: Holding::Nothing
+        }
+    );
+}
+
+#[test]
+fn a_session_passes_on_its_signature_until_renewal_is_due() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let session = Session {
+        id: 9,
+        started_ms: NOW,
+        expires_ms: NOW + 300_000,
+    };
+    let step = room.conclude(None, 2, Turn::Session(session), &status(10, 10), NOW);
+    let Step::Pass {
+        pass,
+        cookie: Some(cookie),
+    } = &step
+    else {
+        panic!("{step:?}")
+    };
+    assert_eq!(cookie.max_age_s, 300);
+    let field = cookie_field(&step);
+    // A minute later it passes without a call; from then it is renewed.
+    let held = room.held(Some(&field), NOW + 59_999);
+    assert_eq!(held, Some(Signed::Session(*pass)));
+    assert_eq!(
+        room.plan(held, NOW + 59_999, |_| None, 0),
+        Step::Pass {
+            pass: *pass,
+            cookie: None
+        }
+    );
+    assert_eq!(
+        room.plan(held, NOW + 60_000, |_| None, 0),
+        Step::Ask {
+            shard: 2,
+            holding: Holding::Session(9)
+        }
+    );
+    // Past its end it is nothing.
+    assert_eq!(room.held(Some(&field), NOW + 300_000), None);
+}
+
+#[test]
+fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let turn = Turn::Wait {
+        number: Number::Place(30),
+        fresh: true,
+    };
+    let step = room.conclude(None, 1, turn, &status(20, 31), NOW);
+    let Step::Wait { standing, cookie } = &step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        *standing,
+        Standing::InLine {
+            position: 11,
+            wait_s: 110
+        }
+    );
+    assert_eq!(cookie.max_age_s, 86_400);
+    let field = cookie_field(&step);
+    let held = room.held(Some(&field), NOW + 20_000);
+    // Without a view of its shard: ask it.
+    assert_eq!(
+        room.plan(held, NOW + 20_000, |_| None, 0),
+        Step::Ask {
+            shard: 1,
+            holding: Holding::Ticket(Number::Place(30))
+        }
+    );
+    // With one: the page, the position fallen, no call.
+    let later = room.plan(
+        held,
+        NOW + 20_000,
+        |shard| (shard == 1).then(|| status(25, 40)),
+        0,
+    );
+    let Step::Wait { standing, .. } = &later else {
+        panic!("{later:?}")
+    };
+    assert_eq!(
+        *standing,
+        Standing::InLine {
+            position: 6,
+            wait_s: 60
+        }
+    );
+    // A view older than what the visitor was shown does not move it back.
+    let field = cookie_field(&later);
+    let held = room.held(Some(&field), NOW + 40_000);
+    let older = room.plan(held, NOW + 40_000, |_| Some(status(21, 40)), 0);
+    assert!(
+        matches!(
+            older,
+            Step::Wait {
+                standing: Standing::InLine { position: 6, .. },
+                ..
+            }
+        ),
+        "{older:?}"
+    );
+    // Its place reached: only the shard can say whether the offer holds.
+    assert_eq!(
+        room.plan(held, NOW + 40_000, |_| Some(status(31, 40)), 0),
+        Step::Ask {
+            shard: 1,
+            holding: Holding::Ticket(Number::Place(30))
+        }
+    );
+}
+
+#[test]
+fn before_opening_the_page_says_when() {
+    let config = WaitingRoom {
+        opens_at_ms: Some(NOW + 3_600_000),
+        ..config()
+    };
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let mut before = status(0, 0);
+    before.counters.opened = false;
+    before.counters.pre = 5;
+    let step = room.conclude(
+        None,
+        0,
+        Turn::Wait {
+            number: Number::Pre(4),
+            fresh: true,
+        },
+        &before,
+        NOW,
+    );
+    let Step::Wait { standing, cookie } = &step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        *standing,
+        Standing::BeforeOpening {
+            opens_at_ms: NOW + 3_600_000,
+            opens_in_s: 3_600
+        }
+    );
+    // A pre-queue ticket lasts a day from the opening.
+    assert_eq!(cookie.max_age_s, 86_400 + 3_600);
+    let field = cookie_field(&step);
+    assert!(room
+        .held(Some(&field), NOW + 3_600_000 + 86_399_999)
+        .is_some());
+    assert!(room
+        .held(Some(&field), NOW + 3_600_000 + 86_400_000)
+        .is_none());
+}
+
+#[test]
+fn tickets_from_elsewhere_are_nothing() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let step = room.conclude(
+        None,
+        3,
+        Turn::Wait {
+            number: Number::Place(1),
+            fresh: true,
+        },
+        &status(0, 2),
+        NOW,
+    );
+    let field = cookie_field(&step);
+    assert!(room.held(Some(&field), NOW).is_some());
+    // Another room with the same secret, the same room with another.
+    let other = Room {
+        id: "shoes",
+        config: &config,
+        key: &k,
+    };
+    assert_eq!(
+        other.held(
+            Some(&field.replace("sluice_room_shop", "sluice_room_shoes")),
+            NOW
+        ),
+        None
+    );
+    let other_key = Hs256Key::new(b"another secret of thirty-two chars");
+    let rekeyed = Room {
+        id: "shop",
+        config: &config,
+        key: &other_key,
+    };
+    assert_eq!(rekeyed.held(Some(&field), NOW), None);
+    // A shard the room no longer has (fewer shards after a deploy).
+    let fewer = WaitingRoom {
+        shards: 2,
+        ..config.clone()
+    };
+    let shrunk = Room {
+        id: "shop",
+        config: &fewer,
+        key: &k,
+    };
+    assert_eq!(shrunk.held(Some(&field), NOW), None);
+    // Expired: a day after joining.
+    assert_eq!(room.held(Some(&field), NOW + DAY_MS), None);
+    // Altered.
+    let altered = field.replacen(".p1.", ".p0.", 1);
+    assert_ne!(altered, field);
+    assert_eq!(room.held(Some(&altered), NOW), None);
+}
