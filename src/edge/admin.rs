@@ -18,7 +18,7 @@ use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{isolate, respond};
+use super::{isolate, respond, room};
 use crate::config::listing;
 use crate::config::lookup::{targets, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
@@ -176,6 +176,11 @@ async fn call(
             respond::json(&listing::of(config), Headers::new())
         }
         (_, AdminRoute::Rules) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Rooms) => room::admin::all(objects, config).await,
+        (Some(Method::Get), AdminRoute::Room { rule }) => {
+            room::admin::one(objects, config, &rule).await
+        }
+        (_, AdminRoute::Rooms | AdminRoute::Room { .. }) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             endpoints::not_found(req.path())

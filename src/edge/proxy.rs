@@ -227,5 +227,10 @@ async fn demo(req: &ClientRequest, forward: Forward<'_>) -> Result<Response> {
         "peak_in_flight": peak,
         "status": status,
     });
+    // `?room=end` answers as an origin does when a visitor is done (a
+    // checkout completed): a waiting room in front ends its session.
+    if url::param(req.url(), "room").as_deref() == Some("end") {
+        forward.headers.set("sluice-room", "end")?;
+    }
     Ok(respond::json(&body, forward.headers)?.with_status(status))
 }

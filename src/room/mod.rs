@@ -8,8 +8,10 @@
 //! carries visitors' requests to it.
 
 pub mod cookie;
+pub mod figures;
 pub mod lottery;
 pub mod page;
 pub mod protocol;
 pub mod shard;
+pub mod views;
 pub mod visit;

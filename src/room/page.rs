@@ -110,6 +110,16 @@ pub fn json(standing: Standing, refresh_s: u64) -> String {
     serde_json::to_string(&value).unwrap_or_default()
 }
 
+/// Whether a client asked for JSON: its `Accept` names a JSON type and
+/// not HTML (browsers name HTML, and get the page).
+pub fn wants_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept.map(str::to_ascii_lowercase) else {
+        return false;
+    };
+    (accept.contains("application/json") || accept.contains("+json"))
+        && !accept.contains("text/html")
+}
+
 /// `1234567` as `1,234,567`.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();
@@ -240,6 +250,19 @@ mod tests {
             5
         )
         .contains(&format!("<style>{STYLE}</style>")));
+    }
+
+    #[test]
+    fn json_for_those_who_ask_for_it() {
+        assert!(wants_json(Some("application/json")));
+        assert!(wants_json(Some("Application/JSON; q=1")));
+        assert!(wants_json(Some("application/problem+json")));
+        assert!(!wants_json(None));
+        assert!(!wants_json(Some("*/*")));
+        assert!(!wants_json(Some(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+        )));
+        assert!(!wants_json(Some("text/html, application/json")));
     }
 
     #[test]

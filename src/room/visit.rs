@@ -57,27 +57,30 @@ pub enum Step {
     Ask { shard: u32, holding: Holding },
 }
 
-impl Room<'_> {
-    /// Shard `shard`'s terms: its share of the places and of the rate (the
-    /// shares differ by at most one and sum to the room's), and the
-    /// room's durations.
-    pub fn terms(&self, shard: u32) -> Terms {
-        let c = self.config;
-        let part = |total: u32| share(u64::from(total), c.shards, shard) as u32;
-        Terms {
-            places: part(c.active),
-            per_minute: part(c.per_minute),
-            session_ms: c.session_ms,
-            grace_ms: self.grace_ms(),
-            opens_at_ms: c.opens_at_ms,
-        }
+/// Shard `shard`'s terms: its share of the places and of the rate (the
+/// shares differ by at most one and sum to the room's), and the room's
+/// durations.
+pub fn terms(config: &WaitingRoom, shard: u32) -> Terms {
+    let part = |total: u32| share(u64::from(total), config.shards, shard) as u32;
+    Terms {
+        places: part(config.active),
+        per_minute: part(config.per_minute),
+        session_ms: config.session_ms,
+        grace_ms: grace_ms(config),
+        opens_at_ms: config.opens_at_ms,
     }
+}
 
-    /// How long an offer waits: two refreshes of the page and two status
-    /// lifetimes, so that a visitor whose page keeps refreshing cannot miss
-    /// its turn even when one refresh is lost.
-    pub fn grace_ms(&self) -> u64 {
-        2 * self.config.refresh_ms + 2 * STATUS_TTL_MS
+/// How long an offer waits: two refreshes of the page and two status
+/// lifetimes, so that a visitor whose page keeps refreshing cannot miss
+/// its turn even when one refresh is lost.
+pub fn grace_ms(config: &WaitingRoom) -> u64 {
+    2 * config.refresh_ms + 2 * STATUS_TTL_MS
+}
+
+impl Room<'_> {
+    pub fn terms(&self, shard: u32) -> Terms {
+        terms(self.config, shard)
     }
 
     /// How often a session is renewed: once a minute, or twice per session
