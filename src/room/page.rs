@@ -34,7 +34,8 @@ dl{display:grid;grid-template-columns:1fr 1fr;gap:.75rem;margin:1.5rem 0}\
 dl div{border:1px solid var(--line);border-radius:.5rem;padding:.75rem 1rem}\
 dt{font-size:.875rem;color:var(--soft)}\
 dd{margin:.25rem 0 0;font-size:1.75rem;font-weight:700;color:var(--accent);font-variant-numeric:tabular-nums}\
-@media (max-width:24rem){dl{grid-template-columns:1fr}}\
+dd.when{font-size:1.25rem;line-height:1.3}\
+@media (max-width:30rem){dl{grid-template-columns:1fr}main{padding:1.5rem 1.25rem}}\
 ";
 
 /// The page's Content-Security-Policy: its one style by hash, nothing
@@ -56,8 +57,8 @@ pub fn html(standing: Standing, refresh_s: u64) -> String {
             "You are in line",
             "Many people want in right now, so they are let in a few at a time, in the order they arrived.",
             [
-                ("Your place in line", grouped(position)),
-                ("Estimated wait", wait(wait_s)),
+                ("Your place in line", grouped(position), ""),
+                ("Estimated wait", wait(wait_s), ""),
             ],
         ),
         Standing::BeforeOpening {
@@ -66,12 +67,15 @@ pub fn html(standing: Standing, refresh_s: u64) -> String {
         } => (
             "Opening soon",
             "When it opens, everyone waiting here is put in line in a random order, a fair draw: arriving earlier gives no better place.",
-            [("Opens at", opening(opens_at_ms)), ("Opens in", wait(opens_in_s))],
+            [
+                ("Opens at", opening(opens_at_ms), " class=\"when\""),
+                ("Opens in", wait(opens_in_s), ""),
+            ],
         ),
     };
     let figures: String = figures
         .iter()
-        .map(|(name, value)| format!("<div><dt>{name}</dt><dd>{value}</dd></div>"))
+        .map(|(name, value, class)| format!("<div><dt>{name}</dt><dd{class}>{value}</dd></div>"))
         .collect();
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -202,7 +206,7 @@ mod tests {
             },
             60,
         );
-        assert!(page.contains("<dd>1 Dec 2026, 10:00 UTC</dd>"));
+        assert!(page.contains("<dd class=\"when\">1 Dec 2026, 10:00 UTC</dd>"));
         assert!(page.contains("<dd>2 h 5 min</dd>"));
         assert!(page.contains("every minute"));
     }
