@@ -39,6 +39,12 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_SCOPE} for the decision API"),
         );
     };
+    if found.room.is_some() {
+        return not_found(
+            "rule",
+            format!("rule {id:?} is a waiting room, which keeps no keys: its figures are at /admin/rooms/{id}"),
+        );
+    }
     let names: Vec<&str> = found
         .tiers
         .iter()
@@ -118,6 +124,7 @@ mod tests {
                 {"id": "plain", "limit": 1, "window": "1s"},
                 {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
                 {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
+                {"id": "shop", "waiting_room": {"active": 5, "per_minute": 5}},
             ]
         }))
         .unwrap()
@@ -162,5 +169,6 @@ mod tests {
         }
         assert_eq!(objects("one", "*").unwrap(), ["rule:one:*"]);
         assert_eq!(objects("one", "*#0").unwrap_err(), (404, "key".into()));
+        assert_eq!(objects("shop", "k").unwrap_err(), (404, "rule".into()));
     }
 }

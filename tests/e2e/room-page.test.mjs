@@ -14,6 +14,7 @@ import { Visitor } from "./room-visitor.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const SECRET = "room-secret-for-the-browser-test-01234567";
+const ADMIN = "room-browser-admin-token-0123456789abcdef";
 const SHOTS = new URL("../../build/screenshots/", import.meta.url).pathname;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -36,7 +37,7 @@ before(async () => {
         place("launch", { refresh: "1m", opens_at: new Date(Date.now() + 2 * 3_600_000 + 5 * 60_000).toISOString() }),
       ],
     },
-    secrets: { ROOM_SECRET: SECRET },
+    secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
   });
   browser = await puppeteer.launch({
     executablePath: CHROMIUM,
@@ -160,5 +161,32 @@ describe("the waiting page", { skip }, () => {
     await before.page.screenshot({ path: join(SHOTS, "room-before-opening-phone-dark.png") });
     assert.deepEqual(before.problems, []);
     for (const { page } of [desktop, phone, before]) await page.close();
+  });
+
+  test("the dashboard shows each room, now and over the last hour", { timeout: 60_000 }, async () => {
+    const { page, problems } = await open({ width: 1280, height: 900 });
+    await page.goto(`${sluice.base}/_sluice/admin/`, { waitUntil: "load" });
+    await page.waitForSelector("#token", { visible: true });
+    await page.type("#token", ADMIN);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#rooms-section:not([hidden]) [data-room=sale] .room-figures dd");
+    const cards = await page.$$eval("#rooms [data-room]", (nodes) => nodes.map((node) => node.dataset.room));
+    assert.deepEqual(cards, ["shop", "sale", "launch"]);
+    const sale = await page.$$eval("[data-room=sale] .room-figures dd", (nodes) => nodes.map((node) => node.textContent));
+    assert.equal(sale[0], "1,234", "waiting: 1,233 visitors and the browser");
+    assert.equal(sale[1], "1 of 1", "active");
+    assert.match(sale[2], /^\d+ of 600$/, "admitted in the last minute");
+    const launch = await page.$eval("[data-room=launch] header p", (node) => node.textContent);
+    assert.match(launch, /^opens [^·]+ · sessions last 5m · pages refresh every 1m$/);
+    assert.doesNotMatch(launch, /T\d\d:/, "a date as people read it");
+    // The chart has a point for this minute, and the rooms are not in the
+    // traffic panel, which is for rate limits.
+    await page.waitForSelector("[data-room=sale] .chart canvas");
+    assert.equal(await page.$$eval("#traffic [data-rule=sale]", (nodes) => nodes.length), 0);
+    const listed = await page.$eval("#rules tr[data-rule=sale]", (row) => row.textContent);
+    assert.match(listed, /waiting room: 1 at once, 600 a minute, 1 shard/);
+    await page.screenshot({ path: join(SHOTS, "room-dashboard.png") });
+    assert.deepEqual(problems, []);
+    await page.close();
   });
 });
