@@ -14,6 +14,7 @@
 use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
 use super::shard::{Holding, Status, Terms, Turn};
+use super::views::Views;
 use crate::config::room::WaitingRoom;
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
@@ -113,16 +114,13 @@ impl Room<'_> {
         })
     }
 
-    /// What a request holding `held` needs. `view` gives the isolate's
-    /// fresh view of a shard, if it has one; `pick` is a random number
-    /// that places a newcomer.
-    pub fn plan(
-        &self,
-        held: Option<Signed>,
-        now: u64,
-        view: impl Fn(u32) -> Option<Status>,
-        pick: u32,
-    ) -> Step {
+    /// What a request holding `held` needs, by the isolate's `views` of
+    /// the shards. `pick` is two random numbers that place a newcomer: of
+    /// two shards drawn at random, the one the isolate last saw with fewer
+    /// waiting (the first, when it has not seen both). Two choices halve
+    /// how far from arrival order the shards let visitors in
+    /// (`examples/room_order.rs`).
+    pub fn plan(&self, held: Option<Signed>, now: u64, views: &Views, pick: (u32, u32)) -> Step {
         match held {
             Some(Signed::Session(pass)) => {
                 if now >= pass.renewed_ms.saturating_add(self.renew_every_ms()) {
@@ -139,15 +137,37 @@ impl Room<'_> {
                     shard: ticket.shard,
                     holding: Holding::Ticket(ticket.number),
                 };
-                match view(ticket.shard) {
+                match views.fresh(self.id, ticket.shard, now) {
                     Some(status) => self.waiting(ticket, &status, now).unwrap_or(ask),
                     None => ask,
                 }
             }
-            None => Step::Ask {
-                shard: pick % self.config.shards.max(1),
-                holding: Holding::Nothing,
-            },
+            None => {
+                let shards = self.config.shards.max(1);
+                let (a, b) = (pick.0 % shards, pick.1 % shards);
+                let waiting = |shard| views.last(self.id, shard).map(|s| s.waiting());
+                let shard = match (waiting(a), waiting(b)) {
+                    (Some(wa), Some(wb)) if wb < wa => b,
+                    _ => a,
+                };
+                Step::Ask {
+                    shard,
+                    holding: Holding::Nothing,
+                }
+            }
+        }
+    }
+
+    /// What still holds when the shard cannot answer: a session until its
+    /// end (unrenewed), a ticket's place by the last view of its shard,
+    /// however old. `None` when nothing does.
+    pub fn without_shard(&self, held: Option<Signed>, now: u64, views: &Views) -> Option<Step> {
+        match held? {
+            Signed::Session(pass) => Some(Step::Pass { pass, cookie: None }),
+            Signed::Ticket(ticket) => {
+                let status = views.last(self.id, ticket.shard)?;
+                self.waiting(ticket, &status, now)
+            }
         }
     }
 

@@ -68,8 +68,8 @@ pub async fn serve(
     let secure = req.url().starts_with("https:");
     let now = now_ms();
     let held = room.held(req.header("cookie").as_deref(), now);
-    let pick = random_pair().map_or(0, |(a, _)| a);
-    let step = room.plan(held, now, |shard| view(room.id, shard, now), pick);
+    let pick = random_pair().unwrap_or((0, 0));
+    let step = VIEWS.with(|views| room.plan(held, now, &views.borrow(), pick));
     let step = match step {
         Step::Ask { shard, holding } => ask(objects, &room, held, shard, holding).await,
         step => Some(step),
@@ -90,10 +90,6 @@ pub async fn serve(
             Ok(response)
         }
     }
-}
-
-fn view(room: &str, shard: u32, now: u64) -> Option<crate::room::shard::Status> {
-    VIEWS.with(|views| views.borrow().fresh(room, shard, now))
 }
 
 /// Asks shard `shard` and concludes; when it cannot answer, keeps what
@@ -122,14 +118,7 @@ async fn ask(
         Ok(other) => console_error!("sluice: room shard answered a visit with {}", other.name()),
         Err(e) => console_error!("sluice: room shard {shard} of {} failed: {e}", room.id),
     }
-    if let Some(Signed::Session(pass)) = held {
-        return Some(Step::Pass { pass, cookie: None });
-    }
-    let last = |shard| VIEWS.with(|views| views.borrow().last(room.id, shard));
-    match room.plan(held, now, last, 0) {
-        step @ Step::Wait { .. } => Some(step),
-        _ => None,
-    }
+    VIEWS.with(|views| room.without_shard(held, now, &views.borrow()))
 }
 
 /// Forwards a visitor with a session; renews its cookie, and ends its

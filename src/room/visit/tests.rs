@@ -1,6 +1,19 @@
 use super::*;
 use crate::room::shard::{Counters, Number, Session};
 
+/// Views of shards as of `at`.
+fn seen(entries: &[(u32, Status)], at: u64) -> Views {
+    let mut views = Views::default();
+    for (shard, status) in entries {
+        views.remember("shop", *shard, *status, at);
+    }
+    views
+}
+
+fn none() -> Views {
+    Views::default()
+}
+
 const NOW: u64 = 1_800_000_000_000;
 
 fn config() -> WaitingRoom {
@@ -78,12 +91,22 @@ fn a_newcomer_asks_a_shard_drawn_at_random() {
     let held = room.held(None, NOW);
     assert_eq!(held, None);
     assert_eq!(
-        room.plan(held, NOW, |_| None, 7),
+        room.plan(held, NOW, &none(), (7, 0)),
         Step::Ask {
             shard: 3,
             holding: Holding::Nothing
         }
     );
+    // Of two shards, the one last seen with fewer waiting, however old
+    // the view; the first drawn when the isolate has not seen both.
+    let views = seen(&[(3, status(0, 50)), (1, status(0, 20))], NOW - 60_000);
+    let ask = |shard| Step::Ask {
+        shard,
+        holding: Holding::Nothing,
+    };
+    assert_eq!(room.plan(None, NOW, &views, (3, 1)), ask(1));
+    assert_eq!(room.plan(None, NOW, &views, (1, 3)), ask(1));
+    assert_eq!(room.plan(None, NOW, &views, (3, 2)), ask(3));
 }
 
 #[test]
@@ -114,14 +137,14 @@ fn a_session_passes_on_its_signature_until_renewal_is_due() {
     let held = room.held(Some(&field), NOW + 59_999);
     assert_eq!(held, Some(Signed::Session(*pass)));
     assert_eq!(
-        room.plan(held, NOW + 59_999, |_| None, 0),
+        room.plan(held, NOW + 59_999, &none(), (0, 0)),
         Step::Pass {
             pass: *pass,
             cookie: None
         }
     );
     assert_eq!(
-        room.plan(held, NOW + 60_000, |_| None, 0),
+        room.plan(held, NOW + 60_000, &none(), (0, 0)),
         Step::Ask {
             shard: 2,
             holding: Holding::Session(9)
@@ -160,7 +183,7 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
     let held = room.held(Some(&field), NOW + 20_000);
     // Without a view of its shard: ask it.
     assert_eq!(
-        room.plan(held, NOW + 20_000, |_| None, 0),
+        room.plan(held, NOW + 20_000, &none(), (0, 0)),
         Step::Ask {
             shard: 1,
             holding: Holding::Ticket(Number::Place(30))
@@ -170,8 +193,8 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
     let later = room.plan(
         held,
         NOW + 20_000,
-        |shard| (shard == 1).then(|| status(25, 40)),
-        0,
+        &seen(&[(1, status(25, 40))], NOW + 19_000),
+        (0, 0),
     );
     let Step::Wait { standing, .. } = &later else {
         panic!("{later:?}")
@@ -186,7 +209,12 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
     // A view older than what the visitor was shown does not move it back.
     let field = cookie_field(&later);
     let held = room.held(Some(&field), NOW + 40_000);
-    let older = room.plan(held, NOW + 40_000, |_| Some(status(21, 40)), 0);
+    let older = room.plan(
+        held,
+        NOW + 40_000,
+        &seen(&[(1, status(21, 40))], NOW + 40_000),
+        (0, 0),
+    );
     assert!(
         matches!(
             older,
@@ -199,7 +227,12 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
     );
     // Its place reached: only the shard can say whether the offer holds.
     assert_eq!(
-        room.plan(held, NOW + 40_000, |_| Some(status(31, 40)), 0),
+        room.plan(
+            held,
+            NOW + 40_000,
+            &seen(&[(1, status(31, 40))], NOW + 40_000),
+            (0, 0)
+        ),
         Step::Ask {
             shard: 1,
             holding: Holding::Ticket(Number::Place(30))
@@ -311,4 +344,57 @@ fn tickets_from_elsewhere_are_nothing() {
     let altered = field.replacen(".p1.", ".p0.", 1);
     assert_ne!(altered, field);
     assert_eq!(room.held(Some(&altered), NOW), None);
+}
+
+#[test]
+fn without_its_shard_a_session_passes_and_a_ticket_keeps_its_last_place() {
+    let config = config();
+    let k = key();
+    let room = Room {
+        id: "shop",
+        config: &config,
+        key: &k,
+    };
+    let session = Session {
+        id: 9,
+        started_ms: NOW,
+        expires_ms: NOW + 300_000,
+    };
+    let Step::Pass { pass, .. } =
+        room.conclude(None, 2, Turn::Session(session), &status(10, 10), NOW)
+    else {
+        panic!("no pass")
+    };
+    assert_eq!(
+        room.without_shard(Some(Signed::Session(pass)), NOW + 90_000, &none()),
+        Some(Step::Pass { pass, cookie: None })
+    );
+    let waiting = room.conclude(
+        None,
+        1,
+        Turn::Wait {
+            number: Number::Place(30),
+            fresh: true,
+        },
+        &status(20, 31),
+        NOW,
+    );
+    let held = room.held(Some(&cookie_field(&waiting)), NOW);
+    assert_eq!(
+        room.without_shard(held, NOW + 60_000, &none()),
+        None,
+        "never seen: nothing to show"
+    );
+    let old = seen(&[(1, status(22, 40))], NOW);
+    let Some(Step::Wait { standing, .. }) = room.without_shard(held, NOW + 60_000, &old) else {
+        panic!("no page")
+    };
+    assert_eq!(
+        standing,
+        Standing::InLine {
+            position: 9,
+            wait_s: 90
+        }
+    );
+    assert_eq!(room.without_shard(None, NOW, &old), None);
 }
