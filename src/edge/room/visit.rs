@@ -71,7 +71,10 @@ pub async fn serve(
     let pick = random_pair().unwrap_or((0, 0));
     let step = VIEWS.with(|views| room.plan(held, now, &views.borrow(), pick));
     let step = match step {
-        Step::Ask { shard, holding } => ask(objects, &room, held, shard, holding).await,
+        Step::Ask { shard, holding } => {
+            VIEWS.with(|views| views.borrow_mut().asking(room.id, shard, now));
+            ask(objects, &room, held, shard, holding).await
+        }
         step => Some(step),
     };
     match step {
