@@ -144,6 +144,12 @@ describe("one room, one place", () => {
     assert.equal(waiting.status, 503);
     assert.deepEqual(waiting.body, { state: "waiting", position: 1, wait_s: waiting.body.wait_s, refresh_s: 2 });
     assert.equal((await b.get("/shop/b")).status, 503, "still full");
+    // Another word in the field is taken out too, and ends nothing.
+    const kept = await a.get("/shop/more?room=later");
+    assert.equal(kept.status, 200);
+    assert.equal(kept.headers.get("sluice-room"), null);
+    assert.equal(kept.headers.get("set-cookie"), null);
+    assert.equal((await b.get("/shop/b")).status, 503, "still full");
     const ended = await a.get("/shop/done?room=end");
     assert.equal(ended.status, 200);
     assert.equal(ended.headers.get("sluice-room"), null);

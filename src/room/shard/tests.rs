@@ -225,3 +225,34 @@ fn a_pre_queue_waits_for_the_opening_then_is_drawn() {
         Number::Place(5)
     );
 }
+
+#[test]
+fn smaller_terms_keep_the_sessions_running_and_start_none_until_below() {
+    let mut shard = Shard::new(terms(3, 100));
+    let sessions: Vec<Session> = (0..3)
+        .map(|i| session(shard.visit(i, Holding::Nothing, &mut seed()).0))
+        .collect();
+    assert_eq!(
+        shard.set_terms(terms(1, 100)),
+        Some(Change::Terms(terms(1, 100)))
+    );
+    assert_eq!(
+        shard.set_terms(terms(1, 100)),
+        None,
+        "the same terms change nothing"
+    );
+    let waiting = ticket(shard.visit(10, Holding::Nothing, &mut seed()).0);
+    assert_eq!(shard.status().active, 3, "the sessions run on");
+    shard.end(11, sessions[0].id, &mut seed());
+    shard.end(12, sessions[1].id, &mut seed());
+    assert_eq!(
+        shard.status().offered,
+        0,
+        "two sessions for one place: still full"
+    );
+    shard.end(13, sessions[2].id, &mut seed());
+    assert!(matches!(
+        shard.visit(14, Holding::Ticket(waiting), &mut seed()).0,
+        Turn::Session(_)
+    ));
+}
