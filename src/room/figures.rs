@@ -166,25 +166,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::room::shard::{Counters, Sample};
-
-    fn status(serving: u64, next: u64, active: u32) -> Status {
-        Status {
-            counters: Counters {
-                next,
-                serving,
-                pre: 0,
-                opened: true,
-                seed: 0,
-            },
-            places: 3,
-            per_minute: 6,
-            session_ms: 300_000,
-            active,
-            offered: 0,
-            admitted: 6,
-        }
-    }
+    use crate::room::shard::Sample;
 
     fn room() -> WaitingRoom {
         WaitingRoom {
@@ -208,12 +190,12 @@ mod tests {
         };
         let answers = vec![
             Ok(Figures {
-                status: status(10, 20, 3),
+                status: Status::sample(10, 20, 3),
                 history: vec![sample(0, 5), sample(60_000, 8)],
                 calls: 4,
             }),
             Ok(Figures {
-                status: status(5, 5, 1),
+                status: Status::sample(5, 5, 1),
                 history: vec![sample(60_000, 1)],
                 calls: 2,
             }),
@@ -244,9 +226,9 @@ mod tests {
 
     #[test]
     fn before_opening_a_newcomer_waits_for_the_opening() {
-        let mut s = status(0, 0, 0);
+        let mut s = Status::sample(0, 0, 0);
         s.counters.opened = false;
         assert_eq!(newcomer_wait_s(&s, Some(10_500), 1_000), 10);
-        assert_eq!(newcomer_wait_s(&status(0, 0, 3), None, 0), 60 / 6);
+        assert_eq!(newcomer_wait_s(&Status::sample(0, 0, 3), None, 0), 60 / 6);
     }
 }

@@ -248,6 +248,29 @@ impl Status {
     }
 }
 
+/// A status for other modules' tests: open, `active` sessions of 3 places,
+/// 6 started in the last minute.
+#[cfg(test)]
+impl Status {
+    pub(crate) fn sample(serving: u64, next: u64, active: u32) -> Status {
+        Status {
+            counters: Counters {
+                next,
+                serving,
+                pre: 0,
+                opened: true,
+                seed: 0,
+            },
+            places: 3,
+            per_minute: 15,
+            session_ms: 300_000,
+            active,
+            offered: 0,
+            admitted: 6,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Shard {
     terms: Terms,

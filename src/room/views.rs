@@ -71,24 +71,9 @@ impl Views {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::room::shard::Counters;
 
     fn status(serving: u64) -> Status {
-        Status {
-            counters: Counters {
-                next: serving + 5,
-                serving,
-                pre: 0,
-                opened: true,
-                seed: 0,
-            },
-            places: 1,
-            per_minute: 1,
-            session_ms: 60_000,
-            active: 1,
-            offered: 0,
-            admitted: 0,
-        }
+        Status::sample(serving, serving + 5, 1)
     }
 
     #[test]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::room::shard::{Counters, Number, Session};
+use crate::room::shard::{Number, Session};
 
 /// Views of shards as of `at`.
 fn seen(entries: &[(u32, Status)], at: u64) -> Views {
@@ -33,20 +33,38 @@ fn key() -> Hs256Key {
 }
 
 fn status(serving: u64, next: u64) -> Status {
-    Status {
-        counters: Counters {
-            next,
-            serving,
-            pre: 0,
-            opened: true,
-            seed: 0,
-        },
-        places: 3,
-        per_minute: 15,
-        session_ms: 300_000,
-        active: 3,
-        offered: 0,
-        admitted: 6,
+    Status::sample(serving, next, 3)
+}
+
+/// A room's config and key, to lend a [`Room`].
+struct Fixture {
+    config: WaitingRoom,
+    key: Hs256Key,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture::with(config())
+    }
+
+    fn with(config: WaitingRoom) -> Fixture {
+        Fixture { config, key: key() }
+    }
+
+    fn room(&self) -> Room<'_> {
+        Room {
+            id: "shop",
+            config: &self.config,
+            key: &self.key,
+        }
+    }
+}
+
+fn session(id: u64) -> Session {
+    Session {
+        id,
+        started_ms: NOW,
+        expires_ms: NOW + 300_000,
     }
 }
 
@@ -64,13 +82,8 @@ fn cookie_field(step: &Step) -> String {
 
 #[test]
 fn shares_of_places_and_rate_sum_to_the_room() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
     let terms: Vec<Terms> = (0..4).map(|s| room.terms(s)).collect();
     assert_eq!(terms.iter().map(|t| t.places).sum::<u32>(), 10);
     assert_eq!(terms.iter().map(|t| t.per_minute).sum::<u32>(), 60);
@@ -81,13 +94,8 @@ fn shares_of_places_and_rate_sum_to_the_room() {
 
 #[test]
 fn a_newcomer_asks_a_shard_drawn_at_random() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
     let held = room.held(None, NOW);
     assert_eq!(held, None);
     assert_eq!(
@@ -111,18 +119,9 @@ fn a_newcomer_asks_a_shard_drawn_at_random() {
 
 #[test]
 fn a_session_passes_on_its_signature_until_renewal_is_due() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
-    let session = Session {
-        id: 9,
-        started_ms: NOW,
-        expires_ms: NOW + 300_000,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    let session = session(9);
     let step = room.conclude(None, 2, Turn::Session(session), &status(10, 10), NOW);
     let Step::Pass {
         pass,
@@ -156,13 +155,8 @@ fn a_session_passes_on_its_signature_until_renewal_is_due() {
 
 #[test]
 fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
     let turn = Turn::Wait {
         number: Number::Place(30),
         fresh: true,
@@ -242,16 +236,11 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
 
 #[test]
 fn before_opening_the_page_says_when() {
-    let config = WaitingRoom {
+    let fixture = Fixture::with(WaitingRoom {
         opens_at_ms: Some(NOW + 3_600_000),
         ..config()
-    };
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
+    });
+    let room = fixture.room();
     let mut before = status(0, 0);
     before.counters.opened = false;
     before.counters.pre = 5;
@@ -288,13 +277,8 @@ fn before_opening_the_page_says_when() {
 
 #[test]
 fn tickets_from_elsewhere_are_nothing() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
     let step = room.conclude(
         None,
         3,
@@ -310,8 +294,7 @@ fn tickets_from_elsewhere_are_nothing() {
     // Another room with the same secret, the same room with another.
     let other = Room {
         id: "shoes",
-        config: &config,
-        key: &k,
+        ..fixture.room()
     };
     assert_eq!(
         other.held(
@@ -322,20 +305,18 @@ fn tickets_from_elsewhere_are_nothing() {
     );
     let other_key = Hs256Key::new(b"another secret of thirty-two chars");
     let rekeyed = Room {
-        id: "shop",
-        config: &config,
         key: &other_key,
+        ..fixture.room()
     };
     assert_eq!(rekeyed.held(Some(&field), NOW), None);
     // A shard the room no longer has (fewer shards after a deploy).
     let fewer = WaitingRoom {
         shards: 2,
-        ..config.clone()
+        ..config()
     };
     let shrunk = Room {
-        id: "shop",
         config: &fewer,
-        key: &k,
+        ..fixture.room()
     };
     assert_eq!(shrunk.held(Some(&field), NOW), None);
     // Expired: a day after joining.
@@ -348,18 +329,9 @@ fn tickets_from_elsewhere_are_nothing() {
 
 #[test]
 fn without_its_shard_a_session_passes_and_a_ticket_keeps_its_last_place() {
-    let config = config();
-    let k = key();
-    let room = Room {
-        id: "shop",
-        config: &config,
-        key: &k,
-    };
-    let session = Session {
-        id: 9,
-        started_ms: NOW,
-        expires_ms: NOW + 300_000,
-    };
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    let session = session(9);
     let Step::Pass { pass, .. } =
         room.conclude(None, 2, Turn::Session(session), &status(10, 10), NOW)
     else {
