@@ -13,6 +13,7 @@ use wasm_bindgen::JsValue;
 use worker::js_sys::Reflect;
 use worker::{console_error, Env};
 
+use super::client::ROOM_BINDING;
 use crate::config::{check_secret_strength, Config, ConfigError};
 use crate::http::jwt::Hs256Key;
 
@@ -106,7 +107,8 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
 
 /// Each waiting room's signing key, from the secret its config names: a
 /// missing or short one is an invalid config naming the room's field, so
-/// no room runs with cookies anyone could forge.
+/// no room runs with cookies anyone could forge. A room without the `ROOM`
+/// namespace in wrangler.toml is one too, rather than a 503 on every visit.
 fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, ConfigError> {
     let rooms = config
         .rules
@@ -115,6 +117,12 @@ fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, Conf
         .filter_map(|(i, rule)| Some((i, rule, rule.room.as_ref()?)));
     rooms
         .map(|(i, rule, room)| {
+            if env.durable_object(ROOM_BINDING).is_err() {
+                return Err(ConfigError {
+                    field: format!("SLUICE.rules[{i}].waiting_room"),
+                    message: format!("a waiting room needs the {ROOM_BINDING} Durable Object binding (class Room) and its migration: see wrangler.toml in Sluice's repository"),
+                });
+            }
             let field = format!("SLUICE.rules[{i}].waiting_room.secret");
             let value = required_secret(env, &room.secret, &field)?;
             check_secret_strength(&field, &room.secret, &value)?;

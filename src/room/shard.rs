@@ -472,6 +472,9 @@ impl Shard {
 
     /// Whether one more session may start now: a place is free and the
     /// rate allows it with every unclaimed offer counted as starting now.
+    /// Every offer and every straight entry passes here, so a paused room
+    /// (holding everyone in line while sessions run on) is one more
+    /// condition here.
     fn may_start(&mut self, now: u64) -> bool {
         let offered = count(self.offers.len());
         let busy = count(self.sessions.len()).saturating_add(offered);

@@ -5,6 +5,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
+import { Miniflare } from "miniflare";
 import { Sluice, sluiceWorkerOptions } from "./harness.mjs";
 import { Visitor } from "./room-visitor.mjs";
 
@@ -286,5 +287,19 @@ test("a room without its secret, or with a short one, is an invalid config namin
     } finally {
       await sluice.stop();
     }
+  }
+});
+
+test("a room without the ROOM binding is an invalid config naming the room", async () => {
+  const options = sluiceWorkerOptions({ ROOM_SECRET: SECRET, SLUICE: { origin: "demo", ...room({ active: 1, per_minute: 1 }) } });
+  delete options.assets;
+  delete options.durableObjects.ROOM;
+  const mf = new Miniflare({ workers: [options], host: "127.0.0.1", port: 0 });
+  try {
+    const answer = await fetch(new URL("/shop/a", await mf.ready));
+    assert.equal(answer.status, 500);
+    assert.equal((await answer.json()).field, "SLUICE.rules[0].waiting_room");
+  } finally {
+    await mf.dispose();
   }
 });
