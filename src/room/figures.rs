@@ -1,8 +1,6 @@
 //! `GET {prefix}/admin/rooms/{rule}`: a room's figures, per shard and
 //! summed, from each shard's answer (or the reason it gave none).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use super::protocol::Figures;
@@ -113,7 +111,8 @@ pub fn report<'a>(
         shards: Vec::with_capacity(answers.len()),
         history: Vec::new(),
     };
-    let mut minutes: BTreeMap<u64, Minute> = BTreeMap::new();
+    // Whole minutes, so at most an hour's of them: a sorted Vec.
+    let mut minutes: Vec<Minute> = Vec::new();
     let mut waits = Vec::new();
     for (shard, answer) in (0u32..).zip(answers) {
         let answer = match answer {
@@ -127,8 +126,16 @@ pub fn report<'a>(
                 report.offered += u64::from(s.offered);
                 report.admitted_last_minute += u64::from(s.admitted);
                 for sample in &figures.history {
-                    let minute = minutes.entry(sample.minute_ms).or_default();
-                    minute.minute_ms = sample.minute_ms;
+                    let found = minutes.binary_search_by_key(&sample.minute_ms, |m| m.minute_ms);
+                    let i = found.unwrap_or_else(|i| {
+                        let minute = Minute {
+                            minute_ms: sample.minute_ms,
+                            ..Minute::default()
+                        };
+                        minutes.insert(i, minute);
+                        i
+                    });
+                    let minute = &mut minutes[i];
                     minute.waiting += sample.waiting;
                     minute.active += u64::from(sample.active);
                     minute.admitted += u64::from(sample.admitted);
@@ -157,7 +164,7 @@ pub fn report<'a>(
     if !waits.is_empty() {
         report.wait_s = waits.iter().sum::<u64>() / waits.len() as u64;
     }
-    report.history = minutes.into_values().collect();
+    report.history = minutes;
     report
 }
 

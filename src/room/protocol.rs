@@ -1,7 +1,9 @@
 //! What the worker and a room's shard say to each other: one JSON body per
 //! internal `fetch`, tagged as `objects::protocol`'s calls are. Every call
 //! carries the shard's terms, so a shard always runs the deployed config
-//! and keeps it for its alarm.
+//! and keeps it for its alarm. Variants hold their values by position
+//! (`{"visit": [terms, holding]}`): a variant with named fields is a struct
+//! of its own to serde, and each struct's reader costs the wasm about 2 KB.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,18 +13,19 @@ use super::shard::{Holding, Sample, Status, Terms, Turn};
 #[serde(rename_all = "snake_case")]
 pub enum RoomCall {
     /// A visitor's request; answered with [`RoomReply::Visit`].
-    Visit { terms: Terms, holding: Holding },
-    /// The origin ended session `id`; answered with [`RoomReply::Ended`].
-    End { terms: Terms, id: u64 },
+    Visit(Terms, Holding),
+    /// The origin ended a session, by id; answered with [`RoomReply::Ended`].
+    End(Terms, u64),
     /// An operator's look; answered with [`RoomReply::Figures`].
-    Inspect { terms: Terms },
+    Inspect(Terms),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoomReply {
-    Visit { turn: Turn, status: Status },
-    Ended { ended: bool, status: Status },
+    Visit(Turn, Status),
+    /// Whether the session was live, and the shard after.
+    Ended(bool, Status),
     Figures(Figures),
 }
 
@@ -40,18 +43,18 @@ pub struct Figures {
 impl RoomCall {
     pub fn terms(&self) -> Terms {
         match self {
-            RoomCall::Visit { terms, .. }
-            | RoomCall::End { terms, .. }
-            | RoomCall::Inspect { terms } => *terms,
+            RoomCall::Visit(terms, _) | RoomCall::End(terms, _) | RoomCall::Inspect(terms) => {
+                *terms
+            }
         }
     }
 
     /// The call's name, for errors.
     pub fn name(&self) -> &'static str {
         match self {
-            RoomCall::Visit { .. } => "visit",
-            RoomCall::End { .. } => "end",
-            RoomCall::Inspect { .. } => "inspect",
+            RoomCall::Visit(..) => "visit",
+            RoomCall::End(..) => "end",
+            RoomCall::Inspect(_) => "inspect",
         }
     }
 }
@@ -60,8 +63,8 @@ impl RoomReply {
     /// The reply's name, for errors.
     pub fn name(&self) -> &'static str {
         match self {
-            RoomReply::Visit { .. } => "visit",
-            RoomReply::Ended { .. } => "ended",
+            RoomReply::Visit(..) => "visit",
+            RoomReply::Ended(..) => "ended",
             RoomReply::Figures(_) => "figures",
         }
     }
@@ -81,18 +84,12 @@ mod tests {
             grace_ms: 44_000,
             opens_at_ms: None,
         };
-        let call = RoomCall::Visit {
-            terms,
-            holding: Holding::Ticket(Number::Pre(3)),
-        };
+        let call = RoomCall::Visit(terms, Holding::Ticket(Number::Pre(3)));
         let text = serde_json::to_string(&call).unwrap();
-        assert!(
-            text.starts_with(r#"{"visit":{"terms":{"places":5,"#),
-            "{text}"
-        );
-        assert!(text.contains(r#""holding":{"ticket":{"pre":3}}"#), "{text}");
+        assert!(text.starts_with(r#"{"visit":[{"places":5,"#), "{text}");
+        assert!(text.ends_with(r#"},{"ticket":{"pre":3}}]}"#), "{text}");
         assert_eq!(serde_json::from_str::<RoomCall>(&text).unwrap(), call);
         assert_eq!(call.terms(), terms);
-        assert!(serde_json::from_str::<RoomCall>(r#"{"visit":{"terms":{}}}"#).is_err());
+        assert!(serde_json::from_str::<RoomCall>(r#"{"visit":[{}]}"#).is_err());
     }
 }

@@ -37,7 +37,7 @@
 //! session gets that same session, and a claim after the session ended
 //! finds nothing (the visitor joins at the back).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -275,8 +275,8 @@ impl Status {
 pub struct Shard {
     terms: Terms,
     counters: Counters,
-    offers: BTreeMap<u64, Offer>,
-    sessions: BTreeMap<u64, Session>,
+    offers: Keyed<Offer>,
+    sessions: Keyed<Session>,
     /// Session starts of the last 60 s.
     log: SlidingLog,
     history: VecDeque<Sample>,
@@ -288,9 +288,59 @@ pub struct Stored {
     pub counters: Counters,
     pub offers: Vec<(u64, Offer)>,
     pub sessions: Vec<Session>,
-    /// Logged session starts, `(at_ms, count)`, in any order.
+    /// Logged session starts, `(at_ms, count)`, oldest first.
     pub admitted: Vec<(u64, u32)>,
+    /// Oldest first.
     pub history: Vec<Sample>,
+}
+
+/// Entries sorted by key. A shard's offers and sessions are at most its
+/// places and their keys mostly come in order (places are handed out in
+/// order), so a sorted `Vec` does what a `BTreeMap` would, with a fraction
+/// of its code in the wasm.
+#[derive(Debug, Clone)]
+struct Keyed<T>(Vec<(u64, T)>);
+
+impl<T> Keyed<T> {
+    fn new() -> Keyed<T> {
+        Keyed(Vec::new())
+    }
+
+    fn find(&self, key: u64) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&key, |(k, _)| *k)
+    }
+
+    fn get(&self, key: u64) -> Option<&T> {
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, key: u64) -> Option<&mut T> {
+        self.find(key).ok().map(|i| &mut self.0[i].1)
+    }
+
+    fn insert(&mut self, key: u64, value: T) {
+        match self.find(key) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (key, value)),
+        }
+    }
+
+    fn remove(&mut self, key: u64) -> Option<T> {
+        self.find(key).ok().map(|i| self.0.remove(i).1)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().map(|(_, value)| value)
+    }
+
+    /// Keeps the entries `keep` says to keep, in order.
+    fn retain(&mut self, mut keep: impl FnMut(u64, &T) -> bool) {
+        self.0.retain(|(key, value)| keep(*key, value));
+    }
 }
 
 impl Shard {
@@ -301,21 +351,25 @@ impl Shard {
     /// The shard storage describes, under `terms`.
     pub fn restore(terms: Terms, stored: Stored) -> Shard {
         let mut log = SlidingLog::new(terms.rate());
-        let mut admitted = stored.admitted;
-        admitted.sort_unstable();
-        for (at_ms, count) in admitted {
+        for (at_ms, count) in stored.admitted {
             log.record(at_ms, count);
         }
-        let mut history = stored.history;
-        history.sort_by_key(|s| s.minute_ms);
-        let surplus = history.len().saturating_sub(HISTORY_MINUTES);
+        let mut offers = Keyed::new();
+        for (place, offer) in stored.offers {
+            offers.insert(place, offer);
+        }
+        let mut sessions = Keyed::new();
+        for session in stored.sessions {
+            sessions.insert(session.id, session);
+        }
+        let surplus = stored.history.len().saturating_sub(HISTORY_MINUTES);
         Shard {
             terms,
             counters: stored.counters,
-            offers: stored.offers.into_iter().collect(),
-            sessions: stored.sessions.into_iter().map(|s| (s.id, s)).collect(),
+            offers,
+            sessions,
             log,
-            history: history.into_iter().skip(surplus).collect(),
+            history: stored.history.into_iter().skip(surplus).collect(),
         }
     }
 
@@ -347,7 +401,7 @@ impl Shard {
         draw: &mut impl FnMut() -> u64,
     ) -> (Turn, Vec<Change>) {
         self.operate(now, draw, |shard, out| match holding {
-            Holding::Session(id) => match shard.sessions.get_mut(&id) {
+            Holding::Session(id) => match shard.sessions.get_mut(id) {
                 Some(session) => {
                     session.expires_ms = session
                         .expires_ms
@@ -371,7 +425,7 @@ impl Shard {
         draw: &mut impl FnMut() -> u64,
     ) -> (bool, Vec<Change>) {
         self.operate(now, draw, |shard, out| {
-            let ended = shard.sessions.remove(&id).is_some();
+            let ended = shard.sessions.remove(id).is_some();
             if ended {
                 out.push(Change::SessionGone { id });
                 shard.offer(now, out);
@@ -447,14 +501,14 @@ impl Shard {
 
     /// Drops offers, sessions and logged starts whose time has passed.
     fn lapse(&mut self, now: u64, out: &mut Vec<Change>) {
-        self.offers.retain(|&place, offer| {
+        self.offers.retain(|place, offer| {
             let live = offer.until_ms > now;
             if !live {
                 out.push(Change::OfferGone { place });
             }
             live
         });
-        self.sessions.retain(|&id, session| {
+        self.sessions.retain(|id, session| {
             let live = session.expires_ms > now;
             if !live {
                 out.push(Change::SessionGone { id });
@@ -511,10 +565,10 @@ impl Shard {
                 _ => self.join(now, out),
             };
         };
-        if let Some(session) = self.sessions.get(&place) {
+        if let Some(session) = self.sessions.get(place) {
             return Turn::Session(*session);
         }
-        if self.offers.remove(&place).is_some() {
+        if self.offers.remove(place).is_some() {
             out.push(Change::OfferGone { place });
             return Turn::Session(self.start(now, place, out));
         }

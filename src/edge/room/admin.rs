@@ -61,9 +61,7 @@ fn rooms(config: &Config) -> impl Iterator<Item = (&Rule, &WaitingRoom)> {
 async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
     let calls: Vec<_> = (0..config.shards)
         .map(|shard| {
-            let call = RoomCall::Inspect {
-                terms: terms(config, shard),
-            };
+            let call = RoomCall::Inspect(terms(config, shard));
             (ObjectName::room_shard(rule, shard), call)
         })
         .collect();

@@ -66,23 +66,17 @@ impl DurableObject for Room {
             let mut draw = || seed;
             let mut changes: Vec<Change> = shard.set_terms(terms).into_iter().collect();
             let reply = match call {
-                RoomCall::Visit { holding, .. } => {
+                RoomCall::Visit(_, holding) => {
                     let (turn, done) = shard.visit(now, holding, &mut draw);
                     changes.extend(done);
-                    RoomReply::Visit {
-                        turn,
-                        status: shard.status(),
-                    }
+                    RoomReply::Visit(turn, shard.status())
                 }
-                RoomCall::End { id, .. } => {
+                RoomCall::End(_, id) => {
                     let (ended, done) = shard.end(now, id, &mut draw);
                     changes.extend(done);
-                    RoomReply::Ended {
-                        ended,
-                        status: shard.status(),
-                    }
+                    RoomReply::Ended(ended, shard.status())
                 }
-                RoomCall::Inspect { .. } => {
+                RoomCall::Inspect(_) => {
                     changes.extend(shard.tick(now, &mut draw));
                     RoomReply::Figures(Figures {
                         status: shard.status(),

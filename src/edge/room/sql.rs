@@ -3,7 +3,6 @@
 //! counters, at most `places` offers and sessions, at most `per_minute`
 //! logged starts and an hour of samples.
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
@@ -28,50 +27,71 @@ struct StateRow {
     counters: String,
 }
 
+/// Any row of the shard's tables but the state's, its columns named `a` to
+/// `d` in the query: one row type, so one deserializer in the wasm.
 #[derive(Deserialize)]
-struct OfferRow {
-    place: u64,
-    made_ms: u64,
-    until_ms: u64,
-}
-
-#[derive(Deserialize)]
-struct StartRow {
-    at: u64,
-    n: u32,
+struct Row {
+    a: u64,
+    b: u64,
+    c: u64,
+    d: u64,
 }
 
 /// The terms the shard last ran under and what it stored; `None` for a
 /// shard that has stored nothing yet.
 pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     sql.exec(SCHEMA, None)?;
-    let Some(state) = rows::<StateRow>(sql, "SELECT terms, counters FROM room_state")?
-        .into_iter()
-        .next()
-    else {
+    let state = sql
+        .exec("SELECT terms, counters FROM room_state", None)?
+        .to_array::<StateRow>()?;
+    let Some(state) = state.into_iter().next() else {
         return Ok(None);
     };
     let terms: Terms = serde_json::from_str(&state.terms)?;
     let counters: Counters = serde_json::from_str(&state.counters)?;
-    let offers = rows::<OfferRow>(sql, "SELECT place, made_ms, until_ms FROM room_offers")?
-        .into_iter()
-        .map(|r| {
-            let offer = Offer {
-                made_ms: r.made_ms,
-                until_ms: r.until_ms,
-            };
-            (r.place, offer)
-        })
-        .collect();
-    let sessions = rows::<Session>(sql, "SELECT id, started_ms, expires_ms FROM room_sessions")?;
-    let admitted = rows::<StartRow>(sql, "SELECT at, n FROM room_starts")?
-        .into_iter()
-        .map(|r| (r.at, r.n))
-        .collect();
-    let history = rows::<Sample>(
+    let offers = rows(
         sql,
-        "SELECT minute_ms, waiting, active, admitted FROM room_minutes",
-    )?;
+        "SELECT place AS a, made_ms AS b, until_ms AS c, 0 AS d FROM room_offers",
+    )?
+    .into_iter()
+    .map(|r| {
+        let offer = Offer {
+            made_ms: r.b,
+            until_ms: r.c,
+        };
+        (r.a, offer)
+    })
+    .collect();
+    let sessions = rows(
+        sql,
+        "SELECT id AS a, started_ms AS b, expires_ms AS c, 0 AS d FROM room_sessions",
+    )?
+    .into_iter()
+    .map(|r| Session {
+        id: r.a,
+        started_ms: r.b,
+        expires_ms: r.c,
+    })
+    .collect();
+    let admitted = rows(
+        sql,
+        "SELECT at AS a, n AS b, 0 AS c, 0 AS d FROM room_starts ORDER BY at",
+    )?
+    .into_iter()
+    .map(|r| (r.a, u32::try_from(r.b).unwrap_or(u32::MAX)))
+    .collect();
+    let history = rows(
+        sql,
+        "SELECT minute_ms AS a, waiting AS b, active AS c, admitted AS d FROM room_minutes ORDER BY minute_ms",
+    )?
+    .into_iter()
+    .map(|r| Sample {
+        minute_ms: r.a,
+        waiting: r.b,
+        active: u32::try_from(r.c).unwrap_or(u32::MAX),
+        admitted: u32::try_from(r.d).unwrap_or(u32::MAX),
+    })
+    .collect();
     let stored = Stored {
         counters,
         offers,
@@ -146,7 +166,7 @@ pub fn apply(
     Ok(())
 }
 
-fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
+fn rows(sql: &SqlStorage, query: &str) -> Result<Vec<Row>> {
     sql.exec(query, None)?.to_array()
 }
 

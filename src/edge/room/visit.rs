@@ -105,16 +105,13 @@ async fn ask(
     shard: u32,
     holding: Holding,
 ) -> Option<Step> {
-    let call = RoomCall::Visit {
-        terms: room.terms(shard),
-        holding,
-    };
+    let call = RoomCall::Visit(room.terms(shard), holding);
     let answer = objects
         .room(&ObjectName::room_shard(room.id, shard), &call)
         .await;
     let now = now_ms();
     match answer {
-        Ok(RoomReply::Visit { turn, status }) => {
+        Ok(RoomReply::Visit(turn, status)) => {
             VIEWS.with(|views| views.borrow_mut().remember(room.id, shard, status, now));
             return Some(room.conclude(held, shard, turn, &status, now));
         }
@@ -165,13 +162,10 @@ async fn pass_on(
 /// Ends a session in its shard, which offers its place at once. On
 /// failure the session lapses at its end, as an idle one does.
 async fn end(objects: &Objects, room: &Room<'_>, pass: Pass) {
-    let call = RoomCall::End {
-        terms: room.terms(pass.shard),
-        id: pass.id,
-    };
+    let call = RoomCall::End(room.terms(pass.shard), pass.id);
     let shard = ObjectName::room_shard(room.id, pass.shard);
     match objects.room(&shard, &call).await {
-        Ok(RoomReply::Ended { status, .. }) => VIEWS.with(|views| {
+        Ok(RoomReply::Ended(_, status)) => VIEWS.with(|views| {
             views
                 .borrow_mut()
                 .remember(room.id, pass.shard, status, now_ms())
