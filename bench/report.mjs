@@ -1,13 +1,13 @@
 // Writes the figures of one `npm run bench` into BENCHMARKS.md, between the
 // markers `<!-- bench:start -->` and `<!-- bench:end -->`; the hand-written
 // history around them (before and after of each change) stays.
-//   node bench/report.mjs <criterion log> <workerd JSON> <split table>
+//   node bench/report.mjs <criterion log> <workerd JSON> <split table> <room order table>
 import { readFileSync, writeFileSync, readdirSync, existsSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { cpus } from "node:os";
 
 const root = new URL("../", import.meta.url).pathname;
-const [criterionLog, workerdJson, splitTable] = process.argv.slice(2).map((p) => readFileSync(p, "utf8"));
+const [criterionLog, workerdJson, splitTable, roomOrder] = process.argv.slice(2).map((p) => readFileSync(p, "utf8"));
 const workerd = JSON.parse(workerdJson);
 
 /** Criterion's median for group/case/N, in a readable unit. */
@@ -134,6 +134,26 @@ ${workerd.cold}
 | release build | raw | gzip -9 |
 |---|---|---|
 ${workerd.wasm}
+
+### Waiting rooms
+
+Waiting visitors' refreshes are answered from the isolate's view of their
+shard (fresh for 2 s; while one request asks a shard, the others use the
+view they have), so only one call per shard per 2 s reaches a shard
+whatever the number of refreshes; the shards count the calls they serve
+(\`GET {prefix}/admin/rooms/{rule}\`, \`calls\`), read before and after
+each round.
+
+${workerd.room}
+
+How far from arrival order the shards call visitors (seeded, so every run
+prints the same table; see docs/algorithms.md, "Waiting rooms"):
+
+\`\`\`sh
+cargo run --release --example room_order
+\`\`\`
+
+${roomOrder.trim()}
 
 ### The price of splitting a global quota
 

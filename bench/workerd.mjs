@@ -281,6 +281,61 @@ async function shared() {
   ].join("\n");
 }
 
+/** Waiting visitors refreshing the page: what a refresh costs and how
+ * many of them reach a shard (the rest are answered from the isolate's
+ * view of its shard, fresh for 2 s). Eight visitors hold the room's eight
+ * places, one a shard; 64 wait, spread over the shards, and wrk sends
+ * their tickets in turn. */
+async function room() {
+  const SHARDS = 8;
+  const ADMIN = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+  const sluice = await tracked(() =>
+    Sluice.start({
+      sluice: { rules: [{ id: "shop", match: { path: "/shop/*" }, waiting_room: { active: SHARDS, per_minute: 600, shards: SHARDS, refresh: "20s", session: "1h" } }] },
+      secrets: { ROOM_SECRET: `${ADMIN_TOKEN}-room`, ADMIN_TOKEN },
+      assetRouter: false,
+    }),
+  );
+  const tickets = [];
+  while (tickets.length < 64) {
+    const response = await sluice.fetch("/shop/item", { headers: { accept: "application/json" } });
+    await response.arrayBuffer();
+    if (response.status === 503) tickets.push(response.headers.getSetCookie()[0].split(";")[0]);
+    else if (response.status !== 200) throw new Error(`joining the room answered ${response.status}`);
+  }
+  const calls = async () => {
+    const report = await (await sluice.fetch("/_sluice/admin/rooms/shop", { headers: ADMIN })).json();
+    if (report.unanswered > 0) throw new Error("a shard did not answer");
+    return report.shards.reduce((sum, shard) => sum + shard.calls, 0);
+  };
+  const runs = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const before = await calls();
+    const cpuBefore = cpuMs(sluice.pids);
+    const result = wrk(`${sluice.base}/shop/item`, { script: "room-refresh.lua", args: tickets });
+    result.cpu = (cpuMs(sluice.pids) - cpuBefore) / result.requests;
+    // Each read of the figures is a call to every shard.
+    result.calls = (await calls()) - before - SHARDS;
+    if (result.errors || result.non2xx !== result.requests) {
+      throw new Error(`room refreshes: ${result.non2xx} of ${result.requests} were waiting pages ${result.errors}`);
+    }
+    runs.push(result);
+    process.stderr.write(`bench: round ${round + 1}: room refreshes: ${fmt(result.rps, 0)} req/s, ${result.calls} shard calls\n`);
+  }
+  await sluice.stop();
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const requests = runs.reduce((sum, r) => sum + r.requests, 0);
+  const shardCalls = runs.reduce((sum, r) => sum + r.calls, 0);
+  return [
+    "| waiting visitors refreshing the page (64 tickets over 8 shards, one isolate) | |",
+    "|---|---|",
+    `| refreshes per second | ${fmt(median(runs.map((r) => r.rps)), 0)} (each round: ${runs.map((r) => fmt(r.rps, 0)).join(", ")}) |`,
+    `| p50 / p99 | ${fmt(median(runs.map((r) => r.p50)))} ms / ${fmt(median(runs.map((r) => r.p99)))} ms |`,
+    `| workerd CPU per refresh | ${fmt(median(runs.map((r) => r.cpu)))} ms |`,
+    `| shard calls per 1,000 refreshes | ${fmt((1000 * shardCalls) / requests)} (${shardCalls} calls, ${requests.toLocaleString("en-US")} refreshes) |`,
+  ].join("\n");
+}
+
 function wasmSize() {
   const path = root + "build/index_bg.wasm";
   const raw = statSync(path).size;
@@ -293,7 +348,7 @@ if (!out) {
   process.stderr.write("usage: node bench/workerd.mjs <out.json>\n");
   process.exit(2);
 }
-const all = { load, costs, cold: coldStart, shared, wasm: wasmSize };
+const all = { load, costs, cold: coldStart, shared, room, wasm: wasmSize };
 const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(all).join(",")).split(",");
 const unknown = chosen.filter((name) => !(name in all));
 if (unknown.length > 0) throw new Error(`BENCH_SECTIONS: no section ${unknown.join(", ")}; there are ${Object.keys(all).join(", ")}`);

@@ -6,6 +6,7 @@
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
+import { Rooms } from "./rooms.js";
 
 const API = new URL(".", location.href).pathname; // `{prefix}/admin/`
 const TOKEN = "sluice-admin-token";
@@ -189,16 +190,18 @@ function refusedLately(stat, now) {
 async function load() {
   try {
     const since = Date.now() - 60 * MINUTE;
-    const [rules, stats, bans] = await Promise.all([
+    const [rules, stats, bans, roomFigures] = await Promise.all([
       call("GET", "rules"),
       call("GET", `stats?since=${since}`),
       call("GET", `bans?limit=${state.bansShown}`),
+      call("GET", "rooms"),
     ]);
     const refusing = stats.rules.filter((stat) => refusedLately(stat, stats.now_ms));
     const tops = await Promise.all(refusing.map((stat) =>
       call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`)));
     const top = new Map(tops.map((answer) => [answer.rule, answer.keys]));
     state.rules = rules;
+    rooms.render($("rooms-section"), $("rooms"), roomFigures);
     renderRules(rules);
     renderTraffic(rules, stats, top);
     renderBans(bans, stats.bans.manual + stats.bans.rule);
@@ -294,7 +297,8 @@ function ruleCard(id) {
 function renderTraffic(rules, stats, top) {
   $("top-minutes").textContent = String(TOP_MINUTES);
   const byRule = new Map(stats.rules.map((r) => [r.rule, r]));
-  const ids = rules.rules.map((r) => r.id);
+  // A waiting room's traffic is in its own panel.
+  const ids = rules.rules.filter((r) => !r.waiting_room).map((r) => r.id);
   if (byRule.has(rules.api_rule)) ids.push(rules.api_rule);
   for (const id of byRule.keys()) if (!ids.includes(id)) ids.push(id);
   const box = $("traffic");
@@ -383,6 +387,8 @@ matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
     view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
   }
 });
+
+const rooms = new Rooms({ el, number, clock, stamp, css, duration });
 
 // ---- bans -------------------------------------------------------------
 
@@ -650,6 +656,10 @@ function policyText(p) {
   return p.algorithm === "gcra" ? `${base}, burst ${p.burst}` : base;
 }
 
+function roomText(room) {
+  return `waiting room: ${number.format(room.active)} at once, ${number.format(room.per_minute)} a minute, ${room.shards} shard(s)`;
+}
+
 function renderRules(rules) {
   ruleOptions(rules);
   $("rules-empty").hidden = rules.rules.length > 0;
@@ -661,8 +671,8 @@ function renderRules(rules) {
       el("th", { scope: "row" }, rule.id),
       el("td", {}, line(el("code", {}, rule.match.path)), line(rule.match.methods ? rule.match.methods.join(", ") : "any method")),
       el("td", {}, ...rule.tiers.map((tier) => line(tierLabel(tier), tier.key === null ? "everyone (shared)" : el("code", {}, tier.key)))),
-      el("td", {}, ...rule.tiers.flatMap((tier) =>
-        tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")])),
+      el("td", {}, ...(rule.waiting_room ? [roomText(rule.waiting_room)] : rule.tiers.flatMap((tier) =>
+        tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")]))),
       el("td", {}, rule.scope === "global" ? `global${rule.split > 1 ? `, split ${rule.split}` : ""}` : "per key"),
       el("td", {}, rule.concurrency
         ? [line(`${number.format(rule.concurrency.limit)} at once`), line(`lease ${duration(rule.concurrency.lease_ttl_ms)}`),

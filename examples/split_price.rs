@@ -14,26 +14,13 @@ use std::collections::VecDeque;
 use sluice::limit::split::{route, share};
 use sluice::limit::{Policy, SlidingLog};
 
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
+
 const LIMIT: u64 = 1_000;
 const WINDOW_MS: u64 = 1_000;
 const WINDOWS: u64 = 30;
-
-/// xorshift64*: deterministic, and good enough to draw arrivals and routes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Arrival times in ms for `load` times the limit's rate.
 fn arrivals(load: f64, seed: u64) -> Vec<u64> {

@@ -12,6 +12,7 @@ pub mod ledger;
 pub mod limit;
 pub mod limits;
 pub mod objects;
+pub mod room;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

@@ -1,7 +1,9 @@
 //! Fuzzing the parsers a client or operator can reach: the config, the API
 //! bodies, keys, path patterns, durations, CIDRs, JWTs (unsigned garbage,
-//! and signed tokens whose header and claims are garbage) and the header
-//! fields passed to the origin; also the calls the worker sends its objects.
+//! and signed tokens whose header and claims are garbage), the header
+//! fields passed to the origin, and a waiting room's cookies (unsigned
+//! garbage, and signed ones whose contents are garbage) and opening times;
+//! also the calls the worker sends its objects, a room's shards included.
 //! Proptest drives them (so it runs on stable Rust), with hostile
 //! generators: random bytes, JSON-ish text, deep nesting, huge numbers, and
 //! valid inputs with one field replaced by garbage. Every input must come
@@ -26,6 +28,7 @@ use sluice::http::api::{
     parse_lease_request, parse_limit_request, parse_renew_body, parse_settle_request,
     parse_throttle_request,
 };
+use sluice::http::base64url::encode as base64url;
 use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
 use sluice::http::forward::{to_origin, Facts, OriginAuth};
@@ -34,8 +37,13 @@ use sluice::http::key::{KeyInputs, KeySpec};
 use sluice::http::path::{PathOptions, RequestPath};
 use sluice::http::Incoming;
 use sluice::input::duration::parse_ms;
+use sluice::input::instant;
 use sluice::limits::MAX_KEY_BYTES;
 use sluice::objects::protocol::{HubCall, LimiterCall};
+use sluice::room::protocol::RoomCall;
+use sluice::room::shard::Shard;
+use sluice::room::views::Views;
+use sluice::room::visit::Room;
 
 struct Counting;
 
@@ -274,6 +282,9 @@ fn full_config() -> Value {
              "ban": {"after": 3, "within": "1m", "for": "1m", "multiplier": 2, "max": "1h", "status": 403},
              "allow": ["10.1.0.0/16"], "deny": ["192.0.2.1"], "shadow": false, "on_error": "allow",
              "concurrency": 5, "lease_ttl": "30s", "queue": {"max_wait": "1s", "max_len": 10}},
+            {"id": "shop", "match": {"path": "/shop/*"}, "allow": ["10.2.0.0/16"],
+             "waiting_room": {"active": 500, "per_minute": 200, "session": "5m", "shards": 8,
+                              "refresh": "20s", "opens_at": "2026-12-01T10:00:00Z", "secret": "ROOM_SECRET"}},
         ]
     })
 }
@@ -461,19 +472,6 @@ fn durations_cidrs_and_tokens_never_panic() {
     );
 }
 
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n =
-            chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// JSON text for a token part: a generated value, or text with duplicate
 /// keys, which `Value` cannot hold.
 fn token_part() -> impl Strategy<Value = String> {
@@ -616,5 +614,88 @@ fn the_object_call_decoders_never_panic() {
             _ => {}
         }
         let _ = serde_json::from_slice::<HubCall>(bytes);
+    });
+}
+
+/// A room's cookies as a visitor may send them: garbage, a `Cookie` field
+/// of garbage around the room's name, and values signed with the room's own
+/// key whose contents are garbage or well-formed with garbage numbers, so
+/// the fuzzer reaches past the signature. Each is read and planned.
+#[test]
+fn room_cookies_and_opening_times_never_panic() {
+    let config = SluiceConfig::from_value(full_config()).expect("the full config is valid");
+    let rule = config
+        .rules
+        .iter()
+        .find(|r| r.room.is_some())
+        .expect("a room");
+    let key = Hs256Key::new(b"fuzz-room-secret-of-thirty-two-chars");
+    let room = Room {
+        id: &rule.id,
+        config: rule.room.as_ref().expect("a room"),
+        key: &key,
+    };
+    let views = Views::default();
+    let payload = prop_oneof![
+        2 => text(),
+        2 => (prop::sample::select(vec!["t", "s", "x"]), text(), any::<u64>(), text(), any::<u64>(), any::<u64>())
+            .prop_map(|(kind, shard, a, b, c, d)| format!("v1.{kind}.shop.{shard}.{b}{a}.{c}.{d}")),
+        1 => (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(shard, a, b, c)| format!("v1.t.shop.{shard}.j{a}.{b}.{c}")),
+    ];
+    fuzz(
+        (text(), payload, any::<u64>(), any::<(u32, u32)>()),
+        |(raw, payload, now, pick)| {
+            let _ = instant::parse_ms(raw);
+            let signed = format!("{payload}.{}", base64url(&key.sign(payload.as_bytes())));
+            for field in [
+                raw.clone(),
+                format!("a=1; sluice_room_shop={raw}"),
+                format!("sluice_room_shop={signed}"),
+            ] {
+                let held = room.held(Some(&field), *now);
+                let _ = room.plan(held, *now, &views, *pick);
+                let _ = room.without_shard(held, *now, &views);
+            }
+        },
+    );
+}
+
+/// A shard's calls as its object receives them, valid ones with one value
+/// replaced by garbage: whatever passes `Terms::check` runs a visit and an
+/// end on a shard without a panic, at any time.
+#[test]
+fn room_calls_never_panic_a_shard() {
+    let visit = json!({"visit": [{"places": 5, "per_minute": 10, "session_ms": 300000,
+        "grace_ms": 44000, "opens_at_ms": 1000}, {"ticket": {"pre": 3}}]});
+    let end = json!({"end": [{"places": 1, "per_minute": 1, "session_ms": 1, "grace_ms": 1}, 7]});
+    let calls = prop_oneof![
+        3 => mutated(visit).prop_map(|v| v.to_string().into_bytes()),
+        1 => mutated(end).prop_map(|v| v.to_string().into_bytes()),
+        1 => json_value().prop_map(|v| v.to_string().into_bytes()),
+    ];
+    fuzz((calls, any::<u64>()), |(bytes, now)| {
+        let Ok(call) = serde_json::from_slice::<RoomCall>(bytes) else {
+            return;
+        };
+        let terms = call.terms();
+        if terms.check().is_err() {
+            return;
+        }
+        let mut shard = Shard::new(terms);
+        for at in [*now, now.saturating_add(terms.grace_ms), u64::MAX] {
+            match call {
+                RoomCall::Visit(_, holding) => {
+                    let _ = shard.visit(at, holding, &mut || 1);
+                }
+                RoomCall::End(_, id) => {
+                    let _ = shard.end(at, id, &mut || 1);
+                }
+                RoomCall::Inspect(_) => {
+                    let _ = shard.tick(at, &mut || 1);
+                }
+            }
+            let _ = shard.next_alarm();
+        }
     });
 }

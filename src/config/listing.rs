@@ -6,7 +6,9 @@
 use serde::Serialize;
 
 use super::concurrency::Concurrency;
+use super::room::WaitingRoom;
 use super::{Config, OnError, Rule, RuleBan, Tier, When};
+use crate::http::time::rfc3339;
 use crate::limit::Spec;
 use crate::objects::name::API_SCOPE;
 
@@ -41,6 +43,32 @@ struct Listed<'a> {
     deny: Vec<String>,
     shadow: bool,
     on_error: &'static str,
+    /// Only on a waiting room's rule, which has no tiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting_room: Option<ListedRoom>,
+}
+
+#[derive(Serialize)]
+struct ListedRoom {
+    active: u32,
+    per_minute: u32,
+    session_ms: u64,
+    shards: u32,
+    refresh_ms: u64,
+    opens_at: Option<String>,
+}
+
+impl ListedRoom {
+    fn of(room: &WaitingRoom) -> ListedRoom {
+        ListedRoom {
+            active: room.active,
+            per_minute: room.per_minute,
+            session_ms: room.session_ms,
+            shards: room.shards,
+            refresh_ms: room.refresh_ms,
+            opens_at: room.opens_at_ms.map(rfc3339),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -140,6 +168,7 @@ impl<'a> Listed<'a> {
                 OnError::Allow => "allow",
                 OnError::Deny => "deny",
             },
+            waiting_room: rule.room.as_ref().map(ListedRoom::of),
         }
     }
 }
@@ -307,6 +336,22 @@ mod tests {
         assert_eq!(
             sale["tiers"][0]["policies"],
             json!([{"name": "sale", "limit": 1000, "window_ms": 1_000, "algorithm": "fixed_window"}])
+        );
+    }
+
+    #[test]
+    fn a_waiting_room_is_listed_with_its_settings() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [{"id": "shop", "match": {"path": "/shop/*"},
+                       "waiting_room": {"active": 500, "per_minute": 200, "opens_at": "2026-12-01T10:00:00Z"}}]
+        }));
+        let shop = &rules["rules"][0];
+        assert_eq!(shop["tiers"], json!([]));
+        assert_eq!(
+            shop["waiting_room"],
+            json!({"active": 500, "per_minute": 200, "session_ms": 300_000, "shards": 8,
+                   "refresh_ms": 20_000, "opens_at": "2026-12-01T10:00:00.000Z"})
         );
     }
 

@@ -213,6 +213,12 @@ fn resolve<'c>(
             format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier{elsewhere}"),
         ));
     };
+    if found.room.is_some() {
+        return Err(not_found(
+            "rule",
+            format!("rule {id:?} is a waiting room, which keeps no keys: its figures are at /admin/rooms/{id}"),
+        ));
+    }
     let chosen: Vec<&Tier> = found
         .tiers
         .iter()
@@ -272,6 +278,7 @@ mod tests {
                 {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
                 {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
                 {"id": "report", "concurrency": 2},
+                {"id": "shop", "waiting_room": {"active": 5, "per_minute": 5}},
             ]
         }))
         .unwrap()
@@ -430,5 +437,10 @@ mod tests {
             (idle[0].used, idle[0].remaining, idle[0].reset_ms),
             (0, 40, 0)
         );
+    }
+
+    #[test]
+    fn a_waiting_room_keeps_no_keys() {
+        assert_eq!(objects("shop", "k").unwrap_err(), (404, "rule".into()));
     }
 }

@@ -14,6 +14,7 @@ pub mod override_body;
 pub mod paths;
 pub mod pattern;
 mod policies;
+pub mod room;
 pub mod rule;
 pub mod tier;
 
@@ -380,7 +381,11 @@ pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {
 }
 
 /// A secret binding's name, as `wrangler secret put` accepts it.
-fn validate_secret_name(name: String, field: &str, example: &str) -> Result<String, ConfigError> {
+pub(super) fn validate_secret_name(
+    name: String,
+    field: &str,
+    example: &str,
+) -> Result<String, ConfigError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(error(
             field,

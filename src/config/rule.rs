@@ -12,6 +12,7 @@ use super::names::validate_rule_id;
 use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
 use super::policies::{validate_limits, RawLimits, RawPolicy};
+use super::room::{validate_room, RawRoom, WaitingRoom};
 use super::tier::{validate_tiers, RawTier, Tier, When};
 use super::{error, ConfigError};
 use crate::http::cidr::CidrList;
@@ -50,6 +51,9 @@ pub struct Rule {
     /// Set when only some of the origin's answers count (`count`): each
     /// request then takes a reservation, kept or refunded by the answer.
     pub count: Option<CountedStatuses>,
+    /// Set when the rule is a waiting room: it then has no tiers, and its
+    /// requests go to the room (`crate::room`) instead of key objects.
+    pub room: Option<WaitingRoom>,
 }
 
 /// What to do when the key's object cannot decide.
@@ -147,6 +151,7 @@ pub(super) struct RawRule {
     scope: Option<String>,
     split: Option<u64>,
     count: Option<serde_json::Value>,
+    waiting_room: Option<RawRoom>,
 }
 
 #[derive(Deserialize, Default)]
@@ -176,6 +181,48 @@ pub(super) fn validate_rule(
         .methods
         .map(|methods| validate_methods(methods).map_err(|m| error(&field("match.methods"), m)))
         .transpose()?;
+    let allow =
+        CidrList::parse(&raw.allow).map_err(|(i, m)| error(&format!("{at}.allow[{i}]"), m))?;
+    let deny = CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("{at}.deny[{i}]"), m))?;
+    if let Some(room) = raw.waiting_room {
+        let set = [
+            ("key", raw.key.is_some()),
+            ("action", raw.action.is_some()),
+            ("limit", raw.limit.is_some()),
+            ("window", raw.window.is_some()),
+            ("algorithm", raw.algorithm.is_some()),
+            ("burst", raw.burst.is_some()),
+            ("policies", raw.policies.is_some()),
+            ("tiers", raw.tiers.is_some()),
+            ("ban", raw.ban.is_some()),
+            ("shadow", raw.shadow),
+            ("on_error", raw.on_error.is_some()),
+            ("concurrency", raw.concurrency.is_some()),
+            ("lease_ttl", raw.lease_ttl.is_some()),
+            ("queue", raw.queue.is_some()),
+            ("scope", raw.scope.is_some()),
+            ("split", raw.split.is_some()),
+            ("count", raw.count.is_some()),
+        ];
+        let set: Vec<&str> = set.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
+        return Ok(Rule {
+            room: Some(validate_room(room, &set, at)?),
+            id: raw.id,
+            path,
+            paths,
+            methods,
+            action: None,
+            tiers: Vec::new(),
+            ban: None,
+            allow,
+            deny,
+            shadow: false,
+            on_error: OnError::Deny,
+            concurrency: None,
+            global: None,
+            count: None,
+        });
+    }
     if raw.action.as_deref() == Some("") {
         return Err(error(&field("action"), "action must not be empty"));
     }
@@ -230,9 +277,6 @@ pub(super) fn validate_rule(
         .ban
         .map(|ban| validate_ban(ban, &field("ban")))
         .transpose()?;
-    let allow =
-        CidrList::parse(&raw.allow).map_err(|(i, m)| error(&format!("{at}.allow[{i}]"), m))?;
-    let deny = CidrList::parse(&raw.deny).map_err(|(i, m)| error(&format!("{at}.deny[{i}]"), m))?;
     let on_error = match raw.on_error.as_deref() {
         None | Some("deny") => OnError::Deny,
         Some("allow") => OnError::Allow,
@@ -279,6 +323,7 @@ pub(super) fn validate_rule(
         concurrency,
         global,
         count: None,
+        room: None,
     };
     rule.count = validate_count(count_raw, &rule, at)?;
     Ok(rule)

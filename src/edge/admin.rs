@@ -18,7 +18,7 @@ use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{bans, isolate, quota, respond, stats};
+use super::{bans, isolate, quota, respond, room, stats};
 use crate::config::listing;
 use crate::config::lookup::{overridden_tier, override_tier, targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
@@ -188,6 +188,11 @@ async fn call(
             respond::json(&listing::of(config), Headers::new())
         }
         (_, AdminRoute::Rules) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Rooms) => room::admin::all(objects, config).await,
+        (Some(Method::Get), AdminRoute::Room { rule }) => {
+            room::admin::one(objects, config, &rule).await
+        }
+        (_, AdminRoute::Rooms | AdminRoute::Room { .. }) => not_allowed("GET"),
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             endpoints::not_found(req.path())

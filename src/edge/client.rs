@@ -3,6 +3,7 @@
 //! request forever.
 
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::task::Poll;
 
 use serde::de::DeserializeOwned;
@@ -21,16 +22,20 @@ use crate::ledger::{BanNotice, Outcome};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
+use crate::objects::name::ObjectName;
 use crate::objects::protocol::{
     CheckRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState, LeaseRequest,
     LimiterCall, LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest,
     ThrottleRequest, UnbanRequest, WireOverride,
 };
+use crate::room::protocol::{RoomCall, RoomReply};
 
 /// The key objects' namespace binding in wrangler.toml.
 pub const LIMITER_BINDING: &str = "LIMITER";
 /// The hubs' namespace binding.
 pub const HUB_BINDING: &str = "HUB";
+/// The waiting rooms' shards' namespace binding.
+pub const ROOM_BINDING: &str = "ROOM";
 
 /// The name of hub `n`, `hub-0` to `hub-15`.
 pub fn hub_name(n: u32) -> String {
@@ -269,37 +274,28 @@ impl Objects {
     }
 
     /// The same call to every hub at once, in hub order.
-    ///
-    /// Joined by hand rather than with `futures_util`'s `join_all`, which
-    /// for a long list switches to `FuturesOrdered`: that branch (5 KB of
-    /// wasm) was linked for this one call and never taken with 16 hubs.
-    /// Each call is boxed so that it stays put while it is polled.
     async fn each_hub(&self, call: &HubCall) -> Vec<Result<HubReply>> {
-        let mut calls: Vec<_> = (0..HUBS)
+        let calls = (0..HUBS)
             .map(|n| {
                 let name = hub_name(n);
                 Box::pin(async move { self.hub(&name, call).await })
             })
             .collect();
-        let mut replies: Vec<Option<Result<HubReply>>> = calls.iter().map(|_| None).collect();
-        poll_fn(|cx| {
-            let mut waiting = false;
-            for (reply, call) in replies.iter_mut().zip(&mut calls) {
-                if reply.is_none() {
-                    match call.as_mut().poll(cx) {
-                        Poll::Ready(answer) => *reply = Some(answer),
-                        Poll::Pending => waiting = true,
-                    }
-                }
-            }
-            if waiting {
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-        .await;
-        replies.into_iter().flatten().collect()
+        joined(calls).await
+    }
+
+    /// One call to a room's shard.
+    pub async fn room(&self, shard: &ObjectName, call: &RoomCall) -> Result<RoomReply> {
+        self.exchange(ROOM_BINDING, shard.as_str(), call).await
+    }
+
+    /// Calls to several shards at once, answered in the order given.
+    pub async fn rooms(&self, calls: &[(ObjectName, RoomCall)]) -> Vec<Result<RoomReply>> {
+        let calls = calls
+            .iter()
+            .map(|(shard, call)| Box::pin(self.room(shard, call)))
+            .collect();
+        joined(calls).await
     }
 
     async fn limiter(&self, object: &str, call: &LimiterCall) -> Result<LimiterReply> {
@@ -373,6 +369,34 @@ impl Objects {
         };
         text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))
     }
+}
+
+/// Runs `calls` at once and answers their outputs in order.
+///
+/// Joined by hand rather than with `futures_util`'s `join_all`, which
+/// for a long list switches to `FuturesOrdered`: that branch (5 KB of
+/// wasm) was linked for the hubs' calls and never taken with 16 hubs.
+/// Each call is boxed so that it stays put while it is polled.
+async fn joined<F: Future>(mut calls: Vec<Pin<Box<F>>>) -> Vec<F::Output> {
+    let mut outputs: Vec<Option<F::Output>> = calls.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut waiting = false;
+        for (output, call) in outputs.iter_mut().zip(&mut calls) {
+            if output.is_none() {
+                match call.as_mut().poll(cx) {
+                    Poll::Ready(answer) => *output = Some(answer),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 /// An object that answered a call with a reply meant for another: both

@@ -18,12 +18,14 @@ mod limiter;
 mod proxy;
 mod quota;
 mod respond;
+mod room;
 mod settings;
 mod stats;
 mod storage;
 
 pub use hub::Hub;
 pub use limiter::Limiter;
+pub use room::Room;
 
 use worker::{event, web_sys, Context, Env, Response, Result};
 
@@ -84,6 +86,9 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     match config.rule_for(&method, &path) {
         None => proxy::forward(req, &settings, Forward::untouched()).await,
         Some((rule, params)) => {
+            if let Some(room) = &rule.room {
+                return room::serve(req, &objects, &settings, rule, room, ip).await;
+            }
             let matched = Matched {
                 rule,
                 path: path.form(rule.paths).text(),

@@ -234,5 +234,13 @@ async fn demo(req: &ClientRequest, forward: Forward<'_>) -> Result<Response> {
         "peak_in_flight": peak,
         "status": status,
     });
+    // `?room=end` answers as an origin does when a visitor is done (a
+    // checkout completed): a waiting room in front ends its session. Any
+    // other word is sent too, to show that the room takes the field out.
+    let room = url::param(req.url(), "room")
+        .filter(|word| !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if let Some(word) = room {
+        forward.headers.set("sluice-room", &word)?;
+    }
     Ok(respond::json(&body, forward.headers)?.with_status(status))
 }

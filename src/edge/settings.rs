@@ -13,6 +13,7 @@ use wasm_bindgen::JsValue;
 use worker::js_sys::Reflect;
 use worker::{console_error, Env};
 
+use super::client::ROOM_BINDING;
 use crate::config::{check_secret_strength, Config, ConfigError};
 use crate::http::jwt::Hs256Key;
 
@@ -33,6 +34,18 @@ pub struct Settings {
     pub api_token: Option<String>,
     /// The value sent in `origin_auth.header`, when the config has one.
     pub origin_secret: Option<String>,
+    /// The key each waiting room's cookies are signed with, by rule id.
+    pub room_keys: Vec<(String, Hs256Key)>,
+}
+
+impl Settings {
+    /// The key room `rule` signs its cookies with.
+    pub fn room_key(&self, rule: &str) -> Option<&Hs256Key> {
+        self.room_keys
+            .iter()
+            .find(|(id, _)| id == rule)
+            .map(|(_, key)| key)
+    }
 }
 
 thread_local! {
@@ -81,13 +94,41 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
             Some(value)
         }
     };
+    let room_keys = room_keys(env, &config)?;
     Ok(Settings {
         config,
         jwt_key,
         admin_token,
         api_token,
         origin_secret,
+        room_keys,
     })
+}
+
+/// Each waiting room's signing key, from the secret its config names: a
+/// missing or short one is an invalid config naming the room's field, so
+/// no room runs with cookies anyone could forge. A room without the `ROOM`
+/// namespace in wrangler.toml is one too, rather than a 503 on every visit.
+fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, ConfigError> {
+    let rooms = config
+        .rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rule)| Some((i, rule, rule.room.as_ref()?)));
+    rooms
+        .map(|(i, rule, room)| {
+            if env.durable_object(ROOM_BINDING).is_err() {
+                return Err(ConfigError {
+                    field: format!("SLUICE.rules[{i}].waiting_room"),
+                    message: format!("a waiting room needs the {ROOM_BINDING} Durable Object binding (class Room) and its migration: see wrangler.toml in Sluice's repository"),
+                });
+            }
+            let field = format!("SLUICE.rules[{i}].waiting_room.secret");
+            let value = required_secret(env, &room.secret, &field)?;
+            check_secret_strength(&field, &room.secret, &value)?;
+            Ok((rule.id.clone(), Hs256Key::new(value.as_bytes())))
+        })
+        .collect()
 }
 
 /// A secret's value; an empty one counts as unset.

@@ -30,6 +30,10 @@ pub enum AdminRoute {
     Top,
     /// `/admin/rules`
     Rules,
+    /// `/admin/rooms`
+    Rooms,
+    /// `/admin/rooms/{rule}`
+    Room { rule: String },
     /// `/admin/` and the dashboard's files below it, named as the build
     /// writes them. They hold no data, so they need no token (the page
     /// asks for it).
@@ -78,6 +82,14 @@ impl AdminRoute {
         }
         if rest == "rules" {
             return Some(AdminRoute::Rules);
+        }
+        if rest == "rooms" {
+            return Some(AdminRoute::Rooms);
+        }
+        if let Some(rule) = rest.strip_prefix("rooms/") {
+            return Some(AdminRoute::Room {
+                rule: non_empty(percent_decode(rule)?)?,
+            });
         }
         if let Some(key) = rest.strip_prefix("bans/") {
             return Some(AdminRoute::Ban {

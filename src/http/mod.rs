@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod base64url;
 pub mod body;
 pub mod cidr;
 pub mod forward;

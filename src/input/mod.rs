@@ -3,5 +3,6 @@
 //! error, the same way; neither imports the other for it.
 
 pub mod duration;
+pub mod instant;
 pub mod unique_keys;
 pub mod words;

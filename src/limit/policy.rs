@@ -63,6 +63,16 @@ impl Policy {
         Ok(Policy { limit, window_ms })
     }
 
+    /// The policy with `limit` and `window_ms` brought into range, for
+    /// values that were checked where they came in (a room's terms): it
+    /// cannot fail, so the caller needs no path for a failure it ruled out.
+    pub fn clamped(limit: u64, window_ms: u64) -> Policy {
+        Policy {
+            limit: limit.clamp(1, MAX_LIMIT) as u32,
+            window_ms: window_ms.clamp(1, MAX_WINDOW_MS),
+        }
+    }
+
     pub fn limit(&self) -> u32 {
         self.limit
     }
@@ -80,6 +90,16 @@ mod tests {
     fn accepts_the_bounds() {
         assert!(Policy::new(1, 1).is_ok());
         assert!(Policy::new(MAX_LIMIT, MAX_WINDOW_MS).is_ok());
+    }
+
+    #[test]
+    fn clamped_brings_values_into_range() {
+        assert_eq!(Policy::clamped(0, 0), Policy::new(1, 1).unwrap());
+        assert_eq!(
+            Policy::clamped(u64::MAX, u64::MAX),
+            Policy::new(MAX_LIMIT, MAX_WINDOW_MS).unwrap()
+        );
+        assert_eq!(Policy::clamped(7, 60_000), Policy::new(7, 60_000).unwrap());
     }
 
     #[test]

@@ -77,7 +77,9 @@ impl fmt::Display for Scope {
 }
 
 /// The name a Durable Object is addressed by (`id_from_name`) and the
-/// refusal cache is keyed by. Only a [`Scope`] makes one.
+/// refusal cache is keyed by. Only a [`Scope`] makes one, or
+/// [`ObjectName::room_shard`] for a waiting room's shard (in a namespace
+/// of its own).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ObjectName(String);
@@ -85,6 +87,11 @@ pub struct ObjectName(String);
 impl ObjectName {
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Shard `shard` of the waiting room of rule `rule`: `room:<rule>#<shard>`.
+    pub fn room_shard(rule: &str, shard: u32) -> ObjectName {
+        ObjectName(format!("room:{rule}#{shard}"))
     }
 }
 
@@ -114,6 +121,7 @@ mod tests {
             "rule:sale:*"
         );
         assert_eq!(Scope::rule("sale", None).part(3).as_str(), "rule:sale:*#3");
+        assert_eq!(ObjectName::room_shard("shop", 7).as_str(), "room:shop#7");
     }
 
     #[test]

@@ -1,0 +1,95 @@
+//! What the worker and a room's shard say to each other: one JSON body per
+//! internal `fetch`, tagged as `objects::protocol`'s calls are. Every call
+//! carries the shard's terms, so a shard always runs the deployed config
+//! and keeps it for its alarm. Variants hold their values by position
+//! (`{"visit": [terms, holding]}`): a variant with named fields is a struct
+//! of its own to serde, and each struct's reader costs the wasm about 2 KB.
+
+use serde::{Deserialize, Serialize};
+
+use super::shard::{Holding, Sample, Status, Terms, Turn};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoomCall {
+    /// A visitor's request; answered with [`RoomReply::Visit`].
+    Visit(Terms, Holding),
+    /// The origin ended a session, by id; answered with [`RoomReply::Ended`].
+    End(Terms, u64),
+    /// An operator's look; answered with [`RoomReply::Figures`].
+    Inspect(Terms),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoomReply {
+    Visit(Turn, Status),
+    /// Whether the session was live, and the shard after.
+    Ended(bool, Status),
+    Figures(Figures),
+}
+
+/// A shard's figures for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Figures {
+    pub status: Status,
+    /// The last hour, a sample a minute, oldest first.
+    pub history: Vec<Sample>,
+    /// Calls this instance of the shard has served, so that tests and the
+    /// benchmarks can see what waiting visitors cost it.
+    pub calls: u64,
+}
+
+impl RoomCall {
+    pub fn terms(&self) -> Terms {
+        match self {
+            RoomCall::Visit(terms, _) | RoomCall::End(terms, _) | RoomCall::Inspect(terms) => {
+                *terms
+            }
+        }
+    }
+
+    /// The call's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoomCall::Visit(..) => "visit",
+            RoomCall::End(..) => "end",
+            RoomCall::Inspect(_) => "inspect",
+        }
+    }
+}
+
+impl RoomReply {
+    /// The reply's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoomReply::Visit(..) => "visit",
+            RoomReply::Ended(..) => "ended",
+            RoomReply::Figures(_) => "figures",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::room::shard::Number;
+
+    #[test]
+    fn calls_travel_as_json() {
+        let terms = Terms {
+            places: 5,
+            per_minute: 10,
+            session_ms: 300_000,
+            grace_ms: 44_000,
+            opens_at_ms: None,
+        };
+        let call = RoomCall::Visit(terms, Holding::Ticket(Number::Pre(3)));
+        let text = serde_json::to_string(&call).unwrap();
+        assert!(text.starts_with(r#"{"visit":[{"places":5,"#), "{text}");
+        assert!(text.ends_with(r#"},{"ticket":{"pre":3}}]}"#), "{text}");
+        assert_eq!(serde_json::from_str::<RoomCall>(&text).unwrap(), call);
+        assert_eq!(call.terms(), terms);
+        assert!(serde_json::from_str::<RoomCall>(r#"{"visit":[{}]}"#).is_err());
+    }
+}

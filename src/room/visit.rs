@@ -1,0 +1,275 @@
+//! A request a waiting room's rule matched, decided without I/O, as
+//! `gate` decides a rate-limited one: [`Room::plan`] says what it needs
+//! (pass, the waiting page, or one call to its shard) and
+//! [`Room::conclude`] turns the shard's answer into a pass or a page.
+//! `edge/room/visit.rs` does the I/O between them.
+//!
+//! What costs a call: a newcomer (to join or pass straight in), a ticket
+//! whose turn may have come (a place below "now serving"), a ticket whose
+//! shard the isolate has not seen for [`STATUS_TTL_MS`], and a session due
+//! for renewal (at most once a minute). A waiting visitor's refresh is
+//! answered from the isolate's view of its shard; an admitted visitor's
+//! requests are checked by the cookie's signature alone.
+
+use super::cookie::{self, Pass, Signed, Signer, Ticket};
+use super::page::Standing;
+use super::shard::{Holding, Status, Terms, Turn};
+use super::views::Views;
+use crate::config::room::WaitingRoom;
+use crate::http::jwt::Hs256Key;
+use crate::limit::split::share;
+use crate::limits::DAY_MS;
+
+/// How long an isolate shows a shard's "now serving" without asking it
+/// again: the most a displayed position lags, and the most a visitor's
+/// turn waits on top of its page's refresh.
+pub const STATUS_TTL_MS: u64 = 2_000;
+
+/// A ticket is kept a day after its holder joined, or after the room
+/// opened for a pre-queue ticket: longer than anyone waits at one go.
+pub const TICKET_TTL_MS: u64 = DAY_MS;
+
+/// Sessions are renewed through their shard at most this often.
+pub const RENEW_EVERY_MS: u64 = 60_000;
+
+/// One room: its rule's id, its config, the key its cookies are signed
+/// with.
+pub struct Room<'a> {
+    pub id: &'a str,
+    pub config: &'a WaitingRoom,
+    pub key: &'a Hs256Key,
+}
+
+/// A cookie to set: its value and how long it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cookie {
+    pub value: String,
+    pub max_age_s: u64,
+}
+
+/// What a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// To the origin, with a session; `cookie` renews the visitor's.
+    Pass { pass: Pass, cookie: Option<Cookie> },
+    /// The waiting page, and the ticket's cookie.
+    Wait { standing: Standing, cookie: Cookie },
+    /// One call to shard `shard`, then [`Room::conclude`].
+    Ask { shard: u32, holding: Holding },
+}
+
+/// Shard `shard`'s terms: its share of the places and of the rate (the
+/// shares differ by at most one and sum to the room's), and the room's
+/// durations.
+pub fn terms(config: &WaitingRoom, shard: u32) -> Terms {
+    let part = |total: u32| share(u64::from(total), config.shards, shard) as u32;
+    Terms {
+        places: part(config.active),
+        per_minute: part(config.per_minute),
+        session_ms: config.session_ms,
+        grace_ms: grace_ms(config),
+        opens_at_ms: config.opens_at_ms,
+    }
+}
+
+/// How long an offer waits: two refreshes of the page and two status
+/// lifetimes, so that a visitor whose page keeps refreshing cannot miss
+/// its turn even when one refresh is lost.
+pub fn grace_ms(config: &WaitingRoom) -> u64 {
+    2 * config.refresh_ms + 2 * STATUS_TTL_MS
+}
+
+impl Room<'_> {
+    pub fn terms(&self, shard: u32) -> Terms {
+        terms(self.config, shard)
+    }
+
+    /// How often a session is renewed: once a minute, or twice per session
+    /// for one shorter than two minutes, so it never lapses while in use.
+    pub fn renew_every_ms(&self) -> u64 {
+        RENEW_EVERY_MS.min(self.config.session_ms / 2)
+    }
+
+    fn signer(&self) -> Signer<'_> {
+        Signer {
+            room: self.id,
+            key: self.key,
+        }
+    }
+
+    /// The room's cookie a request brings, if one is signed by this room
+    /// and still good: a ticket of an existing shard, not past its day; a
+    /// session not past its end. Anything else is no cookie: the visitor
+    /// joins at the back.
+    pub fn held(&self, cookie_field: Option<&str>, now: u64) -> Option<Signed> {
+        let name = cookie::name(self.id);
+        let signer = self.signer();
+        cookie::values(cookie_field?, &name).find_map(|value| {
+            let signed = signer.read(value)?;
+            let good = match signed {
+                Signed::Ticket(t) => t.shard < self.config.shards && now < self.ticket_ends(&t),
+                Signed::Session(p) => p.shard < self.config.shards && now < p.expires_ms,
+            };
+            good.then_some(signed)
+        })
+    }
+
+    /// What a request holding `held` needs, by the isolate's `views` of
+    /// the shards. `pick` is two random numbers that place a newcomer: of
+    /// two shards drawn at random, the one the isolate last saw with fewer
+    /// waiting (the first, when it has not seen both). Two choices halve
+    /// how far from arrival order the shards let visitors in
+    /// (`examples/room_order.rs`).
+    pub fn plan(&self, held: Option<Signed>, now: u64, views: &Views, pick: (u32, u32)) -> Step {
+        match held {
+            Some(Signed::Session(pass)) => {
+                if now >= pass.renewed_ms.saturating_add(self.renew_every_ms()) {
+                    Step::Ask {
+                        shard: pass.shard,
+                        holding: Holding::Session(pass.id),
+                    }
+                } else {
+                    Step::Pass { pass, cookie: None }
+                }
+            }
+            Some(Signed::Ticket(ticket)) => {
+                let ask = Step::Ask {
+                    shard: ticket.shard,
+                    holding: Holding::Ticket(ticket.number),
+                };
+                match views.fresh(self.id, ticket.shard, now) {
+                    Some(status) => self.waiting(ticket, &status, now).unwrap_or(ask),
+                    None => ask,
+                }
+            }
+            None => {
+                let shards = self.config.shards.max(1);
+                let (a, b) = (pick.0 % shards, pick.1 % shards);
+                let waiting = |shard| views.last(self.id, shard).map(|s| s.waiting());
+                let shard = match (waiting(a), waiting(b)) {
+                    (Some(wa), Some(wb)) if wb < wa => b,
+                    _ => a,
+                };
+                Step::Ask {
+                    shard,
+                    holding: Holding::Nothing,
+                }
+            }
+        }
+    }
+
+    /// What still holds when the shard cannot answer: a session until its
+    /// end (unrenewed), a ticket's place by the last view of its shard,
+    /// however old. `None` when nothing does.
+    pub fn without_shard(&self, held: Option<Signed>, now: u64, views: &Views) -> Option<Step> {
+        match held? {
+            Signed::Session(pass) => Some(Step::Pass { pass, cookie: None }),
+            Signed::Ticket(ticket) => {
+                let status = views.last(self.id, ticket.shard)?;
+                self.waiting(ticket, &status, now)
+            }
+        }
+    }
+
+    /// What shard `shard`'s answer means for a request that held `held`.
+    pub fn conclude(
+        &self,
+        held: Option<Signed>,
+        shard: u32,
+        turn: Turn,
+        status: &Status,
+        now: u64,
+    ) -> Step {
+        match turn {
+            Turn::Session(session) => {
+                let pass = Pass {
+                    shard,
+                    id: session.id,
+                    expires_ms: session.expires_ms,
+                    renewed_ms: now,
+                };
+                let cookie = Cookie {
+                    value: self.signer().write(&Signed::Session(pass)),
+                    max_age_s: session.expires_ms.saturating_sub(now) / 1000,
+                };
+                Step::Pass {
+                    pass,
+                    cookie: Some(cookie),
+                }
+            }
+            Turn::Wait { number, fresh } => {
+                let ticket = match held {
+                    Some(Signed::Ticket(t)) if !fresh && t.shard == shard && t.number == number => {
+                        t
+                    }
+                    _ => Ticket {
+                        shard,
+                        number,
+                        joined_ms: now,
+                        seen: status.counters.serving,
+                    },
+                };
+                // The shard said wait, so the place is not below its "now
+                // serving"; should the view disagree, the shard knows best.
+                self.waiting(ticket, status, now).unwrap_or_else(|| {
+                    self.wait(
+                        ticket,
+                        status,
+                        Standing::InLine {
+                            position: 1,
+                            wait_s: status.wait_s(1),
+                        },
+                        now,
+                    )
+                })
+            }
+        }
+    }
+
+    /// The waiting page for `ticket` by `status`; `None` when its turn may
+    /// have come (or the view cannot place it), which only its shard can
+    /// tell.
+    fn waiting(&self, ticket: Ticket, status: &Status, now: u64) -> Option<Step> {
+        if !status.counters.opened {
+            let opens_at_ms = self.config.opens_at_ms.unwrap_or(now);
+            let standing = Standing::BeforeOpening {
+                opens_at_ms,
+                opens_in_s: opens_at_ms.saturating_sub(now).div_ceil(1000),
+            };
+            return Some(self.wait(ticket, status, standing, now));
+        }
+        let place = status.place_of(ticket.number)?;
+        let serving = status.counters.serving.max(ticket.seen);
+        if place < serving {
+            return None;
+        }
+        let position = place - serving + 1;
+        let standing = Standing::InLine {
+            position,
+            wait_s: status.wait_s(position),
+        };
+        Some(self.wait(ticket, status, standing, now))
+    }
+
+    fn wait(&self, ticket: Ticket, status: &Status, standing: Standing, now: u64) -> Step {
+        let ticket = Ticket {
+            seen: ticket.seen.max(status.counters.serving),
+            ..ticket
+        };
+        Step::Wait {
+            standing,
+            cookie: Cookie {
+                value: self.signer().write(&Signed::Ticket(ticket)),
+                max_age_s: self.ticket_ends(&ticket).saturating_sub(now) / 1000,
+            },
+        }
+    }
+
+    fn ticket_ends(&self, ticket: &Ticket) -> u64 {
+        let from = ticket.joined_ms.max(self.config.opens_at_ms.unwrap_or(0));
+        from.saturating_add(TICKET_TTL_MS)
+    }
+}
+
+#[cfg(test)]
+mod tests;

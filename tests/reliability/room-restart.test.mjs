@@ -1,0 +1,72 @@
+// A waiting room through hard restarts: the runtime is killed (SIGKILL,
+// persisted state) and started again with sessions live, tickets waiting
+// and an offer not yet claimed. Afterwards every ticket keeps its place,
+// every session its place in the count, the unclaimed offer is still
+// there to claim, and new arrivals queue behind everyone.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tempDir } from "../e2e/harness.mjs";
+import { Visitor } from "../e2e/room-visitor.mjs";
+import { runtime } from "./support.mjs";
+
+const SECRET = "room-secret-for-the-restart-test-0123456";
+const ADMIN = "room-restart-admin-token-0123456789abcdef";
+const OPTIONS = {
+  sluice: {
+    origin: "demo",
+    rules: [{ id: "shop", match: { path: "/shop/*" }, waiting_room: { active: 2, per_minute: 100, shards: 1, refresh: "2s" } }],
+  },
+  secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
+};
+
+test("a runtime restart keeps every ticket and session", { timeout: 120_000 }, async () => {
+  const { dir, remove } = tempDir();
+  const state = { url: null };
+  const at = (path, init) => fetch(state.url + path, init);
+  const visitor = () => new Visitor(at);
+  const figures = async () => (await at("/_sluice/admin/rooms/shop", { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+  let current = null;
+  const restart = async () => {
+    await current.kill();
+    current = await runtime(dir, OPTIONS);
+    state.url = current.url;
+  };
+  try {
+    current = await runtime(dir, OPTIONS);
+    state.url = current.url;
+    const [a, b] = [visitor(), visitor()];
+    assert.equal((await a.get("/shop/a")).status, 200);
+    assert.equal((await b.get("/shop/b")).status, 200);
+    const waiting = [visitor(), visitor(), visitor()];
+    for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1);
+
+    await restart();
+    // The two sessions still count: nobody else gets in.
+    let report = await figures();
+    assert.deepEqual([report.active, report.waiting], [2, 3]);
+    for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1, `ticket ${i}`);
+    const late = visitor();
+    assert.equal((await late.get("/shop/late")).body.position, 4, "a new arrival queues behind every kept ticket");
+    // The sessions pass, and the origin can still end them.
+    assert.equal((await a.get("/shop/a")).status, 200);
+    assert.equal((await a.get("/shop/a?room=end")).status, 200);
+
+    // An offer made before a kill is still there to claim after it.
+    report = await figures();
+    assert.deepEqual([report.active, report.offered], [1, 1]);
+    await restart();
+    assert.equal((await waiting[0].get("/shop/w")).status, 200, "the offered ticket claims its place after the restart");
+    assert.equal((await waiting[1].get("/shop/w")).body.position, 1);
+    report = await figures();
+    assert.deepEqual([report.active, report.offered, report.waiting], [2, 0, 3]);
+
+    await restart();
+    assert.equal((await b.get("/shop/b?room=end")).status, 200);
+    assert.equal((await waiting[1].get("/shop/w")).status, 200);
+    assert.equal((await waiting[2].get("/shop/w")).body.position, 1);
+    assert.equal((await late.get("/shop/late")).body.position, 2);
+  } finally {
+    await current?.kill();
+    remove();
+  }
+});

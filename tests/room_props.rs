@@ -1,0 +1,394 @@
+//! A waiting room's shard against visitors who arrive, refresh, copy each
+//! other's tickets, leave without a word, get ended by the origin, and
+//! against restarts: whatever the interleaving,
+//! - live sessions plus unclaimed offers never exceed the places;
+//! - no 60 s window holds more session starts than `per_minute`;
+//! - places are offered in order (first come, first served), and a
+//!   newcomer is let straight in only when nobody waits;
+//! - a place gives at most one session, ever;
+//! - a restart (the shard read back from what its changes stored) changes
+//!   nothing.
+//!
+//! And once arrivals stop, every visitor who keeps refreshing is let in,
+//! a shuffled pre-queue included; and the lottery is a permutation.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+use sluice::room::lottery;
+use sluice::room::shard::{
+    Change, Counters, Holding, Number, Offer, Sample, Session, Shard, Stored, Terms, Turn,
+    RATE_WINDOW_MS,
+};
+
+const GRACE_MS: u64 = 40_000;
+
+#[derive(Debug, Clone)]
+enum Step {
+    Arrive,
+    /// Visitor `pick` (of those not gone) comes back with what it holds.
+    Refresh(usize),
+    /// Someone comes with a copy of `pick`'s cookie.
+    Copy(usize),
+    /// The origin ends `pick`'s session.
+    End(usize),
+    /// `pick` leaves without a word and never comes back.
+    Leave(usize),
+    Alarm,
+    Restart,
+    Wait(u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => Just(Step::Arrive),
+        6 => any::<usize>().prop_map(Step::Refresh),
+        1 => any::<usize>().prop_map(Step::Copy),
+        2 => any::<usize>().prop_map(Step::End),
+        1 => any::<usize>().prop_map(Step::Leave),
+        1 => Just(Step::Alarm),
+        1 => Just(Step::Restart),
+        4 => (0u64..25_000).prop_map(Step::Wait),
+    ]
+}
+
+fn terms() -> impl Strategy<Value = Terms> {
+    (1u32..5, 1u32..6, 20u64..200, any::<bool>()).prop_map(
+        |(places, per_minute, session_s, pre)| Terms {
+            places,
+            per_minute,
+            session_ms: session_s * 1000,
+            grace_ms: GRACE_MS,
+            opens_at_ms: pre.then_some(90_000),
+        },
+    )
+}
+
+/// What the model watches a shard do.
+#[derive(Default)]
+struct Watch {
+    /// Start time of every session, by id.
+    started: BTreeMap<u64, u64>,
+    /// Sessions that ended or lapsed: never to be given again.
+    over: BTreeSet<u64>,
+    /// Places offered or let straight in, in the order it happened.
+    called: Vec<u64>,
+}
+
+impl Watch {
+    fn saw(&mut self, changes: &[Change], shard: &Shard) -> Result<(), TestCaseError> {
+        for change in changes {
+            match *change {
+                Change::Offer { place, .. } => self.called.push(place),
+                Change::Session(s) if !self.started.contains_key(&s.id) => {
+                    prop_assert!(
+                        !self.over.contains(&s.id),
+                        "session {} given again after it ended",
+                        s.id
+                    );
+                    self.started.insert(s.id, s.started_ms);
+                    // Let straight in (never offered): it is the next place.
+                    if !self.called.contains(&s.id) {
+                        self.called.push(s.id);
+                    }
+                }
+                Change::SessionGone { id } => {
+                    self.over.insert(id);
+                }
+                _ => {}
+            }
+        }
+        let status = shard.status();
+        prop_assert!(
+            status.active + status.offered <= shard.terms().places,
+            "{} sessions and {} offers over {} places",
+            status.active,
+            status.offered,
+            shard.terms().places
+        );
+        prop_assert!(
+            self.called.windows(2).all(|w| w[0] < w[1]),
+            "places called out of order: {:?}",
+            self.called
+        );
+        let mut starts: Vec<u64> = self.started.values().copied().collect();
+        starts.sort_unstable();
+        let per_minute = shard.terms().per_minute as usize;
+        for (i, &from) in starts.iter().enumerate() {
+            let inside = starts[i..]
+                .iter()
+                .take_while(|&&t| t < from + RATE_WINDOW_MS)
+                .count();
+            prop_assert!(
+                inside <= per_minute,
+                "{inside} starts within 60 s of {from} (rate {per_minute})"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Storage as a map, applying changes as the object's SQL does.
+#[derive(Default)]
+struct Store {
+    terms: Option<Terms>,
+    counters: Counters,
+    offers: BTreeMap<u64, Offer>,
+    sessions: BTreeMap<u64, Session>,
+    admitted: BTreeMap<u64, u32>,
+    samples: BTreeMap<u64, Sample>,
+}
+
+impl Store {
+    fn apply(&mut self, changes: &[Change]) {
+        for change in changes {
+            match *change {
+                Change::Terms(t) => self.terms = Some(t),
+                Change::Counters(c) => self.counters = c,
+                Change::Offer { place, offer } => {
+                    self.offers.insert(place, offer);
+                }
+                Change::OfferGone { place } => {
+                    self.offers.remove(&place);
+                }
+                Change::Session(s) => {
+                    self.sessions.insert(s.id, s);
+                }
+                Change::SessionGone { id } => {
+                    self.sessions.remove(&id);
+                }
+                Change::Admitted { at_ms } => *self.admitted.entry(at_ms).or_default() += 1,
+                Change::AdmittedBefore { at_ms } => self.admitted.retain(|&at, _| at > at_ms),
+                Change::Sample(s) => {
+                    self.samples.insert(s.minute_ms, s);
+                }
+                Change::SamplesBefore { minute_ms } => self.samples.retain(|&m, _| m >= minute_ms),
+            }
+        }
+    }
+
+    fn stored(&self) -> Stored {
+        Stored {
+            counters: self.counters,
+            offers: self.offers.iter().map(|(p, o)| (*p, *o)).collect(),
+            sessions: self.sessions.values().copied().collect(),
+            admitted: self.admitted.iter().map(|(a, n)| (*a, *n)).collect(),
+            history: self.samples.values().copied().collect(),
+        }
+    }
+}
+
+/// A shard, its storage and the model's eye on both.
+struct Room {
+    shard: Shard,
+    store: Store,
+    watch: Watch,
+    now: u64,
+    seeds: u64,
+}
+
+impl Room {
+    fn new(terms: Terms) -> Room {
+        Room {
+            shard: Shard::new(terms),
+            store: Store {
+                terms: Some(terms),
+                ..Store::default()
+            },
+            watch: Watch::default(),
+            now: 0,
+            seeds: 0,
+        }
+    }
+
+    fn visit(&mut self, holding: Holding) -> Result<Turn, TestCaseError> {
+        let seeds = &mut self.seeds;
+        let (turn, changes) = self.shard.visit(self.now, holding, &mut || {
+            *seeds += 1;
+            0x5eed_0000 + *seeds
+        });
+        self.record(&changes)?;
+        Ok(turn)
+    }
+
+    fn end(&mut self, id: u64) -> Result<(), TestCaseError> {
+        let (_, changes) = self.shard.end(self.now, id, &mut || 1);
+        self.record(&changes)
+    }
+
+    fn alarm(&mut self) -> Result<(), TestCaseError> {
+        let changes = self.shard.tick(self.now, &mut || 2);
+        self.record(&changes)
+    }
+
+    fn record(&mut self, changes: &[Change]) -> Result<(), TestCaseError> {
+        self.store.apply(changes);
+        self.watch.saw(changes, &self.shard)
+    }
+
+    fn restart(&mut self) -> Result<(), TestCaseError> {
+        let terms = self.store.terms.unwrap_or(self.shard.terms());
+        let back = Shard::restore(terms, self.store.stored());
+        prop_assert_eq!(back.status(), self.shard.status());
+        prop_assert_eq!(back.next_alarm(), self.shard.next_alarm());
+        self.shard = back;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Visitor {
+    holding: Holding,
+    gone: bool,
+    /// Ever let in.
+    admitted: bool,
+}
+
+fn held(turn: Turn) -> Holding {
+    match turn {
+        Turn::Session(s) => Holding::Session(s.id),
+        Turn::Wait { number, .. } => Holding::Ticket(number),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_shard_keeps_its_promises(terms in terms(), steps in prop::collection::vec(step(), 1..160)) {
+        let mut room = Room::new(terms);
+        let mut visitors: Vec<Visitor> = Vec::new();
+        let pick = |visitors: &[Visitor], n: usize| {
+            let present: Vec<usize> = (0..visitors.len()).filter(|&i| !visitors[i].gone).collect();
+            (!present.is_empty()).then(|| present[n % present.len()])
+        };
+        for step in steps {
+            match step {
+                Step::Arrive => {
+                    let turn = room.visit(Holding::Nothing)?;
+                    visitors.push(Visitor {
+                        holding: held(turn),
+                        gone: false,
+                        admitted: matches!(turn, Turn::Session(_)),
+                    });
+                }
+                Step::Refresh(n) => {
+                    if let Some(i) = pick(&visitors, n) {
+                        let turn = room.visit(visitors[i].holding)?;
+                        visitors[i].holding = held(turn);
+                        visitors[i].admitted |= matches!(turn, Turn::Session(_));
+                    }
+                }
+                Step::Copy(n) => {
+                    if let Some(i) = pick(&visitors, n) {
+                        let before = visitors[i].holding;
+                        let turn = room.visit(before)?;
+                        // A copy of a ticket whose place became a session
+                        // gets that very session. (A ticket whose turn
+                        // passed joins at the back, and may get straight
+                        // in on a place of its own: a copy of it is a
+                        // newcomer again.)
+                        let place = match before {
+                            Holding::Ticket(number) => room.shard.status().place_of(number),
+                            _ => None,
+                        };
+                        if let Turn::Session(s) = turn {
+                            if place == Some(s.id) {
+                                let again = room.visit(before)?;
+                                prop_assert_eq!(again, Turn::Session(s));
+                            }
+                        }
+                    }
+                }
+                Step::End(n) => {
+                    if let Some(i) = pick(&visitors, n) {
+                        if let Holding::Session(id) = visitors[i].holding {
+                            room.end(id)?;
+                            visitors[i].gone = true;
+                        }
+                    }
+                }
+                Step::Leave(n) => {
+                    if let Some(i) = pick(&visitors, n) {
+                        visitors[i].gone = true;
+                    }
+                }
+                Step::Alarm => room.alarm()?,
+                Step::Restart => room.restart()?,
+                Step::Wait(ms) => room.now += ms,
+            }
+        }
+
+        // Arrivals stop. Everyone still here refreshes every 5 s and, once
+        // in, leaves through the origin: all of them get in.
+        let deadline = room.now + 3_600_000 + 200 * terms.session_ms;
+        while visitors.iter().any(|v| !v.gone) {
+            prop_assert!(room.now < deadline, "visitors still waiting: {:?}", visitors.iter().filter(|v| !v.gone).collect::<Vec<_>>());
+            room.now += 5_000;
+            room.alarm()?;
+            for visitor in visitors.iter_mut().filter(|v| !v.gone) {
+                let turn = room.visit(visitor.holding)?;
+                visitor.holding = held(turn);
+                if let Turn::Session(s) = turn {
+                    visitor.admitted = true;
+                    room.end(s.id)?;
+                    visitor.gone = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_lottery_is_a_permutation(n in 0u64..3_000, seed in any::<u64>()) {
+        let mut places: Vec<u64> = (0..n).map(|j| lottery::place(seed, n, j).unwrap()).collect();
+        places.sort_unstable();
+        prop_assert_eq!(places, (0..n).collect::<Vec<_>>());
+        prop_assert_eq!(lottery::place(seed, n, n), None);
+    }
+
+    #[test]
+    fn a_pre_queue_is_served_in_the_lottery_order(pre in 1u64..40, places in 1u32..4, seed in any::<u64>()) {
+        let terms = Terms {
+            places,
+            per_minute: 1_000,
+            session_ms: 60_000,
+            grace_ms: GRACE_MS,
+            opens_at_ms: Some(1_000_000),
+        };
+        let mut shard = Shard::new(terms);
+        let tickets: Vec<Number> = (0..pre)
+            .map(|i| match shard.visit(i, Holding::Nothing, &mut || 0).0 {
+                Turn::Wait { number, .. } => number,
+                other => panic!("let in before opening: {other:?}"),
+            })
+            .collect();
+        shard.tick(1_000_000, &mut || seed);
+        // Everyone refreshes in join order, leaving as soon as they are in:
+        // each gets the place the lottery gave its join number, once.
+        let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut now = 1_000_000;
+        while (got.len() as u64) < pre {
+            now += 1_000;
+            prop_assert!(now < 1_000_000 + 3_600_000, "the pre-queue is not served");
+            for number in &tickets {
+                let Number::Pre(j) = *number else { panic!("not a pre-queue ticket") };
+                if got.contains_key(&j) {
+                    continue;
+                }
+                match shard.visit(now, Holding::Ticket(*number), &mut || 0).0 {
+                    Turn::Session(s) => {
+                        got.insert(j, s.id);
+                        shard.end(now, s.id, &mut || 0);
+                    }
+                    Turn::Wait { fresh, .. } => prop_assert!(!fresh, "a pre-queue ticket lost its place"),
+                }
+            }
+        }
+        for (j, id) in &got {
+            prop_assert_eq!(lottery::place(seed, pre, *j), Some(*id));
+        }
+        let mut ids: Vec<u64> = got.values().copied().collect();
+        ids.sort_unstable();
+        prop_assert_eq!(ids, (0..pre).collect::<Vec<_>>(), "every place served once");
+    }
+}
