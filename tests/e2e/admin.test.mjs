@@ -36,6 +36,7 @@ const throttle = (body) => sluice.post("/_sluice/v1/throttle", body);
 describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
   test("answers as redis-cell does, with millisecond fields", async () => {
     const key = freshKey("user123");
+    const began = Date.now();
     const first = await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 1 });
     assert.equal(first.status, 200);
     assert.deepEqual(await first.json(), {
@@ -51,9 +52,13 @@ describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
       assert.equal(answer.headers.get("ratelimit-policy"), null);
     }
     const limited = await limitedAnswer.json();
+    const elapsed = Date.now() - began;
     assert.equal(limited.limited, true);
-    assert.equal(limited.retry_after_s, 2);
-    assert.ok(limited.retry_after_ms > 1900 && limited.retry_after_ms <= 2000);
+    // One emission interval (2 s) after the first unit, less the time
+    // that has passed since it was sent: on a loaded machine, that can be
+    // more than the answers' own latency.
+    assert.ok(limited.retry_after_ms <= 2000 && limited.retry_after_ms >= 2000 - elapsed, `${limited.retry_after_ms} ms after ${elapsed} ms`);
+    assert.equal(limited.retry_after_s, Math.ceil(limited.retry_after_ms / 1000));
     const peek = await (await throttle({ key, max_burst: 15, count: 30, period_s: 60, quantity: 0 })).json();
     assert.equal(peek.remaining, 0);
     const oversized = await (await throttle({ key: freshKey(), max_burst: 1, count: 1, period_s: 1, quantity: 3 })).json();
@@ -78,29 +83,38 @@ describe("POST /v1/throttle: redis-cell's CL.THROTTLE", () => {
 });
 
 test("a fixed window lets up to 2N through across its boundary; the sliding log does not", async () => {
-  const fixedKey = freshKey("fixed");
-  const logKey = freshKey("log");
   const ask = (key, algorithm) =>
     sluice.post("/_sluice/v1/limit", { key, limit: 10, window_ms: 1000, algorithm }).then((r) => r.json());
-  const start = Date.now();
   // One request opens each window at t = 0; then nine near its end and ten
   // just after it, all within [700 ms, 1700 ms): one interval of length W.
-  const late = { fixed_window: 0, sliding_log: 0 };
-  const round = async (count) => {
-    for (let i = 0; i < count; i++) {
-      late.fixed_window += (await ask(fixedKey, "fixed_window")).allowed ? 1 : 0;
-      late.sliding_log += (await ask(logKey, "sliding_log")).allowed ? 1 : 0;
-    }
+  // On a loaded machine the nine may not all be answered before the
+  // boundary; such a run proves nothing either way, and is run again on
+  // fresh keys.
+  const run = async () => {
+    const fixedKey = freshKey("fixed");
+    const logKey = freshKey("log");
+    const start = Date.now();
+    const late = { fixed_window: 0, sliding_log: 0 };
+    const round = async (count) => {
+      for (let i = 0; i < count; i++) {
+        late.fixed_window += (await ask(fixedKey, "fixed_window")).allowed ? 1 : 0;
+        late.sliding_log += (await ask(logKey, "sliding_log")).allowed ? 1 : 0;
+      }
+    };
+    await ask(fixedKey, "fixed_window");
+    await ask(logKey, "sliding_log");
+    await sleepUntil(start + 700);
+    await round(9);
+    const beforeBoundary = Date.now() - start < 980;
+    await sleepUntil(start + 1050);
+    await round(10);
+    return { late, judged: beforeBoundary && Date.now() - start < 1650 };
   };
-  await ask(fixedKey, "fixed_window");
-  await ask(logKey, "sliding_log");
-  await sleepUntil(start + 700);
-  await round(9);
-  await sleepUntil(start + 1050);
-  await round(10);
-  assert.ok(Date.now() - start < 1650, "the late requests all fall within one window's length");
-  assert.equal(late.fixed_window, 19, "nine before the boundary and ten after it");
-  assert.equal(late.sliding_log, 10, "never more than ten in any second");
+  let result = await run();
+  for (let attempt = 1; attempt < 3 && !result.judged; attempt++) result = await run();
+  assert.ok(result.judged, "three runs in a row were too slow to fall on both sides of the boundary");
+  assert.equal(result.late.fixed_window, 19, "nine before the boundary and ten after it");
+  assert.equal(result.late.sliding_log, 10, "never more than ten in any second");
 });
 
 test("rules can use the fixed window and GCRA", async () => {

@@ -103,18 +103,29 @@ test("the window boundary case, in real time", async () => {
     [1050, true], [1150, true], [1250, true], [1300, false], [1350, false], [1400, false], [1450, false],
     [1600, true], [1750, true], [1900, true],
   ];
-  // Warm the key's object so the first timed request is not a cold start.
-  await limit({ key: `${key}-warm`, limit: 1, window_ms: 1000 });
-  const start = Date.now() + 50;
-  const seen = [];
-  for (const [offset, expected] of schedule) {
-    await sleepUntil(start + offset);
-    const sent = Date.now() - start;
-    const body = await (await limit({ key, limit: 10, window_ms: 1000 })).json();
-    seen.push({ offset, sent, received: Date.now() - start, allowed: body.allowed, expected });
+  // A run whose answers come more than 40 ms after their moment cannot be
+  // judged against the schedule (a loaded machine, a cold object): it is
+  // run again on a fresh key, up to three times.
+  const run = async (key) => {
+    // Warm the key's object so the first timed request is not a cold start.
+    await limit({ key, limit: 10, window_ms: 1000, cost: 0 });
+    const start = Date.now() + 50;
+    const seen = [];
+    for (const [offset, expected] of schedule) {
+      await sleepUntil(start + offset);
+      const sent = Date.now() - start;
+      const body = await (await limit({ key, limit: 10, window_ms: 1000 })).json();
+      seen.push({ offset, sent, received: Date.now() - start, allowed: body.allowed, expected });
+    }
+    return seen;
+  };
+  let seen = await run(key);
+  let late = seen.filter((s) => s.received - s.offset > 40);
+  for (let attempt = 1; attempt < 3 && late.length > 0; attempt++) {
+    seen = await run(`${key}-${attempt}`);
+    late = seen.filter((s) => s.received - s.offset > 40);
   }
-  const late = seen.filter((s) => s.received - s.offset > 40);
-  assert.equal(late.length, 0, `requests too late to judge: ${JSON.stringify(late)}`);
+  assert.equal(late.length, 0, `requests too late to judge, three runs in a row: ${JSON.stringify(late)}`);
   assert.deepEqual(seen.map((s) => s.allowed), schedule.map(([, expected]) => expected));
   const middle = seen.filter((s) => s.offset >= 500 && s.offset < 1500 && s.allowed).length;
   assert.equal(middle, 10, "a fixed window would have admitted 14 here");
