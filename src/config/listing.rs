@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::concurrency::Concurrency;
-use super::{Config, OnError, Rule, RuleBan, Tier, When};
+use super::{Config, Layer, OnError, Rule, RuleBan, Tier, When};
 use crate::limit::Spec;
 use crate::objects::name::API_SCOPE;
 
@@ -41,6 +41,20 @@ struct Listed<'a> {
     deny: Vec<String>,
     shadow: bool,
     on_error: &'static str,
+    also: Vec<ListedLayer<'a>>,
+}
+
+/// A stacked layer (`also`), as written: its key (none for a global
+/// quota), its split, its policies, and the rule name its keys are looked
+/// up under (`rule.layer`).
+#[derive(Serialize)]
+struct ListedLayer<'a> {
+    id: &'a str,
+    key: Option<String>,
+    scope: &'static str,
+    split: usize,
+    lookup: &'a str,
+    policies: Vec<ListedPolicy<'a>>,
 }
 
 #[derive(Serialize)]
@@ -134,6 +148,7 @@ impl<'a> Listed<'a> {
                 OnError::Allow => "allow",
                 OnError::Deny => "deny",
             },
+            also: rule.also.iter().map(ListedLayer::of).collect(),
         }
     }
 }
@@ -153,6 +168,24 @@ impl<'a> ListedTier<'a> {
             key: keyed.then(|| tier.key.to_string()),
             lookup: tier.scope.id(),
             policies: tier
+                .policies
+                .iter()
+                .map(|(name, spec)| ListedPolicy::of(name, spec))
+                .collect(),
+        }
+    }
+}
+
+impl<'a> ListedLayer<'a> {
+    fn of(layer: &'a Layer) -> ListedLayer<'a> {
+        let global = layer.global.as_ref();
+        ListedLayer {
+            id: &layer.id,
+            key: layer.key.as_ref().map(ToString::to_string),
+            scope: if global.is_some() { "global" } else { "key" },
+            split: global.map_or(1, |g| g.parts.len()),
+            lookup: layer.scope.id(),
+            policies: layer
                 .policies
                 .iter()
                 .map(|(name, spec)| ListedPolicy::of(name, spec))
@@ -244,7 +277,28 @@ mod tests {
                 "deny": [],
                 "shadow": false,
                 "on_error": "deny",
+                "also": [],
             })
+        );
+    }
+
+    #[test]
+    fn stacked_layers_are_listed_with_their_lookup() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [{"id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m", "also": [
+                {"id": "all", "scope": "global", "split": 8, "limit": 10_000, "window": "1m"},
+                {"id": "ip", "key": "ip", "limit": 5, "window": "1m"},
+            ]}]
+        }));
+        assert_eq!(
+            rules["rules"][0]["also"],
+            json!([
+                {"id": "all", "key": null, "scope": "global", "split": 8, "lookup": "checkout.all",
+                 "policies": [{"name": "checkout.all", "limit": 10_000, "window_ms": 60_000, "algorithm": "sliding_log"}]},
+                {"id": "ip", "key": "{ip}", "scope": "key", "split": 1, "lookup": "checkout.ip",
+                 "policies": [{"name": "checkout.ip", "limit": 5, "window_ms": 60_000, "algorithm": "sliding_log"}]},
+            ])
         );
     }
 

@@ -2,7 +2,7 @@
 //! addresses: the rule name and key are resolved against the config, so a
 //! name the config does not have is a 404 that says what would be right.
 
-use super::Config;
+use super::{Config, Global};
 use crate::http::problem::{Code, Problem};
 use crate::objects::name::{ObjectName, Scope, API_SCOPE};
 
@@ -15,10 +15,11 @@ pub struct Target {
 }
 
 /// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
-/// rule, a tier (`rule.tier`) or the decision API; every tier's for the id
-/// of a tiered rule (the key alone cannot tell which tier it is under). A
-/// global rule's key is `*`, or `*#i` for part `i` of a split one; anything
-/// else is a 404 naming the field at fault and what would be right.
+/// rule, a tier (`rule.tier`), a stacked layer (`rule.layer`) or the
+/// decision API; every tier's for the id of a tiered rule (the key alone
+/// cannot tell which tier it is under). A global rule's or layer's key is
+/// `*`, or `*#i` for part `i` of a split one; anything else is a 404
+/// naming the field at fault and what would be right.
 pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
     if rule == API_SCOPE {
         return Ok(vec![Target {
@@ -39,6 +40,13 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             format!("no rule {rule:?}: use a rule id, <rule>.<tier> for a tier, or {API_SCOPE} for the decision API"),
         );
     };
+    if let Some(layer) = tier.and_then(|t| found.also.iter().find(|l| l.id == t)) {
+        check_global_key(layer.global.as_ref(), rule, key)?;
+        return Ok(vec![Target {
+            scope: layer.scope.clone(),
+            object: layer.scope.object(key),
+        }]);
+    }
     let names: Vec<&str> = found
         .tiers
         .iter()
@@ -50,7 +58,8 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
         .filter(|t| tier.is_none() || t.name.as_deref() == tier)
         .collect();
     if chosen.is_empty() {
-        let detail = if names.is_empty() {
+        let layers: Vec<&str> = found.also.iter().map(|l| l.id.as_str()).collect();
+        let mut detail = if names.is_empty() {
             format!("rule {id:?} has no tiers: use {id:?}")
         } else {
             format!(
@@ -59,30 +68,12 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
                 tiers_of(id, &names)
             )
         };
+        if !layers.is_empty() {
+            detail.push_str(&format!("; its layers are {}", tiers_of(id, &layers)));
+        }
         return not_found("rule", detail);
     }
-    if let Some(global) = &found.global {
-        let parts = global.parts.len();
-        let valid = if parts > 1 {
-            key.strip_prefix("*#")
-                .filter(|i| i.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|i| i.parse::<usize>().ok())
-                .is_some_and(|i| i < parts)
-        } else {
-            key == "*"
-        };
-        if !valid {
-            let expected = if parts > 1 {
-                format!("*#0 to *#{}, one per part of its split quota", parts - 1)
-            } else {
-                "*".to_string()
-            };
-            return not_found(
-                "key",
-                format!("rule {id:?} has one quota for every caller: its key is {expected}, not {key:?}"),
-            );
-        }
-    }
+    check_global_key(found.global.as_ref(), id, key)?;
     Ok(chosen
         .into_iter()
         .map(|t| Target {
@@ -90,6 +81,36 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             object: t.scope.object(key),
         })
         .collect())
+}
+
+/// A global quota's key is `*`, or `*#0` to `*#K-1` for a split one;
+/// `rule` is the name the route used.
+fn check_global_key(global: Option<&Global>, rule: &str, key: &str) -> Result<(), Problem> {
+    let Some(global) = global else {
+        return Ok(());
+    };
+    let parts = global.parts.len();
+    let valid = if parts > 1 {
+        key.strip_prefix("*#")
+            .filter(|i| i.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|i| i.parse::<usize>().ok())
+            .is_some_and(|i| i < parts)
+    } else {
+        key == "*"
+    };
+    if valid {
+        return Ok(());
+    }
+    let expected = if parts > 1 {
+        format!("*#0 to *#{}, one per part of its split quota", parts - 1)
+    } else {
+        "*".to_string()
+    };
+    Err(Problem::new(
+        Code::NotFound,
+        format!("{rule:?} has one quota for every caller: its key is {expected}, not {key:?}"),
+    )
+    .with("field", "key"))
 }
 
 fn tiers_of(id: &str, names: &[&str]) -> String {
@@ -118,6 +139,10 @@ mod tests {
                 {"id": "plain", "limit": 1, "window": "1s"},
                 {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
                 {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
+                {"id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m", "also": [
+                    {"id": "all", "scope": "global", "split": 4, "limit": 100, "window": "1m"},
+                    {"id": "ip", "key": "ip", "limit": 5, "window": "1m"},
+                ]},
             ]
         }))
         .unwrap()
@@ -162,5 +187,31 @@ mod tests {
         }
         assert_eq!(objects("one", "*").unwrap(), ["rule:one:*"]);
         assert_eq!(objects("one", "*#0").unwrap_err(), (404, "key".into()));
+    }
+
+    #[test]
+    fn a_stacked_layer_is_looked_up_as_rule_dot_layer() {
+        assert_eq!(objects("checkout", "ann").unwrap(), ["rule:checkout:ann"]);
+        assert_eq!(
+            objects("checkout.all", "*#3").unwrap(),
+            ["rule:checkout.all:*#3"]
+        );
+        assert_eq!(
+            objects("checkout.ip", "1.2.3.4").unwrap(),
+            ["rule:checkout.ip:1.2.3.4"]
+        );
+        for bad in ["*#4", "*", "ann"] {
+            assert_eq!(
+                objects("checkout.all", bad).unwrap_err(),
+                (404, "key".into()),
+                "{bad}"
+            );
+        }
+        let missing = targets(&config(), "checkout.none", "k").unwrap_err();
+        assert!(
+            missing.detail().contains("checkout.all, checkout.ip"),
+            "{}",
+            missing.detail()
+        );
     }
 }

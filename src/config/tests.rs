@@ -5,7 +5,9 @@ use crate::http::jwt::Validation;
 use crate::http::path::RequestPath;
 use crate::limit::{Policy, Spec};
 
-fn error_field(value: Value) -> String {
+mod layers;
+
+pub(super) fn error_field(value: Value) -> String {
     let e = match Config::from_value(value.clone()) {
         Ok(_) => panic!("accepted {value}"),
         Err(e) => e,
