@@ -22,7 +22,8 @@ impl CountedStatuses {
 /// `count = "all"` (the default) or `count = { status = [401, 403, "5xx"] }`
 /// for the rule's own layer. Counting by answer needs a refund, which GCRA
 /// has not, and no lease, whose slot a refused login would not give back
-/// sooner, nor a split global quota, whose parts are not per key.
+/// sooner. A global quota may: the part that admits a request holds its
+/// reservation, and the settle goes to that part.
 pub(super) fn validate_count(
     raw: Option<serde_json::Value>,
     rule: &Rule,
@@ -33,9 +34,6 @@ pub(super) fn validate_count(
         return Ok(None);
     };
     let refuse = |why: &str| Err(error(&field, why.to_string()));
-    if rule.global.is_some() {
-        return refuse("a global quota cannot count by answer: its parts are not per key, so a reservation could not be exact; count all requests");
-    }
     if rule.concurrency.is_some() {
         return refuse("a concurrency limit already frees its slot when the answer comes; count by answer on a rule without concurrency");
     }
