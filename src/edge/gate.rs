@@ -150,7 +150,7 @@ async fn pass_on(
 /// Keeps or refunds a reservation in the background: the client has its
 /// answer already (or, for a layer, will have it without waiting). A
 /// settle that never arrives lapses into a kept reservation.
-fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
+pub fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
     let objects = objects.clone();
     ctx.wait_until(async move {
         if let Err(e) = objects.settle(&request).await {

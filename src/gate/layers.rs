@@ -14,15 +14,17 @@
 //!
 //! [`Stack`] is a rule's climb: its layers are [`Ask`]s, and what the
 //! climb ends with becomes the request's [`Conclusion`] through the same
-//! conclusions a rule of one layer reaches.
+//! conclusions a rule of one layer reaches. [`key_climb`] is a
+//! decision-API call's, over the keys of its `layers`.
 
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
-use crate::config::Rule;
+use crate::config::{OnError, Rule};
 use crate::gate::{sooner, unavailable};
+use crate::http::api::{LayeredRequest, LimitRequest, RESERVATION_TTL_MS};
 use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
-use crate::objects::name::ObjectName;
-use crate::objects::protocol::{CheckRequest, SettleRequest};
+use crate::objects::name::{ObjectName, Scope};
+use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
 
 /// One layer as a climb asks it.
 pub trait Layered {
@@ -229,7 +231,7 @@ pub struct Stack<'a> {
 impl<'a> Stack<'a> {
     pub(super) fn new(rule: &'a Rule, key: String, asks: Vec<Ask<'a>>) -> Stack<'a> {
         let deadline_ms = asks.iter().map(|a| a.deadline_ms).max().unwrap_or(0);
-        let fail_open = rule.on_error == crate::config::OnError::Allow;
+        let fail_open = rule.on_error == OnError::Allow;
         Stack {
             key,
             climb: Climb::new(asks, fail_open),
@@ -328,4 +330,71 @@ fn merge_pass(pass: &mut Pass, other: Pass) {
     pass.key = pass.key.take().or(other.key);
     pass.release = pass.release.take().or(other.release);
     pass.settle.extend(other.settle);
+}
+
+/// One key of a decision-API call: one call to its object.
+#[derive(Debug)]
+pub struct KeyCall {
+    attempt: Try,
+    reservation: Option<String>,
+}
+
+impl Layered for KeyCall {
+    fn tries(&self) -> &[Try] {
+        std::slice::from_ref(&self.attempt)
+    }
+
+    fn reservation(&self) -> Option<&str> {
+        self.reservation.as_deref()
+    }
+
+    fn settled_by_answer(&self) -> bool {
+        false
+    }
+
+    fn judge(&self, outcome: Outcome) -> Judged {
+        Judged::Decided(outcome)
+    }
+}
+
+/// The check a decision-API call makes of its key's object. Any caller may
+/// send any policy, so a conflict with the state the key holds is refused,
+/// not adopted.
+pub fn api_check(request: &LimitRequest) -> Try {
+    let object = Scope::Api.object(&request.key);
+    let mut check = CheckRequest::new(object.as_str(), &request.policies, request.cost, None);
+    check.refuse_conflicts = true;
+    Try {
+        object,
+        request: check,
+    }
+}
+
+/// A decision-API call with `layers` as a climb: each key's object in
+/// turn, every one but the last reserving (a peek reserves nothing), and
+/// a failure failing the call. `new_id` draws reservation ids; `None` when
+/// it has none to give.
+pub fn key_climb(
+    request: &LayeredRequest,
+    mut new_id: impl FnMut() -> Option<String>,
+) -> Option<Climb<KeyCall>> {
+    let last = request.layers.len().saturating_sub(1);
+    let mut calls = Vec::with_capacity(request.layers.len());
+    for (i, layer) in request.layers.iter().enumerate() {
+        let mut attempt = api_check(&layer.request);
+        let reservation = if i < last && request.cost > 0 {
+            Some(new_id()?)
+        } else {
+            None
+        };
+        attempt.request.reserve = reservation.as_ref().map(|id| ReserveAsk {
+            id: id.clone(),
+            ttl_ms: RESERVATION_TTL_MS,
+        });
+        calls.push(KeyCall {
+            attempt,
+            reservation,
+        });
+    }
+    Some(Climb::new(calls, false))
 }

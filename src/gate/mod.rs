@@ -12,7 +12,7 @@ mod plan;
 mod tests;
 
 pub use conclude::{sooner, unavailable};
-pub use layers::{Climb, Layered, Passed, Stack, Stop};
+pub use layers::{api_check, key_climb, Climb, KeyCall, Layered, Passed, Stack, Stop};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
 use crate::config::count::CountedStatuses;

@@ -39,9 +39,14 @@ impl Objects {
             lease: request.lease.as_ref(),
         };
         let ledger = self.ledgers.entry(request.key.clone()).or_default();
-        let (outcome, _) = match &request.reserve {
-            Some(r) => ledger.reserve(&question, &r.id, now + r.ttl_ms, now),
-            None => ledger.check(&question, now),
+        let conflict = request
+            .refuse_conflicts
+            .then(|| ledger.conflict(&specs, now))
+            .flatten();
+        let (outcome, _) = match (conflict, &request.reserve) {
+            (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
+            (None, Some(r)) => ledger.reserve(&question, &r.id, now + r.ttl_ms, now),
+            (None, None) => ledger.check(&question, now),
         };
         if self.down.contains(&request.key) {
             return Err("timed out".into());
@@ -521,4 +526,82 @@ fn a_manual_ban_on_any_layers_key_refuses_without_a_call() {
     };
     let conclusion = done(plan_with(&config, &memory, &buyer("ann"), &mut Dice::new()));
     assert_eq!(answered(&conclusion.reply).1, "banned");
+}
+
+/// A decision-API call with `layers`, climbed against `objects`; the
+/// settles it sends at once are applied.
+fn api_climb(objects: &mut Objects, body: &str) -> (Vec<Passed>, Option<Stop>, usize) {
+    use crate::http::api::{parse_limit_request, LimitCall};
+    let Ok(LimitCall::Layers(request)) =
+        parse_limit_request(Some("application/json"), body.as_bytes())
+    else {
+        panic!("a layered body");
+    };
+    let mut drawn = 0;
+    let mut climb = key_climb(&request, || {
+        drawn += 1;
+        Some(format!("r{drawn}-{}", objects.calls.len()))
+    })
+    .unwrap();
+    while let Some(check) = climb.next_call() {
+        let answer = objects.call(&check.clone(), NOW + 100);
+        climb.answer(answer);
+    }
+    let settles = climb.settle_now();
+    for settle in &settles {
+        objects.settle(settle, NOW + 150);
+    }
+    let (_, passed, stop) = climb.into_parts();
+    (passed, stop, settles.len())
+}
+
+const API_SALE: &str = r#"{"layers": [
+    {"key": "user:ann", "limit": 1, "window_ms": 60000},
+    {"key": "sale", "limit": 1, "window_ms": 60000}
+]}"#;
+
+#[test]
+fn a_layered_api_call_reserves_every_key_but_the_last_and_is_all_or_nothing() {
+    let mut objects = Objects::default();
+    let (passed, stop, settles) = api_climb(&mut objects, API_SALE);
+    assert_eq!(
+        objects.calls,
+        [
+            ("api:user:ann".to_string(), true),
+            ("api:sale".to_string(), false)
+        ]
+    );
+    assert_eq!((passed.len(), stop, settles), (2, None, 1));
+    assert_eq!(objects.used("api:user:ann"), 1, "kept");
+    let bob = API_SALE.replace("user:ann", "user:bob");
+    let (passed, stop, settles) = api_climb(&mut objects, &bob);
+    assert_eq!(passed.len(), 1);
+    assert!(
+        matches!(stop, Some(Stop::Refused { .. })),
+        "the sale is sold out"
+    );
+    assert_eq!(settles, 1);
+    assert_eq!(objects.used("api:user:bob"), 0, "bob's unit was given back");
+    // A peek reserves nothing.
+    objects.calls.clear();
+    let peek = API_SALE.replace("\"layers\"", "\"cost\": 0, \"layers\"");
+    let (passed, stop, settles) = api_climb(&mut objects, &peek);
+    assert_eq!((passed.len(), stop.is_none(), settles), (2, true, 0));
+    assert!(objects.calls.iter().all(|(_, reserve)| !reserve));
+}
+
+#[test]
+fn a_layered_api_call_stops_at_a_conflict_and_gives_back_what_it_took() {
+    let mut objects = Objects::default();
+    api_climb(
+        &mut objects,
+        r#"{"layers": [{"key": "sale", "limit": 5, "window_ms": 1000, "algorithm": "fixed_window"}]}"#,
+    );
+    let (passed, stop, settles) = api_climb(&mut objects, API_SALE);
+    assert_eq!((passed.len(), settles), (1, 1));
+    let Some(Stop::Refused { outcome, .. }) = stop else {
+        panic!("a conflict ends the climb");
+    };
+    assert_eq!(outcome.conflict.as_deref(), Some("default"));
+    assert_eq!(objects.used("api:user:ann"), 0);
 }

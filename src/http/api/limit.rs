@@ -1,11 +1,13 @@
 //! `POST {prefix}/v1/limit`: either one policy
 //! (`{"key", "limit", "window_ms", "algorithm"?, "cost"?}`) or several
 //! (`{"key", "policies": [{"name", "limit", "window_ms", "algorithm"?}, ...], "cost"?}`),
-//! optionally as a reservation (`"reserve": true`), and the answer.
+//! optionally as a reservation (`"reserve": true`), and the answer; or
+//! several keys at once (`layers`, in `layers.rs`).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
 use crate::http::body;
 use crate::http::problem::Problem;
@@ -34,13 +36,21 @@ pub struct LimitRequest {
 /// attempt whose answer was lost must not be free.
 pub const RESERVATION_TTL_MS: u64 = 60_000;
 
+/// A call to `POST {prefix}/v1/limit`: one key, or several `layers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitCall {
+    One(LimitRequest),
+    Layers(LayeredRequest),
+}
+
 /// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
-/// are the one-policy form, `policies` the named form; which one was used
-/// is checked after reading, so the error can say what to do.
+/// are the one-policy form, `policies` the named form, `layers` several
+/// keys; which one was used is checked after reading, so the error can say
+/// what to do.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLimitRequest {
-    key: String,
+    key: Option<String>,
     limit: Option<u64>,
     window_ms: Option<u64>,
     algorithm: Option<String>,
@@ -49,12 +59,23 @@ struct RawLimitRequest {
     #[serde(default)]
     reserve: bool,
     reservation_ttl_ms: Option<u64>,
+    layers: Option<Vec<RawLayer>>,
+}
+
+/// One key's limits as sent, in a body or in one of its `layers`: the
+/// one-policy form (`limit`, `window_ms`, `algorithm`) or the named form
+/// (`policies`).
+pub(super) struct KeyLimits {
+    pub(super) limit: Option<u64>,
+    pub(super) window_ms: Option<u64>,
+    pub(super) algorithm: Option<String>,
+    pub(super) policies: Option<Vec<RawPolicy>>,
 }
 
 /// One of `policies`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPolicy {
+pub(super) struct RawPolicy {
     name: String,
     limit: u64,
     window_ms: u64,
@@ -62,52 +83,45 @@ struct RawPolicy {
 }
 
 /// Checks the content type and size, then reads and validates the body.
-pub fn parse_limit_request(
-    content_type: Option<&str>,
-    body: &[u8],
-) -> Result<LimitRequest, Problem> {
+pub fn parse_limit_request(content_type: Option<&str>, body: &[u8]) -> Result<LimitCall, Problem> {
     let raw: RawLimitRequest = body::read(content_type, body)?;
-    let key = checked_key(raw.key)?;
-    let named = raw.policies.is_some();
-    let policies = match raw.policies {
-        Some(policies) => {
-            let flat = [
-                ("limit", raw.limit.is_some()),
-                ("window_ms", raw.window_ms.is_some()),
-                ("algorithm", raw.algorithm.is_some()),
-            ];
-            if let Some((field, _)) = flat.iter().find(|(_, given)| *given) {
-                return Err(Problem::invalid(
-                    field,
-                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given; set algorithm per policy)"),
-                ));
-            }
-            named_policies(policies)?
+    if let Some(layers) = raw.layers {
+        let given = [
+            ("key", raw.key.is_some()),
+            ("limit", raw.limit.is_some()),
+            ("window_ms", raw.window_ms.is_some()),
+            ("algorithm", raw.algorithm.is_some()),
+            ("policies", raw.policies.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(_, given)| *given) {
+            return Err(Problem::invalid(
+                field,
+                format!(
+                    "with \"layers\", each layer gives its key and limits: leave \"{field}\" out"
+                ),
+            ));
         }
-        None => {
-            let limit = raw
-                .limit
-                .ok_or_else(|| Problem::invalid("limit", "limit is required"))?;
-            let window_ms = raw
-                .window_ms
-                .ok_or_else(|| Problem::invalid("window_ms", "window_ms is required"))?;
-            let spec = policy_spec(limit, window_ms, raw.algorithm.as_deref(), "")?;
-            vec![(DEFAULT_POLICY.to_string(), spec)]
+        if raw.reserve || raw.reservation_ttl_ms.is_some() {
+            return Err(Problem::invalid(
+                "reserve",
+                "a call with \"layers\" cannot be a reservation: reserve one key at a time",
+            ));
         }
+        return parse_layers(layers, raw.cost).map(LimitCall::Layers);
+    }
+    let key = raw
+        .key
+        .ok_or_else(|| Problem::invalid("key", "key is required (or \"layers\")"))
+        .and_then(checked_key)?;
+    let limits = KeyLimits {
+        limit: raw.limit,
+        window_ms: raw.window_ms,
+        algorithm: raw.algorithm,
+        policies: raw.policies,
     };
-    let smallest = policies.iter().map(|(_, p)| p.limit()).min().unwrap_or(0);
-    let cost = match raw.cost {
-        None => 1,
-        Some(cost) => u32::try_from(cost)
-            .ok()
-            .filter(|_| cost <= smallest)
-            .ok_or_else(|| {
-                Problem::invalid(
-                    "cost",
-                    format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
-                )
-            })?,
-    };
+    let named = limits.policies.is_some();
+    let policies = key_policies(limits, "")?;
+    let cost = checked_cost(raw.cost, &policies)?;
     if raw.reserve && cost == 0 {
         return Err(Problem::invalid(
             "reserve",
@@ -131,19 +145,77 @@ pub fn parse_limit_request(
             ))
         }
     };
-    Ok(LimitRequest {
+    Ok(LimitCall::One(LimitRequest {
         key,
         policies,
         cost,
         named,
         reserve,
-    })
+    }))
 }
 
-fn named_policies(raw: Vec<RawPolicy>) -> Result<Vec<(String, Spec)>, Problem> {
+/// The policies one key's `limits` give, their fields named below
+/// `prefix` (`""`, or `"layers[1]."`).
+pub(super) fn key_policies(
+    limits: KeyLimits,
+    prefix: &str,
+) -> Result<Vec<(String, Spec)>, Problem> {
+    match limits.policies {
+        Some(policies) => {
+            let flat = [
+                ("limit", limits.limit.is_some()),
+                ("window_ms", limits.window_ms.is_some()),
+                ("algorithm", limits.algorithm.is_some()),
+            ];
+            if let Some((field, _)) = flat.iter().find(|(_, given)| *given) {
+                return Err(Problem::invalid(
+                    &format!("{prefix}{field}"),
+                    format!("give either \"policies\" or \"limit\" and \"window_ms\", not both (\"{field}\" was given; set algorithm per policy)"),
+                ));
+            }
+            named_policies(policies, prefix)
+        }
+        None => {
+            let limit = limits
+                .limit
+                .ok_or_else(|| Problem::invalid(&format!("{prefix}limit"), "limit is required"))?;
+            let window_ms = limits.window_ms.ok_or_else(|| {
+                Problem::invalid(&format!("{prefix}window_ms"), "window_ms is required")
+            })?;
+            let spec = policy_spec(limit, window_ms, limits.algorithm.as_deref(), prefix)?;
+            Ok(vec![(DEFAULT_POLICY.to_string(), spec)])
+        }
+    }
+}
+
+/// `cost` (1 unless given), which no limit of `policies` may be below.
+pub(super) fn checked_cost<'p>(
+    cost: Option<u64>,
+    policies: impl IntoIterator<Item = &'p (String, Spec)>,
+) -> Result<u32, Problem> {
+    let smallest = policies
+        .into_iter()
+        .map(|(_, p)| p.limit())
+        .min()
+        .unwrap_or(0);
+    match cost {
+        None => Ok(1),
+        Some(cost) => u32::try_from(cost)
+            .ok()
+            .filter(|_| cost <= smallest)
+            .ok_or_else(|| {
+                Problem::invalid(
+                    "cost",
+                    format!("cost {cost} exceeds the limit {smallest}: such a request could never be admitted"),
+                )
+            }),
+    }
+}
+
+fn named_policies(raw: Vec<RawPolicy>, prefix: &str) -> Result<Vec<(String, Spec)>, Problem> {
     if raw.is_empty() || raw.len() > MAX_POLICIES {
         return Err(Problem::invalid(
-            "policies",
+            &format!("{prefix}policies"),
             format!(
                 "policies must hold 1 to {MAX_POLICIES} policies, got {}",
                 raw.len()
@@ -152,7 +224,7 @@ fn named_policies(raw: Vec<RawPolicy>) -> Result<Vec<(String, Spec)>, Problem> {
     }
     let mut policies: Vec<(String, Spec)> = Vec::with_capacity(raw.len());
     for (i, policy) in raw.into_iter().enumerate() {
-        let prefix = format!("policies[{i}].");
+        let prefix = format!("{prefix}policies[{i}].");
         let name_field = format!("{prefix}name");
         check_policy_name(&policy.name).map_err(|e| Problem::invalid(&name_field, e))?;
         if policy.name == THROTTLE_SLOT {
@@ -230,7 +302,8 @@ pub fn limit_response(
     answer
 }
 
-fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
+/// One key's answer: flat for the one-policy form, per policy otherwise.
+pub(super) fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
     if !request.named {
         if let Some(only) = outcome.policies.first() {
             let d = &only.decision;
@@ -273,6 +346,14 @@ mod tests {
 
     use super::*;
     use crate::http::api::tests::JSON;
+
+    /// The one-key request a body makes.
+    fn one(content_type: Option<&str>, body: &[u8]) -> LimitRequest {
+        match parse_limit_request(content_type, body).unwrap() {
+            LimitCall::One(request) => request,
+            other => panic!("expected one key, got {other:?}"),
+        }
+    }
     use crate::limit::Retry;
 
     fn field_of(body: &str) -> String {
@@ -287,7 +368,7 @@ mod tests {
         use crate::ledger::{Ask, Ledger};
         let request = |cost: u32| {
             let body = format!(r#"{{"key":"k","limit":1,"window_ms":1000,"cost":{cost}}}"#);
-            parse_limit_request(JSON, body.as_bytes()).unwrap()
+            one(JSON, body.as_bytes())
         };
         let mut ledger = Ledger::new();
         let mut ask = |cost: u32, now: u64| {
@@ -325,7 +406,7 @@ mod tests {
         let flat = br#"{"key":"k","limit":2,"window_ms":1000}"#;
         let named = br#"{"key":"k","policies":[{"name":"p","limit":2,"window_ms":1000}]}"#;
         for (body, per_policy) in [(&flat[..], false), (&named[..], true)] {
-            let call = parse_limit_request(JSON, body).unwrap();
+            let call = one(JSON, body);
             let ask = Ask {
                 specs: &call.policies,
                 cost: 3,
@@ -352,7 +433,7 @@ mod tests {
         let named =
             br#"{"key":"k","reserve":true,"policies":[{"name":"p","limit":1,"window_ms":600000}]}"#;
         for body in [&flat[..], &named[..]] {
-            let call = parse_limit_request(JSON, body).unwrap();
+            let call = one(JSON, body);
             let ask = Ask {
                 specs: &call.policies,
                 cost: 1,
@@ -386,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_reservation_lapses_after_60_s_or_the_ttl_asked() {
-        let reserve = |body: &str| parse_limit_request(JSON, body.as_bytes()).unwrap().reserve;
+        let reserve = |body: &str| one(JSON, body.as_bytes()).reserve;
         let base = r#""key":"k","limit":3,"window_ms":10"#;
         assert_eq!(reserve(&format!("{{{base}}}")), None);
         assert_eq!(
@@ -403,11 +484,10 @@ mod tests {
 
     #[test]
     fn the_single_policy_form_takes_an_algorithm() {
-        let r = parse_limit_request(
+        let r = one(
             JSON,
             br#"{"key":"k","limit":3,"window_ms":10,"algorithm":"fixed_window"}"#,
-        )
-        .unwrap();
+        );
         assert_eq!(
             r.policies,
             vec![(
@@ -419,11 +499,10 @@ mod tests {
 
     #[test]
     fn parses_the_single_policy_form() {
-        let r = parse_limit_request(
+        let r = one(
             Some("application/json; charset=utf-8"),
             br#"{"key":"u:1","limit":10,"window_ms":1000}"#,
-        )
-        .unwrap();
+        );
         assert_eq!(r.key, "u:1");
         assert_eq!(r.cost, 1);
         assert_eq!(
@@ -438,11 +517,10 @@ mod tests {
 
     #[test]
     fn parses_the_policies_form() {
-        let r = parse_limit_request(
+        let r = one(
             JSON,
             br#"{"key":"k","cost":2,"policies":[{"name":"s","limit":10,"window_ms":1000},{"name":"d","limit":1000,"window_ms":86400000,"algorithm":"fixed_window"}]}"#,
-        )
-        .unwrap();
+        );
         assert_eq!(r.policies.len(), 2);
         assert!(matches!(r.policies[1].1, Spec::FixedWindow(_)));
         assert_eq!(r.cost, 2);

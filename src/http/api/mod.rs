@@ -1,6 +1,7 @@
 //! The decision API's request bodies and answers, one module per route:
-//! `limit` (`POST {prefix}/v1/limit`), `settle` (its reservations),
-//! `throttle` (redis-cell's `CL.THROTTLE`) and `leases`.
+//! `limit` (`POST {prefix}/v1/limit`, and `layers` for several keys at
+//! once), `settle` (its reservations), `throttle` (redis-cell's
+//! `CL.THROTTLE`) and `leases`.
 //!
 //! Each body is read into its `Raw*` struct by [`body::read`] (unknown
 //! fields refused, a shape error naming its field), then checked for what a
@@ -8,6 +9,7 @@
 //! bad body gets a 400 that names the field instead of reaching a Durable
 //! Object. What every route shares (keys, names, waits) is here.
 
+mod layers;
 mod leases;
 mod limit;
 mod settle;
@@ -15,11 +17,12 @@ mod throttle;
 
 use serde_json::Value;
 
-use super::problem::Problem;
+use super::problem::{Code, Problem};
 use crate::limit::Retry;
 use crate::limits::{MAX_KEY_BYTES, MAX_NAME_BYTES};
+pub use layers::{layers_response, KeyLayer, LayeredRequest};
 pub use leases::{lease_problem, lease_response, parse_lease_request, parse_renew_body, LeaseCall};
-pub use limit::{limit_response, parse_limit_request, LimitRequest, RESERVATION_TTL_MS};
+pub use limit::{limit_response, parse_limit_request, LimitCall, LimitRequest, RESERVATION_TTL_MS};
 pub use settle::{parse_settle_request, SettleCall};
 pub use throttle::{parse_throttle_request, ThrottleCall};
 
@@ -49,7 +52,12 @@ fn check_policy_name(name: &str) -> Result<(), String> {
 
 /// A key as the API takes it, in a body or the lease routes' query.
 fn checked_key(key: String) -> Result<String, Problem> {
-    let problem = |detail: String| Err(Problem::invalid("key", detail));
+    checked_key_at(key, "key")
+}
+
+/// A key as the API takes it, at `field` of a body.
+fn checked_key_at(key: String, field: &str) -> Result<String, Problem> {
+    let problem = |detail: String| Err(Problem::invalid(field, detail));
     if key.is_empty() {
         problem("key must not be empty".into())
     } else if key.len() > MAX_KEY_BYTES {
@@ -75,6 +83,18 @@ pub fn key_param(query: Option<String>) -> Result<String, Problem> {
 /// A wait in a body: its ms, or `null` for a request no wait can admit.
 fn wait_ms(retry: Retry) -> Value {
     retry.ms().into()
+}
+
+/// The answer to a call whose policy `name` its key holds under another
+/// algorithm or window.
+pub fn policy_conflict(name: &str) -> Problem {
+    Problem::new(
+        Code::PolicyConflict,
+        format!(
+            "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
+        ),
+    )
+    .with("policy", name)
 }
 
 #[cfg(test)]
