@@ -25,6 +25,7 @@ const config = {
     sale("checkout", 3),
     sale("flood", 2),
     sale("again", 1, 1),
+    sale("cost", 10, 1),
     // Failed logins: 2 per user and IP, 3 per IP, only 401s count (the IP
     // layer inherits the rule's count).
     {
@@ -161,6 +162,35 @@ describe("proxy mode", () => {
     await eventually(async () => (await used("again", loser)) === 0);
     assert.equal(await used("again", winner), 1);
     assert.equal(await used("again.all", "*"), 1);
+  });
+
+  test("what it costs: an admitted request makes 3 object calls (2 on its path, the keep after), a refusal by the user layer 1, then none", async () => {
+    // Every key object of the local runtime shares one isolate and its meter;
+    // each inspection is a call too, and is subtracted.
+    let inspections = 0;
+    const meter = async () => {
+      inspections += 1;
+      return (await sluice.inspect("rule:cost:meter")).meter.requests;
+    };
+    const calls = async (act) => {
+      const before = await meter();
+      inspections = 0;
+      await act();
+      return (await meter()) - before - inspections;
+    };
+    const user = freshKey("c");
+    const admitted = await calls(async () => {
+      assert.equal((await buy("cost", user)).status, 200);
+      await eventually(async () => {
+        inspections += 1;
+        return (await sluice.inspect(`rule:cost:${user}`)).stored_rows === 1;
+      });
+    });
+    assert.equal(admitted, 3);
+    const refused = await calls(async () => assert.equal((await buy("cost", user)).status, 429));
+    assert.equal(refused, 1);
+    const cached = await calls(async () => assert.equal((await buy("cost", user)).status, 429));
+    assert.equal(cached, 0, "the isolate remembers the refusal");
   });
 
   test("layers that count by answer: successes count nowhere, failures in every layer", async () => {
