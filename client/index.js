@@ -133,18 +133,8 @@ export class Sluice {
       body.reservation_ttl_ms = durationMs(call.reservationTtl, "reservationTtl");
     }
     const fallbackLimit = body.limit ?? Math.min(...(body.policies ?? []).map((p) => p.limit));
-    return this.#decide(call, "POST", "/v1/limit", body, (answer, now) => limitResult(answer, now), (reason, error, now) => ({
-      success: false,
-      limit: fallbackLimit,
-      remaining: 0,
-      reset: now,
-      retryAfter: 0,
-      reservation: null,
-      pending: false,
-      ...(body.policies ? { violated: [], policies: [] } : {}),
-      reason,
-      error,
-    }));
+    const form = body.policies ? { violated: [], policies: [] } : {};
+    return this.#decide(call, "POST", "/v1/limit", body, limitResult, undecided(fallbackLimit, form));
   }
 
   /** `limit({ layers })`: every layer's key admitted, or none. */
@@ -166,19 +156,7 @@ export class Sluice {
     });
     const body = { layers, ...(call.cost === undefined ? {} : { cost: call.cost }) };
     const fallbackLimit = Math.min(...layers.flatMap((l) => (l.policies ?? [l]).map((p) => p.limit)));
-    return this.#decide(call, "POST", "/v1/limit", body, (answer, now) => layersResult(answer, now), (reason, error, now) => ({
-      success: false,
-      limit: fallbackLimit,
-      remaining: 0,
-      reset: now,
-      retryAfter: 0,
-      reservation: null,
-      pending: false,
-      violated: [],
-      layers: [],
-      reason,
-      error,
-    }));
+    return this.#decide(call, "POST", "/v1/limit", body, layersResult, undecided(fallbackLimit, { violated: [], layers: [] }));
   }
 
   /** Keeps (`keep: true`: it counts) or refunds (`keep: false`: its units are
@@ -442,6 +420,23 @@ function limitResult(a, now) {
     violated: a.violated,
     policies,
   };
+}
+
+/** What a limit call Sluice could not decide answers before the `fail`
+ * choice: a refusal with the (smallest) limit asked, and `form`'s fields. */
+function undecided(limit, form) {
+  return (reason, error, now) => ({
+    success: false,
+    limit,
+    remaining: 0,
+    reset: now,
+    retryAfter: 0,
+    reservation: null,
+    pending: false,
+    ...form,
+    reason,
+    error,
+  });
 }
 
 /** The answer of `POST /v1/limit` with `layers`: each layer asked read as

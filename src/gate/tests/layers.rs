@@ -73,6 +73,12 @@ impl Objects {
         })
     }
 
+    /// `user`'s request planned and climbed.
+    fn buy(&mut self, config: &Config, user: &str) -> (Conclusion, Vec<(ObjectName, Outcome)>) {
+        let plan = self.plan(config, user);
+        self.climb(plan)
+    }
+
     /// Climbs `plan`'s stack against the objects, and applies the settles
     /// the conclusion sends at once; answers the conclusion and the full
     /// parts the edge would remember.
@@ -120,10 +126,7 @@ fn buyer(user: &str) -> FakeRequest {
 fn a_user_layer_reserves_then_the_global_part_checks_and_the_reservation_is_kept() {
     let config = checkout(json!({}));
     let mut objects = Objects::default();
-    let (conclusion, full) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, full) = objects.buy(&config, "ann");
     assert_eq!(
         objects.calls,
         [
@@ -165,10 +168,7 @@ fn five_users_under_a_global_three_admit_three_and_leave_nothing_behind_the_othe
     let mut admitted = Vec::new();
     for user in ["u1", "u2", "u3", "u4", "u5"] {
         for _ in 0..3 {
-            let (conclusion, _) = {
-                let plan = objects.plan(&config, user);
-                objects.climb(plan)
-            };
+            let (conclusion, _) = objects.buy(&config, user);
             if matches!(conclusion.reply, Reply::Forward(_)) {
                 admitted.push(user);
             }
@@ -194,16 +194,10 @@ fn a_refusal_by_the_global_layer_names_it_refunds_the_user_and_remembers_the_par
     let config = checkout(json!({}));
     let mut objects = Objects::default();
     for user in ["u1", "u2", "u3"] {
-        {
-            let plan = objects.plan(&config, user);
-            objects.climb(plan)
-        };
+        objects.buy(&config, user);
     }
     objects.calls.clear();
-    let (conclusion, full) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, full) = objects.buy(&config, "ann");
     assert_eq!(objects.calls.len(), 3, "the user, then both parts");
     assert_eq!(full.len(), 2, "each full part is remembered as found");
     let (status, code, fields) = answered(&conclusion.reply);
@@ -232,15 +226,9 @@ fn a_refusal_by_the_global_layer_names_it_refunds_the_user_and_remembers_the_par
 fn a_refusal_by_the_user_layer_asks_nothing_else_and_is_remembered() {
     let config = checkout(json!({}));
     let mut objects = Objects::default();
-    {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    objects.buy(&config, "ann");
     objects.calls.clear();
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     assert_eq!(
         objects.calls.len(),
         1,
@@ -261,15 +249,9 @@ fn a_remembered_refusal_of_any_layer_answers_with_no_call_at_all() {
     let config = checkout(json!({}));
     let mut objects = Objects::default();
     for user in ["u1", "u2", "u3"] {
-        {
-            let plan = objects.plan(&config, user);
-            objects.climb(plan)
-        };
+        objects.buy(&config, user);
     }
-    let (_, full) = {
-        let plan = objects.plan(&config, "u4");
-        objects.climb(plan)
-    };
+    let (_, full) = objects.buy(&config, "u4");
     // The isolate remembers both parts full: a sell-out flood costs nothing.
     let memory = Remembered {
         refusals: full,
@@ -279,10 +261,7 @@ fn a_remembered_refusal_of_any_layer_answers_with_no_call_at_all() {
     assert_eq!(answered(&conclusion.reply).0, 429);
     assert_eq!(conclusion.record, Some(("u5".into(), Verdict::Refused)));
     // And a user the isolate knows is refused costs no call either.
-    let (refused, _) = {
-        let plan = objects.plan(&config, "u1");
-        objects.climb(plan)
-    };
+    let (refused, _) = objects.buy(&config, "u1");
     let memory = Remembered {
         refusals: refused.cache.into_iter().collect(),
         ..Remembered::default()
@@ -301,10 +280,7 @@ fn a_layer_that_cannot_decide_fails_closed_refunding_what_was_reserved() {
         down: vec!["rule:checkout.all:*#0".into()],
         ..Objects::default()
     };
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     let (status, _, fields) = answered(&conclusion.reply);
     assert_eq!((status, field(&fields, "retry-after")), (503, Some("1")));
     assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Failed)));
@@ -317,10 +293,7 @@ fn a_layer_that_cannot_decide_fails_closed_refunding_what_was_reserved() {
         down: vec!["rule:checkout:bob".into()],
         ..Objects::default()
     };
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "bob");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "bob");
     assert_eq!(answered(&conclusion.reply).0, 503);
     assert_eq!(objects.calls.len(), 1);
     assert_eq!(conclusion.settle_now[0].key, "rule:checkout:bob");
@@ -334,10 +307,7 @@ fn a_layer_that_cannot_decide_is_left_out_when_the_rule_fails_open() {
         down: vec!["rule:checkout.all:*#0".into()],
         ..Objects::default()
     };
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     let pass = passed(&conclusion.reply);
     assert_eq!(field(&pass.fields, "sluice-degraded"), Some("fail-open"));
     assert_eq!(
@@ -355,10 +325,7 @@ fn a_layer_that_cannot_decide_is_left_out_when_the_rule_fails_open() {
     );
     // A user over its own limit is still refused.
     objects.calls.clear();
-    let (again, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (again, _) = objects.buy(&config, "ann");
     assert_eq!(answered(&again.reply).0, 429);
 }
 
@@ -373,10 +340,7 @@ fn layers_that_count_by_answer_are_settled_by_the_origins_status() {
         ],
     }]));
     let mut objects = Objects::default();
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     let reserving: Vec<bool> = objects.calls.iter().map(|(_, reserve)| *reserve).collect();
     assert_eq!(
         reserving,
@@ -402,15 +366,9 @@ fn a_shadow_stack_forwards_what_a_later_layer_would_refuse_and_refunds_the_rest(
     let config = checkout(json!({"shadow": true}));
     let mut objects = Objects::default();
     for user in ["u1", "u2", "u3"] {
-        {
-            let plan = objects.plan(&config, user);
-            objects.climb(plan)
-        };
+        objects.buy(&config, user);
     }
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     let pass = passed(&conclusion.reply);
     let shadow = field(&pass.fields, "sluice-shadow").unwrap();
     assert!(
@@ -430,14 +388,8 @@ fn a_ban_counts_the_users_own_refusals_and_a_global_refusal_is_remembered() {
         "also": [{"id": "all", "scope": "global", "limit": 1, "window": "1m"}],
     }]));
     let mut objects = Objects::default();
-    {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
-    let (sold_out, _) = {
-        let plan = objects.plan(&config, "bob");
-        objects.climb(plan)
-    };
+    objects.buy(&config, "ann");
+    let (sold_out, _) = objects.buy(&config, "bob");
     assert_eq!(
         body(&sold_out.reply)["violated-policies"],
         json!(["checkout.all"])
@@ -451,10 +403,7 @@ fn a_ban_counts_the_users_own_refusals_and_a_global_refusal_is_remembered() {
         .clone()
         .expect("the global layer bans nobody: cached");
     assert_eq!(object.as_str(), "rule:checkout.all:*");
-    let (banned, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (banned, _) = objects.buy(&config, "ann");
     assert_eq!(answered(&banned.reply).1, "banned");
     let ban = banned.ban_started.clone().unwrap();
     assert_eq!(
@@ -470,10 +419,7 @@ fn a_global_rule_with_a_user_layer_asks_the_user_first_and_reports_the_user() {
         "also": [{"id": "user", "key": "header:x-user", "limit": 1, "window": "1m"}],
     }]));
     let mut objects = Objects::default();
-    let (conclusion, _) = {
-        let plan = objects.plan(&config, "ann");
-        objects.climb(plan)
-    };
+    let (conclusion, _) = objects.buy(&config, "ann");
     let order: Vec<&str> = objects.calls.iter().map(|(o, _)| o.as_str()).collect();
     assert_eq!(order, ["rule:sale.user:ann", "rule:sale:*#0"]);
     assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Admitted)));
