@@ -17,9 +17,9 @@
 //! conclusions a rule of one layer reaches. [`key_climb`] is a
 //! decision-API call's, over the keys of its `layers`.
 
+use super::{sooner, unavailable};
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
 use crate::config::{OnError, Rule};
-use crate::gate::{sooner, unavailable};
 use crate::http::api::{LayeredRequest, LimitRequest, RESERVATION_TTL_MS};
 use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
@@ -49,8 +49,8 @@ pub enum Passed {
         outcome: Outcome,
     },
     /// Its object could not decide and the rule fails open: the layer is
-    /// left out, and its reservation (which it may hold) is settled like
-    /// an admitted one's.
+    /// left out, and the reservation it may hold is kept once every layer
+    /// has admitted (refunded when one refused).
     Skipped { object: ObjectName, error: String },
 }
 
