@@ -72,6 +72,26 @@ export interface LimitRequest extends DecisionOptions {
   reservationTtl?: Duration;
 }
 
+/** One key of a layered call: its limit and window, or its policies. */
+export interface Layer {
+  key: string;
+  /** What the answer and the RateLimit fields call it (default: the key when it is a valid
+   * name, else "layers[i]"). */
+  name?: string;
+  limit?: number;
+  window?: Duration;
+  algorithm?: Algorithm;
+  policies?: Policy[];
+}
+
+/** Several keys, admitted all together or not at all: every layer but the last reserves,
+ * and what they took is given back when a later one refuses. */
+export interface LayersRequest extends DecisionOptions {
+  layers: Layer[];
+  /** Units taken in every layer (default 1); 0 only peeks. */
+  cost?: number;
+}
+
 /** Present when the result was made up because Sluice could not decide. */
 export interface Degraded {
   reason?: "timeout" | "error";
@@ -122,6 +142,23 @@ export interface PoliciesResult extends LimitResult {
   /** Names of the policies that refused. */
   violated: string[];
   policies: PolicyResult[];
+}
+
+/** One layer asked, read like a one-key answer. A layer before the one that refused admitted,
+ * and its unit was given back; layers after it were not asked. */
+export interface LayerResult extends Omit<LimitResult, "reservation" | "pending" | keyof Degraded> {
+  name: string;
+  key: string;
+  /** For a layer given with `policies`. */
+  violated?: string[];
+  policies?: PolicyResult[];
+}
+
+export interface LayersResult extends LimitResult {
+  /** The name of the layer that refused, if one did. */
+  violated: string[];
+  /** Each layer asked, in order. */
+  layers: LayerResult[];
 }
 
 /** redis-cell's answer in Upstash's shape. */
@@ -195,6 +232,7 @@ export declare class Sluice {
   limit(identifier: string, options?: Omit<LimitRequest, "key">): Promise<LimitResult>;
   limit(request: LimitRequest & { policies: Policy[] }): Promise<PoliciesResult>;
   limit(request: LimitRequest): Promise<LimitResult>;
+  limit(request: LayersRequest): Promise<LayersResult>;
   /** Keeps or refunds a reservation; throws code "no-such-reservation" for an unknown or lapsed one. */
   settle(request: SettleRequest): Promise<Settled>;
   throttle(request: ThrottleRequest): Promise<ThrottleResult>;

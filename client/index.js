@@ -20,8 +20,9 @@ const CALL = ["timeout", "signal"];
 const DECISION = [...CALL, "fail"];
 const OPTIONS = {
   Sluice: ["binding", "url", "token", "prefix", "timeout", "fail", "limit", "window"],
-  limit: ["key", "limit", "window", "algorithm", "policies", "cost", "reserve", "reservationTtl", ...DECISION],
+  limit: ["key", "limit", "window", "algorithm", "policies", "cost", "reserve", "reservationTtl", "layers", ...DECISION],
   policy: ["name", "limit", "window", "algorithm"],
+  layer: ["key", "name", "limit", "window", "algorithm", "policies"],
   throttle: ["key", "maxBurst", "count", "period", "quantity", ...DECISION],
   acquire: ["key", "limit", "ttl", "owner", "leaseId", ...DECISION],
   renew: ["ttl", ...CALL],
@@ -114,31 +115,14 @@ export class Sluice {
    * With `reserve: true` an admission is a reservation (its id in
    * `reservation`), to `settle` once the outcome is known; it lapses into a
    * kept admission after `reservationTtl` (default 60 s).
+   * `limit({ layers: [{ key, limit, window }, ...], cost })` decides for
+   * several keys at once, all or nothing: a user's limit under a global one.
    */
   async limit(input, more = {}) {
     const call = typeof input === "string" ? { ...more, key: input } : { ...input, ...more };
     checkOptions(call, "limit");
-    const body = { key: call.key };
-    if (call.policies !== undefined) {
-      body.policies = call.policies.map((p) => {
-        checkOptions(p, "policy");
-        return {
-          name: p.name,
-          limit: p.limit,
-          window_ms: durationMs(p.window, `policies: ${p.name}.window`),
-          ...(p.algorithm === undefined ? {} : { algorithm: p.algorithm }),
-        };
-      });
-    } else {
-      const limit = call.limit ?? this.#policy?.limit;
-      const window = call.window ?? this.#policy?.window;
-      if (limit === undefined || window === undefined) {
-        throw new TypeError("limit needs `limit` and `window` (per call or in the constructor), or `policies`");
-      }
-      body.limit = limit;
-      body.window_ms = durationMs(window, "window");
-      if (call.algorithm !== undefined) body.algorithm = call.algorithm;
-    }
+    if (call.layers !== undefined) return this.#limitLayers(call);
+    const body = { key: call.key, ...keyLimits(call, this.#policy, "limit") };
     if (call.cost !== undefined) body.cost = call.cost;
     if (call.reserve !== undefined && typeof call.reserve !== "boolean") {
       throw new TypeError(`limit: "reserve" must be true or false, got ${JSON.stringify(call.reserve)}`);
@@ -149,18 +133,30 @@ export class Sluice {
       body.reservation_ttl_ms = durationMs(call.reservationTtl, "reservationTtl");
     }
     const fallbackLimit = body.limit ?? Math.min(...(body.policies ?? []).map((p) => p.limit));
-    return this.#decide(call, "POST", "/v1/limit", body, (answer, now) => limitResult(answer, now), (reason, error, now) => ({
-      success: false,
-      limit: fallbackLimit,
-      remaining: 0,
-      reset: now,
-      retryAfter: 0,
-      reservation: null,
-      pending: false,
-      ...(body.policies ? { violated: [], policies: [] } : {}),
-      reason,
-      error,
-    }));
+    const form = body.policies ? { violated: [], policies: [] } : {};
+    return this.#decide(call, "POST", "/v1/limit", body, limitResult, undecided(fallbackLimit, form));
+  }
+
+  /** `limit({ layers })`: every layer's key admitted, or none. */
+  async #limitLayers(call) {
+    const alone = ["key", "limit", "window", "algorithm", "policies", "reserve", "reservationTtl"].find((name) => call[name] !== undefined);
+    if (alone !== undefined) {
+      throw new TypeError(`limit: with "layers", each layer gives its key and limits (and a call with layers cannot reserve): leave "${alone}" out`);
+    }
+    if (!Array.isArray(call.layers) || call.layers.length === 0) {
+      throw new TypeError(`limit: "layers" must be a non-empty array of { key, limit, window } or { key, policies }`);
+    }
+    const layers = call.layers.map((layer, i) => {
+      checkOptions(layer, "layer");
+      return {
+        key: layer.key,
+        ...(layer.name === undefined ? {} : { name: layer.name }),
+        ...keyLimits(layer, undefined, `limit: layers[${i}]`),
+      };
+    });
+    const body = { layers, ...(call.cost === undefined ? {} : { cost: call.cost }) };
+    const fallbackLimit = Math.min(...layers.flatMap((l) => (l.policies ?? [l]).map((p) => p.limit)));
+    return this.#decide(call, "POST", "/v1/limit", body, layersResult, undecided(fallbackLimit, { violated: [], layers: [] }));
   }
 
   /** Keeps (`keep: true`: it counts) or refunds (`keep: false`: its units are
@@ -423,6 +419,72 @@ function limitResult(a, now) {
     ...reserved,
     violated: a.violated,
     policies,
+  };
+}
+
+/** What a limit call Sluice could not decide answers before the `fail`
+ * choice: a refusal with the (smallest) limit asked, and `form`'s fields. */
+function undecided(limit, form) {
+  return (reason, error, now) => ({
+    success: false,
+    limit,
+    remaining: 0,
+    reset: now,
+    retryAfter: 0,
+    reservation: null,
+    pending: false,
+    ...form,
+    reason,
+    error,
+  });
+}
+
+/** The answer of `POST /v1/limit` with `layers`: each layer asked read as
+ * a one-key answer (with its `name` and `key`), and the whole as the
+ * refusing layer, or else the one with the fewest units left. */
+function layersResult(a, now) {
+  const layers = a.layers.map((layer) => ({ name: layer.name, key: layer.key, ...limitResult(layer, now) }));
+  const tightest =
+    layers.find((l) => !l.success) ?? layers.reduce((best, l) => (l.remaining < best.remaining ? l : best), layers[0]);
+  return {
+    success: a.allowed,
+    limit: tightest?.limit,
+    remaining: tightest?.remaining,
+    reset: tightest?.reset ?? now,
+    retryAfter: a.retry_after_ms,
+    reservation: null,
+    pending: a.pending === true,
+    violated: a.violated,
+    layers: layers.map(({ reservation, pending, ...layer }) => layer),
+  };
+}
+
+/** One key's limits as the API takes them: `policies`, or `limit` and
+ * `window` (from the constructor's policy when the call has none). */
+function keyLimits(input, defaults, where) {
+  if (input.policies !== undefined) {
+    return {
+      policies: input.policies.map((p) => {
+        checkOptions(p, "policy");
+        return {
+          name: p.name,
+          limit: p.limit,
+          window_ms: durationMs(p.window, `policies: ${p.name}.window`),
+          ...(p.algorithm === undefined ? {} : { algorithm: p.algorithm }),
+        };
+      }),
+    };
+  }
+  const limit = input.limit ?? defaults?.limit;
+  const window = input.window ?? defaults?.window;
+  if (limit === undefined || window === undefined) {
+    const from = defaults === undefined ? "" : " (per call or in the constructor)";
+    throw new TypeError(`${where} needs \`limit\` and \`window\`${from}, or \`policies\``);
+  }
+  return {
+    limit,
+    window_ms: durationMs(window, "window"),
+    ...(input.algorithm === undefined ? {} : { algorithm: input.algorithm }),
   };
 }
 

@@ -28,6 +28,12 @@ pub const MAX_NAME_BYTES: usize = 64;
 /// limits (per second, per minute, per day) need a handful.
 pub const MAX_POLICIES: usize = 8;
 
+/// The most layers one request is asked about (a rule's own and its
+/// `also` layers, or a decision-API call's `layers`): each is one more
+/// object call on the request's path, and a per-user limit under a per-IP
+/// one under a global ceiling is three.
+pub const MAX_LAYERS: usize = 4;
+
 /// The highest concurrency limit: a key's leases are held in its object's
 /// memory and rows, one per holder.
 pub const MAX_CONCURRENCY: u32 = 100_000;

@@ -204,6 +204,10 @@ fn json_value() -> impl Strategy<Value = Value> {
         "owner",
         "reason",
         "action",
+        "also",
+        "layers",
+        "scope",
+        "split",
     ])
     .prop_map(str::to_string);
     let leaf = prop_oneof![
@@ -285,6 +289,10 @@ fn full_config() -> Value {
             {"id": "shop", "match": {"path": "/shop/*"}, "allow": ["10.2.0.0/16"],
              "waiting_room": {"active": 500, "per_minute": 200, "session": "5m", "shards": 8,
                               "refresh": "20s", "opens_at": "2026-12-01T10:00:00Z", "secret": "ROOM_SECRET"}},
+            {"id": "checkout", "match": {"path": "/checkout"}, "key": "header:x-user", "limit": 1, "window": "1m",
+             "count": {"status": [200]},
+             "also": [{"id": "all", "scope": "global", "split": 8, "limit": 10000, "window": "1m", "count": "all"},
+                      {"id": "team", "key": "{sub}", "policies": [{"name": "m", "limit": 5, "window": "1m"}]}]},
         ]
     })
 }
@@ -305,8 +313,12 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
         "policies": [{"name": "a", "limit": 1, "window_ms": 1}],
         "max_burst": 1, "count": 1, "period_s": 1, "quantity": 1, "ttl_ms": 1, "owner": "o",
         "for": "1m", "reason": "r"});
+    let layered = json!({"cost": 1, "layers": [
+        {"name": "user", "key": "u", "limit": 1, "window_ms": 1000, "algorithm": "fixed_window"},
+        {"key": "sale", "policies": [{"name": "a", "limit": 1, "window_ms": 1}]}]});
     prop_oneof![
         4 => mutated(valid).prop_map(|v| v.to_string().into_bytes()),
+        2 => mutated(layered).prop_map(|v| v.to_string().into_bytes()),
         2 => json_value().prop_map(|v| v.to_string().into_bytes()),
         2 => prop::collection::vec(any::<u8>(), 0..2048),
         1 => (1usize..50_000).prop_map(|depth| format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes()),

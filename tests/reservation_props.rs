@@ -7,116 +7,16 @@
 //! rows the ledger wrote always read back into the same state: a restart
 //! forgets no reservation and no admission.
 
+mod support;
+
 use proptest::prelude::*;
-use sluice::ledger::{Ask, Expired, Ledger, Reservation, SlotReport, Write, PENDING_RETRY_MS};
+use sluice::ledger::{Ask, Ledger, SlotReport, Write, PENDING_RETRY_MS};
 use sluice::limit::{Policy, Retry, Spec};
+use support::Rows;
 
 const LIMIT: u64 = 4;
 const WINDOW: u64 = 100;
 const LAPSE: u64 = 50;
-
-/// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
-/// log's first run or a one-row algorithm's state.
-type SlotRow = (String, (u64, u64, u64, u64), (u64, u64));
-
-/// The key object's rows, kept the way its SQL keeps them
-/// (`edge/limiter/sql.rs`), and read back as a restarted object reads them.
-#[derive(Default)]
-struct Rows {
-    slots: Vec<SlotRow>,
-    hits: Vec<(String, u64, u32)>,
-    reservations: Vec<Reservation>,
-}
-
-impl Rows {
-    fn write(&mut self, writes: Vec<Write>) {
-        for write in writes {
-            match write {
-                Write::Slot { name, spec, state } => {
-                    match self.slots.iter_mut().find(|s| s.0 == name) {
-                        Some(slot) => *slot = (name, spec.encode(), state),
-                        None => self.slots.push((name, spec.encode(), state)),
-                    }
-                }
-                Write::Hit { name, at_ms, count } => {
-                    match self.hits.iter_mut().find(|h| h.0 == name && h.1 == at_ms) {
-                        Some(hit) => hit.2 += count,
-                        None => self.hits.push((name, at_ms, count)),
-                    }
-                }
-                Write::Refund {
-                    name,
-                    at_ms,
-                    count,
-                    in_slot_row: true,
-                } => {
-                    for slot in self
-                        .slots
-                        .iter_mut()
-                        .filter(|s| s.0 == name && s.2 .0 == at_ms)
-                    {
-                        slot.2 .1 -= slot.2 .1.min(u64::from(count));
-                    }
-                }
-                Write::Refund {
-                    name,
-                    at_ms,
-                    count,
-                    in_slot_row: false,
-                } => {
-                    self.hits
-                        .retain(|h| !(h.0 == name && h.1 == at_ms && h.2 <= count));
-                    for hit in self.hits.iter_mut().filter(|h| h.0 == name && h.1 == at_ms) {
-                        hit.2 -= count;
-                    }
-                }
-                Write::Reservation(r) => self.reservations.push(r),
-                other => panic!("not written by these tests: {other:?}"),
-            }
-        }
-    }
-
-    fn delete(&mut self, expired: Vec<Expired>) {
-        for gone in expired {
-            match gone {
-                Expired::Slot { name } => {
-                    self.slots.retain(|s| s.0 != name);
-                    self.hits.retain(|h| h.0 != name);
-                }
-                Expired::Hits { name, cutoff_ms } => {
-                    self.hits.retain(|h| !(h.0 == name && h.1 <= cutoff_ms));
-                    for slot in self.slots.iter_mut().filter(|s| s.0 == name) {
-                        if slot.2 .1 > 0 && slot.2 .0 <= cutoff_ms {
-                            slot.2 = (0, 0);
-                        }
-                    }
-                }
-                Expired::Reservation { id } => self.reservations.retain(|r| r.id != id),
-                other => panic!("not deleted by these tests: {other:?}"),
-            }
-        }
-    }
-
-    /// A reservation row goes through its column encoding, as it would.
-    fn load(&self) -> Ledger {
-        let mut ledger = Ledger::new();
-        for (name, spec, state) in &self.slots {
-            assert!(ledger.restore_slot(name, *spec, *state));
-        }
-        let mut hits = self.hits.clone();
-        hits.sort();
-        for (name, at_ms, count) in hits {
-            ledger.restore_hit(&name, at_ms, count);
-        }
-        for r in &self.reservations {
-            let runs = r.encode_runs().unwrap();
-            let row = Reservation::from_row(r.id.clone(), r.lapses_ms, r.cost, &runs).unwrap();
-            assert_eq!(&row, r);
-            ledger.restore_reservation(row);
-        }
-        ledger
-    }
-}
 
 /// What a peek reports, in a fixed order.
 fn state(ledger: &mut Ledger, now: u64) -> Vec<SlotReport> {

@@ -174,6 +174,59 @@ test("policies, throttle, acquire, renew and release map both ways", async () =>
   assert.throws(() => new Sluice({}), TypeError);
 });
 
+test("limit with layers sends every key's limits and reads each layer, the whole as its tightest", async () => {
+  const { binding, calls } = fake(() =>
+    json({
+      allowed: false,
+      violated: ["sale"],
+      retry_after_ms: 40_000,
+      layers: [
+        { name: "user:42", key: "user:42", allowed: true, limit: 1, remaining: 0, reset_ms: 60_000, retry_after_ms: 0 },
+        { name: "sale", key: "sale:1", allowed: false, limit: 3, remaining: 0, reset_ms: 40_000, retry_after_ms: 40_000 },
+      ],
+    }),
+  );
+  const sluice = new Sluice({ binding, limit: 5, window: "1s" });
+  const result = await sluice.limit({
+    layers: [
+      { key: "user:42", limit: 1, window: "1m" },
+      { key: "sale:1", name: "sale", policies: [{ name: "minute", limit: 3, window: "1m", algorithm: "fixed_window" }] },
+    ],
+    cost: 1,
+  });
+  assert.deepEqual(calls[0].body, {
+    layers: [
+      { key: "user:42", limit: 1, window_ms: 60_000 },
+      { key: "sale:1", name: "sale", policies: [{ name: "minute", limit: 3, window_ms: 60_000, algorithm: "fixed_window" }] },
+    ],
+    cost: 1,
+  });
+  assert.deepEqual([result.success, result.violated, result.limit, result.retryAfter], [false, ["sale"], 3, 40_000]);
+  assert.deepEqual(
+    result.layers.map((l) => [l.name, l.key, l.success, l.remaining]),
+    [
+      ["user:42", "user:42", true, 0],
+      ["sale", "sale:1", false, 0],
+    ],
+  );
+  assert.equal(result.reservation, null);
+  // A layer needs its own limits (the constructor's policy is for limit(identifier)),
+  // and a layered call takes no key, limits or reservation of its own.
+  for (const bad of [
+    { layers: [{ key: "a" }] },
+    { layers: [] },
+    { key: "a", layers: [{ key: "b", limit: 1, window: "1s" }] },
+    { reserve: true, layers: [{ key: "b", limit: 1, window: "1s" }] },
+    { layers: [{ key: "b", limit: 1, window: "1s", cost: 2 }] },
+  ]) {
+    await assert.rejects(sluice.limit(bad), TypeError, JSON.stringify(bad));
+  }
+  assert.equal(calls.length, 1, "nothing was sent for a bad call");
+  const down = new Sluice({ binding: fake(() => json({}, 503)).binding, fail: "open" });
+  const open = await down.limit({ layers: [{ key: "a", limit: 2, window: "1s" }, { key: "b", limit: 9, window: "1s" }] });
+  assert.deepEqual([open.success, open.limit, open.layers, open.reason], [true, 2, [], "error"]);
+});
+
 test("limit reserves: reserve and reservationTtl are sent, the reservation id and pending come back", async () => {
   const answers = [
     { allowed: true, limit: 2, remaining: 1, reset_ms: 1000, retry_after_ms: 0, reservation: "r1" },

@@ -19,17 +19,42 @@ impl CountedStatuses {
     }
 }
 
-/// `count = "all"` (the default) or `count = { status = [401, 403, "5xx"] }`.
-/// Counting by answer needs a refund, which GCRA has not, a reservation
-/// per key, which a split global quota has not, and no lease, whose slot
-/// a refused login would not give back sooner.
+/// `count = "all"` (the default) or `count = { status = [401, 403, "5xx"] }`
+/// for the rule's own layer. Counting by answer needs a refund, which GCRA
+/// has not, and no lease, whose slot a refused login would not give back
+/// sooner. A global quota may: the part that admits a request holds its
+/// reservation, and the settle goes to that part.
 pub(super) fn validate_count(
     raw: Option<serde_json::Value>,
     rule: &Rule,
     at: &str,
 ) -> Result<Option<CountedStatuses>, ConfigError> {
-    use serde_json::Value;
     let field = format!("{at}.count");
+    let Some(counted) = parse_count(raw, &field)? else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| Err(error(&field, why.to_string()));
+    if rule.concurrency.is_some() {
+        return refuse("a concurrency limit already frees its slot when the answer comes; count by answer on a rule without concurrency");
+    }
+    if rule
+        .tiers
+        .iter()
+        .flat_map(|t| &t.policies)
+        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
+    {
+        return refuse("GCRA cannot give back a unit, so it cannot count by answer: use sliding_log or fixed_window");
+    }
+    Ok(Some(counted))
+}
+
+/// `count` as written at `field`: `None` for `"all"` (or no `count`),
+/// else the statuses and classes that count.
+pub(super) fn parse_count(
+    raw: Option<serde_json::Value>,
+    field: &str,
+) -> Result<Option<CountedStatuses>, ConfigError> {
+    use serde_json::Value;
     let statuses = match raw {
         None => return Ok(None),
         Some(Value::String(all)) if all == "all" => return Ok(None),
@@ -54,7 +79,7 @@ pub(super) fn validate_count(
         }
         Some(_) => {
             return Err(error(
-                &field,
+                field,
                 "count is \"all\" or { status = [401, 403, \"5xx\"] }",
             ))
         }
@@ -85,21 +110,6 @@ pub(super) fn validate_count(
                 ))
             }
         }
-    }
-    let refuse = |why: &str| Err(error(&field, why.to_string()));
-    if rule.global.is_some() {
-        return refuse("a global quota cannot count by answer: its parts are not per key, so a reservation could not be exact; count all requests");
-    }
-    if rule.concurrency.is_some() {
-        return refuse("a concurrency limit already frees its slot when the answer comes; count by answer on a rule without concurrency");
-    }
-    if rule
-        .tiers
-        .iter()
-        .flat_map(|t| &t.policies)
-        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
-    {
-        return refuse("GCRA cannot give back a unit, so it cannot count by answer: use sliding_log or fixed_window");
     }
     Ok(Some(counted))
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::concurrency::Concurrency;
 use super::room::WaitingRoom;
-use super::{Config, OnError, Rule, RuleBan, Tier, When};
+use super::{Config, Layer, OnError, Rule, RuleBan, Tier, When};
 use crate::http::time::rfc3339;
 use crate::limit::Spec;
 use crate::objects::name::API_SCOPE;
@@ -43,6 +43,7 @@ struct Listed<'a> {
     deny: Vec<String>,
     shadow: bool,
     on_error: &'static str,
+    also: Vec<ListedLayer<'a>>,
     /// Only on a waiting room's rule, which has no tiers.
     #[serde(skip_serializing_if = "Option::is_none")]
     waiting_room: Option<ListedRoom>,
@@ -69,6 +70,19 @@ impl ListedRoom {
             opens_at: room.opens_at_ms.map(rfc3339),
         }
     }
+}
+
+/// A stacked layer (`also`), as written: its key (none for a global
+/// quota), its split, its policies, and the rule name its keys are looked
+/// up under (`rule.layer`).
+#[derive(Serialize)]
+struct ListedLayer<'a> {
+    id: &'a str,
+    key: Option<String>,
+    scope: &'static str,
+    split: usize,
+    lookup: &'a str,
+    policies: Vec<ListedPolicy<'a>>,
 }
 
 #[derive(Serialize)]
@@ -168,6 +182,7 @@ impl<'a> Listed<'a> {
                 OnError::Allow => "allow",
                 OnError::Deny => "deny",
             },
+            also: rule.also.iter().map(ListedLayer::of).collect(),
             waiting_room: rule.room.as_ref().map(ListedRoom::of),
         }
     }
@@ -188,6 +203,24 @@ impl<'a> ListedTier<'a> {
             key: keyed.then(|| tier.key.to_string()),
             lookup: tier.scope.id(),
             policies: tier
+                .policies
+                .iter()
+                .map(|(name, spec)| ListedPolicy::of(name, spec))
+                .collect(),
+        }
+    }
+}
+
+impl<'a> ListedLayer<'a> {
+    fn of(layer: &'a Layer) -> ListedLayer<'a> {
+        let global = layer.global.as_ref();
+        ListedLayer {
+            id: &layer.id,
+            key: layer.key.as_ref().map(ToString::to_string),
+            scope: if global.is_some() { "global" } else { "key" },
+            split: global.map_or(1, |g| g.parts.len()),
+            lookup: layer.scope.id(),
+            policies: layer
                 .policies
                 .iter()
                 .map(|(name, spec)| ListedPolicy::of(name, spec))
@@ -275,6 +308,7 @@ mod tests {
                 "deny": [],
                 "shadow": false,
                 "on_error": "deny",
+                "also": [],
             })
         );
     }
@@ -289,6 +323,26 @@ mod tests {
         assert_eq!(
             rules["rules"][0]["paths"],
             json!({"case": "sensitive", "trailing_slash": "strict"})
+        );
+    }
+
+    #[test]
+    fn stacked_layers_are_listed_with_their_lookup() {
+        let rules = listed(json!({
+            "origin": "demo",
+            "rules": [{"id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m", "also": [
+                {"id": "all", "scope": "global", "split": 8, "limit": 10_000, "window": "1m"},
+                {"id": "ip", "key": "ip", "limit": 5, "window": "1m"},
+            ]}]
+        }));
+        assert_eq!(
+            rules["rules"][0]["also"],
+            json!([
+                {"id": "all", "key": null, "scope": "global", "split": 8, "lookup": "checkout.all",
+                 "policies": [{"name": "checkout.all", "limit": 10_000, "window_ms": 60_000, "algorithm": "sliding_log"}]},
+                {"id": "ip", "key": "{ip}", "scope": "key", "split": 1, "lookup": "checkout.ip",
+                 "policies": [{"name": "checkout.ip", "limit": 5, "window_ms": 60_000, "algorithm": "sliding_log"}]},
+            ])
         );
     }
 

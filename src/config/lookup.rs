@@ -3,7 +3,7 @@
 //! name the config does not have is a 404 that says what would be right;
 //! and a split quota's state as a whole, from its parts'.
 
-use super::{Config, Rule, Tier};
+use super::{Config, Global, Layer, Rule, Tier};
 use crate::http::problem::{Code, Problem};
 use crate::ledger::SlotReport;
 use crate::limit::Spec;
@@ -23,11 +23,12 @@ pub struct Target {
 }
 
 /// The objects `GET`/`DELETE /admin/keys/{rule}/{key}` concern: one for a
-/// rule, a tier (`rule.tier`) or the decision API; every tier's for the id
-/// of a tiered rule (the key alone cannot tell which tier it is under). A
-/// global rule's key is `*` (for a split one, every part: the whole quota),
-/// or `*#i` for part `i` of a split one; anything else is a 404 naming the
-/// field at fault and what would be right.
+/// rule, a tier (`rule.tier`), a stacked layer (`rule.layer`) or the
+/// decision API; every tier's for the id of a tiered rule (the key alone
+/// cannot tell which tier it is under). A global rule's or layer's key is
+/// `*` (for a split one, every part: the whole quota), or `*#i` for part
+/// `i` of a split one; anything else is a 404 naming the field at fault
+/// and what would be right.
 pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Problem> {
     if rule == API_SCOPE {
         return Ok(vec![Target {
@@ -36,63 +37,86 @@ pub fn targets(config: &Config, rule: &str, key: &str) -> Result<Vec<Target>, Pr
             policies: None,
         }]);
     }
-    let (found, chosen) = resolve(
+    let (found, named) = resolve(
         config,
         rule,
         &format!(", or {API_SCOPE} for the decision API"),
     )?;
-    let parts = found.global.as_ref().map_or(1, |global| global.parts.len());
-    let part = key
-        .strip_prefix("*#")
-        .filter(|i| parts > 1 && i.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|i| i.parse::<usize>().ok())
-        .filter(|&i| i < parts);
-    if let Some(split) = found.split_parts().filter(|_| key == GLOBAL_KEY) {
-        let scope = &found.tiers[0].scope;
+    match named {
+        Named::Layer(layer) => quota_targets(
+            rule,
+            &layer.scope,
+            layer.global.as_ref(),
+            &layer.policies,
+            key,
+        ),
+        Named::Tiers(chosen) => {
+            let mut all = Vec::with_capacity(chosen.len());
+            for tier in chosen {
+                let global = found.global.as_ref();
+                all.extend(quota_targets(
+                    rule,
+                    &tier.scope,
+                    global,
+                    &tier.policies,
+                    key,
+                )?);
+            }
+            Ok(all)
+        }
+    }
+}
+
+/// The objects of one quota (a tier's or a layer's) that `key` names: the
+/// key's own; for a global quota, `*` (every part of a split one: the
+/// whole quota) or `*#i` for part `i`, each with the share it enforces.
+fn quota_targets(
+    rule: &str,
+    scope: &Scope,
+    global: Option<&Global>,
+    policies: &[(String, Spec)],
+    key: &str,
+) -> Result<Vec<Target>, Problem> {
+    let one = |object: ObjectName, policies: &[(String, Spec)]| Target {
+        scope: scope.clone(),
+        object,
+        policies: Some(policies.to_vec()),
+    };
+    let Some(global) = global else {
+        return Ok(vec![one(scope.object(key), policies)]);
+    };
+    let parts = &global.parts;
+    if parts.len() > 1 && key == GLOBAL_KEY {
         return Ok((0..)
-            .zip(split)
-            .map(|(i, share)| Target {
-                scope: scope.clone(),
-                object: scope.part(i),
-                policies: Some(share.clone()),
-            })
+            .zip(parts)
+            .map(|(i, share)| one(scope.part(i), share))
             .collect());
     }
-    if found.global.is_some() {
-        let valid = if parts > 1 {
-            part.is_some()
-        } else {
-            key == GLOBAL_KEY
-        };
-        if !valid {
-            let expected = if parts > 1 {
+    let part = key
+        .strip_prefix("*#")
+        .filter(|i| parts.len() > 1 && i.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|i| i.parse::<u32>().ok())
+        .filter(|&i| (i as usize) < parts.len());
+    match part {
+        Some(i) => Ok(vec![one(scope.part(i), &parts[i as usize])]),
+        None if parts.len() <= 1 && key == GLOBAL_KEY => Ok(vec![one(scope.object(key), policies)]),
+        None => {
+            let expected = if parts.len() > 1 {
                 format!(
                     "* (the whole quota) or *#0 to *#{}, one per part of its split quota",
-                    parts - 1
+                    parts.len() - 1
                 )
             } else {
                 "*".to_string()
             };
-            return Err(not_found(
+            Err(not_found(
                 "key",
                 format!(
-                    "rule {:?} has one quota for every caller: its key is {expected}, not {key:?}",
-                    found.id
+                    "{rule:?} has one quota for every caller: its key is {expected}, not {key:?}"
                 ),
-            ));
+            ))
         }
     }
-    Ok(chosen
-        .into_iter()
-        .map(|t| Target {
-            scope: t.scope.clone(),
-            object: t.scope.object(key),
-            policies: Some(match (part, found.split_parts()) {
-                (Some(i), Some(parts)) => parts[i].clone(),
-                _ => t.policies.clone(),
-            }),
-        })
-        .collect())
 }
 
 /// The parts of the split quota `rule` names when `key` is `*`: the route
@@ -105,7 +129,18 @@ pub fn whole_quota<'a>(
     if key != GLOBAL_KEY {
         return None;
     }
-    config.rules.iter().find(|r| r.id == rule)?.split_parts()
+    let (id, layer) = match rule.split_once('.') {
+        Some((id, layer)) => (id, Some(layer)),
+        None => (rule, None),
+    };
+    let found = config.rules.iter().find(|r| r.id == id)?;
+    let global = match layer {
+        None => found.global.as_ref(),
+        Some(layer) => found.also.iter().find(|l| l.id == layer)?.global.as_ref(),
+    };
+    global
+        .map(|g| g.parts.as_slice())
+        .filter(|parts| parts.len() > 1)
 }
 
 /// A split quota's state as a whole, from each part's (`parts[i]` is part
@@ -178,7 +213,15 @@ pub fn overridden_tier<'c>(config: &'c Config, rule: &str) -> Result<&'c Tier, P
             "decision-API keys take the policies each call sends; an override is for a rule's keys, not {API_SCOPE}"
         ));
     }
-    let (found, chosen) = resolve(config, rule, "")?;
+    let (found, named) = resolve(config, rule, "")?;
+    let chosen = match named {
+        Named::Tiers(chosen) => chosen,
+        Named::Layer(_) => {
+            return refuse(format!(
+                "{rule:?} is a stacked layer, whose limits come from the config; an override is for a rule's or a tier's keys"
+            ))
+        }
+    };
     if found.global.is_some() {
         return refuse(format!(
             "rule {:?} is a global quota that every caller shares; change its limit in the config",
@@ -194,15 +237,23 @@ pub fn overridden_tier<'c>(config: &'c Config, rule: &str) -> Result<&'c Tier, P
     }
 }
 
-/// The rule a route's `{rule}` names and the tiers it chooses: all of a
-/// tiered rule's for its id, one for `rule.tier` or a rule without tiers;
-/// a 404 naming `rule` (and what would be right, `elsewhere` included)
-/// when the config has no such rule or tier.
+/// What a route's `{rule}` names in its rule.
+enum Named<'c> {
+    /// All of a tiered rule's tiers for its id; one for `rule.tier` or a
+    /// rule without tiers.
+    Tiers(Vec<&'c Tier>),
+    /// One of its stacked layers, `rule.layer`.
+    Layer(&'c Layer),
+}
+
+/// The rule a route's `{rule}` names and what in it; a 404 naming `rule`
+/// (and what would be right, `elsewhere` included) when the config has no
+/// such rule, tier or layer.
 fn resolve<'c>(
     config: &'c Config,
     rule: &str,
     elsewhere: &str,
-) -> Result<(&'c Rule, Vec<&'c Tier>), Problem> {
+) -> Result<(&'c Rule, Named<'c>), Problem> {
     let (id, tier) = match rule.split_once('.') {
         Some((id, tier)) => (id, Some(tier)),
         None => (rule, None),
@@ -219,6 +270,9 @@ fn resolve<'c>(
             format!("rule {id:?} is a waiting room, which keeps no keys: its figures are at /admin/rooms/{id}"),
         ));
     }
+    if let Some(layer) = tier.and_then(|t| found.also.iter().find(|l| l.id == t)) {
+        return Ok((found, Named::Layer(layer)));
+    }
     let chosen: Vec<&Tier> = found
         .tiers
         .iter()
@@ -226,7 +280,8 @@ fn resolve<'c>(
         .collect();
     if chosen.is_empty() {
         let names = tier_names(found);
-        let detail = if names.is_empty() {
+        let layers: Vec<&str> = found.also.iter().map(|l| l.id.as_str()).collect();
+        let mut detail = if names.is_empty() {
             format!("rule {id:?} has no tiers: use {id:?}")
         } else {
             format!(
@@ -235,9 +290,12 @@ fn resolve<'c>(
                 tiers_of(id, &names)
             )
         };
+        if !layers.is_empty() {
+            detail.push_str(&format!("; its layers are {}", tiers_of(id, &layers)));
+        }
         return Err(not_found("rule", detail));
     }
-    Ok((found, chosen))
+    Ok((found, Named::Tiers(chosen)))
 }
 
 fn not_found(field: &str, detail: String) -> Problem {
@@ -279,6 +337,10 @@ mod tests {
                 {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
                 {"id": "report", "concurrency": 2},
                 {"id": "shop", "waiting_room": {"active": 5, "per_minute": 5}},
+                {"id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m", "also": [
+                    {"id": "all", "scope": "global", "split": 4, "limit": 100, "window": "1m"},
+                    {"id": "ip", "key": "ip", "limit": 5, "window": "1m"},
+                ]},
             ]
         }))
         .unwrap()
@@ -442,5 +504,48 @@ mod tests {
     #[test]
     fn a_waiting_room_keeps_no_keys() {
         assert_eq!(objects("shop", "k").unwrap_err(), (404, "rule".into()));
+    }
+
+    #[test]
+    fn a_stacked_layer_is_looked_up_as_rule_dot_layer() {
+        assert_eq!(objects("checkout", "ann").unwrap(), ["rule:checkout:ann"]);
+        assert_eq!(
+            objects("checkout.all", "*#3").unwrap(),
+            ["rule:checkout.all:*#3"]
+        );
+        assert_eq!(
+            objects("checkout.all", "*").unwrap(),
+            [
+                "rule:checkout.all:*#0",
+                "rule:checkout.all:*#1",
+                "rule:checkout.all:*#2",
+                "rule:checkout.all:*#3"
+            ],
+            "a split layer's whole quota"
+        );
+        assert_eq!(
+            whole_quota(&config(), "checkout.all", "*").map(<[_]>::len),
+            Some(4)
+        );
+        assert_eq!(
+            objects("checkout.ip", "1.2.3.4").unwrap(),
+            ["rule:checkout.ip:1.2.3.4"]
+        );
+        for bad in ["*#4", "ann"] {
+            assert_eq!(
+                objects("checkout.all", bad).unwrap_err(),
+                (404, "key".into()),
+                "{bad}"
+            );
+        }
+        let missing = targets(&config(), "checkout.none", "k").unwrap_err();
+        assert!(
+            missing.detail().contains("checkout.all, checkout.ip"),
+            "{}",
+            missing.detail()
+        );
+        let (status, field, detail) = override_error("checkout.ip");
+        assert_eq!((status, field.as_str()), (400, "rule"));
+        assert!(detail.contains("stacked layer"), "{detail}");
     }
 }

@@ -7,6 +7,7 @@ pub mod ban;
 pub mod concurrency;
 pub mod count;
 pub mod global;
+pub mod layers;
 pub mod listing;
 pub mod lookup;
 mod names;
@@ -32,6 +33,7 @@ use crate::input::duration;
 use crate::input::words::{self, Dialect};
 pub use ban::RuleBan;
 pub use global::Global;
+pub use layers::{Layer, Level};
 pub use rule::{OnError, Rule};
 pub use tier::{Tier, When};
 

@@ -17,6 +17,9 @@ pub(super) struct RawLimits {
     pub(super) algorithm: Option<String>,
     pub(super) burst: Option<u64>,
     pub(super) policies: Option<Vec<RawPolicy>>,
+    /// Why GCRA may not be used here, if it may not: a layer that takes a
+    /// reservation must be able to give its unit back.
+    pub(super) no_gcra: Option<&'static str>,
 }
 
 #[derive(Deserialize)]
@@ -53,7 +56,12 @@ pub(super) fn validate_limits(
             let window = raw
                 .window
                 .ok_or_else(|| error(&format!("{at}.window"), "window is required with limit"))?;
-            let spec = validate_spec(limit, &window, raw.algorithm.as_deref(), raw.burst, at)?;
+            let algorithm = Algo {
+                name: raw.algorithm.as_deref(),
+                burst: raw.burst,
+                no_gcra: raw.no_gcra,
+            };
+            let spec = validate_spec(limit, &window, algorithm, at)?;
             Ok(vec![(base.to_string(), spec)])
         }
         (Some(policies), false) => {
@@ -92,13 +100,12 @@ pub(super) fn validate_limits(
                         "policy names must be unique",
                     ));
                 }
-                let spec = validate_spec(
-                    policy.limit,
-                    &policy.window,
-                    policy.algorithm.as_deref(),
-                    policy.burst,
-                    &here,
-                )?;
+                let algorithm = Algo {
+                    name: policy.algorithm.as_deref(),
+                    burst: policy.burst,
+                    no_gcra: raw.no_gcra,
+                };
+                let spec = validate_spec(policy.limit, &policy.window, algorithm, &here)?;
                 out.push((name, spec));
             }
             Ok(out)
@@ -106,13 +113,25 @@ pub(super) fn validate_limits(
     }
 }
 
+/// A policy's algorithm as written, its burst, and why GCRA is not allowed
+/// where it is, if it is not.
+struct Algo<'a> {
+    name: Option<&'a str>,
+    burst: Option<u64>,
+    no_gcra: Option<&'static str>,
+}
+
 fn validate_spec(
     limit: u64,
     window: &str,
-    algorithm: Option<&str>,
-    burst: Option<u64>,
+    algorithm: Algo<'_>,
     at: &str,
 ) -> Result<Spec, ConfigError> {
+    let Algo {
+        name: algorithm,
+        burst,
+        no_gcra,
+    } = algorithm;
     let window_ms = parse_ms(window).map_err(|m| error(&format!("{at}.window"), m))?;
     let policy = Policy::new(limit, window_ms).map_err(|e| {
         let name = if e.field() == "limit" {
@@ -127,6 +146,9 @@ fn validate_spec(
             &format!("{at}.burst"),
             "burst applies to algorithm = \"gcra\" only",
         ));
+    }
+    if let (Some("gcra"), Some(why)) = (algorithm, no_gcra) {
+        return Err(error(&format!("{at}.algorithm"), why));
     }
     match algorithm {
         None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),

@@ -8,6 +8,7 @@ use super::ban::{validate_ban, RawBan, RuleBan};
 use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
 use super::count::{validate_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope};
+use super::layers::{raw_order, validate_also, Layer, Owner, RawLayer, RESERVING_GCRA};
 use super::names::validate_rule_id;
 use super::paths::{validate_paths, RawPaths};
 use super::pattern::Pattern;
@@ -54,6 +55,9 @@ pub struct Rule {
     /// Set when the rule is a waiting room: it then has no tiers, and its
     /// requests go to the room (`crate::room`) instead of key objects.
     pub room: Option<WaitingRoom>,
+    /// Stacked limits (`also`), as written; [`Rule::levels`] lists them
+    /// with the rule's own in the order they are asked.
+    pub also: Vec<Layer>,
 }
 
 /// What to do when the key's object cannot decide.
@@ -98,11 +102,13 @@ impl Rule {
             .filter(|parts| parts.len() > 1)
     }
 
-    /// Whether any tier needs a JWT verified.
+    /// Whether any tier, or any layer's key, needs a JWT verified.
     pub fn uses_jwt(&self) -> bool {
-        self.tiers.iter().any(|tier| {
-            tier.when != When::Always || tier.key.parts().any(|p| matches!(p, Part::Claim(_)))
-        })
+        let claims = |key: &KeySpec| key.parts().any(|p| matches!(p, Part::Claim(_)));
+        self.tiers
+            .iter()
+            .any(|tier| tier.when != When::Always || claims(&tier.key))
+            || self.also.iter().filter_map(|l| l.key.as_ref()).any(claims)
     }
 }
 
@@ -111,15 +117,24 @@ impl Rule {
 /// anonymous callers.
 pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
     let tiered = rule.tiers.iter().any(|tier| tier.name.is_some());
-    rule.tiers.iter().enumerate().find_map(|(i, tier)| {
-        let claims = tier.key.parts().any(|p| matches!(p, Part::Claim(_)));
-        match (claims, tiered) {
-            (true, true) => Some(format!("{at}.tiers[{i}].key")),
-            (true, false) => Some(format!("{at}.key")),
-            (false, _) if tier.when != When::Always => Some(format!("{at}.tiers[{i}].when")),
-            _ => None,
-        }
-    })
+    let claims = |key: &KeySpec| key.parts().any(|p| matches!(p, Part::Claim(_)));
+    let tier =
+        rule.tiers
+            .iter()
+            .enumerate()
+            .find_map(|(i, tier)| match (claims(&tier.key), tiered) {
+                (true, true) => Some(format!("{at}.tiers[{i}].key")),
+                (true, false) => Some(format!("{at}.key")),
+                (false, _) if tier.when != When::Always => Some(format!("{at}.tiers[{i}].when")),
+                _ => None,
+            });
+    let layer = || {
+        rule.also
+            .iter()
+            .position(|l| l.key.as_ref().is_some_and(claims))
+            .map(|j| format!("{at}.also[{j}].key"))
+    };
+    tier.or_else(layer)
 }
 
 #[derive(Deserialize)]
@@ -152,6 +167,7 @@ pub(super) struct RawRule {
     split: Option<u64>,
     count: Option<serde_json::Value>,
     waiting_room: Option<RawRoom>,
+    also: Option<Vec<RawLayer>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -203,6 +219,7 @@ pub(super) fn validate_rule(
             ("scope", raw.scope.is_some()),
             ("split", raw.split.is_some()),
             ("count", raw.count.is_some()),
+            ("also", raw.also.is_some()),
         ];
         let set: Vec<&str> = set.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
         return Ok(Rule {
@@ -221,17 +238,27 @@ pub(super) fn validate_rule(
             concurrency: None,
             global: None,
             count: None,
+            also: Vec::new(),
         });
     }
     if raw.action.as_deref() == Some("") {
         return Err(error(&field("action"), "action must not be empty"));
     }
+    // Whether the rule's own layer takes a reservation, which GCRA cannot
+    // give back: it is not the layer asked last. (Counting by answer is
+    // refused with GCRA by `validate_count`, with its own message.)
+    let own_reserves = raw
+        .also
+        .as_deref()
+        .is_some_and(|also| raw_order(raw.scope.as_deref(), also).last() != Some(&None));
+    let no_gcra = own_reserves.then_some(RESERVING_GCRA);
     let limits = RawLimits {
         limit: raw.limit,
         window: raw.window,
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
+        no_gcra,
     };
     let has_tiers = raw.tiers.is_some();
     let tiers = match raw.tiers {
@@ -262,7 +289,7 @@ pub(super) fn validate_rule(
                     "a rule with tiers sets limits in each tier, not at the rule level",
                 ));
             }
-            validate_tiers(tiers, raw.key.as_deref(), &raw.id, at)?
+            validate_tiers(tiers, raw.key.as_deref(), &raw.id, no_gcra, at)?
         }
     };
     for (i, tier) in tiers.iter().enumerate() {
@@ -324,13 +351,21 @@ pub(super) fn validate_rule(
         global,
         count: None,
         room: None,
+        also: Vec::new(),
     };
     rule.count = validate_count(count_raw, &rule, at)?;
+    if let Some(also) = raw.also {
+        let owner = Owner {
+            rule: &rule,
+            path: &rule.path,
+        };
+        rule.also = validate_also(also, &owner, at)?;
+    }
     Ok(rule)
 }
 
 /// Every part a key names must be something the rule can provide.
-fn check_key_parts(
+pub(super) fn check_key_parts(
     key: &KeySpec,
     path: &Pattern,
     has_action: bool,

@@ -67,10 +67,13 @@ pub(super) struct RawTier {
     policies: Option<Vec<RawPolicy>>,
 }
 
+/// The tiers of rule `rule_id`; `no_gcra` says why their policies may not
+/// use GCRA, when the rule's own layer takes a reservation.
 pub(super) fn validate_tiers(
     raw: Vec<RawTier>,
     rule_key: Option<&str>,
     rule_id: &str,
+    no_gcra: Option<&'static str>,
     at: &str,
 ) -> Result<Vec<Tier>, ConfigError> {
     if raw.is_empty() {
@@ -113,6 +116,7 @@ pub(super) fn validate_tiers(
             algorithm: tier.algorithm,
             burst: tier.burst,
             policies: tier.policies,
+            no_gcra,
         };
         let policies = validate_limits(limits, scope.id(), &here)?;
         tiers.push(Tier {

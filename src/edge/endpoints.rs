@@ -5,15 +5,18 @@
 
 use futures_util::StreamExt;
 use serde_json::json;
-use worker::{console_error, Env, Headers, Method, Response, Result};
+use worker::{console_error, Context, Env, Headers, Method, Response, Result};
 
 use super::client::{new_lease_id, Objects};
+use super::gate::settle_later;
 use super::incoming::ClientRequest;
 use super::settings::settings;
 use super::{isolate, respond};
+use crate::gate::{self, Passed, Stop};
 use crate::http::api::{
-    self, key_param, lease_response, limit_response, parse_lease_request, parse_limit_request,
-    parse_renew_body, parse_settle_request, parse_throttle_request,
+    self, key_param, layers_response, lease_response, limit_response, parse_lease_request,
+    parse_limit_request, parse_renew_body, parse_settle_request, parse_throttle_request,
+    LayeredRequest, LimitCall, LimitRequest,
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
@@ -31,6 +34,7 @@ use crate::objects::name::{Scope, API_SCOPE};
 pub async fn serve(
     req: ClientRequest,
     env: &Env,
+    ctx: &Context,
     objects: &Objects,
     path: &str,
 ) -> Result<Response> {
@@ -48,7 +52,7 @@ pub async fn serve(
             _ => not_allowed("GET, HEAD"),
         },
         "/v1/limit" => match method {
-            Some(Method::Post) => limit(req, objects).await,
+            Some(Method::Post) => limit(req, ctx, objects).await,
             _ => not_allowed("POST"),
         },
         "/v1/limit/settle" => match method {
@@ -169,18 +173,17 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
 }
 
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
-async fn limit(req: ClientRequest, objects: &Objects) -> Result<Response> {
-    let request = match parsed_body(&req, parse_limit_request).await? {
-        Ok(request) => request,
-        Err(problem) => return respond::problem(&problem),
-    };
-    let mut check = CheckRequest::new(
-        Scope::Api.object(&request.key).as_str(),
-        &request.policies,
-        request.cost,
-        None,
-    );
-    check.refuse_conflicts = true;
+async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Result<Response> {
+    match parsed_body(&req, parse_limit_request).await? {
+        Ok(LimitCall::One(request)) => limit_one(request, objects).await,
+        Ok(LimitCall::Layers(request)) => limit_layers(request, ctx, objects).await,
+        Err(problem) => respond::problem(&problem),
+    }
+}
+
+/// One key's decision, a reservation if asked.
+async fn limit_one(request: LimitRequest, objects: &Objects) -> Result<Response> {
+    let mut check = gate::api_check(&request).request;
     if let Some(ttl_ms) = request.reserve {
         check.reserve = Some(ReserveAsk {
             id: new_lease_id()?,
@@ -191,15 +194,7 @@ async fn limit(req: ClientRequest, objects: &Objects) -> Result<Response> {
         Ok(Outcome {
             conflict: Some(name),
             ..
-        }) => respond::problem(
-                &Problem::new(
-                    Code::PolicyConflict,
-                    format!(
-                        "policy {name:?} of this key holds admissions under another algorithm or window; they keep counting until they expire, so use the same algorithm and window_ms, or another policy name"
-                    ),
-                )
-                .with("policy", name.as_str()),
-            ),
+        }) => respond::problem(&api::policy_conflict(&name)),
         Ok(outcome) => {
             isolate::record(API_SCOPE, &request.key, Verdict::of(outcome.allowed));
             let headers = Headers::new();
@@ -213,6 +208,61 @@ async fn limit(req: ClientRequest, objects: &Objects) -> Result<Response> {
             unavailable()
         }
     }
+}
+
+/// Several keys' decision, all or nothing: each key's object in turn,
+/// every one but the last reserving; the reservations are kept once all
+/// admitted and refunded when one refused or failed, in the background.
+async fn limit_layers(
+    request: LayeredRequest,
+    ctx: &Context,
+    objects: &Objects,
+) -> Result<Response> {
+    let Some(mut climb) = gate::key_climb(&request, || new_lease_id().ok()) else {
+        return unavailable();
+    };
+    while let Some(check) = climb.next_call() {
+        let answer = objects.check_request(check).await;
+        climb.answer(answer.map_err(|e| e.to_string()));
+    }
+    for settle in climb.settle_now() {
+        settle_later(ctx, objects, settle);
+    }
+    let key = request
+        .layers
+        .first()
+        .map_or("", |l| l.request.key.as_str());
+    let (_, passed, stop) = climb.into_parts();
+    let mut answers: Vec<Outcome> = passed
+        .into_iter()
+        .filter_map(|passed| match passed {
+            Passed::Admitted { outcome, .. } => Some(outcome),
+            Passed::Skipped { .. } => None,
+        })
+        .collect();
+    match stop {
+        Some(Stop::Failed { object, error }) => {
+            isolate::record(API_SCOPE, key, Verdict::Failed);
+            console_error!("sluice: decision for the API failed at {object}: {error}");
+            return unavailable();
+        }
+        Some(Stop::Refused { outcome, .. }) => {
+            if let Some(name) = &outcome.conflict {
+                let layer = request
+                    .layers
+                    .get(answers.len())
+                    .map_or("", |l| l.name.as_str());
+                return respond::problem(&api::policy_conflict(name).with("layer", layer));
+            }
+            answers.push(outcome);
+        }
+        None => {}
+    }
+    let announced = request.announced(&answers);
+    isolate::record(API_SCOPE, key, Verdict::of(announced.allowed));
+    let headers = Headers::new();
+    respond::limit_headers(&headers, &announced)?;
+    respond::json(&layers_response(&request, &answers), headers)
 }
 
 /// `POST /v1/limit/settle`: keep or refund a reservation.

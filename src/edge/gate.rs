@@ -1,6 +1,7 @@
 //! The I/O around `crate::gate`: the isolate's memory and randomness for
-//! the plan, the calls to key objects it asks for, and then what the
-//! conclusion says: record, cache, log, answer or forward, release and
+//! the plan, the calls to key objects it asks for (each layer of a stacked
+//! rule in turn), and then what the conclusion says: record, cache, log,
+//! keep or refund the layers' reservations, answer or forward, release and
 //! settle.
 
 use std::net::IpAddr;
@@ -14,7 +15,7 @@ use super::incoming::ClientRequest;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
 use super::{isolate, respond};
-use crate::gate::{self, Arrival, Ask, Conclusion, Judged, Known, Log, Matched, Pass, Plan, Reply};
+use crate::gate::{self, Arrival, Conclusion, Known, Log, Matched, Pass, Plan, Reply, Stack};
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
@@ -66,41 +67,31 @@ pub async fn limited(
     };
     let conclusion = match gate::plan(&known, arrival, &mut Random) {
         Plan::Done(conclusion) => conclusion,
-        Plan::Ask(ask) => ask_objects(objects, ask).await,
+        Plan::Ask(ask) => climb(objects, Stack::single(ask)).await,
+        Plan::Stack(stack) => climb(objects, stack).await,
     };
     apply(&rule.id, &conclusion);
+    for request in &conclusion.settle_now {
+        settle_later(ctx, objects, request.clone());
+    }
     match conclusion.reply {
         Reply::Answer(answer) => respond::answer(&answer),
         Reply::Forward(pass) => pass_on(req, ctx, objects, settings, &rule.id, pass).await,
     }
 }
 
-/// Asks each object the plan names until one decides; a split quota's
-/// part found full is remembered, so a flood after a sell-out costs no
-/// calls.
-async fn ask_objects(objects: &Objects, ask: Ask<'_>) -> Conclusion {
-    let mut refused: Option<Outcome> = None;
-    let client = objects.with_timeout(ask.deadline_ms);
-    for attempt in &ask.tries {
-        let outcome = match client.check_request(&attempt.request).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                let object = attempt.object.clone();
-                return ask.failed(&object, &e.to_string());
-            }
-        };
-        match ask.judge(outcome) {
-            Judged::Decided(outcome) => {
-                let object = attempt.object.clone();
-                return ask.conclude(object, outcome, now_ms());
-            }
-            Judged::Full(outcome) => {
-                isolate::cache_refusal(&attempt.object, &outcome, now_ms());
-                refused = gate::sooner(refused, outcome);
-            }
+/// Makes the calls the plan names, in turn, until its layers have all
+/// answered or one refused; a split quota's part found full is
+/// remembered, so a flood after a sell-out costs no calls.
+async fn climb(objects: &Objects, mut stack: Stack<'_>) -> Conclusion {
+    let client = objects.with_timeout(stack.deadline_ms);
+    while let Some(request) = stack.next_call() {
+        let answer = client.check_request(request).await;
+        if let Some((part, full)) = stack.answer(answer.map_err(|e| e.to_string())) {
+            isolate::cache_refusal(&part, &full, now_ms());
         }
     }
-    ask.all_full(refused, now_ms())
+    stack.conclude(now_ms())
 }
 
 /// What the isolate keeps and logs from a conclusion.
@@ -144,7 +135,7 @@ async fn pass_on(
         headers: respond::headers(&fields)?,
     };
     let response = proxy::forward(req, settings, forward).await?;
-    if let Some(settle) = settle {
+    for settle in settle {
         let request = SettleRequest {
             keep: settle.keeps(response.status_code()),
             key: settle.object.to_string(),
@@ -159,9 +150,9 @@ async fn pass_on(
 }
 
 /// Keeps or refunds a reservation in the background: the client has its
-/// answer already. A settle that never arrives lapses into a kept
-/// reservation.
-fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
+/// answer already (or, for a layer, will have it without waiting). A
+/// settle that never arrives lapses into a kept reservation.
+pub fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
     let objects = objects.clone();
     ctx.wait_until(async move {
         if let Err(e) = objects.settle(&request).await {

@@ -75,7 +75,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
         }
         return match admin_path(own) {
             Some(below) => admin::serve(req, &env, &objects, below).await,
-            None => endpoints::serve(req, &env, &objects, own).await,
+            None => endpoints::serve(req, &env, &ctx, &objects, own).await,
         };
     }
     if proxy::has_looped(&req) {

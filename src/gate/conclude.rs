@@ -17,10 +17,10 @@ impl Ask<'_> {
     /// limits (its `remaining` is the part's, a lower bound of the
     /// whole's), and one found full leaves room for a second chance.
     pub fn judge(&self, mut outcome: Outcome) -> Judged {
-        if self.rule.split_parts().is_none() {
+        if self.level.split_parts().is_none() {
             return Judged::Decided(outcome);
         }
-        for (decision, (_, whole)) in outcome.policies.iter_mut().zip(&self.tier.policies) {
+        for (decision, (_, whole)) in outcome.policies.iter_mut().zip(self.level.policies) {
             decision.decision.limit = whole.limit();
         }
         if outcome.allowed || self.rule.shadow {
@@ -42,7 +42,7 @@ impl Ask<'_> {
                 key: self.key.clone(),
                 until_ms: ban.until_ms,
                 reason: ban.reason.clone(),
-                source: self.tier.scope.to_string(),
+                source: self.level.scope.to_string(),
                 started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
@@ -64,7 +64,7 @@ impl Ask<'_> {
             // toward a ban; only the ban itself is answered from the
             // isolate. A refused lease may free up any moment, so it is
             // never cached.
-            let cacheable = rule.ban.is_none() || outcome.ban.is_some();
+            let cacheable = self.level.ban.is_none() || outcome.ban.is_some();
             conclusion.reply = Reply::Answer(refusal(rule, &outcome, now_ms));
             if cacheable && outcome.refusal_holds_until_retry() {
                 conclusion.cache = Some((object, outcome));
@@ -81,12 +81,14 @@ impl Ask<'_> {
         let settle = self
             .reservation
             .filter(|_| outcome.allowed)
-            .zip(rule.count.as_ref())
+            .zip(self.level.count)
             .map(|(reservation, counted)| Settle {
                 object,
                 reservation,
                 counted: counted.clone(),
-            });
+            })
+            .into_iter()
+            .collect();
         conclusion.reply = Reply::Forward(Pass {
             fields,
             key: Some(self.key),
@@ -122,7 +124,7 @@ impl Ask<'_> {
     /// that can be retried soonest. Each was cached as it was found.
     pub fn all_full(mut self, refused: Option<Outcome>, now_ms: u64) -> Conclusion {
         let Some(outcome) = sooner_of(refused, self.known_full.take()) else {
-            let object = self.tier.scope.part(0);
+            let object = self.level.scope.part(0);
             return self.failed(&object, "no part to try");
         };
         Conclusion {

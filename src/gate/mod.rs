@@ -6,11 +6,13 @@
 //! of the request path runs in host tests (`tests.rs`).
 
 mod conclude;
+mod layers;
 mod plan;
 #[cfg(test)]
 mod tests;
 
 pub use conclude::{manually_banned, sooner, unavailable};
+pub use layers::{api_check, key_climb, Climb, KeyCall, Layered, Passed, Stack, Stop};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
 use crate::config::count::CountedStatuses;
@@ -20,6 +22,7 @@ use crate::isolate::banlist::BanRecord;
 use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::ObjectName;
+use crate::objects::protocol::SettleRequest;
 
 /// Everything that follows from one request's decision; the edge applies
 /// it in this order, then builds the reply.
@@ -34,10 +37,14 @@ pub struct Conclusion {
     pub cache: Option<(ObjectName, Outcome)>,
     pub log: Option<Log>,
     pub reply: Reply,
+    /// Reservations of a rule's layers to keep or refund at once, in the
+    /// background: every layer has answered, so what they hold is known
+    /// (the origin's answer settles only layers that count by it).
+    pub settle_now: Vec<SettleRequest>,
 }
 
 impl Conclusion {
-    /// Just a reply: nothing recorded, cached or logged.
+    /// Just a reply: nothing recorded, cached, logged or settled.
     fn reply(reply: Reply) -> Conclusion {
         Conclusion {
             record: None,
@@ -45,6 +52,7 @@ impl Conclusion {
             cache: None,
             log: None,
             reply,
+            settle_now: Vec::new(),
         }
     }
 }
@@ -99,8 +107,9 @@ pub struct Pass {
     pub key: Option<String>,
     /// A lease to release once the response is delivered: object, lease id.
     pub release: Option<(ObjectName, String)>,
-    /// A reservation to keep or refund by the origin's status.
-    pub settle: Option<Settle>,
+    /// Reservations to keep or refund by the origin's status, one per
+    /// layer that counts by answer.
+    pub settle: Vec<Settle>,
 }
 
 /// A reservation the origin's answer keeps (when it counts) or refunds.

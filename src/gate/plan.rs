@@ -5,12 +5,13 @@
 use std::net::IpAddr;
 
 use super::conclude::{manually_banned, refusal, sooner};
+use super::layers::Stack;
 use super::{Answer, Conclusion, Reply};
-use crate::config::{Config, OnInvalid, Rule, Tier};
+use crate::config::{Config, Level, OnInvalid, Rule};
 use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims, Hs256Key};
-use crate::http::key::KeyInputs;
+use crate::http::key::{KeyError, KeyInputs};
 use crate::http::problem::{Code, Problem};
 use crate::http::Incoming;
 use crate::isolate::banlist::BanRecord;
@@ -71,14 +72,20 @@ pub enum Plan<'a> {
     Done(Conclusion),
     /// Ask the objects in `tries`, in order, until one decides.
     Ask(Ask<'a>),
+    /// Ask each layer of a rule with `also` in turn
+    /// ([`Stack`](super::Stack)), until every one admitted or one refused.
+    Stack(Stack<'a>),
 }
 
-/// A question to a key's object, or to the parts of a split quota.
+/// A question to one layer of a rule: a key's object, or the parts of a
+/// split quota.
 #[derive(Debug)]
 pub struct Ask<'a> {
     pub rule: &'a Rule,
-    pub tier: &'a Tier,
-    /// The caller's key (`*` under a global quota), for reports and echoes.
+    /// The rule's own layer (its tier's) or one of its `also` layers.
+    pub level: Level<'a>,
+    /// The caller's key in this layer (`*` under a global quota), for
+    /// reports and echoes.
     pub key: String,
     /// One object; for a split quota, one part and a second chance.
     pub tries: Vec<Try>,
@@ -87,7 +94,8 @@ pub struct Ask<'a> {
     pub known_full: Option<Outcome>,
     /// How long the edge waits for each answer, a lease's queue included.
     pub deadline_ms: u64,
-    /// The reservation an admission takes, for a rule that counts by answer.
+    /// The reservation an admission takes: in a layer that counts by
+    /// answer, or one that a later layer may refuse.
     pub reservation: Option<String>,
 }
 
@@ -148,58 +156,104 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         action: rule.action.as_deref(),
         ipv6_prefix: config.ipv6_prefix,
     };
-    let key = match tier.key.build(request, &inputs) {
-        _ if rule.global.is_some() => GLOBAL_KEY.to_string(),
-        Ok(key) => key,
-        Err(unusable) => {
-            let problem = Problem::new(unusable.code(), unusable.to_string())
-                .with("rule", rule.id.as_str())
-                .with("field", unusable.part());
-            return done(Reply::Answer(problem.into()));
+    let levels = rule.levels(tier);
+    let mut keys = Vec::with_capacity(levels.len());
+    for level in &levels {
+        match level.key.map(|spec| spec.build(request, &inputs)) {
+            None => keys.push(GLOBAL_KEY.to_string()),
+            Some(Ok(key)) => keys.push(key),
+            Some(Err(unusable)) => {
+                return done(Reply::Answer(unusable_key(rule, &unusable).into()))
+            }
         }
-    };
+    }
+    // The key reported for the request: the caller's, from the first
+    // layer that has one (`*` when every layer is global).
+    let key = levels
+        .iter()
+        .zip(&keys)
+        .find(|(level, _)| level.key.is_some())
+        .map_or_else(|| GLOBAL_KEY.to_string(), |(_, key)| key.clone());
     let network = ip.map(|ip| client_network(ip, config.ipv6_prefix));
     let candidates: Vec<&str> = network
         .iter()
         .map(String::as_str)
-        .chain([key.as_str()])
+        .chain(keys.iter().map(String::as_str))
         .collect();
     if let Some(ban) = known.memory.manual_ban(ip, &candidates, now_ms) {
         let status = rule.ban.map_or(429, |b| b.status);
         let answer = manually_banned(status, &ban, now_ms);
         return Plan::Done(refused(key, answer));
     }
-    let ask = Ask {
-        rule,
-        tier,
-        key,
-        tries: Vec::new(),
-        known_full: None,
-        deadline_ms: config.timeout_ms,
-        reservation: None,
-    };
-    match rule.split_parts() {
-        Some(parts) => ask.split(parts, known.memory, chance, now_ms),
-        None => ask.one(known.memory, chance, now_ms),
+    // Every layer is planned before any is asked, so that a refusal the
+    // isolate remembers for any of them (a sold-out quota's parts, say)
+    // answers the request with no call at all.
+    let last = levels.len().saturating_sub(1);
+    let mut asks = Vec::with_capacity(levels.len());
+    for (i, (level, layer_key)) in levels.into_iter().zip(keys).enumerate() {
+        let ask = Ask {
+            rule,
+            level,
+            key: layer_key,
+            tries: Vec::new(),
+            known_full: None,
+            deadline_ms: config.timeout_ms,
+            reservation: None,
+        };
+        let reserve = i < last || level.count.is_some();
+        let planned = match level.split_parts() {
+            Some(parts) => ask.split(parts, known.memory, chance, now_ms, reserve),
+            None => ask.one(known.memory, chance, now_ms, reserve),
+        };
+        match planned {
+            Ok(ask) => asks.push(ask),
+            Err(mut conclusion) => {
+                conclusion.record = conclusion.record.map(|(_, verdict)| (key, verdict));
+                return Plan::Done(conclusion);
+            }
+        }
+    }
+    match asks.len() {
+        1 => asks
+            .pop()
+            .map_or_else(|| done(Reply::untouched()), Plan::Ask),
+        _ => Plan::Stack(Stack::new(rule, key, asks)),
     }
 }
 
+/// A request without a part its key needs: a 400 naming the part.
+fn unusable_key(rule: &Rule, unusable: &KeyError) -> Problem {
+    Problem::new(unusable.code(), unusable.to_string())
+        .with("rule", rule.id.as_str())
+        .with("field", unusable.part())
+}
+
 impl<'a> Ask<'a> {
-    /// The key's own object, with the rule's lease, queue and reservation.
-    fn one(mut self, memory: &impl Memory, chance: &mut impl Chance, now_ms: u64) -> Plan<'a> {
-        let (rule, tier) = (self.rule, self.tier);
-        let object = tier.scope.object(&self.key);
+    /// The key's own object, with the layer's lease, queue and
+    /// reservation; a refusal the isolate remembers answers at once. (The
+    /// answer is matched at once, once per layer, so its size does not
+    /// matter.)
+    #[allow(clippy::result_large_err)]
+    fn one(
+        mut self,
+        memory: &impl Memory,
+        chance: &mut impl Chance,
+        now_ms: u64,
+        reserve: bool,
+    ) -> Result<Ask<'a>, Conclusion> {
+        let (rule, level) = (self.rule, self.level);
+        let object = level.scope.object(&self.key);
         if !rule.shadow {
             if let Some(cached) = memory.cached_refusal(&object, now_ms) {
                 let answer = refusal(rule, &cached, now_ms);
-                return Plan::Done(refused(self.key, answer));
+                return Err(refused(self.key, answer));
             }
         }
-        let ban = rule.ban.as_ref().map(|b| &b.policy);
-        let mut request = CheckRequest::new(object.as_str(), &tier.policies, 1, ban);
-        if let Some(concurrency) = &rule.concurrency {
+        let ban = level.ban.map(|b| &b.policy);
+        let mut request = CheckRequest::new(object.as_str(), level.policies, 1, ban);
+        if let Some(concurrency) = rule.concurrency.as_ref().filter(|_| level.own) {
             let Some(new_id) = chance.id() else {
-                return Plan::Done(self.failed(&object, "no randomness for a lease id"));
+                return Err(self.failed(&object, "no randomness for a lease id"));
             };
             request.lease = Some(LeaseAsk {
                 name: format!("{}.concurrency", rule.id),
@@ -218,34 +272,40 @@ impl<'a> Ask<'a> {
                 self.deadline_ms += concurrency.max_wait_ms;
             }
         }
-        if rule.count.is_some() {
+        if reserve {
             let Some(id) = chance.id() else {
-                return Plan::Done(self.failed(&object, "no randomness for a reservation id"));
+                return Err(self.failed(&object, "no randomness for a reservation id"));
             };
-            request.reserve = Some(ReserveAsk {
-                id: id.clone(),
-                ttl_ms: RESERVATION_TTL_MS,
-            });
+            request.reserve = Some(reservation(&id));
             self.reservation = Some(id);
         }
         self.tries.push(Try { object, request });
-        Plan::Ask(self)
+        Ok(self)
     }
 
     /// A split quota: a random part, and one other when that part is full.
     /// A part the isolate knows is full is skipped without a call, so a
-    /// flood after a sell-out costs no calls.
+    /// flood after a sell-out costs no calls. Both parts are asked for the
+    /// same reservation; only the one that admits holds it.
+    #[allow(clippy::result_large_err)]
     fn split(
         mut self,
         parts: &[Vec<(String, Spec)>],
         memory: &impl Memory,
         chance: &mut impl Chance,
         now_ms: u64,
-    ) -> Plan<'a> {
-        let scope = &self.tier.scope;
+        reserve: bool,
+    ) -> Result<Ask<'a>, Conclusion> {
+        let scope = self.level.scope;
         let Some((a, b)) = chance.pair() else {
-            return Plan::Done(self.failed(&scope.part(0), "no randomness to route a split quota"));
+            return Err(self.failed(&scope.part(0), "no randomness to route a split quota"));
         };
+        if reserve {
+            let Some(id) = chance.id() else {
+                return Err(self.failed(&scope.part(0), "no randomness for a reservation id"));
+            };
+            self.reservation = Some(id);
+        }
         let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
         let (first, second) = split::route(count, a, b);
         for part in [Some(first), second].into_iter().flatten() {
@@ -257,14 +317,24 @@ impl<'a> Ask<'a> {
                 }
             }
             if let Some(specs) = parts.get(part as usize) {
-                let request = CheckRequest::new(object.as_str(), specs, 1, None);
+                let mut request = CheckRequest::new(object.as_str(), specs, 1, None);
+                request.reserve = self.reservation.as_deref().map(reservation);
                 self.tries.push(Try { object, request });
             }
         }
         if self.tries.is_empty() {
-            return Plan::Done(self.all_full(None, now_ms));
+            return Err(self.all_full(None, now_ms));
         }
-        Plan::Ask(self)
+        Ok(self)
+    }
+}
+
+/// A reservation asked of a rule's object: kept when no settle comes
+/// within the decision API's default wait.
+fn reservation(id: &str) -> ReserveAsk {
+    ReserveAsk {
+        id: id.to_string(),
+        ttl_ms: RESERVATION_TTL_MS,
     }
 }
 

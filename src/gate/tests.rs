@@ -16,6 +16,8 @@ use crate::ledger::{Ask as Question, Ledger, PENDING_RETRY_MS};
 use crate::limit::Retry;
 use crate::objects::name::ObjectName;
 
+mod layers;
+
 const NOW: u64 = 1_700_000_000_000;
 const SECRET: &[u8] = b"a secret for the gate's tests, 32+";
 const CLIENT: &str = "203.0.113.9";
@@ -140,14 +142,14 @@ fn plan_of<'a>(config: &'a Config, request: &FakeRequest) -> Plan<'a> {
 fn done(plan: Plan<'_>) -> Conclusion {
     match plan {
         Plan::Done(conclusion) => conclusion,
-        Plan::Ask(ask) => panic!("expected an answer without a call, got {ask:?}"),
+        other => panic!("expected an answer without a call, got {other:?}"),
     }
 }
 
 fn asked(plan: Plan<'_>) -> Ask<'_> {
     match plan {
         Plan::Ask(ask) => ask,
-        Plan::Done(conclusion) => panic!("expected a call, got {conclusion:?}"),
+        other => panic!("expected a call to one layer, got {other:?}"),
     }
 }
 
@@ -479,7 +481,7 @@ fn an_admission_forwards_with_the_ratelimit_fields() {
         Some("\"api\";q=2;w=60")
     );
     assert_eq!(field(&pass.fields, "ratelimit"), Some("\"api\";r=1;t=60"));
-    assert_eq!((pass.release.clone(), pass.settle.clone()), (None, None));
+    assert_eq!((pass.release.clone(), pass.settle.clone()), (None, vec![]));
 }
 
 #[test]
@@ -564,7 +566,7 @@ fn a_reservation_is_settled_by_the_origins_status() {
     let attempt = ask.tries[0].clone();
     let id = ask.reservation.clone().unwrap();
     let conclusion = ask.conclude(attempt.object.clone(), answer_of(&attempt, 0), NOW + 100);
-    let settle = passed(&conclusion.reply).settle.clone().unwrap();
+    let [settle] = passed(&conclusion.reply).settle.clone().try_into().unwrap();
     assert!(settle.keeps(401) && settle.keeps(503));
     assert!(!settle.keeps(200) && !settle.keeps(404));
     assert_eq!((settle.object, settle.reservation), (attempt.object, id));

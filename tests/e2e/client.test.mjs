@@ -57,6 +57,28 @@ for (const transport of ["url", "binding"]) {
       assert.equal(second.policies[1].window, 60_000);
     });
 
+    test("layers: one per user under a global 2, all or nothing, the refusing layer named", async () => {
+      const sale = freshKey("sale");
+      const layers = (user) => [
+        { key: `user:${user}`, name: "user", limit: 1, window: "1m" },
+        { key: sale, name: "sale", limit: 2, window: "1m" },
+      ];
+      const [ann, bob, cat] = ["ann", "bob", "cat"].map((name) => `${name}-${freshKey("u")}`);
+      const first = await sluice().limit({ layers: layers(ann) });
+      assert.deepEqual([first.success, first.violated, first.layers.map((l) => l.name)], [true, [], ["user", "sale"]]);
+      const again = await sluice().limit({ layers: layers(ann) });
+      assert.deepEqual([again.success, again.violated, again.layers.length], [false, ["user"], 1]);
+      assert.equal((await sluice().limit({ layers: layers(bob) })).success, true);
+      const soldOut = await sluice().limit({ layers: layers(cat) });
+      assert.deepEqual([soldOut.success, soldOut.violated, soldOut.limit], [false, ["sale"], 2]);
+      assert.ok(soldOut.retryAfter > 50_000, `the sale's window: ${soldOut.retryAfter}`);
+      const error = await sluice()
+        .limit({ layers: [{ key: "a", limit: 1, window: "1s" }, { key: "a", limit: 1, window: "1s" }] })
+        .catch((e) => e);
+      assert.ok(error instanceof SluiceError && !(error instanceof SluiceUnavailableError));
+      assert.deepEqual([error.status, error.field], [400, "layers[1].key"]);
+    });
+
     test("reserve and settle: a pending refusal, a refund frees the unit, a kept one counts", async () => {
       const key = freshKey("reserve");
       const policy = { key, limit: 1, window: "10m" };

@@ -1,0 +1,297 @@
+//! Stacked limits (`also`): more limits on a rule's requests, each with a
+//! key or scope of its own, e.g. one per user under one global ceiling:
+//!
+//! ```toml
+//! also = [ { id = "all", scope = "global", split = 8, limit = 10000, window = "1m" } ]
+//! ```
+//!
+//! A request is admitted only when every layer admits. Layers are asked in
+//! one order, whatever the order written: those with a key first (the
+//! rule's own, then `also` as written), then the global ones, so that the
+//! cheap per-caller layer refuses first and a shared quota sees only what
+//! passed it. Every layer but the last admits as a reservation, which is
+//! kept once all have admitted and refunded when a later one refuses; a
+//! layer that counts by answer reserves too and is settled by the origin's
+//! status. GCRA cannot give a unit back, so only a last layer that counts
+//! every request may use it.
+
+use serde::Deserialize;
+
+use super::count::{parse_count, CountedStatuses};
+use super::global::{validate_scope, Global, RawScope};
+use super::names::validate_part_name;
+use super::pattern::Pattern;
+use super::policies::{validate_limits, RawLimits, RawPolicy};
+use super::rule::{check_key_parts, Rule};
+use super::tier::Tier;
+use super::{error, ConfigError, RuleBan};
+use crate::http::key::KeySpec;
+use crate::limit::Spec;
+use crate::limits::MAX_LAYERS;
+use crate::objects::name::Scope;
+
+/// One of a rule's `also` layers.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// Unique in its rule; `<rule>.<id>` names its policies and the
+    /// objects that hold its keys (`rule:<rule>.<id>:<key>`).
+    pub id: String,
+    /// What its callers are counted by; `None` for a quota every caller
+    /// shares.
+    pub key: Option<KeySpec>,
+    pub policies: Vec<(String, Spec)>,
+    /// Set when every caller shares it (`scope = "global"`).
+    pub global: Option<Global>,
+    /// Which of the origin's answers count; `None` counts every request.
+    /// Inherited from the rule's `count` unless the layer says.
+    pub count: Option<CountedStatuses>,
+    pub scope: Scope,
+}
+
+/// One layer a request of a rule is asked about: the rule's own (its
+/// tier's policies and key, its ban, concurrency, global quota and
+/// `count`) or one of `also`. [`Rule::levels`] lists them in the order
+/// they are asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Level<'a> {
+    pub scope: &'a Scope,
+    /// `None` for a quota every caller shares.
+    pub key: Option<&'a KeySpec>,
+    pub policies: &'a [(String, Spec)],
+    pub global: Option<&'a Global>,
+    pub count: Option<&'a CountedStatuses>,
+    /// The rule's ban, which counts the refusals of its own layer only.
+    pub ban: Option<&'a RuleBan>,
+    /// Whether this is the rule's own layer, where its concurrency limit
+    /// applies.
+    pub own: bool,
+}
+
+impl Level<'_> {
+    /// Each part's policies when this layer's global quota is split in two
+    /// or more.
+    pub fn split_parts(&self) -> Option<&[Vec<(String, Spec)>]> {
+        self.global
+            .map(|g| g.parts.as_slice())
+            .filter(|parts| parts.len() > 1)
+    }
+}
+
+impl Rule {
+    /// The layers a request of `tier` is asked about, in the order they
+    /// are asked ([`ask_order`]); one, the rule's own, without `also`.
+    pub fn levels<'a>(&'a self, tier: &'a Tier) -> Vec<Level<'a>> {
+        let own = Level {
+            scope: &tier.scope,
+            key: self.global.is_none().then_some(&tier.key),
+            policies: &tier.policies,
+            global: self.global.as_ref(),
+            count: self.count.as_ref(),
+            ban: self.ban.as_ref(),
+            own: true,
+        };
+        let global: Vec<bool> = self.also.iter().map(|l| l.global.is_some()).collect();
+        ask_order(self.global.is_some(), &global)
+            .into_iter()
+            .map(|at| match at.and_then(|j| self.also.get(j)) {
+                None => own,
+                Some(layer) => Level {
+                    scope: &layer.scope,
+                    key: layer.key.as_ref(),
+                    policies: &layer.policies,
+                    global: layer.global.as_ref(),
+                    count: layer.count.as_ref(),
+                    ban: None,
+                    own: false,
+                },
+            })
+            .collect()
+    }
+}
+
+/// The order layers are asked in, `None` for the rule's own and `Some(j)`
+/// for `also[j]`: layers with a key first, then global ones, each in the
+/// order written with the rule's own first. A request refused per caller
+/// never reaches a shared quota, whose parts carry everyone's traffic.
+pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
+    let class = |global: bool| {
+        let own = (own_global == global).then_some(None);
+        let also = also_global
+            .iter()
+            .enumerate()
+            .filter(move |(_, g)| **g == global)
+            .map(|(j, _)| Some(j));
+        own.into_iter().chain(also)
+    };
+    class(false).chain(class(true)).collect()
+}
+
+/// Why a layer may not use GCRA: it takes a reservation, which must be
+/// able to give its unit back.
+pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLayer {
+    id: String,
+    key: Option<String>,
+    scope: Option<String>,
+    split: Option<u64>,
+    limit: Option<u64>,
+    window: Option<String>,
+    algorithm: Option<String>,
+    burst: Option<u64>,
+    policies: Option<Vec<RawPolicy>>,
+    count: Option<serde_json::Value>,
+}
+
+impl RawLayer {
+    /// Whether the layer is a quota every caller shares, as written (its
+    /// scope is validated later).
+    fn global(&self) -> bool {
+        self.scope.as_deref() == Some("global")
+    }
+}
+
+/// The rule whose layers are validated (its own fields are, already):
+/// what layers inherit from it and must not collide with.
+pub(super) struct Owner<'r> {
+    pub(super) rule: &'r Rule,
+    /// Its path pattern, for the path parameters a layer's key may use.
+    pub(super) path: &'r Pattern,
+}
+
+/// The order of a rule's layers from its raw fields, for what must be
+/// known before they are validated: which layer is asked last.
+pub(super) fn raw_order(own_scope: Option<&str>, also: &[RawLayer]) -> Vec<Option<usize>> {
+    let global: Vec<bool> = also.iter().map(RawLayer::global).collect();
+    ask_order(own_scope == Some("global"), &global)
+}
+
+/// Validates `also`. The rule's own fields are validated already (its
+/// policies against [`RESERVING_GCRA`] by the order [`raw_order`] gave).
+pub(super) fn validate_also(
+    raw: Vec<RawLayer>,
+    owner: &Owner<'_>,
+    at: &str,
+) -> Result<Vec<Layer>, ConfigError> {
+    let rule = owner.rule;
+    let field = format!("{at}.also");
+    if raw.is_empty() || raw.len() >= MAX_LAYERS {
+        return Err(error(
+            &field,
+            format!(
+                "also must list 1 to {} layers (each is one more call on a request's path), or be left out",
+                MAX_LAYERS - 1
+            ),
+        ));
+    }
+    if rule.concurrency.is_some() {
+        return Err(error(
+            &field,
+            "a rule with a concurrency limit takes no also layers: its lease and its layers' reservations could not be given back together; limit concurrency on a rule of its own",
+        ));
+    }
+    let own_scope = rule.global.is_some().then_some("global");
+    let last = raw_order(own_scope, &raw).last().copied().flatten();
+    let own_names: Vec<&str> = rule
+        .tiers
+        .iter()
+        .flat_map(|t| &t.policies)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut layers: Vec<Layer> = Vec::with_capacity(raw.len());
+    for (j, layer) in raw.into_iter().enumerate() {
+        let here = format!("{field}[{j}]");
+        let layer = validate_layer(layer, owner, last == Some(j), &here)?;
+        let id_field = format!("{here}.id");
+        if layers.iter().any(|l| l.id == layer.id) {
+            return Err(error(
+                &id_field,
+                format!("layer id {:?} is used twice", layer.id),
+            ));
+        }
+        if rule
+            .tiers
+            .iter()
+            .any(|t| t.name.as_deref() == Some(&layer.id))
+        {
+            return Err(error(
+                &id_field,
+                format!(
+                    "{:?} names a tier of this rule; a layer's objects and policies would share its names",
+                    layer.id
+                ),
+            ));
+        }
+        if let Some((name, _)) = layer
+            .policies
+            .iter()
+            .find(|(name, _)| own_names.contains(&name.as_str()))
+        {
+            return Err(error(
+                &id_field,
+                format!("the layer's policy {name:?} has the name of one of the rule's own policies; choose another id"),
+            ));
+        }
+        layers.push(layer);
+    }
+    Ok(layers)
+}
+
+fn validate_layer(
+    raw: RawLayer,
+    owner: &Owner<'_>,
+    last: bool,
+    here: &str,
+) -> Result<Layer, ConfigError> {
+    let rule = owner.rule;
+    let field = |name: &str| format!("{here}.{name}");
+    validate_part_name(&raw.id).map_err(|m| error(&field("id"), m))?;
+    let scope = Scope::rule(&rule.id, Some(&raw.id));
+    let count = match raw.count {
+        None => rule.count.clone(),
+        Some(value) => parse_count(Some(value), &field("count"))?,
+    };
+    let reserves = !last || count.is_some();
+    let limits = RawLimits {
+        limit: raw.limit,
+        window: raw.window,
+        algorithm: raw.algorithm,
+        burst: raw.burst,
+        policies: raw.policies,
+        no_gcra: reserves.then_some(RESERVING_GCRA),
+    };
+    let policies = validate_limits(limits, scope.id(), here)?;
+    let raw_scope = RawScope {
+        scope: raw.scope,
+        split: raw.split,
+        key: raw.key.is_some(),
+        tiers: false,
+        ban: false,
+        concurrency: false,
+    };
+    let global = validate_scope(raw_scope, &policies, here)?;
+    let key = match (raw.key, &global) {
+        (_, Some(_)) => None,
+        (Some(text), None) => {
+            let key = KeySpec::parse(&text).map_err(|m| error(&field("key"), m))?;
+            check_key_parts(&key, owner.path, rule.action.is_some(), &field("key"))?;
+            Some(key)
+        }
+        (None, None) => {
+            return Err(error(
+                &field("key"),
+                "a layer needs a key of its own (e.g. key = \"ip\") or scope = \"global\"",
+            ))
+        }
+    };
+    Ok(Layer {
+        id: raw.id,
+        key,
+        policies,
+        global,
+        count,
+        scope,
+    })
+}
