@@ -146,6 +146,7 @@ mod tests {
             pending: false,
             conflict: None,
             retry: Retry::After(retry_after_ms),
+            spread: None,
         }
     }
 

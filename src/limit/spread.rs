@@ -277,14 +277,15 @@ impl Cursor {
 }
 
 /// What is added to the moment handed out for unit `unit`: a fraction of
-/// `gap_ms` from the golden-ratio sequence (`unit · φ mod 1`), so that
+/// `gap_ms` from the golden-ratio sequence (`(unit - 1) · φ mod 1`, so
+/// the first unit, the one a lone refusal is told, gets none), so that
 /// clients told places that free in the same millisecond (a burst admitted
 /// at once frees at once) come back spread over the gap to the next place,
 /// evenly rather than in random clumps, and the same answer comes from the
 /// same state. Always less than `gap_ms`, never negative: jitter only ever
 /// makes a client later.
 pub fn jitter_ms(unit: u64, gap_ms: u64) -> u64 {
-    let fraction = u128::from(unit.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32);
+    let fraction = u128::from(unit.wrapping_sub(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32);
     u64::try_from((fraction * u128::from(gap_ms)) >> 32).unwrap_or(u64::MAX)
 }
 
@@ -476,6 +477,11 @@ mod tests {
         assert!(
             widest < 250,
             "no clump leaves a quarter of the gap empty: {sorted:?}"
+        );
+        assert_eq!(
+            jitter_ms(1, 1000),
+            0,
+            "a lone refusal is told the moment itself"
         );
         assert_eq!(jitter_ms(7, 0), 0);
         assert!(jitter_ms(u64::MAX, u64::MAX) < u64::MAX);
