@@ -32,6 +32,10 @@ pub struct Conclusion {
     pub ban_started: Option<BanRecord>,
     /// A refusal the isolate answers itself until its retry time.
     pub cache: Option<(ObjectName, Outcome)>,
+    /// The object whose cached refusal this answer told its next moment:
+    /// the isolate hands that moment out, so the next refusal is told the
+    /// one after.
+    pub invited: Option<ObjectName>,
     pub log: Option<Log>,
     pub reply: Reply,
 }
@@ -43,6 +47,7 @@ impl Conclusion {
             record: None,
             ban_started: None,
             cache: None,
+            invited: None,
             log: None,
             reply,
         }
