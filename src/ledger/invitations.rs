@@ -75,7 +75,9 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
-    use crate::ledger::{Ask, BanPolicy, Ledger, Outcome, MAX_INVITATIONS};
+    use crate::ledger::{
+        Ask, BanPolicy, LeaseAsk, Ledger, Outcome, LEASE_RETRY_MS, MAX_INVITATIONS,
+    };
     use crate::limit::gcra::GcraPolicy;
     use crate::limit::spread::jitter_ms;
     use crate::limit::{Policy, Retry, Spec};
@@ -202,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn bans_pending_refusals_and_what_never_passes_are_not_spread() {
+    fn bans_pending_refusals_refused_leases_and_what_never_passes_are_not_spread() {
         let p = [log("api", 1, 60_000)];
         let ban = BanPolicy::new(2, 60_000, 10_000, 1, 10_000).unwrap();
         let banned = Ask {
@@ -230,6 +232,32 @@ mod tests {
         assert!(pending.pending);
         assert_eq!(pending.spread, None);
         assert_eq!(pending.retry, Retry::After(1_000));
+
+        let lease = |id: &str| LeaseAsk {
+            name: "api.concurrency".into(),
+            limit: 1,
+            ttl_ms: 60_000,
+            owner: None,
+            reenter: None,
+            strict_limit: false,
+            new_id: id.into(),
+        };
+        let roomy = [log("api", 100, 60_000)];
+        let mut ledger = Ledger::new();
+        let (first, second) = (lease("l1"), lease("l2"));
+        let leased = |lease| Ask {
+            lease: Some(lease),
+            ..ask(&roomy)
+        };
+        assert!(ledger.check(&leased(&first), 0).0.allowed);
+        for _ in 0..3 {
+            let busy = ledger.check_inviting(&leased(&second), None, 8, 10).0;
+            assert!(busy.lease.as_ref().is_some_and(|l| l.refused));
+            assert_eq!(
+                (busy.retry, busy.spread),
+                (Retry::After(LEASE_RETRY_MS), None)
+            );
+        }
     }
 
     #[test]
