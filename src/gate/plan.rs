@@ -57,9 +57,7 @@ pub trait Memory {
     /// How many moments to ask `object` for, should it refuse over quota:
     /// its own and a batch for the refusals that follow to be answered
     /// from the cache.
-    fn invitations(&self, _object: &ObjectName) -> u32 {
-        1
-    }
+    fn invitations(&self, object: &ObjectName) -> u32;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw

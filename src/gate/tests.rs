@@ -23,8 +23,8 @@ const CLIENT: &str = "203.0.113.9";
 struct Remembered {
     bans: Vec<BanRecord>,
     refusals: Vec<(ObjectName, Outcome)>,
-    /// How many moments the cache would ask any object for; 0 for the
-    /// trait's own answer.
+    /// How many moments the cache would ask any object for (0 reads as
+    /// 1, what an isolate asks of an object it has no entry for).
     invitations: u32,
 }
 
