@@ -7,8 +7,9 @@
 // compared with the times the 10 admissions were sent. The same in proxy
 // mode (most refusals answered by the isolate's cache), through the
 // decision API (every refusal decided by the key's object), from two
-// isolates answering for one key, and for the fixed window and GCRA. Only
-// the last test waits for real time, a window of 2 s.
+// isolates answering for one key, for the fixed window and GCRA, and for a
+// split global quota sold out. Only the last test waits for real time, a
+// window of 2 s.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice, sluiceWorkerOptions, freshKey, sleepUntil, API_TOKEN } from "./harness.mjs";
@@ -20,6 +21,7 @@ const config = {
     { id: "fixed", match: { path: "/fixed" }, limit: 10, window: "10s", algorithm: "fixed_window" },
     { id: "cell", match: { path: "/cell" }, limit: 10, window: "10s", algorithm: "gcra" },
     { id: "short", match: { path: "/short" }, limit: 3, window: "2s" },
+    { id: "sale", match: { path: "/sale" }, scope: "global", split: 2, limit: 20, window: "10s" },
   ],
 };
 
@@ -170,6 +172,21 @@ test("GCRA is spread by its emission interval, the fixed window over the next wi
     assert.ok(moments[0] >= admissions[0].sent + first, `${path}: ${moments[0] - admissions[0].sent} ms`);
     assert.ok(moments[99] - moments[0] >= 90_000, `${path}: 100 places take at least 100 s`);
   }
+});
+
+test("a split global quota: each part spreads its own places, the whole sold out comes back 20 a second", async () => {
+  const send = () => sluice.fetch("/sale", { headers: { "CF-Connecting-IP": freshIp() } });
+  const answers = await sequence(140, send);
+  const admitted = answers.filter((a) => a.status === 200);
+  assert.equal(admitted.length, 20, "exactly the quota");
+  const refusals = answers.filter((a) => a.status === 429);
+  const moments = refusals.map(comesBack).sort((a, b) => a - b);
+  const firstFree = admitted[0].sent + W;
+  assert.ok(moments[0] >= firstFree, "none before the first place frees");
+  // Twenty places, each once a lap: a second holds at most 20 of them.
+  const counts = perSecond(moments);
+  assert.ok(counts[0] <= 20 + 2, `${counts[0]} in one second`);
+  assert.ok(moments.at(-1) - firstFree >= 4 * W, `${refusals.length} refusals over ${moments.at(-1) - firstFree} ms`);
 });
 
 test("clients that come back when told are admitted", async () => {
