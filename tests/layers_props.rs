@@ -106,6 +106,10 @@ impl Memory for Isolate {
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome> {
         self.0.borrow_mut().get(object.as_str(), now_ms)
     }
+
+    fn invitations(&self, object: &ObjectName) -> u32 {
+        self.0.borrow().invitations(object.as_str())
+    }
 }
 
 /// Reservation ids that never repeat, and routing draws from the test.
@@ -307,6 +311,9 @@ fn advance(
             .0
             .borrow_mut()
             .insert(object.as_str(), outcome, world.now);
+    }
+    if let Some(object) = &conclusion.invited {
+        isolate.0.borrow_mut().invited(object.as_str());
     }
     // An admitted request keeps every reservation it took; a refused one
     // refunds every one (and may refund one it was not granted).

@@ -125,4 +125,45 @@ proptest! {
             prop_assert!(log.entries().count() as u64 <= limit);
         }
     }
+
+    /// The cumulative counts behind the binary searches agree with a walk
+    /// of the runs, through admissions, expiry and refunds from the middle.
+    #[test]
+    fn counting_by_time_and_by_rank_agrees_with_a_walk(
+        (limit, window, gaps) in scenario(),
+        refunds in prop::collection::vec((0usize..200, 1u32..4), 0..20),
+    ) {
+        let mut log = SlidingLog::new(Policy::new(limit, window).unwrap());
+        let mut now = 0u64;
+        let mut refunds = refunds.into_iter();
+        for (i, (gap, cost)) in gaps.into_iter().enumerate() {
+            now += gap;
+            log.check(now, cost);
+            if i % 5 == 4 {
+                if let Some((pick, count)) = refunds.next() {
+                    let entries: Vec<(u64, u32)> = log.entries().collect();
+                    if let Some(&(at, _)) = entries.get(pick % entries.len().max(1)) {
+                        log.remove(at, count);
+                    }
+                }
+            }
+            let entries: Vec<(u64, u32)> = log.entries().collect();
+            let held: u64 = entries.iter().map(|&(_, c)| u64::from(c)).sum();
+            prop_assert_eq!(log.held(), held);
+            prop_assert!(entries.iter().all(|&(_, c)| c > 0), "no empty run: {:?}", entries);
+            for probe in [0, now.saturating_sub(window), now.saturating_sub(1), now, now + 1] {
+                let before: u64 = entries.iter().filter(|&&(t, _)| t < probe).map(|&(_, c)| u64::from(c)).sum();
+                prop_assert_eq!(log.logged_before(probe), before, "before {}", probe);
+            }
+            let mut rank = 0u64;
+            for &(t, c) in &entries {
+                for _ in 0..c {
+                    rank += 1;
+                    prop_assert_eq!(log.expiry_of(rank), Some(t + window), "rank {}", rank);
+                }
+            }
+            prop_assert_eq!(log.expiry_of(rank + 1), None);
+            prop_assert_eq!(log.expiry_of(0), None);
+        }
+    }
 }

@@ -32,6 +32,10 @@ impl gate::Memory for Isolate {
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome> {
         isolate::cached_refusal(object, now_ms)
     }
+
+    fn invitations(&self, object: &ObjectName) -> u32 {
+        isolate::invitations(object)
+    }
 }
 
 /// The platform's randomness (`crypto.getRandomValues`).
@@ -104,6 +108,9 @@ fn apply(rule_id: &str, conclusion: &Conclusion) {
     }
     if let Some((object, outcome)) = &conclusion.cache {
         isolate::cache_refusal(object, outcome, now_ms());
+    }
+    if let Some(object) = &conclusion.invited {
+        isolate::invited(object);
     }
     match &conclusion.log {
         Some(Log::Info(line)) => console_log!("{line}"),

@@ -31,6 +31,16 @@ pub fn cache_refusal(object: &ObjectName, outcome: &Outcome, now_ms: u64) {
     REFUSALS.with(|cache| cache.borrow_mut().insert(object.as_str(), outcome, now_ms));
 }
 
+/// Hands out the moment a cached refusal of `object` was just told.
+pub fn invited(object: &ObjectName) {
+    REFUSALS.with(|cache| cache.borrow_mut().invited(object.as_str()));
+}
+
+/// How many moments to ask `object` for, should it refuse.
+pub fn invitations(object: &ObjectName) -> u32 {
+    REFUSALS.with(|cache| cache.borrow().invitations(object.as_str()))
+}
+
 /// Forgets a cached refusal, after an operator reset the object.
 pub fn forget_refusal(object: &ObjectName) {
     REFUSALS.with(|cache| cache.borrow_mut().remove(object.as_str()));

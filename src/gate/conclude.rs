@@ -121,14 +121,21 @@ impl Ask<'_> {
     }
 
     /// Every part of a split quota tried or skipped was full: the refusal
-    /// that can be retried soonest. Each was cached as it was found.
+    /// that can be retried soonest. Each was cached as it was found; one
+    /// answered from the cache has its moment handed out.
     pub fn all_full(mut self, refused: Option<Outcome>, now_ms: u64) -> Conclusion {
-        let Some(outcome) = sooner_of(refused, self.known_full.take()) else {
-            let object = self.level.scope.part(0);
-            return self.failed(&object, "no part to try");
+        let (outcome, invited) = match (refused, self.known_full.take()) {
+            (Some(asked), Some((part, known))) if known.retry < asked.retry => (known, Some(part)),
+            (Some(asked), _) => (asked, None),
+            (None, Some((part, known))) => (known, Some(part)),
+            (None, None) => {
+                let object = self.level.scope.part(0);
+                return self.failed(&object, "no part to try");
+            }
         };
         Conclusion {
             record: Some((self.key, Verdict::Refused)),
+            invited,
             ..Conclusion::reply(Reply::Answer(refusal(self.rule, &outcome, now_ms)))
         }
     }
@@ -139,13 +146,6 @@ pub fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
     match a {
         Some(a) if a.retry <= b.retry => Some(a),
         _ => Some(b),
-    }
-}
-
-fn sooner_of(a: Option<Outcome>, b: Option<Outcome>) -> Option<Outcome> {
-    match b {
-        Some(b) => sooner(a, b),
-        None => a,
     }
 }
 

@@ -35,6 +35,10 @@ pub struct Conclusion {
     pub ban_started: Option<BanRecord>,
     /// A refusal the isolate answers itself until its retry time.
     pub cache: Option<(ObjectName, Outcome)>,
+    /// The object whose cached refusal this answer told its next moment:
+    /// the isolate hands that moment out, so the next refusal is told the
+    /// one after.
+    pub invited: Option<ObjectName>,
     pub log: Option<Log>,
     pub reply: Reply,
     /// Reservations of a rule's layers to keep or refund at once, in the
@@ -50,6 +54,7 @@ impl Conclusion {
             record: None,
             ban_started: None,
             cache: None,
+            invited: None,
             log: None,
             reply,
             settle_now: Vec::new(),

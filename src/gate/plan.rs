@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::conclude::{manually_banned, refusal, sooner};
+use super::conclude::{manually_banned, refusal};
 use super::layers::Stack;
 use super::{Answer, Conclusion, Reply};
 use crate::config::{Config, Level, OnInvalid, Rule};
@@ -52,8 +52,14 @@ pub trait Memory {
     /// The operator's active ban on the client's address `ip` (or a
     /// network holding it) or on any of `keys`.
     fn manual_ban(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord>;
-    /// A refusal of `object` that still holds.
+    /// A refusal of `object` that still holds, telling the next moment
+    /// its batch holds (handed out only when a conclusion's `invited` says
+    /// it was told).
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome>;
+    /// How many moments to ask `object` for, should it refuse over quota:
+    /// its own and a batch for the refusals that follow to be answered
+    /// from the cache.
+    fn invitations(&self, object: &ObjectName) -> u32;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw
@@ -90,8 +96,8 @@ pub struct Ask<'a> {
     /// One object; for a split quota, one part and a second chance.
     pub tries: Vec<Try>,
     /// For a split quota: the soonest refusal among parts the isolate
-    /// already knows are full, which were skipped.
-    pub known_full: Option<Outcome>,
+    /// already knows are full, which were skipped, and its part.
+    pub known_full: Option<(ObjectName, Outcome)>,
     /// How long the edge waits for each answer, a lease's queue included.
     pub deadline_ms: u64,
     /// The reservation an admission takes: in a layer that counts by
@@ -246,11 +252,19 @@ impl<'a> Ask<'a> {
         if !rule.shadow {
             if let Some(cached) = memory.cached_refusal(&object, now_ms) {
                 let answer = refusal(rule, &cached, now_ms);
-                return Err(refused(self.key, answer));
+                return Err(Conclusion {
+                    invited: Some(object),
+                    ..refused(self.key, answer)
+                });
             }
         }
         let ban = level.ban.map(|b| &b.policy);
         let mut request = CheckRequest::new(object.as_str(), level.policies, 1, ban);
+        // Only refusals the isolate caches need moments for its cache:
+        // under a ban policy each refusal goes to the object to count.
+        if !rule.shadow && ban.is_none() {
+            request.invitations = memory.invitations(&object);
+        }
         if let Some(concurrency) = rule.concurrency.as_ref().filter(|_| level.own) {
             let Some(new_id) = chance.id() else {
                 return Err(self.failed(&object, "no randomness for a lease id"));
@@ -312,13 +326,22 @@ impl<'a> Ask<'a> {
             let object = scope.part(part);
             if !self.rule.shadow {
                 if let Some(cached) = memory.cached_refusal(&object, now_ms) {
-                    self.known_full = sooner(self.known_full, cached);
+                    let sooner = match &self.known_full {
+                        Some((_, known)) => cached.retry < known.retry,
+                        None => true,
+                    };
+                    if sooner {
+                        self.known_full = Some((object, cached));
+                    }
                     continue;
                 }
             }
             if let Some(specs) = parts.get(part as usize) {
                 let mut request = CheckRequest::new(object.as_str(), specs, 1, None);
                 request.reserve = self.reservation.as_deref().map(reservation);
+                if !self.rule.shadow {
+                    request.invitations = memory.invitations(&object);
+                }
                 self.tries.push(Try { object, request });
             }
         }

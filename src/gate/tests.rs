@@ -27,6 +27,9 @@ const CLIENT: &str = "203.0.113.9";
 struct Remembered {
     bans: Vec<BanRecord>,
     refusals: Vec<(ObjectName, Outcome)>,
+    /// How many moments the cache would ask any object for (0 reads as
+    /// 1, what an isolate asks of an object it has no entry for).
+    invitations: u32,
 }
 
 impl Memory for Remembered {
@@ -41,6 +44,10 @@ impl Memory for Remembered {
             .iter()
             .find(|(o, _)| o == object)
             .map(|(_, outcome)| outcome.clone())
+    }
+
+    fn invitations(&self, _object: &ObjectName) -> u32 {
+        self.invitations.max(1)
     }
 }
 
@@ -325,6 +332,11 @@ fn a_remembered_refusal_is_answered_without_a_call_except_in_shadow_mode() {
     assert_eq!(status, 429);
     assert!(field(&fields, "ratelimit").is_some());
     assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    assert_eq!(
+        conclusion.invited,
+        Some(ask.tries[0].object.clone()),
+        "the moment it told is handed out"
+    );
     let shadow = one_rule(json!({"shadow": true}));
     asked(plan_with(&shadow, &memory, &from(CLIENT), &mut Dice::new()));
 }
@@ -437,14 +449,29 @@ fn a_part_known_full_is_skipped_and_all_known_full_is_refused_without_a_call() {
     let ask = asked(plan_with(&config, &memory, &from(CLIENT), &mut dice));
     assert_eq!(ask.tries.len(), 1);
     assert_eq!(ask.tries[0].object.as_str(), "rule:sale:*#2");
-    assert_eq!(ask.known_full, Some(full_one));
-    let full_two = answer_of(&first.tries[1], 2);
+    assert_eq!(
+        ask.known_full,
+        Some((first.tries[0].object.clone(), full_one))
+    );
+    let mut full_two = answer_of(&first.tries[1], 2);
+    full_two.retry = Retry::After(1);
     memory
         .refusals
         .push((first.tries[1].object.clone(), full_two));
     let conclusion = done(plan_with(&config, &memory, &from(CLIENT), &mut dice));
-    assert_eq!(answered(&conclusion.reply).0, 429);
+    let (status, _, fields) = answered(&conclusion.reply);
+    assert_eq!(status, 429);
+    assert_eq!(
+        field(&fields, "retry-after"),
+        Some("1"),
+        "the sooner part's"
+    );
     assert_eq!(conclusion.record, Some(("*".into(), Verdict::Refused)));
+    assert_eq!(
+        conclusion.invited,
+        Some(first.tries[1].object.clone()),
+        "only the part whose moment was told hands it out"
+    );
 }
 
 #[test]
@@ -464,6 +491,32 @@ fn a_full_part_gets_a_second_chance_and_answers_announce_the_whole_quota() {
     assert_eq!(admitted.policies[0].decision.limit, 8);
     let conclusion = ask.all_full(Some(full), NOW);
     assert_eq!(answered(&conclusion.reply).0, 429);
+    assert_eq!(conclusion.invited, None, "the object told its own moment");
+}
+
+#[test]
+fn a_call_asks_for_as_many_moments_as_the_cache_would_tell_unless_refusals_are_not_cached() {
+    let memory = Remembered {
+        invitations: 16,
+        ..Remembered::default()
+    };
+    let invitations = |config: &Config| -> Vec<u32> {
+        let ask = asked(plan_with(config, &memory, &from(CLIENT), &mut Dice::new()));
+        ask.tries.iter().map(|t| t.request.invitations).collect()
+    };
+    assert_eq!(invitations(&one_rule(json!({}))), [16]);
+    assert_eq!(
+        invitations(&sale()),
+        [16, 16],
+        "each part, for its own entry"
+    );
+    let banning = one_rule(json!({"ban": {"after": 3, "within": "1m", "for": "5m"}}));
+    assert_eq!(
+        invitations(&banning),
+        [1],
+        "every refusal goes to the object"
+    );
+    assert_eq!(invitations(&one_rule(json!({"shadow": true}))), [1]);
 }
 
 #[test]

@@ -157,6 +157,7 @@ mod tests {
             pending: false,
             conflict: None,
             retry: Retry::NOW,
+            spread: None,
         }
     }
 

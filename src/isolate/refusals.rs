@@ -13,10 +13,27 @@
 //! the refusal toward the next offence), and a minute at most, so that an
 //! operator's lift reaches every isolate. It is bounded: when
 //! full, expired entries go first, then those that end soonest.
+//!
+//! **Spread refusals.** A refusal over quota is told when one of the key's
+//! places frees that no earlier refusal was told (`limit::spread`), so the
+//! cache does not tell every refusal it answers the same moment: the object
+//! hands it a batch of moments with the refusal (`Outcome::spread`), taken
+//! from the key's own schedule, and it tells them one per refusal, in
+//! order. When the batch is spent it answers no more, and the next refusal
+//! goes to the object, asking for twice as many; when the entry ends (a
+//! place may be free), for as many as it told ([`RefusalCache::invitations`],
+//! 1 at first, at most `MAX_INVITATIONS`). Since every moment comes from
+//! the object's one cursor, however many isolates answer for a key, at most
+//! N are invited for any window of time, as if the object had answered
+//! every refusal. Moments an isolate was given but never told (the rest of
+//! its last batch, no more than it told, since batches at most double)
+//! only push later refusals further out, never earlier: at most twice as
+//! far as the object alone would have told them. A spread entry that has ended keeps how many it told (not its
+//! moments) until it is replaced or evicted, to size the next batch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-use crate::ledger::Outcome;
+use crate::ledger::{Outcome, MAX_INVITATIONS};
 use crate::limit::Retry;
 
 pub const CAPACITY: usize = 4096;
@@ -33,6 +50,17 @@ struct Entry {
     until_ms: u64,
     decided_ms: u64,
     outcome: Outcome,
+    /// For a spread refusal, the moments (ms since the epoch) still to
+    /// tell, in order; `None` when every refusal is told the same retry
+    /// time, counted down (a ban, a pending refusal, an object of the
+    /// version before).
+    moments: Option<VecDeque<u64>>,
+    /// Moments of this entry told so far, the refusal that brought it
+    /// included: what the next batch is sized by.
+    told: u32,
+    /// Whether it stopped answering because its time was up, rather than
+    /// because its batch was spent.
+    ended: bool,
 }
 
 #[derive(Debug)]
@@ -50,13 +78,27 @@ impl RefusalCache {
     }
 
     /// The refusal for `object` if it still holds at `now_ms`, with its
-    /// times counted down to now.
+    /// times counted down to now; a spread refusal tells the next moment
+    /// of its batch, which [`invited`](Self::invited) then hands out.
+    /// `None` once the batch is spent.
     pub fn get(&mut self, object: &str, now_ms: u64) -> Option<Outcome> {
-        let entry = self.entries.get(object)?;
+        let entry = self.entries.get_mut(object)?;
         if now_ms >= entry.until_ms {
-            self.entries.remove(object);
+            match &mut entry.moments {
+                Some(moments) => {
+                    moments.clear();
+                    entry.ended = true;
+                }
+                None => {
+                    self.entries.remove(object);
+                }
+            }
             return None;
         }
+        let told = match &entry.moments {
+            Some(moments) => Some(moments.front()?.saturating_sub(now_ms)),
+            None => None,
+        };
         let elapsed = now_ms.saturating_sub(entry.decided_ms);
         let mut outcome = entry.outcome.clone();
         outcome.retry = outcome.retry.elapsed(elapsed);
@@ -64,6 +106,17 @@ impl RefusalCache {
             let d = &mut policy.decision;
             d.reset_ms = d.reset_ms.saturating_sub(elapsed);
             d.retry = d.retry.elapsed(elapsed);
+            if let (false, Some(wait)) = (d.allowed, told) {
+                d.retry = Retry::After(wait);
+                d.reset_ms = wait;
+            }
+        }
+        if let Some(wait) = told {
+            outcome.retry = Retry::After(wait);
+        }
+        if let Some(spread) = &mut outcome.spread {
+            spread.earliest = spread.earliest.saturating_sub(elapsed);
+            spread.next.clear();
         }
         if let Some(ban) = &mut outcome.ban {
             ban.started = false;
@@ -71,15 +124,45 @@ impl RefusalCache {
         Some(outcome)
     }
 
+    /// Hands out the moment [`get`](Self::get) told for `object`, so that
+    /// the next refusal is told the next one.
+    pub fn invited(&mut self, object: &str) {
+        if let Some(entry) = self.entries.get_mut(object) {
+            if let Some(moments) = &mut entry.moments {
+                if moments.pop_front().is_some() {
+                    entry.told = entry.told.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// How many moments to ask `object` for, should it refuse: as many as
+    /// this isolate told from its last entry for it when that entry's time
+    /// was up (the refusals one entry's life brings), twice as many when
+    /// its batch ran out first; 1 for an object it has no entry for; at
+    /// most `MAX_INVITATIONS`.
+    pub fn invitations(&self, object: &str) -> u32 {
+        self.entries.get(object).map_or(1, |entry| {
+            let wanted = if entry.ended {
+                entry.told
+            } else {
+                entry.told.saturating_mul(2)
+            };
+            wanted.clamp(1, MAX_INVITATIONS)
+        })
+    }
+
     /// Remembers a refusal decided at `now_ms`; allowed outcomes and
-    /// refusals with nothing to wait for are ignored.
+    /// refusals with nothing to wait for are ignored. A spread refusal's
+    /// own moment was told already: the entry tells the rest.
     pub fn insert(&mut self, object: &str, outcome: &Outcome, now_ms: u64) {
         if outcome.allowed || outcome.retry == Retry::NOW {
             return;
         }
         // A request that can never pass is refused for as long as the entry
-        // stays (until it is evicted or its key reset).
-        let retry_at_ms = outcome.retry.at(now_ms).unwrap_or(u64::MAX);
+        // stays (until it is evicted or its key reset); a spread refusal
+        // until it could really pass.
+        let retry_at_ms = outcome.earliest().at(now_ms).unwrap_or(u64::MAX);
         // A ban's refusal holds until the ban ends; after that the object
         // answers, so that it says what the refusal really is and counts it
         // toward the next offence. It holds a minute at most, so that an
@@ -105,12 +188,22 @@ impl RefusalCache {
                 }
             }
         }
+        let moments = outcome.spread.as_ref().map(|spread| {
+            spread
+                .next
+                .iter()
+                .map(|wait| now_ms.saturating_add(*wait))
+                .collect()
+        });
         self.entries.insert(
             object.to_string(),
             Entry {
                 until_ms,
                 decided_ms: now_ms,
                 outcome: outcome.clone(),
+                moments,
+                told: 1,
+                ended: false,
             },
         );
     }
@@ -155,6 +248,7 @@ mod tests {
             pending: false,
             conflict: None,
             retry: Retry::After(retry_after_ms),
+            spread: None,
         }
     }
 
@@ -200,12 +294,13 @@ mod tests {
         let (allowed, _) = ledger.check(&ask, 0);
         cache.insert("k", &allowed, 0);
         assert!(cache.is_empty());
-        let (denied, _) = ledger.check(&ask, 10);
+        let (denied, _) = ledger.check_inviting(&ask, None, 8, 10);
         cache.insert("k", &denied, 10);
         // The object itself refuses until exactly the cached time.
         for t in [10, 500, 999] {
             assert!(cache.get("k", t).is_some());
-            assert!(!ledger.check(&ask, t).0.allowed);
+            cache.invited("k");
+            assert!(!ledger.check_inviting(&ask, None, 0, t).0.allowed);
         }
         assert!(cache.get("k", 1000).is_none());
         assert!(ledger.check(&ask, 1000).0.allowed);
@@ -275,5 +370,143 @@ mod tests {
             cache.insert(&format!("flood-{i}"), &refused(60_000), 300);
         }
         assert_eq!(cache.len(), 3);
+    }
+
+    fn full_key(limit: u64, window_ms: u64, admitted_at: &[u64]) -> (Ledger, Vec<(String, Spec)>) {
+        let policy = vec![(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(limit, window_ms).unwrap()),
+        )];
+        let mut ledger = Ledger::new();
+        for &t in admitted_at {
+            let ask = Ask {
+                specs: &policy,
+                cost: 1,
+                ban: None,
+                lease: None,
+            };
+            assert!(ledger.check(&ask, t).0.allowed);
+        }
+        (ledger, policy)
+    }
+
+    fn refuse(ledger: &mut Ledger, policy: &[(String, Spec)], count: u32, now: u64) -> Outcome {
+        let ask = Ask {
+            specs: policy,
+            cost: 1,
+            ban: None,
+            lease: None,
+        };
+        let (outcome, _) = ledger.check_inviting(&ask, None, count, now);
+        assert!(!outcome.allowed);
+        outcome
+    }
+
+    #[test]
+    fn a_spread_refusal_tells_its_batch_in_order_then_asks_the_object() {
+        let (mut by_object, policy) = full_key(3, 1_000, &[0, 10, 20]);
+        let (mut batched, _) = full_key(3, 1_000, &[0, 10, 20]);
+        let expected: Vec<Retry> = (0..5)
+            .map(|_| refuse(&mut by_object, &policy, 1, 100).retry)
+            .collect();
+        let mut cache = RefusalCache::new(8);
+        let first = refuse(&mut batched, &policy, 5, 100);
+        cache.insert("k", &first, 100);
+        let mut told = vec![first.retry];
+        while let Some(cached) = cache.get("k", 100) {
+            assert_eq!(cached.policies[0].decision.retry, cached.retry);
+            assert_eq!(
+                Retry::After(cached.policies[0].decision.reset_ms),
+                cached.retry,
+                "t is Retry-After"
+            );
+            assert_eq!(cached.earliest(), Retry::After(900));
+            told.push(cached.retry);
+            cache.invited("k");
+        }
+        assert_eq!(told, expected, "the same moments the object would tell");
+        assert_eq!(cache.invitations("k"), 10, "spent: ask for twice as many");
+        assert_eq!(cache.invitations("other"), 1);
+    }
+
+    #[test]
+    fn a_moment_is_handed_out_only_when_told() {
+        let (mut ledger, policy) = full_key(1, 1_000, &[0]);
+        let mut cache = RefusalCache::new(8);
+        cache.insert("k", &refuse(&mut ledger, &policy, 3, 10), 10);
+        let peeked = cache.get("k", 20).unwrap().retry;
+        assert_eq!(
+            cache.get("k", 20).unwrap().retry,
+            peeked,
+            "a look tells nobody"
+        );
+        cache.invited("k");
+        assert!(cache.get("k", 20).unwrap().retry > peeked);
+    }
+
+    #[test]
+    fn an_ended_spread_entry_sizes_the_next_batch_and_answers_nothing() {
+        let (mut ledger, policy) = full_key(2, 1_000, &[0, 500]);
+        let mut cache = RefusalCache::new(8);
+        cache.insert("k", &refuse(&mut ledger, &policy, 8, 600), 600);
+        for _ in 0..2 {
+            assert!(cache.get("k", 700).is_some());
+            cache.invited("k");
+        }
+        // The first place frees at 1 000: the object answers from then on.
+        assert!(cache.get("k", 1_000).is_none());
+        assert!(cache.get("k", 999).is_none(), "its moments are gone");
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.invitations("k"), 3, "three told in its time: as many");
+    }
+
+    /// Several isolates answering for one key, each from batches of the
+    /// one object's schedule: every moment told is one the object would
+    /// have told, each once, so a full key of N still invites at most N
+    /// in any window, whatever the number of isolates.
+    #[test]
+    fn isolates_tell_moments_of_one_schedule_each_once() {
+        let window = 10_000;
+        let (mut ledger, policy) = full_key(10, window, &[1_000; 10]);
+        let mut isolates: Vec<RefusalCache> = (0..4).map(|_| RefusalCache::new(8)).collect();
+        let mut told = Vec::new();
+        let mut calls = 0;
+        for i in 0..600u64 {
+            let now = 2_000 + i;
+            let cache = &mut isolates[(i * 7 % 4) as usize];
+            let wait = match cache.get("k", now) {
+                Some(cached) => {
+                    cache.invited("k");
+                    cached.retry
+                }
+                None => {
+                    calls += 1;
+                    let outcome = refuse(&mut ledger, &policy, cache.invitations("k"), now);
+                    cache.insert("k", &outcome, now);
+                    outcome.retry
+                }
+            };
+            let at = now + wait.ms().unwrap();
+            assert!(at >= 11_000, "never before a place frees");
+            told.push(at);
+        }
+        assert!(calls <= 40, "{calls} object calls for 600 refusals");
+        // Each isolate was handed at most as many moments as it told (its
+        // batches double, and only its last is left part untold): the
+        // latest moment told is no later than the 2 · 600 + 4-th place's,
+        // 10 places a lap of 11 s from 11 s on.
+        let latest = *told.iter().max().unwrap();
+        assert!(latest < 11_000 + (2 * 600 + 4) / 10 * 11_000, "{latest}");
+        told.sort_unstable();
+        let mut distinct = told.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), told.len(), "no moment told twice");
+        for (i, &start) in told.iter().enumerate() {
+            let inside = told[i..]
+                .iter()
+                .take_while(|&&t| t < start + window)
+                .count();
+            assert!(inside <= 10, "{inside} told within a window from {start}");
+        }
     }
 }

@@ -9,10 +9,12 @@
 //!
 //! Deciding is here; each concept the decision touches has its module: a
 //! policy's `slot` and the rows an admission writes, `reservation`s,
-//! `leases`, `overrides`, the `ban`, the `outcome` a decision answers, and
-//! the `rows` storage writes and deletes.
+//! `leases`, `overrides`, the `ban`, the `outcome` a decision answers, the
+//! `invitations` a refusal hands out, and the `rows` storage writes and
+//! deletes.
 
 pub mod ban;
+mod invitations;
 mod leases;
 mod outcome;
 pub mod override_row;
@@ -27,8 +29,9 @@ use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Grant, LeaseTable};
 use crate::limit::{Algorithm, Decision, Retry, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
+pub use invitations::MAX_INVITATIONS;
 pub use leases::LeaseAsk;
-pub use outcome::{LeaseOutcome, Outcome, PolicyDecision, LEASE_RETRY_MS};
+pub use outcome::{LeaseOutcome, Outcome, PolicyDecision, Spread, LEASE_RETRY_MS};
 pub use overrides::Override;
 pub use reservation::{Reservation, Run, Settled, PENDING_RETRY_MS};
 pub use rows::{Expired, Write};
@@ -76,15 +79,24 @@ impl Ledger {
     /// lease; admits into all of them or into none. A refusal and a peek
     /// (cost 0) write nothing and leave no new state behind, except that a
     /// refusal counts toward `ask.ban`, and the refusal that completes the
-    /// count starts a ban.
+    /// count starts a ban. A refusal over quota is told when to come back
+    /// spread over the moments places free up, one invitation each
+    /// ([`invitations`]).
     pub fn check(&mut self, ask: &Ask<'_>, now_ms: u64) -> (Outcome, Vec<Write>) {
-        self.decide(ask, None, now_ms)
+        self.check_inviting(ask, None, 1, now_ms)
     }
 
-    fn decide(
+    /// [`check`](Self::check), or [`reserve`](Self::reserve) with
+    /// `reserve` = (id, lapse time), whose refusal over quota hands out
+    /// `invitations` moments (at most [`MAX_INVITATIONS`]): its own, and
+    /// the rest for a copy of the refusal to tell the refusals that follow
+    /// (`Outcome::spread`). With 0 it is told the moment it could really
+    /// pass and moves no cursor.
+    pub fn check_inviting(
         &mut self,
         ask: &Ask<'_>,
         reserve: Option<(&str, u64)>,
+        invitations: u32,
         now_ms: u64,
     ) -> (Outcome, Vec<Write>) {
         if ask.cost == 0 {
@@ -117,7 +129,15 @@ impl Ledger {
                 outcome.retry = outcome.retry.max(pass);
                 outcome
             }
-            None => self.decide_unbanned(ask, &indices, reserve, now_ms, &mut writes),
+            None => {
+                let mut outcome = self.decide_unbanned(ask, &indices, reserve, now_ms, &mut writes);
+                let over_quota =
+                    !outcome.allowed && outcome.lease.as_ref().is_none_or(|l| !l.refused);
+                if over_quota && !outcome.pending && outcome.ban.is_none() {
+                    self.invite(&mut outcome, &indices, ask.cost, invitations, now_ms);
+                }
+                outcome
+            }
         };
         self.forget_idle_slots(now_ms);
         (outcome, writes)
@@ -273,7 +293,8 @@ impl Ledger {
             ban: None,
             lease: None,
         };
-        let (_, writes) = self.check(&ask, now_ms);
+        // Told as redis-cell tells it, not spread: no cursor to move.
+        let (_, writes) = self.check_inviting(&ask, None, 0, now_ms);
         answer.map(|throttle| (throttle, writes))
     }
 

@@ -107,11 +107,36 @@ pub struct Outcome {
     /// have room (windows only free up while nothing is admitted). A refused
     /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner, and a
     /// pending refusal [`PENDING_RETRY_MS`], or its window's room if sooner.
-    /// On the wire as `retry_after_ms`, like [`Decision::retry`].
+    /// A refusal over quota is told a later moment when earlier refusals
+    /// were told this one ([`spread`](Self::spread)). On the wire as
+    /// `retry_after_ms`, like [`Decision::retry`].
     ///
     /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
     #[serde(rename = "retry_after_ms")]
     pub retry: Retry,
+    /// Set when `retry` was spread over the moments places free up
+    /// ([`crate::limit::spread`]): when the request could really pass, and
+    /// what to tell the next refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+}
+
+/// A refusal whose retry time was spread: `retry` is the moment its
+/// refusing policies invited it, at or after the moment it could really
+/// pass. Both in ms from the decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spread {
+    /// How long until the request could really pass if nothing else were
+    /// admitted: until then the object refuses it whatever happens, so a
+    /// copy of the refusal (the isolate's cache) may answer for it.
+    #[serde(rename = "earliest_ms")]
+    pub earliest: u64,
+    /// The moments the next refusals are invited to come back, in order,
+    /// handed out already for a copy of the refusal to tell them: the
+    /// isolate answers the refusals that follow from its cache with these,
+    /// one each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "next_ms")]
+    pub next: Vec<u64>,
 }
 
 /// A concurrency limit's answer, named like a policy for the headers.
@@ -167,6 +192,7 @@ impl Outcome {
             lease,
             conflict: None,
             retry,
+            spread: None,
         }
     }
 
@@ -200,6 +226,14 @@ impl Outcome {
     /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
     pub fn refusal_holds_until_retry(&self) -> bool {
         self.lease.as_ref().is_none_or(|l| !l.refused)
+    }
+
+    /// How long until the request could really pass if nothing else were
+    /// admitted: `retry`, or less when it was spread.
+    pub fn earliest(&self) -> Retry {
+        self.spread
+            .as_ref()
+            .map_or(self.retry, |s| Retry::After(s.earliest))
     }
 
     pub fn violated(&self) -> impl Iterator<Item = &PolicyDecision> {

@@ -106,7 +106,7 @@ impl Ledger {
         lapses_ms: u64,
         now_ms: u64,
     ) -> (Outcome, Vec<Write>) {
-        self.decide(ask, Some((reservation, lapses_ms)), now_ms)
+        self.check_inviting(ask, Some((reservation, lapses_ms)), 1, now_ms)
     }
 
     /// Admits `cost` units into the slots `indices` as reservation `id`.

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Ledger, PolicyDecision, Write};
+use crate::limit::spread::Cursor;
 use crate::limit::{Algorithm, Decision, Recorded, Spec};
 
 #[derive(Debug)]
@@ -14,6 +15,9 @@ pub(super) struct Slot {
     /// changed by a refused request is written with the next admission, and
     /// a slot with rows stays until the sweep deletes them.
     pub(super) stored: Option<Spec>,
+    /// How far its refusals' invitations have gone (memory only: a
+    /// refusal writes nothing).
+    pub(super) invited: Cursor,
 }
 
 /// A slot's state as an operator sees it.
@@ -99,6 +103,7 @@ pub(super) fn slot_for(slots: &mut Vec<Slot>, name: &str, spec: Spec) -> usize {
                 name: name.to_string(),
                 limiter: Algorithm::new(spec),
                 stored: None,
+                invited: Cursor::default(),
             });
             slots.len() - 1
         }

@@ -824,11 +824,16 @@ fn a_ban_shorter_than_the_window_retries_when_a_request_can_pass() {
     assert!(banned.ban.is_some());
     assert_eq!(banned.retry, Retry::After(59_000));
     // Once the ban has ended the refusal is the quota's, and it counts
-    // toward the next offence.
+    // toward the next offence. The refusal at 1 was invited for the place
+    // that frees at 60 s, so this one is told its next lap: a window and
+    // the jitter's reach later, with its jitter.
     let (after, _) = check_banned(&mut ledger, &p, 3_000, &policy);
     assert!(after.ban.is_none());
     assert_eq!(violated(&after), ["api"]);
-    assert_eq!(after.retry, Retry::After(57_000));
+    assert_eq!(after.earliest(), Retry::After(57_000));
+    let lap = 60_000 + 1_000;
+    let jitter = crate::limit::spread::jitter_ms(2, 1_000);
+    assert_eq!(after.retry, Retry::After(57_000 + lap + jitter));
     let (again, _) = check_banned(&mut ledger, &p, 3_001, &policy);
     let notice = again.ban.unwrap();
     assert_eq!((notice.offences, notice.until_ms), (2, 3_001 + 4_000));

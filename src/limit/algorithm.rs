@@ -3,6 +3,7 @@
 //! care which algorithm is inside.
 
 use super::gcra::{Gcra, GcraPolicy, Throttle};
+use super::spread::Schedule;
 use super::{Decision, FixedWindow, Policy, Retry, SlidingLog};
 
 /// Which algorithm, with what parameters.
@@ -215,6 +216,19 @@ impl Algorithm {
             Algorithm::Log(log) => log.oldest_expiry(),
             Algorithm::Window(window) => window.expiry(),
             Algorithm::Cell(cell) => cell.idle_at_ms(),
+        }
+    }
+
+    /// The moments places free up at `now_ms`, for spreading refusals'
+    /// retry times ([`crate::limit::spread`]); `None` when nothing is held,
+    /// so nothing is refused but what can never pass. Read after a
+    /// [`decide`](Self::decide) at `now_ms`, which expires what no longer
+    /// counts.
+    pub fn schedule(&self, now_ms: u64) -> Option<Schedule<'_>> {
+        match self {
+            Algorithm::Log(log) => (!log.is_empty()).then(|| Schedule::log(log, now_ms)),
+            Algorithm::Window(window) => Schedule::window(window, now_ms),
+            Algorithm::Cell(cell) => Schedule::cell(cell),
         }
     }
 

@@ -116,6 +116,11 @@ impl FixedWindow {
         (self.count > 0).then(|| self.ends_ms())
     }
 
+    /// When the window open at `now_ms` ends; `None` when none is open.
+    pub fn open_until(&self, now_ms: u64) -> Option<u64> {
+        self.is_open(now_ms).then(|| self.ends_ms())
+    }
+
     pub fn is_idle(&self, now_ms: u64) -> bool {
         !self.is_open(now_ms)
     }

@@ -226,6 +226,17 @@ impl Gcra {
         self.tat_ns
     }
 
+    /// When the units the bucket holds conform again, as `(base, T)` in
+    /// ns: unit `k` (from 1) at `base + k·T`, where `base` is the TAT less
+    /// the tolerance; `None` while nothing has been admitted.
+    pub fn unit_times_ns(&self) -> Option<(i128, i128)> {
+        let tat = i128::from(self.tat_ns?);
+        Some((
+            tat - self.policy.tolerance_ns(),
+            self.policy.emission_interval_ns(),
+        ))
+    }
+
     /// Reinstates a TAT read back from storage.
     pub fn restore(&mut self, tat_ns: u64) {
         self.tat_ns = Some(tat_ns);

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod retry;
 pub mod sliding_log;
 pub mod split;
+pub mod spread;
 
 pub use algorithm::{Algorithm, Recorded, Spec};
 pub use fixed_window::FixedWindow;

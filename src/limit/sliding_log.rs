@@ -8,11 +8,16 @@
 //!
 //! **Representation.** Only admissions are logged (a client that keeps
 //! retrying must not lock itself out). The log is a ring buffer (`VecDeque`)
-//! of runs `(timestamp, count)` in time order: equal timestamps are normal in
-//! production (`Date.now()` only advances after I/O), so a burst in one
-//! millisecond is one run. Timestamps are `u32` offsets from a base, 8 bytes a
-//! run. Expired runs leave from the front, so a check is O(1) amortized and
-//! memory is O(min(N, distinct timestamps in a window)).
+//! of runs in time order: equal timestamps are normal in production
+//! (`Date.now()` only advances after I/O), so a burst in one millisecond is
+//! one run. A run is 8 bytes: its timestamp as a `u32` offset from a base,
+//! and the units logged up to and including it, counted (wrapping) from an
+//! arbitrary origin, so that a run's count is the difference with the run
+//! before and "how many units were logged before `t`" or "when is the k-th
+//! oldest unit logged" is a binary search rather than a walk (the spread of
+//! refusals' retry times, `limit::spread`, asks both). Expired runs leave
+//! from the front, so a check is O(1) amortized and memory is
+//! O(min(N, distinct timestamps in a window)).
 //!
 //! **Clocks that step backwards.** An admission is recorded at
 //! `max(now, newest timestamp held)`, so the log stays sorted, and expiry is
@@ -26,7 +31,10 @@ use super::{Decision, Policy, Retry};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Run {
     offset: u32,
-    count: u32,
+    /// Units logged up to and including this run, from an arbitrary
+    /// origin, wrapping: fewer than 2^32 units are ever held, so
+    /// differences are exact.
+    end: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -34,7 +42,9 @@ pub struct SlidingLog {
     policy: Policy,
     base: u64,
     runs: VecDeque<Run>,
-    held: u64,
+    /// The `end` of the run before the first: the origin the units held
+    /// are counted from.
+    start: u32,
 }
 
 impl SlidingLog {
@@ -43,7 +53,7 @@ impl SlidingLog {
             policy,
             base: 0,
             runs: VecDeque::new(),
-            held: 0,
+            start: 0,
         }
     }
 
@@ -75,8 +85,9 @@ impl SlidingLog {
         self.expire(now_ms);
         let limit = u64::from(self.policy.limit());
         let cost = u64::from(cost);
-        let allowed = self.held + cost <= limit;
-        let held = if allowed { self.held + cost } else { self.held };
+        let held = self.held();
+        let allowed = held + cost <= limit;
+        let after = if allowed { held + cost } else { held };
         let oldest = match self.runs.front() {
             Some(&run) => Some(self.at(run)),
             None if allowed && cost > 0 => Some(now_ms),
@@ -85,7 +96,7 @@ impl SlidingLog {
         Decision {
             allowed,
             limit,
-            remaining: limit.saturating_sub(held),
+            remaining: limit.saturating_sub(after),
             reset_ms: oldest.map_or(0, |at| {
                 (at.saturating_add(self.policy.window_ms())).saturating_sub(now_ms)
             }),
@@ -111,7 +122,7 @@ impl SlidingLog {
             if self.at(run).saturating_add(window) > now_ms {
                 break;
             }
-            self.held -= u64::from(run.count);
+            self.start = run.end;
             self.runs.pop_front();
         }
     }
@@ -119,17 +130,19 @@ impl SlidingLog {
     /// Appends `count` units admitted at `at_ms`. Used by `check` and to
     /// restore a log from storage; entries must come in time order (a
     /// timestamp older than the newest held is recorded at the newest, and
-    /// that is the timestamp returned).
+    /// that is the timestamp returned). Units beyond 2^32 - 1 held at once
+    /// (only a corrupt store could hold them: a limit is at most 10^6) are
+    /// not logged.
     pub fn record(&mut self, at_ms: u64, count: u32) -> u64 {
         let at_ms = self.newest().map_or(at_ms, |newest| newest.max(at_ms));
+        let count = count.min(u32::MAX - self.end().wrapping_sub(self.start));
         if count == 0 {
             return at_ms;
         }
+        let end = self.end().wrapping_add(count);
         if let Some(back) = self.runs.back_mut() {
             if self.base + u64::from(back.offset) == at_ms {
-                let merged = back.count.saturating_add(count);
-                self.held += u64::from(merged - back.count);
-                back.count = merged;
+                back.end = end;
                 return at_ms;
             }
         } else {
@@ -138,10 +151,9 @@ impl SlidingLog {
         if at_ms - self.base > u64::from(u32::MAX) {
             self.rebase(at_ms);
         }
-        self.held += u64::from(count);
         self.runs.push_back(Run {
             offset: (at_ms - self.base) as u32,
-            count,
+            end,
         });
         at_ms
     }
@@ -153,11 +165,11 @@ impl SlidingLog {
         let Some(i) = self.runs.iter().position(|&run| self.at(run) == at_ms) else {
             return 0;
         };
-        let run = &mut self.runs[i];
-        let taken = run.count.min(count);
-        run.count -= taken;
-        self.held -= u64::from(taken);
-        if run.count == 0 {
+        let taken = self.count(i).min(count);
+        for run in self.runs.range_mut(i..) {
+            run.end = run.end.wrapping_sub(taken);
+        }
+        if self.count(i) == 0 {
             self.runs.remove(i);
         }
         taken
@@ -165,7 +177,7 @@ impl SlidingLog {
 
     /// Units currently logged (including any not yet expired by a check).
     pub fn held(&self) -> u64 {
-        self.held
+        u64::from(self.end().wrapping_sub(self.start))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -181,7 +193,30 @@ impl SlidingLog {
 
     /// The log's runs, oldest first, as `(timestamp_ms, count)`.
     pub fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.runs.iter().map(|&run| (self.at(run), run.count))
+        (0..self.runs.len()).map(|i| (self.at(self.runs[i]), self.count(i)))
+    }
+
+    /// How many of the units held were logged before `at_ms`. A binary
+    /// search: O(log runs).
+    pub fn logged_before(&self, at_ms: u64) -> u64 {
+        let i = self.runs.partition_point(|&run| self.at(run) < at_ms);
+        match i.checked_sub(1) {
+            Some(last) => u64::from(self.runs[last].end.wrapping_sub(self.start)),
+            None => 0,
+        }
+    }
+
+    /// When the `k`-th oldest unit held (from 1) stops counting; `None`
+    /// past the units held. A binary search: O(log runs).
+    pub fn expiry_of(&self, k: u64) -> Option<u64> {
+        if k == 0 || k > self.held() {
+            return None;
+        }
+        let i = self
+            .runs
+            .partition_point(|&run| u64::from(run.end.wrapping_sub(self.start)) < k);
+        let run = self.runs.get(i)?;
+        Some(self.at(*run).saturating_add(self.policy.window_ms()))
     }
 
     /// Bytes of heap this log holds for its runs.
@@ -191,6 +226,20 @@ impl SlidingLog {
 
     fn at(&self, run: Run) -> u64 {
         self.base + u64::from(run.offset)
+    }
+
+    /// The units of the `i`-th run.
+    fn count(&self, i: usize) -> u32 {
+        let before = match i.checked_sub(1) {
+            Some(prev) => self.runs[prev].end,
+            None => self.start,
+        };
+        self.runs[i].end.wrapping_sub(before)
+    }
+
+    /// The `end` of the newest run: what the next run counts from.
+    fn end(&self) -> u32 {
+        self.runs.back().map_or(self.start, |run| run.end)
     }
 
     fn newest(&self) -> Option<u64> {
@@ -203,15 +252,10 @@ impl SlidingLog {
         if cost > limit {
             return Retry::Never;
         }
-        let mut to_free = self.held + cost - limit;
-        for &run in &self.runs {
-            to_free = to_free.saturating_sub(u64::from(run.count));
-            if to_free == 0 {
-                let frees_at = self.at(run).saturating_add(self.policy.window_ms());
-                return Retry::After(frees_at.saturating_sub(now_ms));
-            }
+        match self.expiry_of(self.held() + cost - limit) {
+            Some(frees_at) => Retry::After(frees_at.saturating_sub(now_ms)),
+            None => Retry::NOW,
         }
-        Retry::NOW
     }
 
     /// Moves the base up to the oldest run so that `at_ms` fits in a `u32`
@@ -223,7 +267,7 @@ impl SlidingLog {
             if at_ms - self.at(run) <= u64::from(u32::MAX) {
                 break;
             }
-            self.held -= u64::from(run.count);
+            self.start = run.end;
             self.runs.pop_front();
         }
         let new_base = self.runs.front().map_or(at_ms, |&run| self.at(run));

@@ -175,6 +175,20 @@ pub struct CheckRequest {
     /// or refunded by a later [`LimiterCall::Settle`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<ReserveAsk>,
+    /// How many moments a refusal over quota hands out: its own, and the
+    /// rest for the isolate to tell the refusals it answers next from its
+    /// cache ([`crate::ledger::Ledger::check_inviting`]); 1 when absent, as
+    /// a worker of the version before asks.
+    #[serde(default = "one_invitation", skip_serializing_if = "is_one_invitation")]
+    pub invitations: u32,
+}
+
+fn one_invitation() -> u32 {
+    1
+}
+
+fn is_one_invitation(n: &u32) -> bool {
+    *n == 1
 }
 
 /// A reservation's id (chosen by the caller, at random) and how long it may
@@ -235,6 +249,7 @@ impl CheckRequest {
             queue: None,
             refuse_conflicts: false,
             reserve: None,
+            invitations: 1,
         }
     }
 
@@ -413,7 +428,7 @@ mod tests {
     use super::*;
     use crate::ledger::{Ask, Ledger};
     use crate::limit::gcra::GcraPolicy;
-    use crate::limit::Policy;
+    use crate::limit::{Policy, Retry};
 
     fn api_policy() -> Vec<(String, Spec)> {
         vec![(
@@ -435,6 +450,7 @@ mod tests {
             id: "r1".into(),
             ttl_ms: 30_000,
         });
+        request.invitations = 16;
         let LimiterCall::Check(back) = round_trip(&LimiterCall::Check(request.clone())) else {
             panic!("a check came back as another call");
         };
@@ -458,6 +474,63 @@ mod tests {
         );
         let inspect = serde_json::to_value(&LimiterCall::Inspect).unwrap();
         assert_eq!(inspect, serde_json::json!("inspect"));
+    }
+
+    /// A worker of the version before asks for no invitations (one), and
+    /// reads a spread refusal's `retry_after_ms` as the wait it tells;
+    /// an object of the version before sends no `spread`, and its retry is
+    /// the earliest moment.
+    #[test]
+    fn invitations_and_a_spread_cross_the_wire_between_versions() {
+        let old_call = r#"{"check":{"key":"k","policies":[],"cost":1}}"#;
+        let LimiterCall::Check(check) = serde_json::from_str(old_call).unwrap() else {
+            panic!("a check");
+        };
+        assert_eq!(check.invitations, 1);
+        let mut ledger = Ledger::new();
+        let specs = vec![(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(1, 1000).unwrap()),
+        )];
+        let ask = Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: None,
+        };
+        ledger.check(&ask, 0);
+        ledger.check(&ask, 10);
+        let (spread, _) = ledger.check_inviting(&ask, None, 3, 20);
+        let wire = serde_json::to_value(LimiterReply::Outcome(spread.clone())).unwrap();
+        // The refusal at 10 was told the place freeing at 1 000; this one
+        // its next lap, at 3 000 and a little jitter.
+        let told = spread.retry.ms().unwrap();
+        assert!((2_980..3_980).contains(&told), "{told}");
+        assert_eq!(wire["outcome"]["retry_after_ms"], told);
+        assert_eq!(wire["outcome"]["spread"]["earliest_ms"], 980);
+        assert_eq!(
+            wire["outcome"]["spread"]["next_ms"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            round_trip(&LimiterReply::Outcome(spread.clone())),
+            LimiterReply::Outcome(spread)
+        );
+        let (plain, _) = ledger.check_inviting(&ask, None, 0, 30);
+        let old_reply: LimiterReply = serde_json::from_value(serde_json::json!({"outcome": {
+            "allowed": false, "policies": [], "retry_after_ms": 970,
+        }}))
+        .unwrap();
+        let LimiterReply::Outcome(old) = old_reply else {
+            panic!("an outcome");
+        };
+        assert_eq!(
+            (old.earliest(), plain.earliest()),
+            (Retry::After(970), Retry::After(970))
+        );
     }
 
     #[test]

@@ -164,15 +164,15 @@ impl Limiter {
                 .refuse_conflicts
                 .then(|| inner.ledger.conflict(&parsed.specs, now))
                 .flatten();
-            match (conflict, &check.reserve) {
-                (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
-                (None, Some(reserve)) => inner.ledger.reserve(
-                    &parsed.ask(),
-                    &reserve.id,
-                    now.saturating_add(reserve.ttl_ms),
-                    now,
-                ),
-                (None, None) => inner.ledger.check(&parsed.ask(), now),
+            let reserve = check
+                .reserve
+                .as_ref()
+                .map(|r| (r.id.as_str(), now.saturating_add(r.ttl_ms)));
+            match conflict {
+                Some(name) => (Outcome::conflicting(name), Vec::new()),
+                None => inner
+                    .ledger
+                    .check_inviting(&parsed.ask(), reserve, check.invitations, now),
             }
         };
         self.persist(writes, now).await?;

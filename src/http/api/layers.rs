@@ -149,6 +149,7 @@ impl LayeredRequest {
             lease: None,
             conflict: None,
             retry: refusal.map_or(Retry::NOW, |(_, outcome)| outcome.retry),
+            spread: None,
         }
     }
 }
