@@ -12,19 +12,22 @@ use crate::limits::{DAY_MS, MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES};
 
 /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
 /// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
-/// like any API body; [`parse_override`] checks it against the tier.
+/// like any API body; [`parse_override`] checks it against the tier. A
+/// global quota's override (`PUT {prefix}/admin/rules/{rule}/override`)
+/// is read as the same body and takes `limit`, `window` and `reason` only
+/// (`super::quota_override`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OverrideRequest {
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    unlimited: Option<bool>,
+    pub(super) limit: Option<u64>,
+    pub(super) window: Option<String>,
+    pub(super) algorithm: Option<String>,
+    pub(super) burst: Option<u64>,
+    pub(super) policies: Option<Vec<RawPolicy>>,
+    pub(super) unlimited: Option<bool>,
     #[serde(rename = "for")]
-    lasts: Option<String>,
-    reason: Option<String>,
+    pub(super) lasts: Option<String>,
+    pub(super) reason: Option<String>,
 }
 
 /// An override as the admin API takes it, validated like the config.

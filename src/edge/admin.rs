@@ -18,7 +18,7 @@ use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{bans, isolate, quota, respond, stats};
+use super::{bans, isolate, quota, respond, rules, stats};
 use crate::config::listing;
 use crate::config::lookup::{targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
@@ -190,6 +190,16 @@ async fn call(
             respond::json(&listing::of(config), Headers::new())
         }
         (_, AdminRoute::Rules) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Rule { rule }) => {
+            rules::view(env, objects, config, &rule).await
+        }
+        (_, AdminRoute::Rule { .. }) => not_allowed("GET"),
+        (_, AdminRoute::RuleState { rule }) => {
+            rules::state(&req, env, objects, config, &rule).await
+        }
+        (_, AdminRoute::RuleOverride { rule }) => {
+            rules::overridden(&req, env, objects, config, &rule).await
+        }
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             endpoints::not_found(req.path())

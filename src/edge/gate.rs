@@ -13,7 +13,8 @@ use super::delivery::{hold_until_delivered, release_on_drop};
 use super::incoming::ClientRequest;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
-use super::{isolate, respond};
+use super::{controls, isolate, respond};
+use crate::control::Control;
 use crate::gate::{self, Arrival, Ask, Conclusion, Judged, Known, Log, Matched, Pass, Plan, Reply};
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;
@@ -30,6 +31,10 @@ impl gate::Memory for Isolate {
 
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome> {
         isolate::cached_refusal(object, now_ms)
+    }
+
+    fn rule_state(&self, rule: &str) -> Option<Control> {
+        controls::rule_state(rule)
     }
 }
 

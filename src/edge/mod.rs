@@ -7,6 +7,7 @@ mod admin;
 mod bans;
 mod client;
 mod clock;
+mod controls;
 mod dashboard;
 mod delivery;
 mod endpoints;
@@ -18,6 +19,7 @@ mod limiter;
 mod proxy;
 mod quota;
 mod respond;
+mod rules;
 mod settings;
 mod stats;
 mod storage;
@@ -55,6 +57,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
     isolate::upkeep(&objects, &ctx);
+    controls::upkeep(&env, &ctx, config);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
     let ip = client_ip(&req);

@@ -6,11 +6,13 @@
 //! of the request path runs in host tests (`tests.rs`).
 
 mod conclude;
+mod halt;
 mod plan;
 #[cfg(test)]
 mod tests;
 
 pub use conclude::{manually_banned, sooner, unavailable};
+pub use halt::halted;
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 
 use crate::config::count::CountedStatuses;

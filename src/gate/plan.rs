@@ -5,8 +5,10 @@
 use std::net::IpAddr;
 
 use super::conclude::{manually_banned, refusal, sooner};
+use super::halt::halted;
 use super::{Answer, Conclusion, Reply};
 use crate::config::{Config, OnInvalid, Rule, Tier};
+use crate::control::Control;
 use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims, Hs256Key};
@@ -53,6 +55,10 @@ pub trait Memory {
     fn manual_ban(&self, ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord>;
     /// A refusal of `object` that still holds.
     fn cached_refusal(&self, object: &ObjectName, now_ms: u64) -> Option<Outcome>;
+    /// The state of rule `rule` (not a global quota: its parts hold
+    /// theirs) when an operator paused or closed it, as this isolate last
+    /// read it.
+    fn rule_state(&self, rule: &str) -> Option<Control>;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw
@@ -80,6 +86,10 @@ pub struct Ask<'a> {
     pub tier: &'a Tier,
     /// The caller's key (`*` under a global quota), for reports and echoes.
     pub key: String,
+    /// Under a global quota, the client its refusals are counted under
+    /// among the top refused keys: its address (its network for IPv6, as
+    /// `ip` keys are built), or `*` when it has none.
+    pub client: Option<String>,
     /// One object; for a split quota, one part and a second chance.
     pub tries: Vec<Try>,
     /// For a split quota: the soonest refusal among parts the isolate
@@ -164,15 +174,27 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .map(String::as_str)
         .chain([key.as_str()])
         .collect();
+    let client = rule
+        .global
+        .as_ref()
+        .map(|_| network.clone().unwrap_or_else(|| GLOBAL_KEY.to_string()));
+    let reported = client.clone().unwrap_or_else(|| key.clone());
     if let Some(ban) = known.memory.manual_ban(ip, &candidates, now_ms) {
         let status = rule.ban.map_or(429, |b| b.status);
         let answer = manually_banned(status, &ban, now_ms);
-        return Plan::Done(refused(key, answer));
+        return Plan::Done(refused(reported, answer));
+    }
+    // A global quota's state lives in its parts, which answer with it.
+    if rule.global.is_none() {
+        if let Some(control) = known.memory.rule_state(&rule.id) {
+            return Plan::Done(refused(reported, halted(&rule.id, &control)));
+        }
     }
     let ask = Ask {
         rule,
         tier,
         key,
+        client,
         tries: Vec::new(),
         known_full: None,
         deadline_ms: config.timeout_ms,
@@ -192,11 +214,12 @@ impl<'a> Ask<'a> {
         if !rule.shadow {
             if let Some(cached) = memory.cached_refusal(&object, now_ms) {
                 let answer = refusal(rule, &cached, now_ms);
-                return Plan::Done(refused(self.key, answer));
+                return Plan::Done(refused(self.reported(), answer));
             }
         }
         let ban = rule.ban.as_ref().map(|b| &b.policy);
         let mut request = CheckRequest::new(object.as_str(), &tier.policies, 1, ban);
+        request.watched = rule.global.is_some();
         if let Some(concurrency) = &rule.concurrency {
             let Some(new_id) = chance.id() else {
                 return Plan::Done(self.failed(&object, "no randomness for a lease id"));
@@ -257,7 +280,8 @@ impl<'a> Ask<'a> {
                 }
             }
             if let Some(specs) = parts.get(part as usize) {
-                let request = CheckRequest::new(object.as_str(), specs, 1, None);
+                let mut request = CheckRequest::new(object.as_str(), specs, 1, None);
+                request.watched = true;
                 self.tries.push(Try { object, request });
             }
         }

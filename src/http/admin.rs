@@ -30,6 +30,12 @@ pub enum AdminRoute {
     Top,
     /// `/admin/rules`
     Rules,
+    /// `/admin/rules/{rule}`: a rule's state, and a global quota's sale.
+    Rule { rule: String },
+    /// `/admin/rules/{rule}/state`: open, paused or closed.
+    RuleState { rule: String },
+    /// `/admin/rules/{rule}/override`: a global quota's whole limit.
+    RuleOverride { rule: String },
     /// `/admin/` and the dashboard's files below it, named as the build
     /// writes them. They hold no data, so they need no token (the page
     /// asks for it).
@@ -78,6 +84,19 @@ impl AdminRoute {
         }
         if rest == "rules" {
             return Some(AdminRoute::Rules);
+        }
+        if let Some(below) = rest.strip_prefix("rules/") {
+            let (rule, what) = match below.split_once('/') {
+                Some((rule, what)) => (rule, Some(what)),
+                None => (below, None),
+            };
+            let rule = non_empty(percent_decode(rule)?)?;
+            return match what {
+                None => Some(AdminRoute::Rule { rule }),
+                Some("state") => Some(AdminRoute::RuleState { rule }),
+                Some("override") => Some(AdminRoute::RuleOverride { rule }),
+                Some(_) => None,
+            };
         }
         if let Some(key) = rest.strip_prefix("bans/") {
             return Some(AdminRoute::Ban {
@@ -295,6 +314,19 @@ mod tests {
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
         assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
         assert_eq!(AdminRoute::parse("/top"), Some(AdminRoute::Top));
+        let rule = || "sale".to_string();
+        assert_eq!(
+            AdminRoute::parse("/rules/sale"),
+            Some(AdminRoute::Rule { rule: rule() })
+        );
+        assert_eq!(
+            AdminRoute::parse("/rules/sale/state"),
+            Some(AdminRoute::RuleState { rule: rule() })
+        );
+        assert_eq!(
+            AdminRoute::parse("/rules/s%61le/override"),
+            Some(AdminRoute::RuleOverride { rule: rule() })
+        );
         assert_eq!(
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {
@@ -341,6 +373,11 @@ mod tests {
             "/other",
             "/keys/a/%ff",
             "/index.html",
+            "/rules/",
+            "/rules//state",
+            "/rules/sale/",
+            "/rules/sale/stats",
+            "/rules/sale/state/x",
             "/dashboard.js/",
             "//dashboard.js",
         ] {

@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod cidr;
+pub mod control;
 pub mod forward;
 pub mod headers;
 pub mod jwt;

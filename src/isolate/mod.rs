@@ -9,5 +9,6 @@ pub mod lockout;
 pub mod pages;
 pub mod refusals;
 pub mod report;
+pub mod states;
 pub mod stats;
 pub mod top;

@@ -13,6 +13,7 @@
 //! the `rows` storage writes and deletes.
 
 pub mod ban;
+mod halt;
 mod leases;
 mod outcome;
 pub mod override_row;
@@ -23,6 +24,7 @@ mod slot;
 
 use std::collections::VecDeque;
 
+use crate::control::Control;
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Grant, LeaseTable};
 use crate::limit::{Algorithm, Decision, Retry, SlidingLog, Spec};
@@ -65,6 +67,8 @@ pub struct Ledger {
     /// twice answers the same (memory only, bounded: a settle repeated
     /// after the object restarted finds no reservation).
     settled: VecDeque<(String, bool)>,
+    /// An operator's state for the rule, when it is paused or closed.
+    control: Option<Control>,
 }
 
 impl Ledger {
@@ -89,6 +93,9 @@ impl Ledger {
     ) -> (Outcome, Vec<Write>) {
         if ask.cost == 0 {
             return (self.peek_ask(ask, now_ms), Vec::new());
+        }
+        if let Some(halted) = self.halted(ask, now_ms) {
+            return (halted, Vec::new());
         }
         let specs = self.policies(ask.specs, now_ms).to_vec();
         let indices: Vec<usize> = specs
@@ -342,7 +349,8 @@ impl Ledger {
     /// Forgets the key's state (an operator's reset) and says which rows to
     /// delete. The floor of a lock's fences stays while a repeat is
     /// possible, since a lock's fences must grow even across a reset, and
-    /// an operator's override (configuration, not state) stays too.
+    /// an operator's override and state (configuration, not state) stay
+    /// too.
     pub fn reset(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired: Vec<Expired> = std::mem::take(&mut self.slots)
             .into_iter()
@@ -388,6 +396,7 @@ impl Ledger {
         self.slots.is_empty()
             && self.ban.is_none()
             && self.overridden.is_none()
+            && self.control.is_none()
             && self.reservations.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()

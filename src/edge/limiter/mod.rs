@@ -32,10 +32,11 @@ use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::protocol::{
-    CheckRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
+    CheckRequest, ControlRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall,
+    LimiterReply, OverrideRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
 };
 use crate::objects::queue::Queue;
+use crate::sale::Seconds;
 
 #[durable_object]
 pub struct Limiter {
@@ -82,6 +83,9 @@ struct Inner {
     /// reach an object at all.
     checks: u64,
     waiting: Queue<Waiting>,
+    /// A global quota's part: its decisions per second, for the sale's
+    /// view (memory only: a restart counts from zero again).
+    seconds: Seconds,
 }
 
 impl DurableObject for Limiter {
@@ -108,6 +112,7 @@ impl DurableObject for Limiter {
             LimiterCall::Settle(request) => self.settle(request).await?,
             LimiterCall::Override(request) => self.set_override(request).await?,
             LimiterCall::Ban(request) => self.set_ban(request).await?,
+            LimiterCall::Control(request) => self.set_control(request).await?,
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
         };
         match answer {
@@ -164,7 +169,7 @@ impl Limiter {
                 .refuse_conflicts
                 .then(|| inner.ledger.conflict(&parsed.specs, now))
                 .flatten();
-            match (conflict, &check.reserve) {
+            let decided = match (conflict, &check.reserve) {
                 (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
                 (None, Some(reserve)) => inner.ledger.reserve(
                     &parsed.ask(),
@@ -173,7 +178,11 @@ impl Limiter {
                     now,
                 ),
                 (None, None) => inner.ledger.check(&parsed.ask(), now),
+            };
+            if check.watched {
+                inner.seconds.count(now, decided.0.allowed);
             }
+            decided
         };
         self.persist(writes, now).await?;
         let queue = check
@@ -288,12 +297,15 @@ impl Limiter {
     /// A key's state for an operator, changing nothing.
     fn peek(&self) -> LimiterReply {
         let mut inner = self.inner.borrow_mut();
-        let (slots, ban) = inner.ledger.peek(now_ms());
+        let now = now_ms();
+        let (slots, ban) = inner.ledger.peek(now);
         LimiterReply::Key(KeyState {
             slots,
             ban,
             leases: inner.ledger.leases().to_vec(),
             overridden: inner.ledger.overridden().map(WireOverride::encode),
+            control: inner.ledger.control().cloned(),
+            seconds: inner.seconds.recent(now),
         })
     }
 
@@ -344,6 +356,16 @@ impl Limiter {
         self.persist(writes, now).await?;
         self.delete(expired).await?;
         Ok(Ok(LimiterReply::Ban { previous }))
+    }
+
+    /// Pauses, closes or opens the rule this object is a part of, from its
+    /// next decision; answers the state that was in force.
+    async fn set_control(&self, request: ControlRequest) -> Result<Answer> {
+        let (previous, writes, expired) =
+            self.inner.borrow_mut().ledger.set_control(request.control);
+        self.persist(writes, now_ms()).await?;
+        self.delete(expired).await?;
+        Ok(Ok(LimiterReply::Control { previous }))
     }
 
     /// Writes what a decision recorded and re-arms the alarm.
