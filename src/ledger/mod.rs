@@ -375,11 +375,17 @@ impl Ledger {
             .iter_mut()
             .map(|slot| {
                 let d = slot.limiter.decide(now_ms, 0);
+                // A log counts what it holds: after an override lowered
+                // its limit, that may be more than the limit.
+                let used = match &slot.limiter {
+                    Algorithm::Log(log) => log.held(),
+                    _ => d.limit.saturating_sub(d.remaining),
+                };
                 SlotReport {
                     policy: slot.name.clone(),
                     limit: d.limit,
                     window_ms: slot.limiter.spec().window_ms(),
-                    used: d.limit.saturating_sub(d.remaining),
+                    used,
                     remaining: d.remaining,
                     reset_ms: d.reset_ms,
                 }
