@@ -8,7 +8,7 @@ use super::tier::Tier;
 use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
 use crate::limit::Spec;
-use crate::limits::{DAY_MS, MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES};
+use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
 /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
 /// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
@@ -46,13 +46,8 @@ pub struct OverrideBody {
 /// forgets what a longer one counts again. Errors name the body's field.
 pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
-    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
-        return Err(error(
-            "reason",
-            format!(
-                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
-            ),
-        ));
+    if !reason_fits(&reason) {
+        return Err(error("reason", REASON_RULE));
     }
     let for_ms = raw
         .lasts

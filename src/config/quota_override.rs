@@ -8,7 +8,7 @@ use super::{error, ConfigError, Rule};
 use crate::input::duration::parse_ms;
 use crate::ledger::Override;
 use crate::limit::{Policy, Spec, MAX_LIMIT};
-use crate::limits::MAX_OVERRIDE_REASON_BYTES;
+use crate::limits::{reason_fits, REASON_RULE};
 
 /// A validated override of a global quota.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,13 +68,8 @@ pub fn parse_quota_override(
         ));
     }
     let reason = raw.reason.unwrap_or_default();
-    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
-        return Err(error(
-            "reason",
-            format!(
-                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
-            ),
-        ));
+    if !reason_fits(&reason) {
+        return Err(error("reason", REASON_RULE));
     }
     // A global quota has 1 to `MAX_PARTS` parts.
     let parts = u32::try_from(global.parts.len()).unwrap_or(u32::MAX).max(1);

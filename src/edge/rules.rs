@@ -42,15 +42,11 @@ pub async fn state(
     config: &Config,
     id: &str,
 ) -> Result<Response> {
-    let method = req.known_method();
-    if !matches!(method, Some(Method::Get | Method::Put)) {
-        return not_allowed("GET, PUT");
-    }
-    let rule = match find(config, id) {
-        Ok(rule) => rule,
-        Err(problem) => return respond::problem(&problem),
+    let (rule, method) = match route(req, config, id, &[Method::Get, Method::Put]) {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
-    if method == Some(Method::Get) {
+    if method == Method::Get {
         return read(env, objects, config, rule).await;
     }
     let control = match parsed_body(req, |ct, body| parse_state(ct, body, now_ms())).await? {
@@ -93,13 +89,10 @@ pub async fn overridden(
     config: &Config,
     id: &str,
 ) -> Result<Response> {
-    let method = req.known_method();
-    if !matches!(method, Some(Method::Get | Method::Put | Method::Delete)) {
-        return not_allowed("GET, PUT, DELETE");
-    }
-    let rule = match find(config, id) {
-        Ok(rule) => rule,
-        Err(problem) => return respond::problem(&problem),
+    let methods = [Method::Get, Method::Put, Method::Delete];
+    let (rule, method) = match route(req, config, id, &methods) {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
     let Some(targets) = parts_of(config, rule) else {
         return respond::problem(&Problem::invalid(
@@ -108,7 +101,7 @@ pub async fn overridden(
         ));
     };
     match method {
-        Some(Method::Put) => {
+        Method::Put => {
             let raw = match parsed_body(req, body::read::<OverrideRequest>).await? {
                 Ok(raw) => raw,
                 Err(problem) => return respond::problem(&problem),
@@ -127,12 +120,30 @@ pub async fn overridden(
             };
             write_overrides(objects, &rule.id, &targets, overrides, Some(whole)).await
         }
-        Some(Method::Delete) => {
+        Method::Delete => {
             let none = vec![None; targets.len()];
             write_overrides(objects, &rule.id, &targets, none, None).await
         }
         _ => read(env, objects, config, rule).await,
     }
+}
+
+/// The rule a route names and the method it was called with, or the
+/// answer when the route does not take that method (`405`) or names no
+/// rule (`404`).
+fn route<'a>(
+    req: &ClientRequest,
+    config: &'a Config,
+    id: &str,
+    methods: &[Method],
+) -> std::result::Result<(&'a Rule, Method), Result<Response>> {
+    let Some(method) = req.known_method().filter(|m| methods.contains(m)) else {
+        let allow: Vec<&str> = methods.iter().map(Method::as_ref).collect();
+        return Err(not_allowed(&allow.join(", ")));
+    };
+    find(config, id)
+        .map(|rule| (rule, method))
+        .map_err(|problem| respond::problem(&problem))
 }
 
 /// The rule `id` names; a tier or the decision API is no rule to control.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::body;
 use super::problem::Problem;
 use crate::control::{Control, RuleState};
-use crate::limits::MAX_OVERRIDE_REASON_BYTES;
+use crate::limits::{reason_fits, REASON_RULE};
 
 /// The state a body asks for, set at `now_ms`; a problem naming the field
 /// otherwise. The reason is shown in every answer the state gives, so it
@@ -35,15 +35,8 @@ pub fn parse_state(
         Some(Value::String(reason)) => Some(reason.clone()),
         Some(_) => None,
     }
-    .filter(|r| r.len() <= MAX_OVERRIDE_REASON_BYTES && !r.chars().any(char::is_control))
-    .ok_or_else(|| {
-        Problem::invalid(
-            "reason",
-            format!(
-                "reason is a string of at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
-            ),
-        )
-    })?;
+    .filter(|r| reason_fits(r))
+    .ok_or_else(|| Problem::invalid("reason", REASON_RULE))?;
     Ok(Control {
         state,
         reason,
