@@ -32,8 +32,8 @@ thread_local! {
 /// The state of rule `rule` (a rule's id) when an operator paused or
 /// closed it, as this isolate last read it: a lookup in memory, never I/O.
 /// A global quota's state lives in its parts and is not here.
-pub fn rule_state(rule: &str) -> Option<Control> {
-    COPY.with(|copy| copy.borrow().get(rule, now_ms()).cloned())
+pub fn rule_state(rule: &str, now_ms: u64) -> Option<Control> {
+    COPY.with(|copy| copy.borrow().get(rule, now_ms).cloned())
 }
 
 /// Whether the states' KV namespace is bound.

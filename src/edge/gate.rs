@@ -33,8 +33,8 @@ impl gate::Memory for Isolate {
         isolate::cached_refusal(object, now_ms)
     }
 
-    fn rule_state(&self, rule: &str) -> Option<Control> {
-        controls::rule_state(rule)
+    fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control> {
+        controls::rule_state(rule, now_ms)
     }
 }
 

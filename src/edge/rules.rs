@@ -298,7 +298,7 @@ async fn read_kv(env: &Env, rule: &str) -> Result<Response> {
         return respond::problem(&problem);
     }
     let states = controls::read(env).await?;
-    let applied = controls::rule_state(rule);
+    let applied = controls::rule_state(rule, now_ms());
     let view = StateView {
         isolate: Some(Shown::of(applied.as_ref())),
         ..StateView::new(rule, states.get(rule), "kv")

@@ -58,7 +58,7 @@ pub trait Memory {
     /// The state of rule `rule` (not a global quota: its parts hold
     /// theirs) when an operator paused or closed it, as this isolate last
     /// read it.
-    fn rule_state(&self, rule: &str) -> Option<Control>;
+    fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control>;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw
@@ -186,7 +186,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
     }
     // A global quota's state lives in its parts, which answer with it.
     if rule.global.is_none() {
-        if let Some(control) = known.memory.rule_state(&rule.id) {
+        if let Some(control) = known.memory.rule_state(&rule.id, now_ms) {
             return Plan::Done(refused(reported, halted(&rule.id, &control)));
         }
     }

@@ -43,7 +43,7 @@ impl Memory for Remembered {
             .map(|(_, outcome)| outcome.clone())
     }
 
-    fn rule_state(&self, rule: &str) -> Option<Control> {
+    fn rule_state(&self, rule: &str, _now_ms: u64) -> Option<Control> {
         self.states
             .iter()
             .find(|(r, _)| r == rule)
