@@ -103,7 +103,7 @@ const segment = (text) => encodeURIComponent(text);
 // ---- session ----------------------------------------------------------
 
 const state = {
-  rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map(), bansShown: BANS_PAGE, keyBan: null,
+  rules: null, paused: false, timer: null, inFlight: null, lastOk: null, charts: new Map(), sales: new Map(), bansShown: BANS_PAGE, keyBan: null,
 };
 
 function setStatus(kind, text) {
@@ -197,12 +197,22 @@ async function load() {
       call("GET", "rooms"),
     ]);
     const refusing = stats.rules.filter((stat) => refusedLately(stat, stats.now_ms));
-    const tops = await Promise.all(refusing.map((stat) =>
-      call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`)));
+    const [tops, views] = await Promise.all([
+      Promise.all(refusing.map((stat) =>
+        call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`))),
+      // Each rule's state, and a global quota's sale. One that fails shows
+      // why in its row; the rest of the page still refreshes.
+      Promise.all(rules.rules.map((rule) => call("GET", `rules/${segment(rule.id)}`).catch((error) => {
+        if (error.status === 401) throw error;
+        return { rule: rule.id, error };
+      }))),
+    ]);
     const top = new Map(tops.map((answer) => [answer.rule, answer.keys]));
+    const viewed = new Map(views.map((view) => [view.rule, view]));
     state.rules = rules;
     rooms.render($("rooms-section"), $("rooms"), roomFigures);
-    renderRules(rules);
+    renderRules(rules, viewed);
+    renderSales(rules, viewed);
     renderTraffic(rules, stats, top);
     renderBans(bans, stats.bans.manual + stats.bans.rule);
     renderFigures(stats);
@@ -352,14 +362,41 @@ function renderRuleStats(id, view, stat, topRefused, now) {
       el("td", { class: "key" }, entry.key),
       el("td", { class: "num", title: entry.error ? `between ${entry.count - entry.error} and ${entry.count}` : null },
         number.format(entry.count), entry.error ? el("span", { class: "muted" }, ` ±${number.format(entry.error)}`) : null),
-      el("td", { class: "actions" },
-        el("button", { type: "button", class: "small", "aria-label": `Inspect ${entry.key}`, onclick: () => inspect(id, entry.key) }, "Inspect"),
-        bannable(id) ? el("button", {
-          type: "button",
-          class: "small",
-          "aria-label": `Ban ${entry.key} on rule ${id}`,
-          onclick: () => prepareKeyBan(id, entry.key),
-        }, "Ban…") : null))));
+      el("td", { class: "actions" }, ...keyActions(id, entry.key)))));
+}
+
+/** What can be done with a top refused key: inspect it and ban it on its
+ * rule; under a global quota the key is a client's address (every client
+ * shares the quota), which can be banned on every rule. */
+function keyActions(id, key) {
+  if (isGlobal(id)) {
+    return [el("button", {
+      type: "button",
+      class: "small",
+      "aria-label": `Ban the address ${key} on every rule`,
+      onclick: () => prepareAddressBan(key),
+    }, "Ban address…")];
+  }
+  return [
+    el("button", { type: "button", class: "small", "aria-label": `Inspect ${key}`, onclick: () => inspect(id, key) }, "Inspect"),
+    bannable(id) ? el("button", {
+      type: "button",
+      class: "small",
+      "aria-label": `Ban ${key} on rule ${id}`,
+      onclick: () => prepareKeyBan(id, key),
+    }, "Ban…") : null,
+  ];
+}
+
+function isGlobal(rule) {
+  return state.rules?.rules.find((r) => r.id === rule)?.scope === "global";
+}
+
+/** Fills the form that bans an address on every rule, which the operator
+ * still submits. */
+function prepareAddressBan(address) {
+  $("ban-key").value = address;
+  $("ban-for").focus();
 }
 
 /** Whether a key of `rule` can be banned on that rule: not a global
@@ -371,7 +408,7 @@ function bannable(rule) {
 
 const resizer = new ResizeObserver((entries) => {
   for (const entry of entries) {
-    for (const view of state.charts.values()) {
+    for (const view of [...state.charts.values(), ...state.sales.values()]) {
       if (view.chartBox === entry.target && view.chart) {
         view.chart.setSize({ width: entry.contentRect.width, height: 170 });
       }
@@ -385,6 +422,11 @@ matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
     if (!view.chart) continue;
     view.chart.destroy();
     view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
+  }
+  for (const view of state.sales.values()) {
+    if (!view.chart) continue;
+    view.chart.destroy();
+    view.chart = new uPlot(saleChartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
   }
 });
 
@@ -660,7 +702,7 @@ function roomText(room) {
   return `waiting room: ${number.format(room.active)} at once, ${number.format(room.per_minute)} a minute, ${room.shards} shard(s)`;
 }
 
-function renderRules(rules) {
+function renderRules(rules, viewed) {
   ruleOptions(rules);
   $("rules-empty").hidden = rules.rules.length > 0;
   const line = (...parts) => el("span", { class: "line" }, ...parts);
@@ -669,6 +711,7 @@ function renderRules(rules) {
     const tierLabel = (tier) => (tiered ? `${tier.name} (${tier.when}): ` : "");
     return el("tr", { "data-rule": rule.id },
       el("th", { scope: "row" }, rule.id),
+      el("td", { class: "state-cell" }, ...stateCell(rule, viewed.get(rule.id))),
       el("td", {}, line(el("code", {}, rule.match.path)), line(rule.match.methods ? rule.match.methods.join(", ") : "any method")),
       el("td", {}, ...rule.tiers.map((tier) => line(tierLabel(tier), tier.key === null ? "everyone (shared)" : el("code", {}, tier.key)))),
       el("td", {}, ...(rule.waiting_room ? [roomText(rule.waiting_room)] : rule.tiers.flatMap((tier) =>
@@ -686,6 +729,198 @@ function renderRules(rules) {
       el("td", {}, rule.shadow ? el("span", { class: "tag warn" }, "shadow") : "enforcing"),
       el("td", {}, rule.on_error === "allow" ? "allow (fail open)" : "deny (fail closed)"));
   }));
+}
+
+// ---- live control: a rule's state --------------------------------------
+
+/** A rule's state as its view says it: `{state, reason, set_ms}`. A global
+ * quota's view holds it as an object, another rule's at its top level. */
+function stateOf(view) {
+  return typeof view.state === "string" ? view : view.state;
+}
+
+/** A rule's state, why, and the buttons that change it. */
+function stateCell(rule, view) {
+  const parts = [];
+  let current = null;
+  if (!view || view.error) {
+    parts.push(el("span", { class: "tag warn" }, "unknown"),
+      el("span", { class: "line muted wrap" }, view ? explain(view.error) : "not read yet"));
+  } else {
+    current = stateOf(view);
+    parts.push(el("span", { class: `tag ${current.state}` }, current.state));
+    if (current.reason) parts.push(el("span", { class: "line muted reason" }, current.reason));
+    if (view.agree === false) parts.push(el("span", { class: "line muted" }, "its parts disagree: set it again"));
+    if (view.isolate && view.isolate.state !== current.state) {
+      parts.push(el("span", { class: "line muted" }, `this isolate still applies ${view.isolate.state} (KV, up to ${duration(70_000)})`));
+    }
+  }
+  const button = (next, label) => el("button", {
+    type: "button",
+    class: next === "closed" ? "small danger" : "small",
+    disabled: current?.state === next,
+    "aria-label": `${label} rule ${rule.id}`,
+    onclick: (event) => changeState(event.currentTarget, rule.id, next),
+  }, next === "closed" ? `${label}…` : label);
+  parts.push(el("div", { class: "state-actions" }, button("open", "Open"), button("paused", "Pause"), button("closed", "Close")));
+  return parts;
+}
+
+async function changeState(button, rule, next) {
+  if (next === "closed" && !confirm(`Close rule ${rule}? Every request it matches is answered 410 (sold out) until it is opened again.`)) return;
+  const body = { state: next };
+  const reason = $("state-reason").value.trim();
+  if (reason) body.reason = reason;
+  button.disabled = true;
+  const answer = await act(() => call("PUT", `rules/${segment(rule)}/state`, body), `Rule ${rule} is ${next}.`);
+  if (answer) $("state-reason").value = "";
+  button.disabled = false;
+}
+
+// ---- a global quota's sale -----------------------------------------------
+
+const SECOND = 1_000;
+const SALE_SECONDS = 300;
+
+function saleChartOptions(width) {
+  const options = chartOptions(width);
+  options.series = options.series.slice(0, 3);
+  return options;
+}
+
+/** The last five minutes, one point per second (zero when nothing
+ * counted), from the view's seconds that saw a decision. */
+function seconds(perSecond, now) {
+  const last = Math.floor(now / SECOND);
+  const bySecond = new Map(perSecond.map(([at, admitted, refused]) => [at, [admitted, refused]]));
+  const xs = [];
+  const admitted = [];
+  const refused = [];
+  for (let at = last - SALE_SECONDS + 1; at <= last; at += 1) {
+    const row = bySecond.get(at);
+    xs.push(at);
+    admitted.push(row?.[0] ?? 0);
+    refused.push(row?.[1] ?? 0);
+  }
+  return [xs, admitted, refused];
+}
+
+function saleCard(rule) {
+  const id = rule.id;
+  const header = el("header", {}, el("h3", {}, id));
+  const status = el("span", {});
+  header.append(status);
+  const figures = el("dl", { class: "sale-figures" });
+  const chartBox = el("div", { class: "chart", role: "img", "aria-label": `Admitted and refused per second for ${id}, last 5 minutes` });
+  const note = el("p", { class: "message error" });
+  const partsBody = el("tbody");
+  const current = el("p", { class: "wrap" });
+  const policies = rule.tiers[0]?.policies ?? [];
+  const limit = el("input", { id: `override-limit-${id}`, name: "limit", type: "number", min: "1", step: "1", required: true });
+  const windowSelect = el("select", { id: `override-window-${id}`, name: "window" },
+    ...policies.map((p) => el("option", { value: `${p.window_ms}ms` }, `${p.name} (${duration(p.window_ms)})`)));
+  const reason = el("input", { id: `override-reason-${id}`, name: "reason", type: "text", maxlength: "200", autocomplete: "off" });
+  const lift = el("button", { type: "button", onclick: () => liftOverride(id) }, "Lift override");
+  const form = el("form", { class: "override-form", "aria-label": `Override of ${id}'s whole limit` },
+    el("div", { class: "field" }, el("label", { for: limit.id }, "Whole limit"), limit),
+    policies.length > 1 ? el("div", { class: "field" }, el("label", { for: windowSelect.id }, "Policy"), windowSelect) : null,
+    el("div", { class: "field grow" }, el("label", { for: reason.id }, "Reason"), reason),
+    el("button", { type: "submit" }, "Set override"),
+    lift);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const body = { limit: Number(limit.value) };
+    if (policies.length > 1) body.window = windowSelect.value;
+    if (reason.value.trim()) body.reason = reason.value.trim();
+    setOverride(id, body, form);
+  });
+  const card = el("article", { class: "card sale-card", "data-sale": id },
+    header,
+    el("div", {}, figures, chartBox, note),
+    el("div", {},
+      el("h4", {}, "Override of the whole limit"), current,
+      el("details", { class: "override" }, el("summary", {}, "Set or lift it"), form),
+      el("details", { class: "parts" }, el("summary", {}, "Parts"),
+        el("div", { class: "scroll" }, el("table", {},
+          el("thead", {}, el("tr", {}, ...["Part", "State", "Used", "Admitted", "Refused"].map((h) => el("th", { scope: "col" }, h)))),
+          partsBody)))));
+  return { card, status, figures, chartBox, note, partsBody, current, lift, chart: null, data: null };
+}
+
+function renderSales(rules, viewed) {
+  const globals = rules.rules.filter((rule) => rule.scope === "global");
+  $("sales-section").hidden = globals.length === 0;
+  const box = $("sales");
+  for (const [id, view] of state.sales) {
+    if (!globals.some((rule) => rule.id === id)) {
+      view.chart?.destroy();
+      view.card.remove();
+      state.sales.delete(id);
+    }
+  }
+  globals.forEach((rule, i) => {
+    let card = state.sales.get(rule.id);
+    if (!card) {
+      card = saleCard(rule);
+      state.sales.set(rule.id, card);
+    }
+    if (box.children[i] !== card.card) box.insertBefore(card.card, box.children[i] ?? null);
+    renderSale(card, viewed.get(rule.id));
+  });
+}
+
+function renderSale(card, view) {
+  if (!view || view.error) {
+    card.note.textContent = view ? explain(view.error) : "Not read yet.";
+    card.note.hidden = false;
+    return;
+  }
+  const current = stateOf(view);
+  // A quota nobody used in five minutes shows its figures, not a flat chart.
+  card.card.classList.toggle("quiet", view.admitted + view.refused === 0 && !view.override && current.state === "open");
+  card.status.replaceChildren(el("span", { class: `tag ${current.state}` }, current.state),
+    ...(current.reason ? [el("span", { class: "muted reason" }, ` ${current.reason}`)] : []));
+  const sellOut = view.sell_out_ms === null ? "not at this rate" : view.sell_out_ms === 0 ? "sold out" : `in ${duration(view.sell_out_ms)}`;
+  const rate = view.rate.admitted / view.rate.over_s;
+  const figures = [
+    ["admitted", "Admitted, 5 min", number.format(view.admitted)],
+    ["refused", "Refused, 5 min", number.format(view.refused)],
+    ...view.quota.map((q) => ["", `Left of ${q.policy}`, `${number.format(q.remaining)} of ${number.format(q.limit)} / ${duration(q.window_ms)}`]),
+    ["", `Rate, last ${view.rate.over_s} s`, `${rate.toFixed(1)} / s`],
+    ["", "Sells out", sellOut],
+  ];
+  card.figures.replaceChildren(...figures.map(([kind, name, value]) => el("div", { class: kind }, el("dt", {}, name), el("dd", {}, value))));
+  card.note.hidden = view.unreachable.length === 0;
+  card.note.textContent = card.note.hidden ? "" : `Parts not answering: ${view.unreachable.join(", ")}. The figures are the other parts'.`;
+  card.data = seconds(view.per_second, view.now_ms);
+  if (card.chart) card.chart.setData(card.data);
+  else if (card.chartBox.clientWidth > 0) {
+    card.chart = new uPlot(saleChartOptions(card.chartBox.clientWidth), card.data, card.chartBox);
+    resizer.observe(card.chartBox);
+  }
+  card.current.replaceChildren(...(view.override
+    ? [el("span", { class: "tag" }, "override"), " ",
+      view.override.policies.map((p) => `${p.name}: ${number.format(p.limit)} / ${duration(p.window_ms)}`).join(", "),
+      view.override.reason ? ` (${view.override.reason})` : "",
+      view.override.parts < view.split ? ` · held by ${view.override.parts} of ${view.split} parts: set it again` : ""]
+    : [el("span", { class: "muted" }, "No override: the config's limit applies.")]));
+  card.lift.disabled = !view.override;
+  card.partsBody.replaceChildren(...view.parts.map((part) => el("tr", {},
+    el("td", { class: "key" }, part.key),
+    el("td", {}, el("span", { class: `tag ${part.state.state}` }, part.state.state)),
+    el("td", { class: "num" }, part.slots.map((slot) => `${number.format(slot.used)} of ${number.format(slot.limit)}`).join(", ") || "0"),
+    el("td", { class: "num" }, number.format(part.admitted)),
+    el("td", { class: "num" }, number.format(part.refused)))));
+}
+
+async function setOverride(rule, body, form) {
+  const answer = await act(() => call("PUT", `rules/${segment(rule)}/override`, body), `The whole limit of ${rule} is ${number.format(body.limit)}.`);
+  if (answer) form.reset();
+}
+
+async function liftOverride(rule) {
+  if (!confirm(`Lift the override of ${rule}? The config's limit applies again; what was admitted keeps counting.`)) return;
+  await act(() => call("DELETE", `rules/${segment(rule)}/override`), `Lifted the override of ${rule}.`);
 }
 
 function renderFigures(stats) {

@@ -4,6 +4,7 @@
 //! the Workers runtime lives in `edge`, compiled only for wasm32.
 
 pub mod config;
+pub mod control;
 pub mod gate;
 pub mod http;
 pub mod input;
@@ -13,6 +14,7 @@ pub mod limit;
 pub mod limits;
 pub mod objects;
 pub mod room;
+pub mod sale;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

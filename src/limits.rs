@@ -75,3 +75,26 @@ pub const MAX_BAN_REASON_BYTES: usize = MAX_OVERRIDE_REASON_BYTES;
 /// The longest reason an operator may give an override: it is stored with
 /// the override and listed with the key.
 pub const MAX_OVERRIDE_REASON_BYTES: usize = 200;
+
+/// Whether an operator's reason for an override or a rule's state fits:
+/// at most [`MAX_OVERRIDE_REASON_BYTES`] and no control characters (it is
+/// stored, listed, and quoted in every answer a state gives).
+pub fn reason_fits(reason: &str) -> bool {
+    reason.len() <= MAX_OVERRIDE_REASON_BYTES && !reason.chars().any(char::is_control)
+}
+
+/// What a reason that does not fit is told.
+pub const REASON_RULE: &str = "reason is a string of at most 200 bytes and no control characters";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_fits_its_bound_and_the_rule_says_it() {
+        assert!(REASON_RULE.contains(&MAX_OVERRIDE_REASON_BYTES.to_string()));
+        assert!(reason_fits("") && reason_fits(&"é".repeat(100)));
+        assert!(!reason_fits(&"x".repeat(MAX_OVERRIDE_REASON_BYTES + 1)));
+        assert!(!reason_fits("a\nb") && !reason_fits("a\u{7f}"));
+    }
+}

@@ -22,6 +22,7 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
 use sluice::config::override_body::OverrideRequest;
 use sluice::config::pattern::Pattern;
+use sluice::config::quota_override::parse_quota_override;
 use sluice::config::Config as SluiceConfig;
 use sluice::http::admin::{parse_manual_ban, AdminRoute};
 use sluice::http::api::{
@@ -31,6 +32,7 @@ use sluice::http::api::{
 use sluice::http::base64url::encode as base64url;
 use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
+use sluice::http::control::parse_state;
 use sluice::http::forward::{to_origin, Facts, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec};
@@ -335,9 +337,21 @@ fn the_api_body_parsers_never_panic() {
         Some("text/plain"),
         None,
     ];
+    let global = SluiceConfig::from_value(json!({
+        "origin": "demo",
+        "rules": [{"id": "sale", "scope": "global", "split": 4, "policies": [
+            {"name": "s", "limit": 100, "window": "1s"},
+            {"name": "h", "limit": 1000, "window": "1h", "algorithm": "fixed_window"},
+        ]}],
+    }))
+    .unwrap();
     fuzz(
         (body(), prop::sample::select(types.to_vec())),
         |(bytes, content_type)| {
+            let _ = parse_state(*content_type, bytes, 0);
+            if let Ok(raw) = body::read::<OverrideRequest>(*content_type, bytes) {
+                let _ = parse_quota_override(raw, &global.rules[0]);
+            }
             let _ = parse_limit_request(*content_type, bytes);
             let _ = parse_throttle_request(*content_type, bytes);
             let _ = parse_lease_request(*content_type, bytes);

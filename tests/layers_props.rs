@@ -25,6 +25,7 @@ use std::net::IpAddr;
 use proptest::prelude::*;
 use serde_json::json;
 use sluice::config::Config;
+use sluice::control::Control;
 use sluice::gate::{plan, Arrival, Chance, Known, Matched, Memory, Plan, Reply, Stack};
 use sluice::http::api::RESERVATION_TTL_MS;
 use sluice::http::Incoming;
@@ -109,6 +110,10 @@ impl Memory for Isolate {
 
     fn invitations(&self, object: &ObjectName) -> u32 {
         self.0.borrow().invitations(object.as_str())
+    }
+
+    fn rule_state(&self, _: &str, _: u64) -> Option<Control> {
+        None
     }
 }
 

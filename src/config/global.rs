@@ -71,6 +71,22 @@ pub(super) fn validate_scope(
             "a concurrency limit cannot be split: leave split out or drop concurrency",
         ));
     }
+    let shares = divide(policies, parts).map_err(|name| {
+        error(
+            &field("split"),
+            format!(
+                "policy {name} cannot be split into {parts} parts: each part needs a share of at least 1 and a sliding_log or fixed_window algorithm"
+            ),
+        )
+    })?;
+    Ok(Some(Global { parts: shares }))
+}
+
+/// `policies` divided over `parts` parts, each policy's limit cut to each
+/// part's share ([`share_spec`]); one part holds them whole. The config's
+/// split and an operator's override of the whole quota divide the same
+/// way. Fails with the name of a policy that cannot be divided.
+pub fn divide(policies: &[(String, Spec)], parts: u32) -> Result<Vec<Vec<(String, Spec)>>, String> {
     let mut shares = vec![Vec::with_capacity(policies.len()); parts as usize];
     for (name, spec) in policies {
         for (index, part) in (0..parts).zip(shares.iter_mut()) {
@@ -79,16 +95,8 @@ pub(super) fn validate_scope(
             } else {
                 share_spec(spec, parts, index)
             };
-            let cut = cut.ok_or_else(|| {
-                error(
-                    &field("split"),
-                    format!(
-                        "policy {name} cannot be split into {parts} parts: each part needs a share of at least 1 and a sliding_log or fixed_window algorithm"
-                    ),
-                )
-            })?;
-            part.push((name.clone(), cut));
+            part.push((name.clone(), cut.ok_or_else(|| name.clone())?));
         }
     }
-    Ok(Some(Global { parts: shares }))
+    Ok(shares)
 }

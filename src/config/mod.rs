@@ -15,6 +15,7 @@ pub mod override_body;
 pub mod paths;
 pub mod pattern;
 mod policies;
+pub mod quota_override;
 pub mod room;
 pub mod rule;
 pub mod tier;

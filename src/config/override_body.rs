@@ -8,23 +8,26 @@ use super::tier::Tier;
 use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
 use crate::limit::Spec;
-use crate::limits::{DAY_MS, MAX_OVERRIDE_MS, MAX_OVERRIDE_REASON_BYTES};
+use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
 /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
 /// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
-/// like any API body; [`parse_override`] checks it against the tier.
+/// like any API body; [`parse_override`] checks it against the tier. A
+/// global quota's override (`PUT {prefix}/admin/rules/{rule}/override`)
+/// is read as the same body and takes `limit`, `window` and `reason` only
+/// (`super::quota_override`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OverrideRequest {
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    unlimited: Option<bool>,
+    pub(super) limit: Option<u64>,
+    pub(super) window: Option<String>,
+    pub(super) algorithm: Option<String>,
+    pub(super) burst: Option<u64>,
+    pub(super) policies: Option<Vec<RawPolicy>>,
+    pub(super) unlimited: Option<bool>,
     #[serde(rename = "for")]
-    lasts: Option<String>,
-    reason: Option<String>,
+    pub(super) lasts: Option<String>,
+    pub(super) reason: Option<String>,
 }
 
 /// An override as the admin API takes it, validated like the config.
@@ -48,13 +51,8 @@ pub struct OverrideBody {
 /// Errors name the body's field.
 pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody, ConfigError> {
     let reason = raw.reason.unwrap_or_default();
-    if reason.len() > MAX_OVERRIDE_REASON_BYTES || reason.chars().any(char::is_control) {
-        return Err(error(
-            "reason",
-            format!(
-                "reason holds at most {MAX_OVERRIDE_REASON_BYTES} bytes and no control characters"
-            ),
-        ));
+    if !reason_fits(&reason) {
+        return Err(error("reason", REASON_RULE));
     }
     let for_ms = raw
         .lasts

@@ -18,7 +18,7 @@ use super::dashboard;
 use super::endpoints::{self, not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::settings::{settings, Settings};
-use super::{bans, isolate, quota, respond, room, stats};
+use super::{bans, isolate, quota, respond, room, rules, stats};
 use crate::config::listing;
 use crate::config::lookup::{overridden_tier, override_tier, targets, whole_quota, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
@@ -61,7 +61,7 @@ pub async fn serve(
         Some(AdminRoute::Dashboard { file }) => dashboard::file(&req, env, file).await,
         Some(AdminRoute::DashboardHome) => dashboard::home(&settings.config.prefix),
         _ => {
-            let mut response = api(req, objects, path, settings, token, route).await?;
+            let mut response = api(req, env, objects, path, settings, token, route).await?;
             dashboard::protect_data(response.headers_mut())?;
             Ok(response)
         }
@@ -71,6 +71,7 @@ pub async fn serve(
 /// An admin API call, once the token is known to be set.
 async fn api(
     req: ClientRequest,
+    env: &Env,
     objects: &Objects,
     path: &str,
     settings: &Settings,
@@ -83,7 +84,7 @@ async fn api(
     let Some(route) = route else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
-    let answer = call(req, objects, settings, route).await;
+    let answer = call(req, env, objects, settings, route).await;
     answer.or_else(|e| {
         console_error!("sluice: admin call failed: {e}");
         endpoints::unavailable()
@@ -123,6 +124,7 @@ fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result
 /// An authenticated admin call, by route and method.
 async fn call(
     req: ClientRequest,
+    env: &Env,
     objects: &Objects,
     settings: &Settings,
     route: AdminRoute,
@@ -193,6 +195,16 @@ async fn call(
             room::admin::one(objects, config, &rule).await
         }
         (_, AdminRoute::Rooms | AdminRoute::Room { .. }) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Rule { rule }) => {
+            rules::view(env, objects, config, &rule).await
+        }
+        (_, AdminRoute::Rule { .. }) => not_allowed("GET"),
+        (_, AdminRoute::RuleState { rule }) => {
+            rules::state(&req, env, objects, config, &rule).await
+        }
+        (_, AdminRoute::RuleOverride { rule }) => {
+            rules::overridden(&req, env, objects, config, &rule).await
+        }
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             endpoints::not_found(req.path())

@@ -13,6 +13,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::DurableObject;
 use worker::{web_sys, Env, Method, Result};
 
+use crate::control::Control;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report, HUBS};
@@ -24,9 +25,9 @@ use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::name::ObjectName;
 use crate::objects::protocol::{
-    CheckRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState, LeaseRequest,
-    LimiterCall, LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest,
-    ThrottleRequest, UnbanRequest, WireOverride,
+    CheckRequest, ControlRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState,
+    LeaseRequest, LimiterCall, LimiterReply, OverrideRequest, PeekRequest, SettleAnswer,
+    SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
 };
 use crate::room::protocol::{RoomCall, RoomReply};
 
@@ -157,6 +158,19 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Ban { previous } => Ok(previous),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
+        }
+    }
+
+    /// Sets the state of the rule a global quota's part belongs to;
+    /// answers the state that was in force (`None`: open).
+    pub async fn set_control(&self, key: &str, control: Control) -> Result<Option<Control>> {
+        let call = LimiterCall::Control(ControlRequest {
+            key: key.to_string(),
+            control,
+        });
+        match self.limiter(key, &call).await? {
+            LimiterReply::Control { previous } => Ok(previous),
             other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }

@@ -14,7 +14,8 @@ use super::delivery::{hold_until_delivered, release_on_drop};
 use super::incoming::ClientRequest;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
-use super::{isolate, respond};
+use super::{controls, isolate, respond};
+use crate::control::Control;
 use crate::gate::{self, Arrival, Conclusion, Known, Log, Matched, Pass, Plan, Reply, Stack};
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;
@@ -35,6 +36,10 @@ impl gate::Memory for Isolate {
 
     fn invitations(&self, object: &ObjectName) -> u32 {
         isolate::invitations(object)
+    }
+
+    fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control> {
+        controls::rule_state(rule, now_ms)
     }
 }
 

@@ -10,6 +10,7 @@ use worker::{console_error, Context};
 
 use super::client::Objects;
 use super::clock::now_ms;
+use super::controls;
 use crate::isolate::banlist::{BanList, BanRecord};
 use crate::isolate::refusals::{RefusalCache, CAPACITY};
 use crate::isolate::report::Outbox;
@@ -74,6 +75,7 @@ pub fn figures() -> serde_json::Value {
         "pending_stats_capacity": MAX_PENDING,
         "pending_top_rules": followed_rules,
         "pending_bans": pending_bans,
+        "rule_states": controls::held(),
     })
 }
 

@@ -7,6 +7,7 @@ mod admin;
 mod bans;
 mod client;
 mod clock;
+mod controls;
 mod dashboard;
 mod delivery;
 mod endpoints;
@@ -19,6 +20,7 @@ mod proxy;
 mod quota;
 mod respond;
 mod room;
+mod rules;
 mod settings;
 mod stats;
 mod storage;
@@ -57,6 +59,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
     isolate::upkeep(&objects, &ctx);
+    controls::upkeep(&env, &ctx, config);
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
     let ip = client_ip(&req);

@@ -1,6 +1,7 @@
 //! From an object's outcome (or its silence) to what the isolate keeps,
 //! reports, logs and answers.
 
+use super::halt::halted;
 use super::{Answer, Ask, Conclusion, Judged, Log, Pass, Reply, Settle};
 use crate::config::{OnError, Rule};
 use crate::http::admin::manual_ban_detail;
@@ -23,7 +24,9 @@ impl Ask<'_> {
         for (decision, (_, whole)) in outcome.policies.iter_mut().zip(self.level.policies) {
             decision.decision.limit = whole.limit();
         }
-        if outcome.allowed || self.rule.shadow {
+        // A paused or closed part answers for the whole quota: every part
+        // holds the same state.
+        if outcome.allowed || self.rule.shadow || outcome.halt.is_some() {
             Judged::Decided(outcome)
         } else {
             Judged::Full(outcome)
@@ -46,10 +49,18 @@ impl Ask<'_> {
                 started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
-            record: Some((self.key.clone(), Verdict::of(outcome.allowed))),
+            record: Some((self.reported(), Verdict::of(outcome.allowed))),
             ban_started,
             ..Conclusion::reply(Reply::untouched())
         };
+        // An operator's state answers whatever the rule's mode: pausing a
+        // rule is an order, shadow rules included. The isolate holds the
+        // answer a moment only (`crate::isolate::refusals`).
+        if let Some(control) = &outcome.halt {
+            conclusion.reply = Reply::Answer(halted(&rule.id, control));
+            conclusion.cache = Some((object, outcome));
+            return conclusion;
+        }
         let fields = if rule.shadow {
             let verdict = shadow_field(&outcome);
             if !outcome.allowed {
@@ -111,7 +122,7 @@ impl Ask<'_> {
             }),
         };
         Conclusion {
-            record: Some((self.key, Verdict::Failed)),
+            record: Some((self.reported(), Verdict::Failed)),
             log: Some(Log::Error(format!(
                 "sluice: rule {} could not decide for {object}: {error}",
                 rule.id
@@ -134,10 +145,17 @@ impl Ask<'_> {
             }
         };
         Conclusion {
-            record: Some((self.key, Verdict::Refused)),
+            record: Some((self.reported(), Verdict::Refused)),
             invited,
             ..Conclusion::reply(Reply::Answer(refusal(self.rule, &outcome, now_ms)))
         }
+    }
+
+    /// The key a decision is counted under: the caller's, or under a
+    /// global quota its client's address rather than `*`, so that the top
+    /// refused keys name clients.
+    pub(super) fn reported(&self) -> String {
+        self.client.clone().unwrap_or_else(|| self.key.clone())
     }
 }
 
@@ -151,8 +169,12 @@ pub fn sooner(a: Option<Outcome>, b: Outcome) -> Option<Outcome> {
 
 /// The answer to a request a rule refused: banned (429 or 403, as the rule
 /// says), over quota (429), or held by requests in flight (429, `pending`),
-/// with the RateLimit fields.
+/// with the RateLimit fields; or the state of a part an operator paused or
+/// closed.
 pub fn refusal(rule: &Rule, outcome: &Outcome, now_ms: u64) -> Answer {
+    if let Some(control) = &outcome.halt {
+        return halted(&rule.id, control);
+    }
     let problem = match &outcome.ban {
         Some(ban) => {
             let status = rule.ban.map_or(429, |b| b.status);

@@ -220,8 +220,11 @@ impl Layered for Ask<'_> {
 /// A request of a rule, asked of each of its layers in turn.
 #[derive(Debug)]
 pub struct Stack<'a> {
-    /// The caller's key (the first keyed layer's), for reports and echoes.
+    /// The caller's key (the first keyed layer's), for echoes.
     key: String,
+    /// What the request is counted under: the caller's key, or under
+    /// global layers alone its client's address.
+    reported: String,
     climb: Climb<Ask<'a>>,
     /// How long the edge waits for each answer: the longest any layer
     /// asks (a lease's queue included).
@@ -229,11 +232,17 @@ pub struct Stack<'a> {
 }
 
 impl<'a> Stack<'a> {
-    pub(super) fn new(rule: &'a Rule, key: String, asks: Vec<Ask<'a>>) -> Stack<'a> {
+    pub(super) fn new(
+        rule: &'a Rule,
+        key: String,
+        reported: String,
+        asks: Vec<Ask<'a>>,
+    ) -> Stack<'a> {
         let deadline_ms = asks.iter().map(|a| a.deadline_ms).max().unwrap_or(0);
         let fail_open = rule.on_error == OnError::Allow;
         Stack {
             key,
+            reported,
             climb: Climb::new(asks, fail_open),
             deadline_ms,
         }
@@ -241,8 +250,8 @@ impl<'a> Stack<'a> {
 
     /// A rule of one layer: the same climb, one step long.
     pub fn single(ask: Ask<'a>) -> Stack<'a> {
-        let (rule, key) = (ask.rule, ask.key.clone());
-        Stack::new(rule, key, vec![ask])
+        let (rule, key, reported) = (ask.rule, ask.key.clone(), ask.reported());
+        Stack::new(rule, key, reported, vec![ask])
     }
 
     pub fn next_call(&self) -> Option<&CheckRequest> {
@@ -292,7 +301,8 @@ impl<'a> Stack<'a> {
                 pass.key = Some(key.clone());
             }
         }
-        conclusion.record = conclusion.record.map(|(_, verdict)| (key, verdict));
+        let reported = self.reported;
+        conclusion.record = conclusion.record.map(|(_, verdict)| (reported, verdict));
         conclusion.settle_now = settle_now;
         conclusion
     }

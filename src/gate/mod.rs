@@ -6,12 +6,14 @@
 //! of the request path runs in host tests (`tests.rs`).
 
 mod conclude;
+mod halt;
 mod layers;
 mod plan;
 #[cfg(test)]
 mod tests;
 
 pub use conclude::{manually_banned, sooner, unavailable};
+pub use halt::halted;
 pub use layers::{api_check, key_climb, Climb, KeyCall, Layered, Passed, Stack, Stop};
 pub use plan::{denied, plan, Arrival, Ask, Chance, Judged, Known, Matched, Memory, Plan, Try};
 

@@ -5,9 +5,11 @@
 use std::net::IpAddr;
 
 use super::conclude::{manually_banned, refusal};
+use super::halt::halted;
 use super::layers::Stack;
 use super::{Answer, Conclusion, Reply};
 use crate::config::{Config, Level, OnInvalid, Rule};
+use crate::control::Control;
 use crate::http::api::RESERVATION_TTL_MS;
 use crate::http::cidr::client_network;
 use crate::http::jwt::{self, Claims, Hs256Key};
@@ -60,6 +62,10 @@ pub trait Memory {
     /// its own and a batch for the refusals that follow to be answered
     /// from the cache.
     fn invitations(&self, object: &ObjectName) -> u32;
+    /// The state of rule `rule` (not a global quota: its parts hold
+    /// theirs) when an operator paused or closed it, as this isolate last
+    /// read it.
+    fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control>;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw
@@ -93,6 +99,10 @@ pub struct Ask<'a> {
     /// The caller's key in this layer (`*` under a global quota), for
     /// reports and echoes.
     pub key: String,
+    /// Under a global quota, the client its refusals are counted under
+    /// among the top refused keys: its address (its network for IPv6, as
+    /// `ip` keys are built), or `*` when it has none.
+    pub client: Option<String>,
     /// One object; for a split quota, one part and a second chance.
     pub tries: Vec<Try>,
     /// For a split quota: the soonest refusal among parts the isolate
@@ -186,10 +196,25 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .map(String::as_str)
         .chain(keys.iter().map(String::as_str))
         .collect();
+    // Under a global quota a request is counted by its client's address
+    // rather than `*`, so that the top refused keys name clients; a rule
+    // with a keyed layer is counted by the caller's key.
+    let client = network.clone().unwrap_or_else(|| GLOBAL_KEY.to_string());
+    let reported = if levels.iter().any(|level| level.key.is_some()) {
+        key.clone()
+    } else {
+        client.clone()
+    };
     if let Some(ban) = known.memory.manual_ban(ip, &candidates, now_ms) {
         let status = rule.ban.map_or(429, |b| b.status);
         let answer = manually_banned(status, &ban, now_ms);
-        return Plan::Done(refused(key, answer));
+        return Plan::Done(refused(reported, answer));
+    }
+    // A global quota's state lives in its parts, which answer with it.
+    if rule.global.is_none() {
+        if let Some(control) = known.memory.rule_state(&rule.id, now_ms) {
+            return Plan::Done(refused(reported, halted(&rule.id, &control)));
+        }
     }
     // Every layer is planned before any is asked, so that a refusal the
     // isolate remembers for any of them (a sold-out quota's parts, say)
@@ -201,6 +226,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
             rule,
             level,
             key: layer_key,
+            client: level.key.is_none().then(|| client.clone()),
             tries: Vec::new(),
             known_full: None,
             deadline_ms: config.timeout_ms,
@@ -214,7 +240,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         match planned {
             Ok(ask) => asks.push(ask),
             Err(mut conclusion) => {
-                conclusion.record = conclusion.record.map(|(_, verdict)| (key, verdict));
+                conclusion.record = conclusion.record.map(|(_, verdict)| (reported, verdict));
                 return Plan::Done(conclusion);
             }
         }
@@ -223,7 +249,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         1 => asks
             .pop()
             .map_or_else(|| done(Reply::untouched()), Plan::Ask),
-        _ => Plan::Stack(Stack::new(rule, key, asks)),
+        _ => Plan::Stack(Stack::new(rule, key, reported, asks)),
     }
 }
 
@@ -254,12 +280,13 @@ impl<'a> Ask<'a> {
                 let answer = refusal(rule, &cached, now_ms);
                 return Err(Conclusion {
                     invited: Some(object),
-                    ..refused(self.key, answer)
+                    ..refused(self.reported(), answer)
                 });
             }
         }
         let ban = level.ban.map(|b| &b.policy);
         let mut request = CheckRequest::new(object.as_str(), level.policies, 1, ban);
+        request.watched = level.key.is_none();
         // Only refusals the isolate caches need moments for its cache:
         // under a ban policy each refusal goes to the object to count.
         if !rule.shadow && ban.is_none() {
@@ -339,6 +366,7 @@ impl<'a> Ask<'a> {
             if let Some(specs) = parts.get(part as usize) {
                 let mut request = CheckRequest::new(object.as_str(), specs, 1, None);
                 request.reserve = self.reservation.as_deref().map(reservation);
+                request.watched = true;
                 if !self.rule.shadow {
                     request.invitations = memory.invitations(&object);
                 }

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::config::Config;
+use crate::control::{Control, RuleState, PAUSED_RETRY_MS};
 use crate::http::jwt::tests::sign_raw;
 use crate::http::jwt::Hs256Key;
 use crate::http::tests::FakeRequest;
@@ -30,6 +31,7 @@ struct Remembered {
     /// How many moments the cache would ask any object for (0 reads as
     /// 1, what an isolate asks of an object it has no entry for).
     invitations: u32,
+    states: Vec<(String, Control)>,
 }
 
 impl Memory for Remembered {
@@ -48,6 +50,13 @@ impl Memory for Remembered {
 
     fn invitations(&self, _object: &ObjectName) -> u32 {
         self.invitations.max(1)
+    }
+
+    fn rule_state(&self, rule: &str, _now_ms: u64) -> Option<Control> {
+        self.states
+            .iter()
+            .find(|(r, _)| r == rule)
+            .map(|(_, control)| control.clone())
     }
 }
 
@@ -466,12 +475,166 @@ fn a_part_known_full_is_skipped_and_all_known_full_is_refused_without_a_call() {
         Some("1"),
         "the sooner part's"
     );
-    assert_eq!(conclusion.record, Some(("*".into(), Verdict::Refused)));
+    assert_eq!(
+        conclusion.record,
+        Some((CLIENT.into(), Verdict::Refused)),
+        "a global quota's refusal is counted under the client, not *"
+    );
     assert_eq!(
         conclusion.invited,
         Some(first.tries[1].object.clone()),
         "only the part whose moment was told hands it out"
     );
+}
+
+#[test]
+fn a_global_quotas_decisions_are_counted_under_the_clients_address() {
+    let config = sale();
+    let ask = asked(plan_of(&config, &from("2001:db8:1:2::77")));
+    assert_eq!(ask.key, "*", "every caller shares the quota");
+    assert!(
+        ask.tries.iter().all(|t| t.request.watched),
+        "parts count per second"
+    );
+    let Judged::Full(full) = ask.judge(answer_of(&ask.tries[0], 2)) else {
+        panic!("a full part leaves room for another");
+    };
+    let conclusion = ask.all_full(Some(full), NOW);
+    assert_eq!(
+        conclusion.record,
+        Some(("2001:db8:1:2::/64".into(), Verdict::Refused)),
+        "an IPv6 client by its network, as ip keys are built"
+    );
+    // A quota of one object, answered from the isolate's memory.
+    let one = one_rule(json!({"id": "one", "scope": "global"}));
+    let ask = asked(plan_of(&one, &from(CLIENT)));
+    let memory = Remembered {
+        refusals: vec![(ask.tries[0].object.clone(), answer_of(&ask.tries[0], 2))],
+        ..Remembered::default()
+    };
+    let conclusion = done(plan_with(&one, &memory, &from(CLIENT), &mut Dice::new()));
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    let no_address = asked(plan_of(&config, &FakeRequest::get()));
+    assert_eq!(no_address.client.as_deref(), Some("*"));
+    let per_key_rule = one_rule(json!({}));
+    let per_key = asked(plan_of(&per_key_rule, &from(CLIENT)));
+    assert!(!per_key.tries[0].request.watched);
+    assert_eq!(per_key.client, None);
+}
+
+fn control(state: RuleState) -> Control {
+    Control {
+        state,
+        reason: "stock count".into(),
+        set_ms: NOW,
+    }
+}
+
+#[test]
+fn a_paused_or_closed_rule_is_answered_by_the_isolate_without_a_call() {
+    let config = one_rule(json!({"allow": ["198.51.100.0/24"]}));
+    for (state, status, code, retry) in [
+        (RuleState::Paused, 503, "paused", Some("10")),
+        (RuleState::Closed, 410, "closed", None),
+    ] {
+        let memory = Remembered {
+            states: vec![("api".into(), control(state))],
+            ..Remembered::default()
+        };
+        let conclusion = done(plan_with(&config, &memory, &from(CLIENT), &mut Dice::new()));
+        let (got_status, got_code, fields) = answered(&conclusion.reply);
+        assert_eq!((got_status, got_code.as_str()), (status, code));
+        assert_eq!(field(&fields, "retry-after"), retry);
+        assert!(field(&fields, "ratelimit").is_none(), "nothing was decided");
+        let problem = body(&conclusion.reply);
+        assert_eq!(
+            (problem["rule"].as_str(), problem["reason"].as_str()),
+            (Some("api"), Some("stock count"))
+        );
+        assert!(problem["detail"].as_str().unwrap().contains("stock count"));
+        assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+        assert_eq!(conclusion.cache, None);
+        // An allow-listed caller skips the rule, its state included.
+        let allowed = done(plan_with(
+            &config,
+            &memory,
+            &from("198.51.100.7"),
+            &mut Dice::new(),
+        ));
+        assert_eq!(allowed, Conclusion::reply(Reply::untouched()));
+        // Another rule's state changes nothing here.
+        let other = Remembered {
+            states: vec![("login".into(), control(state))],
+            ..Remembered::default()
+        };
+        asked(plan_with(&config, &other, &from(CLIENT), &mut Dice::new()));
+    }
+}
+
+/// What a part whose rule is in `state` answers to `attempt`.
+fn answer_in_state(attempt: &Try, state: RuleState) -> Outcome {
+    let request = &attempt.request;
+    let specs = request.policies().unwrap();
+    let mut ledger = Ledger::new();
+    ledger.set_control(control(state));
+    let question = Question {
+        specs: &specs,
+        cost: 1,
+        ban: None,
+        lease: None,
+    };
+    ledger.check(&question, NOW).0
+}
+
+#[test]
+fn a_global_quotas_state_is_its_parts_and_answers_from_the_first_part() {
+    let config = sale();
+    // The isolate's copy holds no state for a global quota: its parts do.
+    let memory = Remembered {
+        states: vec![("sale".into(), control(RuleState::Closed))],
+        ..Remembered::default()
+    };
+    let ask = asked(plan_with(&config, &memory, &from(CLIENT), &mut Dice::new()));
+    let object = ask.tries[0].object.clone();
+    let paused = answer_in_state(&ask.tries[0], RuleState::Paused);
+    assert_eq!(paused.retry, Retry::After(PAUSED_RETRY_MS));
+    let Judged::Decided(paused) = ask.judge(paused) else {
+        panic!("a paused part answers for the whole quota, no second part is asked");
+    };
+    let conclusion = ask.conclude(object.clone(), paused.clone(), NOW);
+    let (status, code, fields) = answered(&conclusion.reply);
+    assert_eq!((status, code.as_str()), (503, "paused"));
+    assert_eq!(field(&fields, "retry-after"), Some("10"));
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    assert_eq!(conclusion.cache, Some((object.clone(), paused.clone())));
+    // Parts the isolate remembers as paused are answered without a call.
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let remembered = Remembered {
+        refusals: ask
+            .tries
+            .iter()
+            .map(|t| (t.object.clone(), answer_in_state(t, RuleState::Closed)))
+            .collect(),
+        ..Remembered::default()
+    };
+    let conclusion = done(plan_with(
+        &config,
+        &remembered,
+        &from(CLIENT),
+        &mut Dice::new(),
+    ));
+    let (status, code, fields) = answered(&conclusion.reply);
+    assert_eq!(
+        (status, code.as_str(), field(&fields, "retry-after")),
+        (410, "closed", None)
+    );
+    // Shadow mode does not undo an operator's order.
+    let shadow =
+        one_rule(json!({"id": "sale", "limit": 8, "scope": "global", "split": 4, "shadow": true}));
+    let ask = asked(plan_of(&shadow, &from(CLIENT)));
+    let closed = answer_in_state(&ask.tries[0], RuleState::Closed);
+    let conclusion = ask.conclude(object, closed, NOW);
+    assert_eq!(answered(&conclusion.reply).0, 410);
 }
 
 #[test]

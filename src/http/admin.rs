@@ -34,6 +34,12 @@ pub enum AdminRoute {
     Rooms,
     /// `/admin/rooms/{rule}`
     Room { rule: String },
+    /// `/admin/rules/{rule}`: a rule's state, and a global quota's sale.
+    Rule { rule: String },
+    /// `/admin/rules/{rule}/state`: open, paused or closed.
+    RuleState { rule: String },
+    /// `/admin/rules/{rule}/override`: a global quota's whole limit.
+    RuleOverride { rule: String },
     /// `/admin/` and the dashboard's files below it, named as the build
     /// writes them. They hold no data, so they need no token (the page
     /// asks for it).
@@ -90,6 +96,19 @@ impl AdminRoute {
             return Some(AdminRoute::Room {
                 rule: non_empty(percent_decode(rule)?)?,
             });
+        }
+        if let Some(below) = rest.strip_prefix("rules/") {
+            let (rule, what) = match below.split_once('/') {
+                Some((rule, what)) => (rule, Some(what)),
+                None => (below, None),
+            };
+            let rule = non_empty(percent_decode(rule)?)?;
+            return match what {
+                None => Some(AdminRoute::Rule { rule }),
+                Some("state") => Some(AdminRoute::RuleState { rule }),
+                Some("override") => Some(AdminRoute::RuleOverride { rule }),
+                Some(_) => None,
+            };
         }
         if let Some(key) = rest.strip_prefix("bans/") {
             return Some(AdminRoute::Ban {
@@ -307,6 +326,19 @@ mod tests {
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
         assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
         assert_eq!(AdminRoute::parse("/top"), Some(AdminRoute::Top));
+        let rule = || "sale".to_string();
+        assert_eq!(
+            AdminRoute::parse("/rules/sale"),
+            Some(AdminRoute::Rule { rule: rule() })
+        );
+        assert_eq!(
+            AdminRoute::parse("/rules/sale/state"),
+            Some(AdminRoute::RuleState { rule: rule() })
+        );
+        assert_eq!(
+            AdminRoute::parse("/rules/s%61le/override"),
+            Some(AdminRoute::RuleOverride { rule: rule() })
+        );
         assert_eq!(
             AdminRoute::parse("/bans/203.0.113.9"),
             Some(AdminRoute::Ban {
@@ -353,6 +385,11 @@ mod tests {
             "/other",
             "/keys/a/%ff",
             "/index.html",
+            "/rules/",
+            "/rules//state",
+            "/rules/sale/",
+            "/rules/sale/stats",
+            "/rules/sale/state/x",
             "/dashboard.js/",
             "//dashboard.js",
         ] {

@@ -156,6 +156,7 @@ mod tests {
             lease: None,
             pending: false,
             conflict: None,
+            halt: None,
             retry: Retry::NOW,
             spread: None,
         }

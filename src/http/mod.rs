@@ -8,6 +8,7 @@ pub mod auth;
 pub mod base64url;
 pub mod body;
 pub mod cidr;
+pub mod control;
 pub mod forward;
 pub mod headers;
 pub mod jwt;

@@ -61,6 +61,11 @@ pub enum Code {
     DemoBusy,
     /// A request came back to Sluice through its own origin.
     LoopDetected,
+    /// An operator paused the rule: come back later (`Retry-After`).
+    Paused,
+    /// An operator closed the rule ("sold out"): there is nothing to come
+    /// back for.
+    Closed,
 }
 
 impl Code {
@@ -91,6 +96,8 @@ impl Code {
             Code::Unavailable => "unavailable",
             Code::DemoBusy => "demo-busy",
             Code::LoopDetected => "loop-detected",
+            Code::Paused => "paused",
+            Code::Closed => "closed",
         }
     }
 
@@ -103,11 +110,12 @@ impl Code {
             Code::NotFound | Code::NoSuchLease | Code::NoSuchReservation => 404,
             Code::MethodNotAllowed => 405,
             Code::PolicyConflict | Code::LeaseLimitConflict | Code::TooManyBans => 409,
+            Code::Closed => 410,
             Code::BodyTooLarge => 413,
             Code::QuotaExceeded | Code::Pending | Code::TooManyFailures => 429,
             Code::Internal | Code::InvalidConfig => 500,
             Code::OriginUnreachable => 502,
-            Code::Unavailable | Code::DemoBusy => 503,
+            Code::Unavailable | Code::DemoBusy | Code::Paused => 503,
             Code::LoopDetected => 508,
         }
     }
@@ -192,6 +200,7 @@ fn reason_phrase(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         409 => "Conflict",
+        410 => "Gone",
         413 => "Content Too Large",
         429 => "Too Many Requests",
         500 => "Internal Server Error",

@@ -1,6 +1,7 @@
 //! What one isolate keeps between requests, pure and bounded: the copy of
-//! the manual bans, the refusal cache, the outbox of counts, top refused
-//! keys and started bans it reports to the hubs, and the admin lockout.
+//! the manual bans, the copy of the rule states read from KV, the refusal
+//! cache, the outbox of counts, top refused keys and started bans it
+//! reports to the hubs, and the admin lockout.
 //! `edge/isolate.rs` holds one of each per isolate. Also how the admin API
 //! merges what the hubs answer (`stats`, `pages`).
 
@@ -9,5 +10,6 @@ pub mod lockout;
 pub mod pages;
 pub mod refusals;
 pub mod report;
+pub mod states;
 pub mod stats;
 pub mod top;

@@ -11,8 +11,10 @@
 //! the client is told, so it is held no longer. A ban's refusal is
 //! held only until the ban ends, so that the object then answers (and counts
 //! the refusal toward the next offence), and a minute at most, so that an
-//! operator's lift reaches every isolate. It is bounded: when
-//! full, expired entries go first, then those that end soonest.
+//! operator's lift reaches every isolate. A paused or closed part's answer
+//! is held a second at most, so that opening it is seen within a second.
+//! It is bounded: when full, expired entries go first, then those that end
+//! soonest.
 //!
 //! **Spread refusals.** A refusal over quota is told when one of the key's
 //! places frees that no earlier refusal was told (`limit::spread`), so the
@@ -43,6 +45,12 @@ pub const CAPACITY: usize = 4096;
 /// lifts through one isolate stops being answered by the others within a
 /// minute.
 pub const MAX_BAN_HOLD_MS: u64 = 60_000;
+
+/// The longest a paused or closed part's answer is given from the cache:
+/// a flood during a pause costs each part at most a call per isolate per
+/// second, and an isolate that did not serve the operator's change stops
+/// answering the old state within a second.
+pub const MAX_HALT_HOLD_MS: u64 = 1_000;
 
 #[derive(Debug)]
 struct Entry {
@@ -172,6 +180,10 @@ impl RefusalCache {
                 .min(retry_at_ms)
                 .min(now_ms.saturating_add(MAX_BAN_HOLD_MS))
         });
+        let until_ms = match outcome.halt {
+            Some(_) => until_ms.min(now_ms.saturating_add(MAX_HALT_HOLD_MS)),
+            None => until_ms,
+        };
         if until_ms <= now_ms {
             return;
         }
@@ -247,6 +259,7 @@ mod tests {
             lease: None,
             pending: false,
             conflict: None,
+            halt: None,
             retry: Retry::After(retry_after_ms),
             spread: None,
         }
@@ -345,6 +358,28 @@ mod tests {
             cache.get("k", MAX_BAN_HOLD_MS).is_none(),
             "then the object answers, and says whether it still holds"
         );
+    }
+
+    #[test]
+    fn a_paused_or_closed_parts_answer_is_held_a_second_at_most() {
+        use crate::control::{Control, RuleState, PAUSED_RETRY_MS};
+        let mut cache = RefusalCache::new(8);
+        for (state, retry) in [
+            (RuleState::Paused, Retry::After(PAUSED_RETRY_MS)),
+            (RuleState::Closed, Retry::Never),
+        ] {
+            let mut halted = refused(1000);
+            halted.retry = retry;
+            halted.halt = Some(Control {
+                state,
+                reason: "stock count".into(),
+                set_ms: 0,
+            });
+            cache.insert("k", &halted, 5_000);
+            let held = cache.get("k", 5_000 + MAX_HALT_HOLD_MS - 1).unwrap();
+            assert_eq!(held.halt.unwrap().state, state);
+            assert!(cache.get("k", 5_000 + MAX_HALT_HOLD_MS).is_none());
+        }
     }
 
     #[test]

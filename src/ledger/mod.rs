@@ -14,6 +14,7 @@
 //! deletes.
 
 pub mod ban;
+mod halt;
 mod invitations;
 mod leases;
 mod outcome;
@@ -25,6 +26,7 @@ mod slot;
 
 use std::collections::VecDeque;
 
+use crate::control::Control;
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Grant, LeaseTable};
 use crate::limit::{Algorithm, Decision, Retry, SlidingLog, Spec};
@@ -68,6 +70,8 @@ pub struct Ledger {
     /// twice answers the same (memory only, bounded: a settle repeated
     /// after the object restarted finds no reservation).
     settled: VecDeque<(String, bool)>,
+    /// An operator's state for the rule, when it is paused or closed.
+    control: Option<Control>,
 }
 
 impl Ledger {
@@ -101,6 +105,9 @@ impl Ledger {
     ) -> (Outcome, Vec<Write>) {
         if ask.cost == 0 {
             return (self.peek_ask(ask, now_ms), Vec::new());
+        }
+        if let Some(halted) = self.halted(ask, now_ms) {
+            return (halted, Vec::new());
         }
         let specs = self.policies(ask.specs, now_ms);
         let indices: Vec<usize> = specs
@@ -227,7 +234,7 @@ impl Ledger {
         let policies = specs
             .iter()
             .map(|(name, spec)| {
-                let decision = self.read(name, *spec, now_ms);
+                let decision = self.read_with(name, *spec, |l| l.decide(now_ms, 0));
                 PolicyDecision {
                     name: name.clone(),
                     window_ms: spec.window_ms(),
@@ -242,19 +249,24 @@ impl Ledger {
         Outcome::new(ban.is_none(), policies, ban, lease, now_ms)
     }
 
-    /// Policy `name`'s state as `spec` reads it, changing nothing: a slot
+    /// Reads policy `name`'s state as `spec` reads it, changing nothing: a slot
     /// held under another spec is read through a copy, so that a peek
     /// never changes a limit, an algorithm or a window, and never drops an
     /// admission; no slot reads as empty.
-    fn read(&mut self, name: &str, spec: Spec, now_ms: u64) -> Decision {
+    fn read_with<T>(
+        &mut self,
+        name: &str,
+        spec: Spec,
+        read: impl FnOnce(&mut Algorithm) -> T,
+    ) -> T {
         match self.slots.iter_mut().find(|s| s.name == name) {
-            Some(slot) if slot.limiter.spec() == spec => slot.limiter.decide(now_ms, 0),
+            Some(slot) if slot.limiter.spec() == spec => read(&mut slot.limiter),
             Some(slot) => {
                 let mut copy = slot.limiter.clone();
                 copy.set_spec(spec);
-                copy.decide(now_ms, 0)
+                read(&mut copy)
             }
-            None => Algorithm::new(spec).decide(now_ms, 0),
+            None => read(&mut Algorithm::new(spec)),
         }
     }
 
@@ -369,7 +381,8 @@ impl Ledger {
     /// Forgets the key's state (an operator's reset) and says which rows to
     /// delete. The floor of a lock's fences stays while a repeat is
     /// possible, since a lock's fences must grow even across a reset, and
-    /// an operator's override (configuration, not state) stays too.
+    /// an operator's override and state (configuration, not state) stay
+    /// too.
     pub fn reset(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired: Vec<Expired> = std::mem::take(&mut self.slots)
             .into_iter()
@@ -395,7 +408,7 @@ impl Ledger {
             .iter_mut()
             .map(|slot| {
                 let spec = slot.limiter.spec();
-                SlotReport::of(&slot.name, spec, slot.limiter.decide(now_ms, 0))
+                SlotReport::of(&slot.name, spec, &mut slot.limiter, now_ms)
             })
             .collect();
         (slots, self.active_ban(now_ms))
@@ -415,8 +428,9 @@ impl Ledger {
             .policies(asked, now_ms)
             .into_iter()
             .map(|(name, spec)| {
-                let d = self.read(&name, spec, now_ms);
-                SlotReport::of(&name, spec, d)
+                self.read_with(&name, spec, |limiter| {
+                    SlotReport::of(&name, spec, limiter, now_ms)
+                })
             })
             .collect();
         (slots, self.active_ban(now_ms))
@@ -430,6 +444,7 @@ impl Ledger {
         self.slots.is_empty()
             && self.ban.is_none()
             && self.overridden.is_none()
+            && self.control.is_none()
             && self.reservations.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ban::BanNotice;
+use crate::control::Control;
 use crate::limit::lease::{Lease, LeaseError};
 use crate::limit::{Decision, Retry};
 
@@ -102,6 +103,10 @@ pub struct Outcome {
     /// name of the policy that conflicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<String>,
+    /// Set, with nothing decided, when an operator paused or closed the
+    /// rule this object is a part of: the state, which answers instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt: Option<Control>,
     /// [`Retry::NOW`] when allowed; otherwise how long until the whole
     /// request could pass: the ban must end and every refusing policy must
     /// have room (windows only free up while nothing is admitted). A refused
@@ -191,6 +196,7 @@ impl Outcome {
             ban,
             lease,
             conflict: None,
+            halt: None,
             retry,
             spread: None,
         }

@@ -82,3 +82,41 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Ask;
+    use crate::limit::Policy;
+
+    fn log(limit: u64) -> Vec<(String, Spec)> {
+        vec![(
+            "api".to_string(),
+            Spec::SlidingLog(Policy::new(limit, 1000).unwrap()),
+        )]
+    }
+
+    #[test]
+    fn a_lowered_limit_reports_every_admission_the_log_still_holds() {
+        let specs = log(3);
+        let ask = Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: None,
+        };
+        let mut ledger = Ledger::new();
+        for t in 0..3 {
+            assert!(ledger.check(&ask, t).0.allowed);
+        }
+        ledger.set_override(Some(Override {
+            policies: log(1),
+            until_ms: None,
+            reason: String::new(),
+            set_ms: 5,
+        }));
+        assert!(!ledger.check(&ask, 10).0.allowed);
+        let slot = &ledger.peek(10).0[0];
+        assert_eq!((slot.limit, slot.used, slot.remaining), (1, 3, 0));
+    }
+}

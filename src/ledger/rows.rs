@@ -3,6 +3,7 @@
 
 use super::ban::Ban;
 use super::{Override, Reservation};
+use crate::control::Control;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -42,6 +43,9 @@ pub enum Write {
     Ban(Ban),
     /// The key's override, to insert or overwrite.
     Override(Override),
+    /// The paused or closed state of the rule the object is a part of, to
+    /// insert or overwrite.
+    Control(Control),
     /// A lease, new or with changed holds or expiry, and the limit the
     /// key's leases are held under.
     Lease { lease: Lease, limit: Option<u32> },
@@ -59,6 +63,8 @@ pub enum Expired {
     Ban,
     /// The key's override lapsed or was lifted.
     Override,
+    /// The rule the object is a part of was opened again.
+    Control,
     /// A lease was released or lapsed. When `floor` is set, a fence could
     /// still repeat: keep it as the key's fence floor before the lease row
     /// (which held it) goes.

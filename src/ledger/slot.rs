@@ -33,13 +33,20 @@ pub struct SlotReport {
 }
 
 impl SlotReport {
-    /// A policy's state as an operator reads it.
-    pub(super) fn of(name: &str, spec: Spec, d: Decision) -> SlotReport {
+    /// A policy's state as an operator reads it from its limiter.
+    pub(super) fn of(name: &str, spec: Spec, limiter: &mut Algorithm, now_ms: u64) -> SlotReport {
+        let d = limiter.decide(now_ms, 0);
+        // A log counts what it holds: after an override lowered its limit,
+        // that may be more than the limit.
+        let used = match limiter {
+            Algorithm::Log(log) => log.held(),
+            _ => d.limit.saturating_sub(d.remaining),
+        };
         SlotReport {
             policy: name.to_string(),
             limit: d.limit,
             window_ms: spec.window_ms(),
-            used: d.limit.saturating_sub(d.remaining),
+            used,
             remaining: d.remaining,
             reset_ms: d.reset_ms,
         }

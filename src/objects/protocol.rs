@@ -27,10 +27,12 @@ mod policy;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::Control;
 use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
+use crate::sale::Second;
 pub use hub::{HubCall, HubReply, UnbanRequest};
 pub use policy::WirePolicy;
 
@@ -68,6 +70,8 @@ pub enum LimiterCall {
     Override(OverrideRequest),
     /// Answered with [`LimiterReply::Ban`].
     Ban(KeyBanRequest),
+    /// Answered with [`LimiterReply::Control`].
+    Control(ControlRequest),
     /// What the object holds, for tests and benchmarks; answered with
     /// [`LimiterReply::Inspection`].
     Inspect,
@@ -86,6 +90,7 @@ impl LimiterCall {
             LimiterCall::Reset(_) => "reset",
             LimiterCall::Override(_) => "override",
             LimiterCall::Ban(_) => "ban",
+            LimiterCall::Control(_) => "control",
             LimiterCall::Inspect => "inspect",
         }
     }
@@ -117,6 +122,10 @@ pub enum LimiterReply {
     Ban {
         previous: Option<BanNotice>,
     },
+    /// The state that was in force before (`None`: open).
+    Control {
+        previous: Option<Control>,
+    },
     Inspection(Inspection),
 }
 
@@ -134,6 +143,7 @@ impl LimiterReply {
             LimiterReply::Reset { .. } => "reset",
             LimiterReply::Override { .. } => "override",
             LimiterReply::Ban { .. } => "ban",
+            LimiterReply::Control { .. } => "control",
             LimiterReply::Inspection(_) => "inspection",
         }
     }
@@ -181,6 +191,10 @@ pub struct CheckRequest {
     /// a worker of the version before asks.
     #[serde(default = "one_invitation", skip_serializing_if = "is_one_invitation")]
     pub invitations: u32,
+    /// The object is a part of a global quota: count its decisions per
+    /// second, for the sale's view ([`crate::sale`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watched: bool,
 }
 
 fn one_invitation() -> u32 {
@@ -250,6 +264,7 @@ impl CheckRequest {
             refuse_conflicts: false,
             reserve: None,
             invitations: 1,
+            watched: false,
         }
     }
 
@@ -320,6 +335,14 @@ pub struct KeyState {
     /// An operator's override, lapsed or not (its `until_ms` says).
     #[serde(default, rename = "override")]
     pub overridden: Option<WireOverride>,
+    /// The rule's state, when an operator paused or closed it (a global
+    /// quota's part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
+    /// A global quota's part: its decisions per second over the last five
+    /// minutes, since it started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seconds: Vec<Second>,
 }
 
 /// An override as sent, whose policies [`WireOverride::decode`]
@@ -369,6 +392,14 @@ pub struct KeyBanRequest {
     /// The object the call is for.
     pub key: String,
     pub ban: Option<KeyBan>,
+}
+
+/// Set the state of the rule the object is a part of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlRequest {
+    /// The object the call is for.
+    pub key: String,
+    pub control: Control,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -588,6 +619,14 @@ mod tests {
                 key: "k".into(),
                 ban: None,
             }),
+            LimiterCall::Control(ControlRequest {
+                key: "k".into(),
+                control: Control {
+                    state: crate::control::RuleState::Paused,
+                    reason: "stock count".into(),
+                    set_ms: 5,
+                },
+            }),
             LimiterCall::Inspect,
         ];
         for call in calls {
@@ -645,10 +684,13 @@ mod tests {
                 ban,
                 leases: vec![granted],
                 overridden: None,
+                control: None,
+                seconds: vec![Second(1_700_000_000, 3, 4)],
             }),
             LimiterReply::Reset { forgot: true },
             LimiterReply::Override { previous: None },
             LimiterReply::Ban { previous: None },
+            LimiterReply::Control { previous: None },
             LimiterReply::Inspection(Inspection {
                 held: true,
                 stored_rows: 3,

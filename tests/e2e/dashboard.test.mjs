@@ -31,6 +31,7 @@ const config = {
       { name: "free", key: "header:x-user", limit: 1, window: "1m" },
     ] },
     { id: "flash", match: { path: "/flash" }, scope: "global", split: 2, limit: 2, window: "1m" },
+    { id: "drop", match: { path: "/drop" }, scope: "global", split: 2, limit: 10, window: "1h" },
   ],
 };
 
@@ -130,7 +131,7 @@ describe("the dashboard", { skip }, () => {
     assert.equal(rules.headers.get("x-content-type-options"), "nosniff");
     assert.equal(rules.headers.get("referrer-policy"), "no-referrer");
     const listed = await rules.json();
-    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash"]);
+    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash", "drop"]);
     assert.deepEqual([listed.rules[3].scope, listed.rules[3].split], ["global", 2]);
 
     // The assets are not reachable outside the admin path.
@@ -187,7 +188,7 @@ describe("the dashboard", { skip }, () => {
     // The rules as configured.
     await rowWith(page, "#rules", "api");
     const ruleRows = await page.$$eval("#rules tbody tr", (rows) => rows.map((row) => row.textContent));
-    assert.equal(ruleRows.length, 7);
+    assert.equal(ruleRows.length, 8);
     assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
     assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
     assert.match(ruleRows[3], /everyone \(shared\).*1,000 \/ 1s · fixed_window.*global, split 2/);
@@ -354,15 +355,86 @@ describe("the dashboard", { skip }, () => {
     assert.match(tiers, /Tier tiers\.pro.*Nothing counted.*Tier tiers\.free/s);
     assert.match(tiers, /tiers\.free1 \/ 1m10/, "the free tier's slot: limit 1, used 1");
 
-    await rowWith(page, '.rule-card[data-rule="flash"] .top-refused', "*");
-    assert.equal(await page.$('.rule-card[data-rule="flash"] button[aria-label^="Ban"]'), null, "a shared quota's key is not banned");
-    await page.click('.rule-card[data-rule="flash"] button[aria-label="Inspect *"]');
+    // A global quota's top refused keys are its clients: no Inspect (the
+    // quota's key is *), and a ban of the address on every rule, through
+    // its own form, which the operator still submits.
+    await rowWith(page, '.rule-card[data-rule="flash"] .top-refused', "198.51.100.71");
+    assert.equal(await page.$('.rule-card[data-rule="flash"] button[aria-label^="Inspect"]'), null);
+    await page.click('.rule-card[data-rule="flash"] button[aria-label="Ban the address 198.51.100.71 on every rule"]');
+    assert.equal(await page.$eval("#ban-key", (node) => node.value), "198.51.100.71");
+    assert.equal(await page.$eval("#ban-for", (node) => node === document.activeElement), true);
+    await page.$eval("#ban-key", (node) => { node.value = ""; });
+    await page.select("#lookup-rule", "flash");
+    await page.$eval("#lookup-key", (node) => { node.value = ""; });
+    await page.type("#lookup-key", "*");
+    await page.click("#lookup-form button[type=submit]");
     await page.waitForSelector("#key-result table.parts");
     assert.equal(asked.at(-1), "/_sluice/admin/keys/flash/*");
     assert.match(await text(page, "#key-result .slots tbody"), /^flash2 \/ 1m20/, "the whole quota: 2, used 2, none left");
     const parts = await page.$$eval("#key-result table.parts tbody tr", (rows) => rows.map((row) => row.textContent));
     assert.deepEqual(parts, ["*#0flash1 / 1m10", "*#1flash1 / 1m10"]);
     assert.match(await text(page, "#key-result .head"), /Reset every part/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("each rule's state changes from its buttons, and a global quota's sale and override are shown and set", async () => {
+    for (let i = 0; i < 4; i += 1) assert.equal((await from(`198.51.100.${80 + i}`, "/drop")).status, 200);
+    const { page, problems } = await open();
+    const dialogs = [];
+    page.on("dialog", (dialog) => dialogs.push(dialog.message()));
+    await signIn(page);
+    // The sale: figures summed over the parts, a chart per second.
+    await page.waitForSelector('.sale-card[data-sale="drop"] canvas');
+    await page.waitForFunction(() => /Admitted, 5 min4/.test(document.querySelector('.sale-card[data-sale="drop"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
+    const figures = await text(page, '.sale-card[data-sale="drop"] .sale-figures');
+    assert.match(figures, /Left of drop6 of 10 \/ 1h/);
+    // The rate counts complete seconds: just after the traffic it may be 0.
+    assert.match(figures, /Rate, last 10 s\d+\.\d \/ sSells out(in \d|not at this rate)/);
+    assert.equal(await page.$$eval('.sale-card[data-sale="drop"] details.parts tbody tr', (rows) => rows.length), 2);
+    const stateOf = (rule) => page.$eval(`#rules tr[data-rule="${rule}"] .state-cell .tag`, (node) => node.textContent);
+    const waitState = (rule, state) => page.waitForFunction(
+      (r, s) => document.querySelector(`#rules tr[data-rule="${r}"] .state-cell .tag`)?.textContent === s,
+      { timeout: 15_000 }, rule, state);
+    assert.equal(await stateOf("api"), "open");
+    assert.equal(await page.$eval('#rules button[aria-label="Open rule api"]', (node) => node.disabled), true);
+
+    // Pause a per-key rule (KV) with a reason, close a global one (its
+    // parts) after a confirmation: each applies from the next request.
+    await page.type("#state-reason", "stock count");
+    await page.click('#rules button[aria-label="Pause rule api"]');
+    await waitState("api", "paused");
+    assert.match(await text(page, '#rules tr[data-rule="api"] .state-cell'), /stock count/);
+    assert.equal(await page.$eval("#state-reason", (node) => node.value), "", "the reason is for one change");
+    const paused = await from("198.51.100.90", "/api/x");
+    assert.deepEqual([paused.status, (await paused.json()).code], [503, "paused"]);
+    await page.click('#rules button[aria-label="Close rule drop"]');
+    await waitState("drop", "closed");
+    assert.match(dialogs.at(-1), /Close rule drop\? Every request it matches is answered 410/);
+    const closed = await from("198.51.100.91", "/drop");
+    assert.deepEqual([closed.status, (await closed.json()).code], [410, "closed"]);
+    await page.waitForFunction(() => document.querySelector('.sale-card[data-sale="drop"] header .tag')?.textContent === "closed", { timeout: 15_000 });
+
+    // The whole limit's override, set and lifted from the sale's card.
+    await page.click('.sale-card[data-sale="drop"] details.override summary');
+    await page.type("#override-limit-drop", "12");
+    await page.type("#override-reason-drop", "more stock");
+    await page.click('.sale-card[data-sale="drop"] .override-form button[type=submit]');
+    await page.waitForFunction(() => /override drop: 12 \/ 1h \(more stock\)/.test(document.querySelector('.sale-card[data-sale="drop"]').textContent), { timeout: 15_000 });
+    assert.match(await text(page, '.sale-card[data-sale="drop"] .sale-figures'), /Left of drop8 of 12/);
+    await (await page.$('.sale-card[data-sale="drop"]')).screenshot({ path: join(SHOTS, "sale.png") });
+    await (await page.$("#rules")).screenshot({ path: join(SHOTS, "rule-states.png") });
+
+    // Open both again: admitted from the next request.
+    for (const rule of ["api", "drop"]) {
+      await page.click(`#rules button[aria-label="Open rule ${rule}"]`);
+      await waitState(rule, "open");
+    }
+    assert.equal((await from("198.51.100.90", "/api/x")).status, 200);
+    assert.equal((await from("198.51.100.91", "/drop")).status, 200);
+    await page.click('.sale-card[data-sale="drop"] .override-form button[type=button]');
+    await page.waitForFunction(() => /No override/.test(document.querySelector('.sale-card[data-sale="drop"]').textContent), { timeout: 15_000 });
+    assert.match(dialogs.at(-1), /Lift the override of drop\?/);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -118,6 +118,8 @@ export class Sluice {
     const mf = new Miniflare({
       workers,
       durableObjectsPersist: options.persist ?? false,
+      // The rule states' KV namespace, persisted beside the objects.
+      kvPersist: options.persist ?? false,
       host: "127.0.0.1",
       port: options.port ?? 0,
       handleRuntimeStdio(stdout, stderr) {
@@ -141,11 +143,13 @@ export class Sluice {
   }
 
   /** Sets the fault fixture's mode for the key objects (or, with target
-   * "hub", for the hubs): pass, throw, error, hang or garbage. Answers the
-   * modes and the calls each binding has received. */
-  async fault(mode, target = "limiter") {
+   * "hub", for the hubs): pass, throw, error, hang or garbage; with `only`,
+   * for the key objects whose calls hold that text (an object's name).
+   * Answers the modes and the calls each binding has received. */
+  async fault(mode, target = "limiter", only = null) {
     const worker = await this.mf.getWorker("faults");
-    const response = await worker.fetch(`http://faults/mode?set=${mode}&target=${target}`);
+    const filter = only === null ? "" : `&only=${encodeURIComponent(only)}`;
+    const response = await worker.fetch(`http://faults/mode?set=${mode}&target=${target}${filter}`);
     return response.json();
   }
 

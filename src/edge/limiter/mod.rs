@@ -32,10 +32,12 @@ use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 use crate::objects::protocol::{
-    CheckRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall, LimiterReply,
-    OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, ThrottleRequest, WireOverride,
+    CheckRequest, ControlRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall,
+    LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, ThrottleRequest,
+    WireOverride,
 };
 use crate::objects::queue::Queue;
+use crate::sale::Seconds;
 
 #[durable_object]
 pub struct Limiter {
@@ -82,6 +84,9 @@ struct Inner {
     /// reach an object at all.
     checks: u64,
     waiting: Queue<Waiting>,
+    /// A global quota's part: its decisions per second, for the sale's
+    /// view (memory only: a restart counts from zero again).
+    seconds: Seconds,
 }
 
 impl DurableObject for Limiter {
@@ -108,6 +113,7 @@ impl DurableObject for Limiter {
             LimiterCall::Settle(request) => self.settle(request).await?,
             LimiterCall::Override(request) => self.set_override(request).await?,
             LimiterCall::Ban(request) => self.set_ban(request).await?,
+            LimiterCall::Control(request) => self.set_control(request).await?,
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
         };
         match answer {
@@ -168,12 +174,16 @@ impl Limiter {
                 .reserve
                 .as_ref()
                 .map(|r| (r.id.as_str(), now.saturating_add(r.ttl_ms)));
-            match conflict {
+            let decided = match conflict {
                 Some(name) => (Outcome::conflicting(name), Vec::new()),
                 None => inner
                     .ledger
                     .check_inviting(&parsed.ask(), reserve, check.invitations, now),
+            };
+            if check.watched {
+                inner.seconds.count(now, decided.0.allowed);
             }
+            decided
         };
         self.persist(writes, now).await?;
         let queue = check
@@ -293,15 +303,18 @@ impl Limiter {
             Err(e) => return Err(Problem::invalid("body", e.0)),
         };
         let mut inner = self.inner.borrow_mut();
+        let now = now_ms();
         let (slots, ban) = match policies {
-            Some(policies) => inner.ledger.peek_in_force(&policies, now_ms()),
-            None => inner.ledger.peek(now_ms()),
+            Some(policies) => inner.ledger.peek_in_force(&policies, now),
+            None => inner.ledger.peek(now),
         };
         Ok(LimiterReply::Key(KeyState {
             slots,
             ban,
             leases: inner.ledger.leases().to_vec(),
             overridden: inner.ledger.overridden().map(WireOverride::encode),
+            control: inner.ledger.control().cloned(),
+            seconds: inner.seconds.recent(now),
         }))
     }
 
@@ -352,6 +365,16 @@ impl Limiter {
         self.persist(writes, now).await?;
         self.delete(expired).await?;
         Ok(Ok(LimiterReply::Ban { previous }))
+    }
+
+    /// Pauses, closes or opens the rule this object is a part of, from its
+    /// next decision; answers the state that was in force.
+    async fn set_control(&self, request: ControlRequest) -> Result<Answer> {
+        let (previous, writes, expired) =
+            self.inner.borrow_mut().ledger.set_control(request.control);
+        self.persist(writes, now_ms()).await?;
+        self.delete(expired).await?;
+        Ok(Ok(LimiterReply::Control { previous }))
     }
 
     /// Writes what a decision recorded and re-arms the alarm.

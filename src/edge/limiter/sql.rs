@@ -7,6 +7,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 use super::super::storage::int;
 use super::meter;
+use crate::control::Control;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Reservation, Write};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -24,10 +25,11 @@ pub enum Table {
     FenceFloors,
     Overrides,
     Reservations,
+    Controls,
 }
 
 impl Table {
-    const ALL: [Table; 7] = [
+    const ALL: [Table; 8] = [
         Table::Slots,
         Table::Hits,
         Table::Bans,
@@ -35,6 +37,7 @@ impl Table {
         Table::FenceFloors,
         Table::Overrides,
         Table::Reservations,
+        Table::Controls,
     ];
 
     fn name(self) -> &'static str {
@@ -46,12 +49,13 @@ impl Table {
             Table::FenceFloors => "fence_floors",
             Table::Overrides => "overrides",
             Table::Reservations => "reservations",
+            Table::Controls => "controls",
         }
     }
 
     /// The table's columns. An object holds one key, so no table has a
     /// key column: the slot's policy names a slot and a log's rows, the
-    /// lease id a lease, and the three one-row tables keep their row at
+    /// lease id a lease, and the four one-row tables keep their row at
     /// rowid 1.
     fn columns(self) -> &'static str {
         match self {
@@ -80,6 +84,9 @@ impl Table {
                 "id TEXT NOT NULL PRIMARY KEY, lapses_ms INTEGER NOT NULL,
                  cost INTEGER NOT NULL, runs TEXT NOT NULL"
             }
+            // The state of the rule a global quota's part belongs to, when
+            // it is paused or closed: JSON, as the worker sends it.
+            Table::Controls => "body TEXT NOT NULL",
         }
     }
 
@@ -136,11 +143,13 @@ impl Table {
                 "SELECT 1, fence FROM fence_floors ORDER BY fence DESC LIMIT 1",
             ),
             Table::Overrides => ("rowid, body", "SELECT 1, body FROM overrides LIMIT 1"),
-            // Reservations were first stored after the key column went.
+            // Reservations and states were first stored after the key
+            // column went.
             Table::Reservations => (
                 "id, lapses_ms, cost, runs",
                 "SELECT id, lapses_ms, cost, runs FROM reservations",
             ),
+            Table::Controls => ("rowid, body", "SELECT 1, body FROM controls LIMIT 1"),
         }
     }
 }
@@ -217,8 +226,9 @@ struct LeaseRow {
     lim: Option<u32>,
 }
 
+/// A one-row table whose row is a JSON body: overrides and states.
 #[derive(Deserialize)]
-struct OverrideRow {
+struct BodyRow {
     body: String,
 }
 
@@ -329,6 +339,7 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     load_leases(sql, tables, &mut ledger)?;
     load_overrides(sql, tables, &mut ledger)?;
     load_reservations(sql, tables, &mut ledger)?;
+    load_control(sql, tables, &mut ledger)?;
     Ok(ledger)
 }
 
@@ -403,8 +414,7 @@ fn load_leases(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
 }
 
 fn load_overrides(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
-    for row in rows_if::<OverrideRow>(sql, tables, Table::Overrides, "SELECT body FROM overrides")?
-    {
+    for row in rows_if::<BodyRow>(sql, tables, Table::Overrides, "SELECT body FROM overrides")? {
         // A row that no longer reads back is dropped, not fatal: the key
         // falls back to its rule's policies.
         if let Some(overridden) = override_row::decode(&row.body) {
@@ -427,6 +437,17 @@ fn load_reservations(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> R
         if let Some(reservation) = Reservation::from_row(row.id, row.lapses_ms, row.cost, &row.runs)
         {
             ledger.restore_reservation(reservation);
+        }
+    }
+    Ok(())
+}
+
+/// The paused or closed state of the rule the object is a part of.
+fn load_control(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
+    for row in rows_if::<BodyRow>(sql, tables, Table::Controls, "SELECT body FROM controls")? {
+        // A row that no longer reads back is dropped: the part is open.
+        if let Ok(control) = serde_json::from_str::<Control>(&row.body) {
+            ledger.restore_control(control);
         }
     }
     Ok(())
@@ -481,6 +502,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Override(_) => Some(Table::Overrides),
         Write::Lease { .. } => Some(Table::Leases),
         Write::Reservation(_) => Some(Table::Reservations),
+        Write::Control(_) => Some(Table::Controls),
         // A refund changes rows its admission wrote: no table to create.
         Write::Refund { .. } => None,
     };
@@ -511,6 +533,11 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         ),
         Write::Lease { lease, limit } => put_lease(sql, lease, limit),
         Write::Reservation(reservation) => put_reservation(sql, reservation),
+        Write::Control(control) => run(
+            sql,
+            "INSERT OR REPLACE INTO controls (rowid, body) VALUES (1, ?)",
+            vec![serde_json::to_string(&control)?.into()],
+        ),
         Write::Refund {
             name,
             at_ms,
@@ -643,6 +670,11 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
         Expired::Override => {
             if tables.has(Table::Overrides) {
                 run(sql, "DELETE FROM overrides", Vec::new())?;
+            }
+        }
+        Expired::Control => {
+            if tables.has(Table::Controls) {
+                run(sql, "DELETE FROM controls", Vec::new())?;
             }
         }
         Expired::Floor => {

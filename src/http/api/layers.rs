@@ -150,6 +150,7 @@ impl LayeredRequest {
             conflict: None,
             retry: refusal.map_or(Retry::NOW, |(_, outcome)| outcome.retry),
             spread: None,
+            halt: None,
         }
     }
 }

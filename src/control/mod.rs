@@ -1,0 +1,163 @@
+//! Live control of a rule: an operator opens, pauses or closes it without a
+//! redeploy. What a decision does under each state is here; where a
+//! rule's state lives depends on the rule:
+//!
+//! - a global quota's state lives in each of its parts (the key objects of
+//!   `rule:<id>:*` or `*#i`), which decide with it exactly, from their next
+//!   decision (`crate::ledger`);
+//! - any other rule's state is read-mostly data every isolate needs: one
+//!   document in Workers KV holding every such rule's state
+//!   ([`RuleStates`]), read by each isolate in the background at a fixed
+//!   interval (`crate::isolate::states`), never on a request's path.
+
+mod states;
+
+use serde::{Deserialize, Serialize};
+
+pub use states::{RuleStates, MAX_RULE_STATES};
+
+/// How long a client of a paused rule is told to wait (`Retry-After`): a
+/// pause lasts as long as its operator wants, so the wait is a guess, long
+/// enough that paused clients do not hammer the edge and short enough that
+/// they come back soon after it opens.
+pub const PAUSED_RETRY_MS: u64 = 10_000;
+
+/// A rule's state, as operators set it; ordered from the most open to the
+/// strictest. On the wire it is its name, read and written as a string:
+/// serde's enum machinery cost the worker more code than the three names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
+pub enum RuleState {
+    /// Decided as configured.
+    #[default]
+    Open,
+    /// Every matching request is answered `503`, code `paused`, with
+    /// `Retry-After`: come back later.
+    Paused,
+    /// Every matching request is answered `410`, code `closed` ("sold
+    /// out"), without `Retry-After`: there is nothing to come back for.
+    Closed,
+}
+
+impl RuleState {
+    const ALL: [RuleState; 3] = [RuleState::Open, RuleState::Paused, RuleState::Closed];
+
+    /// The state's name, as the admin API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleState::Open => "open",
+            RuleState::Paused => "paused",
+            RuleState::Closed => "closed",
+        }
+    }
+
+    /// The state a name spells, exactly (lower case).
+    pub fn named(name: &str) -> Option<RuleState> {
+        RuleState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl TryFrom<String> for RuleState {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<RuleState, String> {
+        RuleState::named(&name).ok_or_else(|| {
+            format!("{name:?} is not a state: use \"open\", \"paused\" or \"closed\"")
+        })
+    }
+}
+
+impl From<RuleState> for &'static str {
+    fn from(state: RuleState) -> &'static str {
+        state.as_str()
+    }
+}
+
+/// A rule's state, why, and since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Control {
+    pub state: RuleState,
+    /// The operator's reason, shown in every answer the state gives.
+    #[serde(default)]
+    pub reason: String,
+    /// When it was set, ms since the epoch.
+    #[serde(default)]
+    pub set_ms: u64,
+}
+
+impl Control {
+    /// Whether the state answers requests itself (paused or closed), so
+    /// that nothing is decided, admitted or counted toward a ban.
+    pub fn halts(&self) -> bool {
+        self.state != RuleState::Open
+    }
+
+    /// How long a client the state answered should wait: a while when
+    /// paused, never (`None`) when closed or open.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        (self.state == RuleState::Paused).then_some(PAUSED_RETRY_MS)
+    }
+}
+
+/// The strictest of several parts' states (closed, then paused); `None`
+/// when there is none, every part being open. Parts disagree only while an
+/// operator's change is being written to them, or when it reached some
+/// and not others: the view shows the state that holds somewhere.
+pub fn strictest<'a>(controls: impl IntoIterator<Item = &'a Control>) -> Option<&'a Control> {
+    controls.into_iter().max_by_key(|c| c.state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_strictest_state_wins() {
+        let control = |state| Control {
+            state,
+            reason: String::new(),
+            set_ms: 0,
+        };
+        let parts = [
+            control(RuleState::Paused),
+            control(RuleState::Closed),
+            control(RuleState::Open),
+        ];
+        assert_eq!(strictest(&parts).unwrap().state, RuleState::Closed);
+        assert_eq!(strictest(&parts[..1]).unwrap().state, RuleState::Paused);
+        assert!(strictest(&[]).is_none());
+    }
+
+    #[test]
+    fn only_paused_and_closed_halt_and_only_a_pause_asks_for_a_retry() {
+        let control = |state| Control {
+            state,
+            reason: String::new(),
+            set_ms: 0,
+        };
+        assert!(!control(RuleState::Open).halts());
+        assert!(control(RuleState::Paused).halts());
+        assert!(control(RuleState::Closed).halts());
+        assert_eq!(
+            control(RuleState::Paused).retry_after_ms(),
+            Some(PAUSED_RETRY_MS)
+        );
+        assert_eq!(control(RuleState::Closed).retry_after_ms(), None);
+        assert_eq!(control(RuleState::Open).retry_after_ms(), None);
+    }
+
+    #[test]
+    fn states_are_spelled_in_lower_case_on_the_wire() {
+        for state in [RuleState::Open, RuleState::Paused, RuleState::Closed] {
+            let wire = serde_json::to_string(&state).unwrap();
+            assert_eq!(wire, format!("\"{}\"", state.as_str()));
+            assert_eq!(serde_json::from_str::<RuleState>(&wire).unwrap(), state);
+        }
+        assert!(serde_json::from_str::<RuleState>("\"Paused\"").is_err());
+        let control: Control = serde_json::from_str(r#"{"state":"closed"}"#).unwrap();
+        assert_eq!(
+            (control.state, control.reason.as_str()),
+            (RuleState::Closed, "")
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! The admin API's live control of a rule, below `{prefix}/admin/rules/`:
+//! its state (`{rule}/state`: open, paused, closed), a global quota's whole
+//! limit (`{rule}/override`), and the rule's view (`{rule}`: its state,
+//! and a global quota's sale). A global quota's state and override are
+//! written to each of its parts, which decide with them from their next
+//! decision; any other rule's state goes to Workers KV (`controls.rs`).
+//! A global quota is read as one view (`quota::sale`), which `GET` on the
+//! rule, its state and its override all answer. Answers are serialised
+//! from structs rather than built as JSON values, which costs the wasm
+//! less code per field.
+
+use serde::Serialize;
+use worker::{Env, Headers, Method, Response, Result};
+
+use super::client::Objects;
+use super::clock::now_ms;
+use super::endpoints::{not_allowed, parsed_body};
+use super::incoming::ClientRequest;
+use super::quota::{limits, part_key, peek_parts, Limit, Shown};
+use super::{controls, isolate, quota, respond};
+use crate::config::lookup::{targets, Target};
+use crate::config::override_body::OverrideRequest;
+use crate::config::quota_override::parse_quota_override;
+use crate::config::{Config, Rule};
+use crate::control::{Control, RuleState};
+use crate::http::body;
+use crate::http::control::parse_state;
+use crate::http::problem::{Code, Problem};
+use crate::isolate::states::REFRESH_MS;
+use crate::ledger::Override;
+use crate::objects::name::{ObjectName, GLOBAL_KEY};
+use crate::objects::protocol::WireOverride;
+
+/// How long KV may take to show a write at every location.
+const KV_PROPAGATION_MS: u64 = 60_000;
+
+/// `{prefix}/admin/rules/{rule}/state`: `GET` and `PUT`.
+pub async fn state(
+    req: &ClientRequest,
+    env: &Env,
+    objects: &Objects,
+    config: &Config,
+    id: &str,
+) -> Result<Response> {
+    let (rule, method) = match route(req, config, id, &[Method::Get, Method::Put]) {
+        Ok(found) => found,
+        Err(answer) => return answer,
+    };
+    if method == Method::Get {
+        return read(env, objects, config, rule).await;
+    }
+    let control = match parsed_body(req, |ct, body| parse_state(ct, body, now_ms())).await? {
+        Ok(control) => control,
+        Err(problem) => return respond::problem(&problem),
+    };
+    match parts_of(config, rule) {
+        Some(parts) => write_parts(objects, &rule.id, &parts, control).await,
+        None => write_kv(env, config, &rule.id, control).await,
+    }
+}
+
+/// `GET {prefix}/admin/rules/{rule}`: a global quota's sale, or another
+/// rule's state.
+pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Result<Response> {
+    match find(config, id) {
+        Ok(rule) => read(env, objects, config, rule).await,
+        Err(problem) => respond::problem(&problem),
+    }
+}
+
+/// A global quota's sale (its state and override included), or another
+/// rule's state.
+async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Result<Response> {
+    match (parts_of(config, rule), &rule.global) {
+        (Some(targets), Some(global)) => {
+            let read = peek_parts(objects, &targets).await;
+            quota::sale(&rule.id, &global.parts, &targets, read)
+        }
+        _ => read_kv(env, &rule.id).await,
+    }
+}
+
+/// `{prefix}/admin/rules/{rule}/override`: `GET`, `PUT` and `DELETE`, for a
+/// global quota only.
+pub async fn overridden(
+    req: &ClientRequest,
+    env: &Env,
+    objects: &Objects,
+    config: &Config,
+    id: &str,
+) -> Result<Response> {
+    let methods = [Method::Get, Method::Put, Method::Delete];
+    let (rule, method) = match route(req, config, id, &methods) {
+        Ok(found) => found,
+        Err(answer) => return answer,
+    };
+    let Some(targets) = parts_of(config, rule) else {
+        return respond::problem(&Problem::invalid(
+            "rule",
+            format!("rule {:?} gives each key its own quota: override one key's with /admin/keys/{{rule}}/{{key}}/override", rule.id),
+        ));
+    };
+    match method {
+        Method::Put => {
+            let raw = match parsed_body(req, body::read::<OverrideRequest>).await? {
+                Ok(raw) => raw,
+                Err(problem) => return respond::problem(&problem),
+            };
+            let parsed = match parse_quota_override(raw, rule) {
+                Ok(parsed) => parsed,
+                Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
+            };
+            let now = now_ms();
+            let overrides = (0..targets.len()).map(|i| parsed.part(i, now)).collect();
+            let whole = SetOverride {
+                policy: &parsed.policy,
+                limit: parsed.limit,
+                reason: &parsed.reason,
+                set_ms: now,
+            };
+            write_overrides(objects, &rule.id, &targets, overrides, Some(whole)).await
+        }
+        Method::Delete => {
+            let none = vec![None; targets.len()];
+            write_overrides(objects, &rule.id, &targets, none, None).await
+        }
+        _ => read(env, objects, config, rule).await,
+    }
+}
+
+/// The rule a route names and the method it was called with, or the
+/// answer when the route does not take that method (`405`) or names no
+/// rule (`404`).
+fn route<'a>(
+    req: &ClientRequest,
+    config: &'a Config,
+    id: &str,
+    methods: &[Method],
+) -> std::result::Result<(&'a Rule, Method), Result<Response>> {
+    let Some(method) = req.known_method().filter(|m| methods.contains(m)) else {
+        let allow: Vec<&str> = methods.iter().map(Method::as_ref).collect();
+        return Err(not_allowed(&allow.join(", ")));
+    };
+    find(config, id)
+        .map(|rule| (rule, method))
+        .map_err(|problem| respond::problem(&problem))
+}
+
+/// The rule `id` names; a tier or the decision API is no rule to control.
+fn find<'a>(config: &'a Config, id: &str) -> std::result::Result<&'a Rule, Problem> {
+    config.rules.iter().find(|r| r.id == id).ok_or_else(|| {
+        Problem::new(
+            Code::NotFound,
+            format!("no rule {id:?}: a rule is controlled as a whole, by its id (not a tier's, not _api)"),
+        )
+        .with("field", "rule")
+    })
+}
+
+/// A global quota's objects: its parts, or its one object.
+fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
+    rule.global.as_ref()?;
+    targets(config, &rule.id, GLOBAL_KEY).ok()
+}
+
+/// A rule's state as the state routes answer it: where it is kept, and
+/// for a global quota each part's.
+#[derive(Serialize)]
+struct StateView<'a> {
+    rule: &'a str,
+    state: RuleState,
+    reason: &'a str,
+    set_ms: Option<u64>,
+    /// `parts` (a global quota's objects) or `kv`.
+    #[serde(rename = "where")]
+    kept: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<Shown<'a>>,
+    /// The state the answering isolate applies (KV only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isolate: Option<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applies_within_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parts: Option<Vec<PartView<'a>>>,
+}
+
+impl<'a> StateView<'a> {
+    fn new(rule: &'a str, control: Option<&'a Control>, kept: &'static str) -> StateView<'a> {
+        let Shown {
+            state,
+            reason,
+            set_ms,
+        } = Shown::of(control);
+        StateView {
+            rule,
+            state,
+            reason,
+            set_ms,
+            kept,
+            previous: None,
+            isolate: None,
+            applies_within_ms: None,
+            parts: None,
+        }
+    }
+}
+
+/// One part's line in an answer: what it holds or held, or why it did
+/// not answer.
+#[derive(Serialize)]
+struct PartView<'a> {
+    key: &'a str,
+    object: &'a ObjectName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<Shown<'a>>,
+    /// Its override's policies (`null`: none), for the override routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policies: Option<Option<Vec<Limit<'a>>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replaced: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl<'a> PartView<'a> {
+    fn of(target: &'a Target) -> PartView<'a> {
+        PartView {
+            key: part_key(target),
+            object: &target.object,
+            state: None,
+            previous: None,
+            policies: None,
+            replaced: None,
+            error: None,
+        }
+    }
+}
+
+/// Writes `control` to every part, each answering the state it replaced;
+/// the isolate forgets what it remembers of the parts (a "full" refusal
+/// as much as a paused one), so that it asks them from the next request.
+async fn write_parts(
+    objects: &Objects,
+    rule: &str,
+    targets: &[Target],
+    control: Control,
+) -> Result<Response> {
+    let mut answers = Vec::with_capacity(targets.len());
+    for target in targets {
+        let answer = objects
+            .set_control(target.object.as_str(), control.clone())
+            .await;
+        isolate::forget_refusal(&target.object);
+        answers.push(answer);
+    }
+    let parts = targets
+        .iter()
+        .zip(&answers)
+        .map(|(target, answer)| match answer {
+            Ok(previous) => PartView {
+                previous: Some(Shown::of(previous.as_ref())),
+                ..PartView::of(target)
+            },
+            Err(e) => PartView {
+                error: Some(e.to_string()),
+                ..PartView::of(target)
+            },
+        })
+        .collect();
+    let view = StateView {
+        parts: Some(parts),
+        ..StateView::new(rule, Some(&control), "parts")
+    };
+    respond_parts(&view, failed(targets, &answers))
+}
+
+/// Writes the state of a rule that is not a global quota to KV.
+async fn write_kv(env: &Env, config: &Config, rule: &str, control: Control) -> Result<Response> {
+    if let Some(problem) = unbound(env) {
+        return respond::problem(&problem);
+    }
+    let previous = controls::write(env, config, rule, control.clone()).await?;
+    let view = StateView {
+        previous: Some(Shown::of(previous.as_ref())),
+        applies_within_ms: Some(KV_PROPAGATION_MS + REFRESH_MS),
+        ..StateView::new(rule, Some(&control), "kv")
+    };
+    respond::json(&view, Headers::new())
+}
+
+/// The state of a rule that is not a global quota, as KV holds it, and as
+/// this isolate applies it.
+async fn read_kv(env: &Env, rule: &str) -> Result<Response> {
+    if let Some(problem) = unbound(env) {
+        return respond::problem(&problem);
+    }
+    let states = controls::read(env).await?;
+    let applied = controls::rule_state(rule, now_ms());
+    let view = StateView {
+        isolate: Some(Shown::of(applied.as_ref())),
+        ..StateView::new(rule, states.get(rule), "kv")
+    };
+    respond::json(&view, Headers::new())
+}
+
+/// The 500 for a deployment without the states' KV namespace.
+fn unbound(env: &Env) -> Option<Problem> {
+    (!controls::bound(env)).then(|| {
+        Problem::new(
+            Code::InvalidConfig,
+            format!("no KV namespace is bound as {}: add the [[kv_namespaces]] binding of wrangler.toml and deploy (docs/operations.md)", controls::BINDING),
+        )
+        .with("field", controls::BINDING)
+    })
+}
+
+/// An override of a global quota as set: the policy it changed and its
+/// whole limit.
+#[derive(Serialize)]
+struct SetOverride<'a> {
+    policy: &'a str,
+    limit: u64,
+    reason: &'a str,
+    set_ms: u64,
+}
+
+#[derive(Serialize)]
+struct OverrideView<'a> {
+    rule: &'a str,
+    #[serde(rename = "override")]
+    whole: Option<SetOverride<'a>>,
+    parts: Vec<PartView<'a>>,
+}
+
+/// Sets (or with `None` lifts) each part's override, each answering whether
+/// it replaced one. Lifting where no part held one is a 404.
+async fn write_overrides(
+    objects: &Objects,
+    rule: &str,
+    targets: &[Target],
+    overrides: Vec<Option<Override>>,
+    whole: Option<SetOverride<'_>>,
+) -> Result<Response> {
+    let mut answers = Vec::with_capacity(targets.len());
+    for (target, next) in targets.iter().zip(&overrides) {
+        let wire = next.as_ref().map(WireOverride::encode);
+        let answer = objects.set_override(target.object.as_str(), wire).await;
+        isolate::forget_refusal(&target.object);
+        answers.push(answer);
+    }
+    let replaced = answers.iter().flatten().filter(|p| p.is_some()).count();
+    if whole.is_none() && answers.iter().all(Result::is_ok) && replaced == 0 {
+        return respond::problem(&Problem::new(
+            Code::NotFound,
+            format!("rule {rule:?} has no override to lift"),
+        ));
+    }
+    let parts = targets
+        .iter()
+        .zip(&overrides)
+        .zip(&answers)
+        .map(|((target, next), answer)| match answer {
+            Ok(previous) => PartView {
+                policies: Some(next.as_ref().map(|o| limits(&o.policies))),
+                replaced: Some(previous.is_some()),
+                ..PartView::of(target)
+            },
+            Err(e) => PartView {
+                error: Some(e.to_string()),
+                ..PartView::of(target)
+            },
+        })
+        .collect();
+    let view = OverrideView { rule, whole, parts };
+    respond_parts(&view, failed(targets, &answers))
+}
+
+/// The parts a change did not reach.
+fn failed<'t, T>(targets: &'t [Target], answers: &[Result<T>]) -> Vec<&'t str> {
+    targets
+        .iter()
+        .zip(answers)
+        .filter(|(_, answer)| answer.is_err())
+        .map(|(target, _)| part_key(target))
+        .collect()
+}
+
+/// The answer to a change written to every part: `200` with each part's
+/// line, or `503` naming the parts that did not answer (`failed`), so that
+/// the operator sends it again: each write sets a value, so sending it
+/// twice changes nothing more, and the parts that had it keep it.
+fn respond_parts(view: &impl Serialize, failed: Vec<&str>) -> Result<Response> {
+    if failed.is_empty() {
+        return respond::json(view, Headers::new());
+    }
+    let problem = Problem::new(
+        Code::Unavailable,
+        format!(
+            "parts {} did not answer; the others have the change: send it again",
+            failed.join(", ")
+        ),
+    )
+    .with("failed", failed);
+    let headers = Headers::new();
+    headers.set("retry-after", "1")?;
+    respond::problem_with(&problem, headers)
+}

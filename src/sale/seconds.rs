@@ -1,0 +1,131 @@
+//! One part's admissions and refusals per second over the last
+//! [`SPAN_S`] seconds: a ring of that many counters, so its memory is
+//! fixed (4.8 KB) whatever the traffic. It lives in the part's memory
+//! only: a part that restarts counts from zero again (the quota's own
+//! state, its log, is stored and survives).
+
+use serde::{Deserialize, Serialize};
+
+/// How far back a part counts: five minutes.
+pub const SPAN_S: u64 = 300;
+
+/// One second's counts: `[at_s, admitted, refused]`, `at_s` in seconds
+/// since the epoch (an array on the wire, since a view carries hundreds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Second(pub u64, pub u64, pub u64);
+
+impl Second {
+    pub fn at_s(&self) -> u64 {
+        self.0
+    }
+
+    pub fn admitted(&self) -> u64 {
+        self.1
+    }
+
+    pub fn refused(&self) -> u64 {
+        self.2
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Bucket {
+    /// The second the counts are for; a bucket of an older second is
+    /// stale and counts as empty.
+    at_s: u64,
+    admitted: u32,
+    refused: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct Seconds {
+    /// `SPAN_S` buckets once anything was counted, indexed by the second
+    /// modulo `SPAN_S`.
+    buckets: Vec<Bucket>,
+}
+
+impl Seconds {
+    pub fn new() -> Seconds {
+        Seconds::default()
+    }
+
+    /// Counts one decision made at `now_ms`.
+    pub fn count(&mut self, now_ms: u64, admitted: bool) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![Bucket::default(); SPAN_S as usize];
+        }
+        let at_s = now_ms / 1000;
+        let Some(bucket) = usize::try_from(at_s % SPAN_S)
+            .ok()
+            .and_then(|i| self.buckets.get_mut(i))
+        else {
+            return;
+        };
+        if bucket.at_s != at_s {
+            *bucket = Bucket {
+                at_s,
+                admitted: 0,
+                refused: 0,
+            };
+        }
+        if admitted {
+            bucket.admitted = bucket.admitted.saturating_add(1);
+        } else {
+            bucket.refused = bucket.refused.saturating_add(1);
+        }
+    }
+
+    /// The seconds of the last [`SPAN_S`] (the current one included) that
+    /// saw a decision, oldest first.
+    pub fn recent(&self, now_ms: u64) -> Vec<Second> {
+        let now_s = now_ms / 1000;
+        let oldest = now_s.saturating_sub(SPAN_S - 1);
+        // The ring from the bucket after the current second's: oldest
+        // first, with no sort.
+        let start = usize::try_from((now_s + 1) % SPAN_S).unwrap_or(0);
+        let (newer, older) = self.buckets.split_at(start.min(self.buckets.len()));
+        older
+            .iter()
+            .chain(newer)
+            .filter(|b| (oldest..=now_s).contains(&b.at_s) && b.admitted + b.refused > 0)
+            .map(|b| Second(b.at_s, u64::from(b.admitted), u64::from(b.refused)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_counted_holds_no_memory_and_reports_nothing() {
+        let seconds = Seconds::new();
+        assert!(seconds.buckets.is_empty());
+        assert!(seconds.recent(1_000_000).is_empty());
+    }
+
+    #[test]
+    fn decisions_are_counted_per_second_and_forgotten_after_five_minutes() {
+        let mut seconds = Seconds::new();
+        let t0 = 1_700_000_000_000;
+        seconds.count(t0, true);
+        seconds.count(t0 + 999, false);
+        seconds.count(t0 + 1_000, true);
+        let at = t0 / 1000;
+        assert_eq!(
+            seconds.recent(t0 + 1_500),
+            [Second(at, 1, 1), Second(at + 1, 1, 0)]
+        );
+        // The first second is still in the span 299 s later, gone at 300.
+        assert_eq!(seconds.recent(t0 + 299_000).len(), 2);
+        assert_eq!(seconds.recent(t0 + 300_000), [Second(at + 1, 1, 0)]);
+        // A second 300 s later reuses its bucket from zero.
+        seconds.count(t0 + 300_000, false);
+        assert_eq!(
+            seconds.recent(t0 + 300_000),
+            [Second(at + 1, 1, 0), Second(at + 300, 0, 1)]
+        );
+        // A clock that steps back reports nothing from the future.
+        assert!(seconds.recent(t0 - 10_000).is_empty());
+    }
+}
