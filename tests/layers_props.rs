@@ -112,6 +112,10 @@ impl Memory for Isolate {
         self.0.borrow().invitations(object.as_str())
     }
 
+    fn refuses(&self, object: &ObjectName, now_ms: u64) -> bool {
+        self.0.borrow().holds(object.as_str(), now_ms)
+    }
+
     fn rule_state(&self, _: &str, _: u64) -> Option<Control> {
         None
     }

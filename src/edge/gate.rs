@@ -38,6 +38,10 @@ impl gate::Memory for Isolate {
         isolate::invitations(object)
     }
 
+    fn refuses(&self, object: &ObjectName, now_ms: u64) -> bool {
+        isolate::refuses(object, now_ms)
+    }
+
     fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control> {
         controls::rule_state(rule, now_ms)
     }

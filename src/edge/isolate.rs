@@ -42,6 +42,11 @@ pub fn invitations(object: &ObjectName) -> u32 {
     REFUSALS.with(|cache| cache.borrow().invitations(object.as_str()))
 }
 
+/// Whether a refusal of `object` holds, its batch spent or not.
+pub fn refuses(object: &ObjectName, now_ms: u64) -> bool {
+    REFUSALS.with(|cache| cache.borrow().holds(object.as_str(), now_ms))
+}
+
 /// Forgets a cached refusal, after an operator reset the object.
 pub fn forget_refusal(object: &ObjectName) {
     REFUSALS.with(|cache| cache.borrow_mut().remove(object.as_str()));

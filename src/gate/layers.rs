@@ -265,7 +265,7 @@ impl<'a> Stack<'a> {
     /// What the request's climb ends in. A layer that stopped it concludes
     /// as a rule of that one layer would (a refusal names its policies; a
     /// failure takes `on_error`); when every layer admitted, the request is
-    /// forwarded with every layer's RateLimit fields, in the order asked.
+    /// forwarded with every layer's RateLimit fields, in the config's order.
     /// Either way the reservations to keep or refund go with it.
     pub fn conclude(self, now_ms: u64) -> Conclusion {
         let settle_now = self.climb.settle_now();
@@ -284,14 +284,24 @@ impl<'a> Stack<'a> {
                 } => ask.all_full(Some(outcome), now_ms),
                 Stop::Failed { object, error } => ask.failed(&object, &error),
             }),
-            None => passed
-                .into_iter()
-                .zip(asks)
-                .map(|(passed, ask)| match passed {
-                    Passed::Admitted { object, outcome } => ask.conclude(object, outcome, now_ms),
-                    Passed::Skipped { object, error } => ask.failed(&object, &error),
-                })
-                .reduce(merge),
+            None => {
+                let mut admitted: Vec<(usize, Conclusion)> = passed
+                    .into_iter()
+                    .zip(asks)
+                    .map(|(passed, ask)| {
+                        let position = ask.position;
+                        let concluded = match passed {
+                            Passed::Admitted { object, outcome } => {
+                                ask.conclude(object, outcome, now_ms)
+                            }
+                            Passed::Skipped { object, error } => ask.failed(&object, &error),
+                        };
+                        (position, concluded)
+                    })
+                    .collect();
+                admitted.sort_by_key(|(position, _)| *position);
+                admitted.into_iter().map(|(_, c)| c).reduce(merge)
+            }
         };
         let mut conclusion =
             concluded.unwrap_or_else(|| Conclusion::reply(Reply::Answer(unavailable())));

@@ -62,6 +62,11 @@ pub trait Memory {
     /// its own and a batch for the refusals that follow to be answered
     /// from the cache.
     fn invitations(&self, object: &ObjectName) -> u32;
+    /// Whether the isolate holds a refusal of `object` at `now_ms`, its
+    /// batch of moments spent or not: a layer whose objects all refuse is
+    /// asked first, so that a flood after a sell-out costs the per-user
+    /// layers no call, and the full layer one call per batch.
+    fn refuses(&self, object: &ObjectName, now_ms: u64) -> bool;
     /// The state of rule `rule` (not a global quota: its parts hold
     /// theirs) when an operator paused or closed it, as this isolate last
     /// read it.
@@ -96,6 +101,9 @@ pub struct Ask<'a> {
     pub rule: &'a Rule,
     /// The rule's own layer (its tier's) or one of its `also` layers.
     pub level: Level<'a>,
+    /// Its place among the rule's layers, which orders the RateLimit
+    /// fields of an admission whatever order the layers were asked in.
+    pub position: usize,
     /// The caller's key in this layer (`*` under a global quota), for
     /// reports and echoes.
     pub key: String,
@@ -218,13 +226,20 @@ pub fn plan<'a, M: Memory, I: Incoming>(
     }
     // Every layer is planned before any is asked, so that a refusal the
     // isolate remembers for any of them (a sold-out quota's parts, say)
-    // answers the request with no call at all.
+    // answers the request with no call at all. A layer it knows refuses,
+    // with no moment left to tell, is asked first (the sort is stable:
+    // the others keep the config's order, the per-user layer first).
     let last = levels.len().saturating_sub(1);
-    let mut asks = Vec::with_capacity(levels.len());
-    for (i, (level, layer_key)) in levels.into_iter().zip(keys).enumerate() {
+    let mut layers: Vec<_> = levels.into_iter().zip(keys).enumerate().collect();
+    if layers.len() > 1 {
+        layers.sort_by_key(|(_, (level, key))| !known_refused(known.memory, level, key, now_ms));
+    }
+    let mut asks = Vec::with_capacity(layers.len());
+    for (i, (position, (level, layer_key))) in layers.into_iter().enumerate() {
         let ask = Ask {
             rule,
             level,
+            position,
             key: layer_key,
             client: level.key.is_none().then(|| client.clone()),
             tries: Vec::new(),
@@ -250,6 +265,17 @@ pub fn plan<'a, M: Memory, I: Incoming>(
             .pop()
             .map_or_else(|| done(Reply::untouched()), Plan::Ask),
         _ => Plan::Stack(Stack::new(rule, key, reported, asks)),
+    }
+}
+
+/// Whether the isolate holds a refusal of every object of a layer: its
+/// key's, or every part of its split quota.
+fn known_refused(memory: &impl Memory, level: &Level<'_>, key: &str, now_ms: u64) -> bool {
+    match level.split_parts() {
+        Some(parts) => (0..parts.len())
+            .filter_map(|part| u32::try_from(part).ok())
+            .all(|part| memory.refuses(&level.scope.part(part), now_ms)),
+        None => memory.refuses(&level.scope.object(key), now_ms),
     }
 }
 

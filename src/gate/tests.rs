@@ -32,6 +32,8 @@ struct Remembered {
     /// 1, what an isolate asks of an object it has no entry for).
     invitations: u32,
     states: Vec<(String, Control)>,
+    /// Objects whose refusal the isolate holds with no moment left to tell.
+    spent: Vec<ObjectName>,
 }
 
 impl Memory for Remembered {
@@ -50,6 +52,10 @@ impl Memory for Remembered {
 
     fn invitations(&self, _object: &ObjectName) -> u32 {
         self.invitations.max(1)
+    }
+
+    fn refuses(&self, object: &ObjectName, now_ms: u64) -> bool {
+        self.spent.contains(object) || self.cached_refusal(object, now_ms).is_some()
     }
 
     fn rule_state(&self, rule: &str, _now_ms: u64) -> Option<Control> {

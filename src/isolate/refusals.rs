@@ -144,6 +144,15 @@ impl RefusalCache {
         }
     }
 
+    /// Whether a refusal of `object` holds at `now_ms`, even with its
+    /// batch spent: the object would refuse, though the cache has no
+    /// moment left to tell.
+    pub fn holds(&self, object: &str, now_ms: u64) -> bool {
+        self.entries
+            .get(object)
+            .is_some_and(|entry| !entry.ended && now_ms < entry.until_ms)
+    }
+
     /// How many moments to ask `object` for, should it refuse: as many as
     /// this isolate told from its last entry for it when that entry's time
     /// was up (the refusals one entry's life brings), twice as many when
@@ -462,6 +471,17 @@ mod tests {
         assert_eq!(told, expected, "the same moments the object would tell");
         assert_eq!(cache.invitations("k"), 10, "spent: ask for twice as many");
         assert_eq!(cache.invitations("other"), 1);
+    }
+
+    #[test]
+    fn a_spent_batch_still_holds_its_refusal_until_a_place_frees() {
+        let (mut ledger, policy) = full_key(1, 1_000, &[0]);
+        let mut cache = RefusalCache::new(8);
+        cache.insert("k", &refuse(&mut ledger, &policy, 1, 10), 10);
+        assert!(cache.get("k", 20).is_none(), "its one moment was its own");
+        assert!(cache.holds("k", 20), "yet the object still refuses");
+        assert!(!cache.holds("k", 1_000), "a place frees at 1 000");
+        assert!(!cache.holds("other", 20));
     }
 
     #[test]

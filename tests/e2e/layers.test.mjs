@@ -134,14 +134,16 @@ describe("proxy mode", () => {
     assert.equal(await checks(), before, "a user over its own limit never reaches the global quota");
   });
 
-  test("once an isolate knows the global quota is sold out, a flood costs no object call, the per-user one included", async () => {
+  test("once an isolate knows the global quota is sold out, a flood never asks the per-user objects, and the parts once per batch", async () => {
     const first = [freshKey("a"), freshKey("b")];
     for (const user of first) assert.equal((await buy("flood", user)).status, 200);
     const late = freshKey("late");
     const refused = await buy("flood", late);
     assert.equal(refused.status, 429);
     assert.deepEqual((await refused.json())["violated-policies"], ["flood.all"]);
-    for (let i = 0; i < 10; i++) {
+    const parts = async () => (await sluice.inspect("rule:flood.all:*#0")).checks + (await sluice.inspect("rule:flood.all:*#1")).checks;
+    const before = await parts();
+    for (let i = 0; i < 16; i++) {
       const user = `flood-${i}-${freshKey("u")}`;
       const response = await buy("flood", user);
       assert.equal(response.status, 429);
@@ -149,6 +151,10 @@ describe("proxy mode", () => {
       const object = await sluice.inspect(`rule:flood:${user}`);
       assert.equal(object.checks, 0, "the user's own object was never asked");
     }
+    // Each batch the parts hand out is twice the last (1, 2, 4, 8 moments
+    // each), so 16 refusals reach them in a handful of calls, not 16 × 2.
+    const asked = (await parts()) - before;
+    assert.ok(asked <= 10, `the parts were asked ${asked} times`);
   });
 
   test("a user refused by the global layer is not counted in its own", async () => {
@@ -164,7 +170,7 @@ describe("proxy mode", () => {
     assert.equal(await used("again.all", "*"), 1);
   });
 
-  test("what it costs: an admitted request makes 3 object calls (2 on its path, the keep after), a refusal by the user layer 1, then none", async () => {
+  test("what it costs: an admitted request makes 3 object calls (2 on its path, the keep after), a refusal by the user layer 1, the next 1 for a batch, then none", async () => {
     // Every key object of the local runtime shares one isolate and its meter;
     // each inspection is a call too, and is subtracted.
     let inspections = 0;
@@ -189,6 +195,10 @@ describe("proxy mode", () => {
     assert.equal(admitted, 3);
     const refused = await calls(async () => assert.equal((await buy("cost", user)).status, 429));
     assert.equal(refused, 1);
+    // The first refusal brought one moment, its own; the second asks for
+    // two, and the third is told the second from the isolate's memory.
+    const batch = await calls(async () => assert.equal((await buy("cost", user)).status, 429));
+    assert.equal(batch, 1, "the object hands out a batch of moments");
     const cached = await calls(async () => assert.equal((await buy("cost", user)).status, 429));
     assert.equal(cached, 0, "the isolate remembers the refusal");
   });

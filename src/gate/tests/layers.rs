@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::*;
+use crate::objects::name::Scope;
 use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 /// The key objects a climb calls, each a real ledger.
@@ -271,6 +272,70 @@ fn a_remembered_refusal_of_any_layer_answers_with_no_call_at_all() {
         body(&conclusion.reply)["violated-policies"],
         json!(["checkout"])
     );
+}
+
+/// What the isolate remembers once both parts of `checkout.all` refused
+/// with no moment left to tell.
+fn spent_parts() -> Remembered {
+    let scope = Scope::named("checkout.all");
+    Remembered {
+        spent: vec![scope.part(0), scope.part(1)],
+        ..Remembered::default()
+    }
+}
+
+#[test]
+fn a_sold_out_layer_with_no_moment_left_is_asked_first_and_the_user_layer_never() {
+    let config = checkout(json!({}));
+    let mut objects = Objects::default();
+    for user in ["u1", "u2", "u3"] {
+        objects.buy(&config, user);
+    }
+    objects.calls.clear();
+    let plan = plan_with(&config, &spent_parts(), &buyer("u5"), &mut Dice::new());
+    let (conclusion, full) = objects.climb(plan);
+    assert_eq!(
+        objects.calls,
+        [
+            ("rule:checkout.all:*#0".to_string(), true),
+            ("rule:checkout.all:*#1".to_string(), true),
+        ],
+        "the global parts first, reserving; the user's object not at all"
+    );
+    assert_eq!(full.len(), 2, "each part's refusal is remembered again");
+    assert_eq!(answered(&conclusion.reply).0, 429);
+    assert_eq!(
+        body(&conclusion.reply)["violated-policies"],
+        json!(["checkout.all"])
+    );
+    assert!(conclusion.settle_now.is_empty(), "nothing was taken");
+}
+
+#[test]
+fn a_layer_asked_first_that_admits_is_kept_and_the_fields_keep_the_configs_order() {
+    let config = checkout(json!({}));
+    let mut objects = Objects::default();
+    let plan = plan_with(&config, &spent_parts(), &buyer("ann"), &mut Dice::new());
+    let (conclusion, _) = objects.climb(plan);
+    let global = objects.calls[0].0.clone();
+    assert_eq!(
+        objects.calls,
+        [
+            (global.clone(), true),
+            ("rule:checkout:ann".to_string(), false)
+        ],
+        "a quota freed since: the global part reserves, the user's layer checks last"
+    );
+    let pass = passed(&conclusion.reply);
+    assert_eq!(
+        field(&pass.fields, "ratelimit-policy"),
+        Some("\"checkout\";q=1;w=60, \"checkout.all\";q=3;w=60")
+    );
+    assert_eq!(conclusion.settle_now.len(), 1);
+    assert_eq!(conclusion.settle_now[0].key, global);
+    assert!(conclusion.settle_now[0].keep);
+    assert_eq!(objects.used(&global), 1);
+    assert_eq!(objects.used("rule:checkout:ann"), 1);
 }
 
 #[test]
