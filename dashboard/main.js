@@ -202,7 +202,7 @@ async function load() {
         call("GET", `top?rule=${segment(stat.rule)}&top_minutes=${TOP_MINUTES}&limit=${TOP_KEYS}`))),
       // Each rule's state, and a global quota's sale. One that fails shows
       // why in its row; the rest of the page still refreshes.
-      Promise.all(rules.rules.map((rule) => call("GET", `rules/${segment(rule.id)}`).catch((error) => {
+      Promise.all([...rules.rules, ...globalLayers(rules)].map((rule) => call("GET", `rules/${segment(rule.id)}`).catch((error) => {
         if (error.status === 401) throw error;
         return { rule: rule.id, error };
       }))),
@@ -847,8 +847,17 @@ function saleCard(rule) {
   return { card, status, figures, chartBox, note, partsBody, current, lift, chart: null, data: null };
 }
 
+/** The global layers (`also`) under per-key rules, each shaped as a global
+ * rule and named as its policies are (`checkout.all`): the admin API
+ * answers their sale and override under that name. */
+function globalLayers(rules) {
+  return rules.rules.flatMap((rule) => (rule.also ?? [])
+    .filter((layer) => layer.scope === "global")
+    .map((layer) => ({ id: layer.lookup, scope: "global", split: layer.split, tiers: [{ policies: layer.policies }] })));
+}
+
 function renderSales(rules, viewed) {
-  const globals = rules.rules.filter((rule) => rule.scope === "global");
+  const globals = [...rules.rules.filter((rule) => rule.scope === "global"), ...globalLayers(rules)];
   $("sales-section").hidden = globals.length === 0;
   const box = $("sales");
   for (const [id, view] of state.sales) {

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
+use sluice::config::lookup::global_quota;
 use sluice::config::override_body::OverrideRequest;
 use sluice::config::pattern::Pattern;
 use sluice::config::quota_override::parse_quota_override;
@@ -345,12 +346,13 @@ fn the_api_body_parsers_never_panic() {
         ]}],
     }))
     .unwrap();
+    let quota = global_quota(&global, "sale").unwrap();
     fuzz(
         (body(), prop::sample::select(types.to_vec())),
         |(bytes, content_type)| {
             let _ = parse_state(*content_type, bytes, 0);
             if let Ok(raw) = body::read::<OverrideRequest>(*content_type, bytes) {
-                let _ = parse_quota_override(raw, &global.rules[0]);
+                let _ = parse_quota_override(raw, &quota);
             }
             let _ = parse_limit_request(*content_type, bytes);
             let _ = parse_throttle_request(*content_type, bytes);

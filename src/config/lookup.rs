@@ -298,6 +298,49 @@ fn resolve<'c>(
     Ok((found, Named::Tiers(chosen)))
 }
 
+/// A quota every caller shares, as the sale view and the whole-quota
+/// override address it: a global rule's (`{rule}`) or a global `also`
+/// layer's (`{rule}.{layer}`, the name of its policies), so that the
+/// ceiling under a per-user limit is watched and changed like a global
+/// rule.
+#[derive(Debug)]
+pub struct GlobalQuota<'c> {
+    pub global: &'c Global,
+    /// Its policies, as the config gives them before dividing.
+    pub policies: &'c [(String, Spec)],
+}
+
+/// The global quota `name` names; a 404 naming `rule` when there is no
+/// such rule or layer, a 400 when it gives each key its own quota.
+pub fn global_quota<'c>(config: &'c Config, name: &str) -> Result<GlobalQuota<'c>, Problem> {
+    let (rule, named) = resolve(config, name, "")?;
+    let found = match named {
+        Named::Layer(layer) => layer.global.as_ref().map(|global| GlobalQuota {
+            global,
+            policies: &layer.policies,
+        }),
+        Named::Tiers(_) if name.contains('.') => {
+            return Err(not_found(
+                "rule",
+                format!("{name:?} is a tier: a quota every caller shares is a global rule or a global layer (rule.layer)"),
+            ))
+        }
+        Named::Tiers(tiers) => match (&rule.global, tiers.first()) {
+            (Some(global), Some(tier)) => Some(GlobalQuota {
+                global,
+                policies: &tier.policies,
+            }),
+            _ => None,
+        },
+    };
+    found.ok_or_else(|| {
+        Problem::invalid(
+            "rule",
+            format!("{name:?} gives each key its own quota, with no sale view or whole-quota override: override one key's with /admin/keys/{{rule}}/{{key}}/override"),
+        )
+    })
+}
+
 fn not_found(field: &str, detail: String) -> Problem {
     Problem::new(Code::NotFound, detail).with("field", field)
 }
@@ -344,6 +387,28 @@ mod tests {
             ]
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_global_quota_is_a_global_rule_or_a_global_layer() {
+        let config = config();
+        let parts = |name| {
+            global_quota(&config, name).map(|q| (q.global.parts.len(), q.policies[0].0.clone()))
+        };
+        assert_eq!(parts("sale").unwrap(), (4, "sale".to_string()));
+        assert_eq!(parts("one").unwrap(), (1, "one".to_string()));
+        assert_eq!(
+            parts("checkout.all").unwrap(),
+            (4, "checkout.all".to_string())
+        );
+        let status = |name| global_quota(&config, name).unwrap_err().status;
+        assert_eq!(status("checkout"), 400, "its own layer is per user");
+        assert_eq!(status("checkout.ip"), 400);
+        assert_eq!(status("plain"), 400);
+        assert_eq!(status("nothing"), 404);
+        assert_eq!(status("checkout.none"), 404);
+        assert_eq!(status("shop"), 404, "a room keeps no quota");
+        assert_eq!(status("api.registered"), 404, "a tier is no shared quota");
     }
 
     fn objects(rule: &str, key: &str) -> Result<Vec<String>, (u16, String)> {

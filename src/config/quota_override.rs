@@ -3,8 +3,9 @@
 //! the rule and divided over its parts exactly as the config divides it.
 
 use super::global::divide;
+use super::lookup::GlobalQuota;
 use super::override_body::OverrideRequest;
-use super::{error, ConfigError, Rule};
+use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
 use crate::ledger::Override;
 use crate::limit::{Policy, Spec, MAX_LIMIT};
@@ -34,7 +35,7 @@ impl QuotaOverride {
     }
 }
 
-/// Checks an override of `rule`'s whole quota, read as a key override's
+/// Checks an override of a global quota (a rule's or a layer's), read as a key override's
 /// body: the whole quota's new `limit`, the `window` of the policy it is
 /// for (needed only when the rule has several), and a `reason`. Errors
 /// name the body's field. The window and algorithm stay the rule's
@@ -43,17 +44,9 @@ impl QuotaOverride {
 /// it is lifted.
 pub fn parse_quota_override(
     raw: OverrideRequest,
-    rule: &Rule,
+    quota: &GlobalQuota<'_>,
 ) -> Result<QuotaOverride, ConfigError> {
-    let (Some(global), Some(tier)) = (&rule.global, rule.tiers.first()) else {
-        return Err(error(
-            "rule",
-            format!(
-                "rule {:?} gives each key its own quota: override one key's with /admin/keys/{{rule}}/{{key}}/override",
-                rule.id
-            ),
-        ));
-    };
+    let global = quota.global;
     let others = [
         ("algorithm", raw.algorithm.is_some()),
         ("burst", raw.burst.is_some()),
@@ -84,9 +77,9 @@ pub fn parse_quota_override(
             ),
         ));
     }
-    let policies = &tier.policies;
+    let policies = quota.policies;
     let index = chosen(policies, raw.window.as_deref())?;
-    let mut whole = policies.clone();
+    let mut whole = policies.to_vec();
     let (name, spec) = &mut whole[index];
     *spec = match *spec {
         Spec::SlidingLog(p) => Policy::new(limit, p.window_ms()).map(Spec::SlidingLog),
@@ -160,6 +153,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use crate::config::lookup::global_quota;
     use crate::config::Config;
     use crate::limit::split::share;
 
@@ -180,7 +174,10 @@ mod tests {
 
     fn parse(rule: usize, body: Value) -> Result<QuotaOverride, ConfigError> {
         let raw: OverrideRequest = serde_json::from_value(body).unwrap();
-        parse_quota_override(raw, &config().rules[rule])
+        let config = config();
+        let quota = global_quota(&config, &config.rules[rule].id)
+            .map_err(|problem| error("rule", problem.to_json()))?;
+        parse_quota_override(raw, &quota)
     }
 
     #[test]

@@ -203,7 +203,7 @@ async fn call(
             rules::state(&req, env, objects, config, &rule).await
         }
         (_, AdminRoute::RuleOverride { rule }) => {
-            rules::overridden(&req, env, objects, config, &rule).await
+            rules::overridden(&req, objects, config, &rule).await
         }
         // Served before authentication, in `serve`.
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {

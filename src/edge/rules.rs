@@ -18,7 +18,7 @@ use super::endpoints::{not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::quota::{limits, part_key, peek_parts, Limit, Shown};
 use super::{controls, isolate, quota, respond};
-use crate::config::lookup::{targets, Target};
+use crate::config::lookup::{global_quota, targets, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
@@ -59,54 +59,68 @@ pub async fn state(
     }
 }
 
-/// `GET {prefix}/admin/rules/{rule}`: a global quota's sale, or another
-/// rule's state.
+/// `GET {prefix}/admin/rules/{rule}`: a global quota's sale (a global
+/// rule's, or a global layer's as `{rule}.{layer}`), or another rule's
+/// state.
 pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Result<Response> {
+    if id.contains('.') {
+        return match global_quota(config, id) {
+            Ok(quota) => sale(objects, config, id, &quota).await,
+            Err(problem) => respond::problem(&problem),
+        };
+    }
     match find(config, id) {
         Ok(rule) => read(env, objects, config, rule).await,
         Err(problem) => respond::problem(&problem),
     }
 }
 
+/// A global quota's sale, summed over its parts.
+async fn sale(
+    objects: &Objects,
+    config: &Config,
+    id: &str,
+    quota: &GlobalQuota<'_>,
+) -> Result<Response> {
+    let targets = targets(config, id, GLOBAL_KEY).unwrap_or_default();
+    let read = peek_parts(objects, &targets).await;
+    quota::sale(id, &quota.global.parts, &targets, read)
+}
+
 /// A global quota's sale (its state and override included), or another
 /// rule's state.
 async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Result<Response> {
-    match (parts_of(config, rule), &rule.global) {
-        (Some(targets), Some(global)) => {
-            let read = peek_parts(objects, &targets).await;
-            quota::sale(&rule.id, &global.parts, &targets, read)
-        }
-        _ => read_kv(env, &rule.id).await,
+    match global_quota(config, &rule.id) {
+        Ok(quota) => sale(objects, config, &rule.id, &quota).await,
+        Err(_) => read_kv(env, &rule.id).await,
     }
 }
 
 /// `{prefix}/admin/rules/{rule}/override`: `GET`, `PUT` and `DELETE`, for a
-/// global quota only.
+/// global quota only: a global rule's, or a global layer's
+/// (`{rule}.{layer}`).
 pub async fn overridden(
     req: &ClientRequest,
-    env: &Env,
     objects: &Objects,
     config: &Config,
     id: &str,
 ) -> Result<Response> {
     let methods = [Method::Get, Method::Put, Method::Delete];
-    let (rule, method) = match route(req, config, id, &methods) {
-        Ok(found) => found,
-        Err(answer) => return answer,
+    let Some(method) = req.known_method().filter(|m| methods.contains(m)) else {
+        return not_allowed("GET, PUT, DELETE");
     };
-    let Some(targets) = parts_of(config, rule) else {
-        return respond::problem(&Problem::invalid(
-            "rule",
-            format!("rule {:?} gives each key its own quota: override one key's with /admin/keys/{{rule}}/{{key}}/override", rule.id),
-        ));
+    let quota = match global_quota(config, id) {
+        Ok(quota) => quota,
+        Err(problem) => return respond::problem(&problem),
     };
+    let targets = targets(config, id, GLOBAL_KEY).unwrap_or_default();
     match method {
         Method::Put => {
             let raw = match parsed_body(req, body::read::<OverrideRequest>).await? {
                 Ok(raw) => raw,
                 Err(problem) => return respond::problem(&problem),
             };
-            let parsed = match parse_quota_override(raw, rule) {
+            let parsed = match parse_quota_override(raw, &quota) {
                 Ok(parsed) => parsed,
                 Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
             };
@@ -118,13 +132,13 @@ pub async fn overridden(
                 reason: &parsed.reason,
                 set_ms: now,
             };
-            write_overrides(objects, &rule.id, &targets, overrides, Some(whole)).await
+            write_overrides(objects, id, &targets, overrides, Some(whole)).await
         }
         Method::Delete => {
             let none = vec![None; targets.len()];
-            write_overrides(objects, &rule.id, &targets, none, None).await
+            write_overrides(objects, id, &targets, none, None).await
         }
-        _ => read(env, objects, config, rule).await,
+        _ => sale(objects, config, id, &quota).await,
     }
 }
 

@@ -26,6 +26,8 @@ const config = {
     ] },
     { id: "api", match: { path: "/api/*" }, limit: 100, window: "1m" },
     { id: "tiers", match: { path: "/tiers" }, tiers: [{ name: "all", limit: 10, window: "1m" }] },
+    { id: "cart", match: { path: "/cart" }, key: "header:x-user", limit: 1, window: "1m",
+      also: [{ id: "all", scope: "global", split: 2, limit: 3, window: "1m" }] },
   ],
 };
 
@@ -55,6 +57,14 @@ const adminCall = (method, path, body, headers = {}) =>
     headers: { ...admin, "CF-Connecting-IP": "192.0.2.200", ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
     body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
   });
+/** A problem+json answer of `status`, naming `name` as its field. */
+const field = async (response, status, name) => {
+  assert.equal(response.status, status, await response.clone().text());
+  assert.match(response.headers.get("content-type"), /application\/problem\+json/);
+  const problem = await response.json();
+  if (name !== undefined) assert.equal(problem.field, name, JSON.stringify(problem));
+  return problem;
+};
 const setState = async (rule, state, reason = "") => {
   const response = await adminCall("PUT", `/rules/${rule}/state`, { state, reason });
   assert.equal(response.status, 200, `PUT ${rule} ${state}: ${await response.clone().text()}`);
@@ -182,6 +192,27 @@ describe("an override of a global quota's whole limit", () => {
     assert.equal((await adminCall("DELETE", "/rules/stock/override")).status, 404);
   });
 
+  test("a global layer under a per-user limit is watched and overridden by its policies' name", async () => {
+    const buy = (user) => sluice.fetch("/cart", { headers: { "x-user": user, "CF-Connecting-IP": "198.51.100.90" } });
+    const admitted = async (users) => {
+      let count = 0;
+      for (const user of users) if ((await buy(user)).status === 200) count += 1;
+      return count;
+    };
+    assert.equal(await admitted(["c1", "c2", "c3", "c4", "c5"]), 3);
+    const view = await (await adminCall("GET", "/rules/cart.all")).json();
+    assert.deepEqual([view.rule, view.admitted, view.quota[0].limit, view.quota[0].remaining], ["cart.all", 3, 3, 0]);
+    assert.deepEqual(view.parts.map((p) => p.key), ["*#0", "*#1"]);
+    const put = await adminCall("PUT", "/rules/cart.all/override", { limit: 5, reason: "restock" });
+    assert.equal(put.status, 200, await put.clone().text());
+    assert.equal((await put.json()).override.limit, 5);
+    assert.equal(await admitted(["c4", "c5", "c6", "c7"]), 2, "exactly 2 more, one per user");
+    assert.equal((await adminCall("DELETE", "/rules/cart.all/override")).status, 200);
+    // The rule's own layer is per user: no sale, no whole-quota override.
+    await field(await adminCall("PUT", "/rules/cart/override", { limit: 5 }), 400, "rule");
+    await field(await adminCall("GET", "/rules/cart.nope"), 404, "rule");
+  });
+
   test("a rule with several policies names the one by its window", async () => {
     const put = await adminCall("PUT", "/rules/two/override", { limit: 50, window: "1h" });
     assert.equal(put.status, 200);
@@ -255,14 +286,6 @@ describe("the sale's view", () => {
 });
 
 describe("bad input to the new routes", () => {
-  const field = async (response, status, name) => {
-    assert.equal(response.status, status, await response.clone().text());
-    assert.match(response.headers.get("content-type"), /application\/problem\+json/);
-    const problem = await response.json();
-    if (name !== undefined) assert.equal(problem.field, name, JSON.stringify(problem));
-    return problem;
-  };
-
   test("a state body names its field", async () => {
     for (const rule of ["sale", "api"]) {
       await field(await adminCall("PUT", `/rules/${rule}/state`, {}), 400, "state");

@@ -32,6 +32,8 @@ const config = {
     ] },
     { id: "flash", match: { path: "/flash" }, scope: "global", split: 2, limit: 2, window: "1m" },
     { id: "drop", match: { path: "/drop" }, scope: "global", split: 2, limit: 10, window: "1h" },
+    { id: "cart", match: { path: "/cart" }, key: "header:x-user", limit: 1, window: "1m",
+      also: [{ id: "all", scope: "global", split: 2, limit: 10, window: "1h" }] },
   ],
 };
 
@@ -131,7 +133,7 @@ describe("the dashboard", { skip }, () => {
     assert.equal(rules.headers.get("x-content-type-options"), "nosniff");
     assert.equal(rules.headers.get("referrer-policy"), "no-referrer");
     const listed = await rules.json();
-    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash", "drop"]);
+    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash", "drop", "cart"]);
     assert.deepEqual([listed.rules[3].scope, listed.rules[3].split], ["global", 2]);
 
     // The assets are not reachable outside the admin path.
@@ -188,7 +190,7 @@ describe("the dashboard", { skip }, () => {
     // The rules as configured.
     await rowWith(page, "#rules", "api");
     const ruleRows = await page.$$eval("#rules tbody tr", (rows) => rows.map((row) => row.textContent));
-    assert.equal(ruleRows.length, 8);
+    assert.equal(ruleRows.length, 9);
     assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
     assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
     assert.match(ruleRows[3], /everyone \(shared\).*1,000 \/ 1s · fixed_window.*global, split 2/);
@@ -380,6 +382,7 @@ describe("the dashboard", { skip }, () => {
 
   test("each rule's state changes from its buttons, and a global quota's sale and override are shown and set", async () => {
     for (let i = 0; i < 4; i += 1) assert.equal((await from(`198.51.100.${80 + i}`, "/drop")).status, 200);
+    assert.equal((await sluice.fetch("/cart", { headers: { "x-user": "ann" } })).status, 200);
     const { page, problems } = await open();
     const dialogs = [];
     page.on("dialog", (dialog) => dialogs.push(dialog.message()));
@@ -392,6 +395,8 @@ describe("the dashboard", { skip }, () => {
     // The rate counts complete seconds: just after the traffic it may be 0.
     assert.match(figures, /Rate, last 10 s\d+\.\d \/ sSells out(in \d|not at this rate)/);
     assert.equal(await page.$$eval('.sale-card[data-sale="drop"] details.parts tbody tr', (rows) => rows.length), 2);
+    // A global layer under a per-user limit has its own sale, by its policies' name.
+    await page.waitForFunction(() => /Left of cart\.all9 of 10 \/ 1h/.test(document.querySelector('.sale-card[data-sale="cart.all"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
     const stateOf = (rule) => page.$eval(`#rules tr[data-rule="${rule}"] .state-cell .tag`, (node) => node.textContent);
     const waitState = (rule, state) => page.waitForFunction(
       (r, s) => document.querySelector(`#rules tr[data-rule="${r}"] .state-cell .tag`)?.textContent === s,
