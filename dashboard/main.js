@@ -3,11 +3,11 @@
 // acts through the admin API next to it with `Authorization: Bearer`.
 // Keys come from attackers, so every value reaches the page as text
 // (textContent and text nodes), never as HTML.
-import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { Rooms } from "./rooms.js";
 import { Sales } from "./sales.js";
+import { Charts } from "./charts.js";
 
 const API = new URL(".", location.href).pathname; // `{prefix}/admin/`
 const TOKEN = "sluice-admin-token";
@@ -346,11 +346,7 @@ function renderRuleStats(id, view, stat, topRefused, now) {
     el("li", {}, quiet ? "no decisions in the last hour" : "last hour"),
   );
   view.data = minutes(stat.per_minute, now);
-  if (view.chart) view.chart.setData(view.data);
-  else if (view.chartBox.clientWidth > 0) {
-    view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
-    resizer.observe(view.chartBox);
-  }
+  traffic.draw(view);
   view.dataBody.replaceChildren(...[...stat.per_minute].reverse().map((row) =>
     el("tr", {},
       el("td", {}, clock.format(new Date(row.minute_ms))),
@@ -407,24 +403,8 @@ function bannable(rule) {
   return Boolean(found) && found.scope !== "global";
 }
 
-const resizer = new ResizeObserver((entries) => {
-  for (const entry of entries) {
-    for (const view of state.charts.values()) {
-      if (view.chartBox === entry.target && view.chart) {
-        view.chart.setSize({ width: entry.contentRect.width, height: 170 });
-      }
-    }
-  }
-});
-
-/** Charts take their colours from the scheme: rebuild them when it changes. */
-matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-  for (const view of state.charts.values()) {
-    if (!view.chart) continue;
-    view.chart.destroy();
-    view.chart = new uPlot(chartOptions(view.chartBox.clientWidth), view.data, view.chartBox);
-  }
-});
+/** The traffic charts, one per rule. */
+const traffic = new Charts(() => state.charts.values(), chartOptions, 170);
 
 const rooms = new Rooms({ el, number, clock, stamp, css, duration });
 const sales = new Sales({ el, number, duration, chartOptions, stateOf, explain, act, call, segment });

@@ -4,7 +4,7 @@
 // its parts (admitted and refused in the last five minutes, what is left,
 // the rate and the time to sell out, a chart per second), and the override
 // of its whole limit. Every value reaches the page as text.
-import uPlot from "uplot";
+import { Charts } from "./charts.js";
 
 const SECOND = 1_000;
 const SALE_SECONDS = 300;
@@ -34,20 +34,7 @@ export class Sales {
   constructor(tools) {
     this.tools = tools;
     this.cards = new Map();
-    this.resizer = new ResizeObserver((entries) => {
-      for (const entry of entries) {
-        for (const card of this.cards.values()) {
-          if (card.chartBox === entry.target && card.chart) card.chart.setSize({ width: entry.contentRect.width, height: HEIGHT });
-        }
-      }
-    });
-    matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-      for (const card of this.cards.values()) {
-        if (!card.chart) continue;
-        card.chart.destroy();
-        card.chart = new uPlot(this.options(card.chartBox.clientWidth), card.data, card.chartBox);
-      }
-    });
+    this.charts = new Charts(() => this.cards.values(), (width) => this.options(width), HEIGHT);
   }
 
   /** The global layers (`also`) under per-key rules, each shaped as a
@@ -156,11 +143,7 @@ export class Sales {
     card.note.hidden = view.unreachable.length === 0;
     card.note.textContent = card.note.hidden ? "" : `Parts not answering: ${view.unreachable.join(", ")}. The figures are the other parts'.`;
     card.data = seconds(view.per_second, view.now_ms);
-    if (card.chart) card.chart.setData(card.data);
-    else if (card.chartBox.clientWidth > 0) {
-      card.chart = new uPlot(this.options(card.chartBox.clientWidth), card.data, card.chartBox);
-      this.resizer.observe(card.chartBox);
-    }
+    this.charts.draw(card);
     card.current.replaceChildren(...(view.override
       ? [el("span", { class: "tag" }, "override"), " ",
         view.override.policies.map((p) => `${p.name}: ${number.format(p.limit)} / ${duration(p.window_ms)}`).join(", "),

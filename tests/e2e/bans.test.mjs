@@ -3,7 +3,7 @@
 // endpoints; and a ban of one key on one rule, held in that key's object.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, API_TOKEN, eventually, sluiceWorkerOptions } from "./harness.mjs";
+import { Sluice, API_TOKEN, eventually, anotherIsolate } from "./harness.mjs";
 
 const TOKEN = "bans-admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
@@ -27,14 +27,8 @@ const config = {
 };
 
 /** A second isolate of Sluice's worker, bound to the same objects. */
-function secondIsolate() {
-  const options = sluiceWorkerOptions({ ADMIN_TOKEN: TOKEN, API_TOKEN, JWT_SECRET, SLUICE: { origin: "demo", ...config } });
-  const durableObjects = Object.fromEntries(
-    Object.entries(options.durableObjects).map(([binding, target]) => [binding, { ...target, scriptName: "sluice" }]),
-  );
-  delete options.assets;
-  return { ...options, name: "sluice-b", durableObjects };
-}
+const secondIsolate = () =>
+  anotherIsolate("sluice-b", { ADMIN_TOKEN: TOKEN, API_TOKEN, JWT_SECRET, SLUICE: { origin: "demo", ...config } });
 
 let sluice;
 before(async () => {

@@ -6,7 +6,7 @@
 // route. Two isolates of Sluice's worker share the objects and KV.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, sluiceWorkerOptions } from "./harness.mjs";
+import { Sluice, anotherIsolate } from "./harness.mjs";
 
 const TOKEN = "controls-admin-token-for-e2e-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
@@ -32,14 +32,7 @@ const config = {
 };
 
 /** A second isolate of Sluice's worker, bound to the same objects and KV. */
-function secondIsolate() {
-  const options = sluiceWorkerOptions({ ADMIN_TOKEN: TOKEN, SLUICE: { origin: "demo", ...config } });
-  const durableObjects = Object.fromEntries(
-    Object.entries(options.durableObjects).map(([binding, target]) => [binding, { ...target, scriptName: "sluice" }]),
-  );
-  delete options.assets;
-  return { ...options, name: "sluice-b", durableObjects };
-}
+const secondIsolate = () => anotherIsolate("sluice-b", { ADMIN_TOKEN: TOKEN, SLUICE: { origin: "demo", ...config } });
 
 let sluice;
 let other;

@@ -74,6 +74,20 @@ export function sluiceWorkerOptions(extra = {}) {
   };
 }
 
+/** Another isolate of Sluice's worker, named `name`, with `extra`
+ * bindings: every Durable Object binding points at the first worker's
+ * classes (`sluice`), so both decide with the same objects, while
+ * Miniflare runs each worker in an isolate of its own (its own refusal
+ * cache, ban list and states). Pass it in `Sluice.start({ workers })`. */
+export function anotherIsolate(name, extra = {}) {
+  const options = sluiceWorkerOptions(extra);
+  const durableObjects = Object.fromEntries(
+    Object.entries(options.durableObjects).map(([binding, target]) => [binding, { ...target, scriptName: "sluice" }]),
+  );
+  delete options.assets;
+  return { ...options, name, durableObjects };
+}
+
 export class Sluice {
   /**
    * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number, assetRouter?: boolean}} options

@@ -4,7 +4,7 @@
 // once its refunds land and nothing lost for an admitted one.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, sluiceWorkerOptions, freshKey, eventually, API_TOKEN } from "./harness.mjs";
+import { Sluice, anotherIsolate, freshKey, eventually, API_TOKEN } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-layers-0123456789-abcdef";
 const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -52,18 +52,7 @@ const config = {
 
 /** A second isolate: Sluice's worker again under another name, bound to
  * the same Durable Object classes. */
-function secondIsolate() {
-  const options = sluiceWorkerOptions({ SLUICE: config, ADMIN_TOKEN, API_TOKEN });
-  delete options.assets;
-  return {
-    ...options,
-    name: "sluice-b",
-    durableObjects: {
-      LIMITER: { className: "Limiter", scriptName: "sluice", useSQLite: true },
-      HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
-    },
-  };
-}
+const secondIsolate = () => anotherIsolate("sluice-b", { SLUICE: config, ADMIN_TOKEN, API_TOKEN });
 
 let sluice;
 let other;

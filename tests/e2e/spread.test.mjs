@@ -12,7 +12,7 @@
 // window of 2 s.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, sluiceWorkerOptions, freshKey, sleepUntil, API_TOKEN } from "./harness.mjs";
+import { Sluice, anotherIsolate, freshKey, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 const W = 10_000;
 const config = {
@@ -27,23 +27,11 @@ const config = {
 
 /** Sluice's worker once more, under another name: another isolate, bound
  * to the same key objects. */
-function anotherIsolate() {
-  const options = sluiceWorkerOptions({ SLUICE: { origin: "demo", ...config }, API_TOKEN });
-  delete options.assets;
-  return {
-    ...options,
-    name: "sluice-b",
-    durableObjects: {
-      LIMITER: { className: "Limiter", scriptName: "sluice", useSQLite: true },
-      HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
-    },
-  };
-}
 
 let sluice;
 let isolateB;
 before(async () => {
-  sluice = await Sluice.start({ sluice: config, secrets: { API_TOKEN }, workers: [anotherIsolate()] });
+  sluice = await Sluice.start({ sluice: config, secrets: { API_TOKEN }, workers: [anotherIsolate("sluice-b", { SLUICE: { origin: "demo", ...config }, API_TOKEN })] });
   isolateB = await sluice.worker("sluice-b");
 });
 after(() => sluice?.stop());
