@@ -14,95 +14,18 @@
 //!   the new one at once, and lowering it never lets the parts together
 //!   hold more than the old one, and exactly the new one a window later.
 
+mod support;
+
 use proptest::prelude::*;
 use sluice::control::{Control, RuleState};
-use sluice::ledger::{Ask, Expired, Ledger, Override, Write};
+use sluice::ledger::{Ask, Ledger, Override};
 use sluice::limit::split::{route, share_spec};
 use sluice::limit::{Policy, Spec};
+use support::Rows;
 
 const PARTS: u32 = 3;
 const LIMIT: u64 = 6;
 const WINDOW: u64 = 100;
-
-/// A slot row: `(policy, encoded spec, (s1, s2))`.
-type SlotRow = (String, (u64, u64, u64, u64), (u64, u64));
-
-/// One part's rows, kept the way its SQL keeps them (`edge/limiter/sql.rs`).
-#[derive(Default, Clone)]
-struct Rows {
-    slots: Vec<SlotRow>,
-    hits: Vec<(String, u64, u32)>,
-    overridden: Option<Override>,
-    control: Option<Control>,
-}
-
-impl Rows {
-    fn write(&mut self, writes: Vec<Write>) {
-        for write in writes {
-            match write {
-                Write::Slot { name, spec, state } => {
-                    self.slots.retain(|s| s.0 != name);
-                    self.slots.push((name, spec.encode(), state));
-                }
-                Write::Respec { name, spec } => {
-                    for slot in self.slots.iter_mut().filter(|s| s.0 == name) {
-                        slot.1 = spec.encode();
-                    }
-                }
-                Write::Hit { name, at_ms, count } => {
-                    match self.hits.iter_mut().find(|h| h.0 == name && h.1 == at_ms) {
-                        Some(hit) => hit.2 += count,
-                        None => self.hits.push((name, at_ms, count)),
-                    }
-                }
-                Write::Override(o) => self.overridden = Some(o),
-                Write::Control(c) => self.control = Some(c),
-                other => panic!("not written by these tests: {other:?}"),
-            }
-        }
-    }
-
-    fn delete(&mut self, expired: Vec<Expired>) {
-        for gone in expired {
-            match gone {
-                Expired::Slot { name } => {
-                    self.slots.retain(|s| s.0 != name);
-                    self.hits.retain(|h| h.0 != name);
-                }
-                Expired::Hits { name, cutoff_ms } => {
-                    self.hits.retain(|h| !(h.0 == name && h.1 <= cutoff_ms));
-                    for slot in self.slots.iter_mut().filter(|s| s.0 == name) {
-                        if slot.2 .1 > 0 && slot.2 .0 <= cutoff_ms {
-                            slot.2 = (0, 0);
-                        }
-                    }
-                }
-                Expired::Override => self.overridden = None,
-                Expired::Control => self.control = None,
-                other => panic!("not deleted by these tests: {other:?}"),
-            }
-        }
-    }
-
-    fn load(&self) -> Ledger {
-        let mut ledger = Ledger::new();
-        for (name, spec, state) in &self.slots {
-            assert!(ledger.restore_slot(name, *spec, *state));
-        }
-        let mut hits = self.hits.clone();
-        hits.sort();
-        for (name, at_ms, count) in hits {
-            ledger.restore_hit(&name, at_ms, count);
-        }
-        if let Some(o) = &self.overridden {
-            ledger.restore_override(o.clone());
-        }
-        if let Some(c) = &self.control {
-            ledger.restore_control(c.clone());
-        }
-        ledger
-    }
-}
 
 /// Part `i`'s policies for a whole limit of `limit`.
 fn share(limit: u64, i: u32) -> Vec<(String, Spec)> {

@@ -1,7 +1,8 @@
 //! What the property tests share: a key object's rows, kept the way its
 //! SQL keeps them, so that a test can restart an object from them.
 
-use sluice::ledger::{Expired, Ledger, Reservation, Write};
+use sluice::control::Control;
+use sluice::ledger::{Expired, Ledger, Override, Reservation, Write};
 
 /// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
 /// log's first run or a one-row algorithm's state.
@@ -9,11 +10,13 @@ type SlotRow = (String, (u64, u64, u64, u64), (u64, u64));
 
 /// The key object's rows, kept the way its SQL keeps them
 /// (`edge/limiter/sql.rs`), and read back as a restarted object reads them.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Rows {
     pub slots: Vec<SlotRow>,
     pub hits: Vec<(String, u64, u32)>,
     pub reservations: Vec<Reservation>,
+    pub overridden: Option<Override>,
+    pub control: Option<Control>,
 }
 
 impl Rows {
@@ -24,6 +27,11 @@ impl Rows {
                     match self.slots.iter_mut().find(|s| s.0 == name) {
                         Some(slot) => *slot = (name, spec.encode(), state),
                         None => self.slots.push((name, spec.encode(), state)),
+                    }
+                }
+                Write::Respec { name, spec } => {
+                    for slot in self.slots.iter_mut().filter(|s| s.0 == name) {
+                        slot.1 = spec.encode();
                     }
                 }
                 Write::Hit { name, at_ms, count } => {
@@ -59,6 +67,8 @@ impl Rows {
                     }
                 }
                 Write::Reservation(r) => self.reservations.push(r),
+                Write::Override(o) => self.overridden = Some(o),
+                Write::Control(c) => self.control = Some(c),
                 other => panic!("not written by these tests: {other:?}"),
             }
         }
@@ -80,6 +90,8 @@ impl Rows {
                     }
                 }
                 Expired::Reservation { id } => self.reservations.retain(|r| r.id != id),
+                Expired::Override => self.overridden = None,
+                Expired::Control => self.control = None,
                 other => panic!("not deleted by these tests: {other:?}"),
             }
         }
@@ -101,6 +113,12 @@ impl Rows {
             let row = Reservation::from_row(r.id.clone(), r.lapses_ms, r.cost, &runs).unwrap();
             assert_eq!(&row, r);
             ledger.restore_reservation(row);
+        }
+        if let Some(o) = &self.overridden {
+            ledger.restore_override(o.clone());
+        }
+        if let Some(c) = &self.control {
+            ledger.restore_control(c.clone());
         }
         ledger
     }
