@@ -8,6 +8,11 @@
 //! part is full. A refusal "with room left" is one where the parts together
 //! held fewer than N admissions in the window, so one object would have
 //! admitted it.
+//!
+//! A second table is a flash sale: a quota sold once, in a window longer
+//! than the sale, so only the order of arrivals matters, not their rate.
+//! There every refusal before the last unit is sold is one with room left:
+//! the price of K parts at the end of the sale.
 
 use std::collections::VecDeque;
 
@@ -78,6 +83,57 @@ fn run(times: &[u64], parts: u32, fallback: bool, seed: u64) -> Tally {
     tally
 }
 
+/// One sell-out of `quota` across `parts` parts, routed as the worker
+/// routes them, until every unit is sold: the refusals while some part
+/// still had room, and the units left when the first buyer was refused.
+fn sell_out(quota: u64, parts: u32, seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut left: Vec<u64> = (0..parts).map(|i| share(quota, parts, i)).collect();
+    let (mut sold, mut refused, mut left_at_first) = (0, 0, None);
+    while sold < quota {
+        let (one, other) = route(parts, rng.next() as u32, rng.next() as u32);
+        let part = [Some(one), other]
+            .into_iter()
+            .flatten()
+            .find(|&p| left[p as usize] > 0);
+        match part {
+            Some(p) => {
+                left[p as usize] -= 1;
+                sold += 1;
+            }
+            None => {
+                refused += 1;
+                left_at_first.get_or_insert(quota - sold);
+            }
+        }
+    }
+    (refused, left_at_first.unwrap_or(0))
+}
+
+fn sale_table() {
+    const RUNS: u64 = 50;
+    println!("A flash sale: the quota sold once (the window outlasts the sale), a random part and one other; means of {RUNS} seeded runs.");
+    println!();
+    println!("| quota | K | refused with room left, per sale | as % of the quota | units left at the first refusal |");
+    println!("|---|---|---|---|---|");
+    for quota in [500, 10_000] {
+        for parts in [1, 2, 4, 8, 16, 32] {
+            let (mut refused, mut left) = (0, 0);
+            for seed in 0..RUNS {
+                let (r, l) = sell_out(quota, parts, 100 + seed);
+                refused += r;
+                left += l;
+            }
+            let refused = refused as f64 / RUNS as f64;
+            println!(
+                "| {quota} | {parts} | {refused:.1} | {:.2}% | {:.1} |",
+                100.0 * refused / quota as f64,
+                left as f64 / RUNS as f64,
+            );
+        }
+    }
+}
+
 fn main() {
     println!("Global limit {LIMIT} per {WINDOW_MS} ms, {WINDOWS} windows of Poisson arrivals.");
     println!();
@@ -111,4 +167,6 @@ fn main() {
             }
         }
     }
+    println!();
+    sale_table();
 }

@@ -5,14 +5,22 @@
 # The decision and admin APIs exist only with their tokens, so on the first
 # run this writes a .dev.vars (git ignores it) with a random API_TOKEN and
 # ADMIN_TOKEN; the README's commands read them from there. An existing
-# .dev.vars is never changed.
+# .dev.vars is never changed. With --env-file (npm run sale passes one),
+# wrangler reads the tokens from that file instead, so none is written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
-if [ ! -e .dev.vars ]; then
+env_file=false
+for arg in "$@"; do
+  case "$arg" in --env-file | --env-file=*) env_file=true ;; esac
+done
+
+if [ "$env_file" = true ]; then
+  :
+elif [ ! -e .dev.vars ]; then
   (
     umask 077
     node -e '

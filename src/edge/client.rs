@@ -2,6 +2,7 @@
 //! hubs), each bounded by a deadline so that a slow object cannot hold a
 //! request forever.
 
+use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
@@ -15,6 +16,7 @@ use worker::{web_sys, Env, Method, Result};
 
 use crate::control::Control;
 use crate::isolate::banlist::BanRecord;
+use crate::isolate::calls::ObjectCalls;
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report, HUBS};
 use crate::isolate::stats::HubStats;
@@ -37,6 +39,17 @@ pub const LIMITER_BINDING: &str = "LIMITER";
 pub const HUB_BINDING: &str = "HUB";
 /// The waiting rooms' shards' namespace binding.
 pub const ROOM_BINDING: &str = "ROOM";
+
+thread_local! {
+    /// Every call this isolate has made, by binding.
+    static CALLS: RefCell<ObjectCalls> = RefCell::new(ObjectCalls::default());
+}
+
+/// The object calls this isolate has made since it started, by binding
+/// (`GET {prefix}/admin/stats`, under `isolate`).
+pub fn object_calls() -> serde_json::Value {
+    CALLS.with(|calls| calls.borrow().figures())
+}
 
 /// The name of hub `n`, `hub-0` to `hub-15`.
 pub fn hub_name(n: u32) -> String {
@@ -324,7 +337,7 @@ impl Objects {
     /// but a 200 with a reply (a problem, a failure) is an error.
     async fn exchange<C: Serialize, R: DeserializeOwned>(
         &self,
-        binding: &str,
+        binding: &'static str,
         object: &str,
         call: &C,
     ) -> Result<R> {
@@ -347,7 +360,8 @@ impl Objects {
     /// profile in BENCHMARKS.md). The deadline is the runtime's own
     /// `AbortSignal.timeout`, which also ends the call, rather than a timer
     /// raced from Rust, which cost a timer, a closure and a clear per call.
-    async fn post(&self, binding: &str, object: &str, body: &str) -> Result<String> {
+    async fn post(&self, binding: &'static str, object: &str, body: &str) -> Result<String> {
+        CALLS.with(|calls| calls.borrow_mut().count(binding));
         let deadline = web_sys::AbortSignal::timeout_with_f64(self.timeout_ms as f64);
         let init = web_sys::RequestInit::new();
         init.set_method(Method::Post.as_ref());

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use worker::{console_error, Context};
 
-use super::client::Objects;
+use super::client::{self, Objects};
 use super::clock::now_ms;
 use super::controls;
 use crate::isolate::banlist::{BanList, BanRecord};
@@ -81,6 +81,7 @@ pub fn figures() -> serde_json::Value {
         "pending_top_rules": followed_rules,
         "pending_bans": pending_bans,
         "rule_states": controls::held(),
+        "object_calls": client::object_calls(),
     })
 }
 

@@ -1,11 +1,12 @@
 //! What one isolate keeps between requests, pure and bounded: the copy of
 //! the manual bans, the copy of the rule states read from KV, the refusal
 //! cache, the outbox of counts, top refused keys and started bans it
-//! reports to the hubs, and the admin lockout.
+//! reports to the hubs, the admin lockout, and the count of object calls.
 //! `edge/isolate.rs` holds one of each per isolate. Also how the admin API
 //! merges what the hubs answer (`stats`, `pages`).
 
 pub mod banlist;
+pub mod calls;
 pub mod lockout;
 pub mod pages;
 pub mod refusals;
