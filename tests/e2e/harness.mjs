@@ -74,6 +74,10 @@ export function sluiceWorkerOptions(extra = {}) {
   };
 }
 
+/** How a kept-alive connection the local runtime closed shows to the
+ * client that reused it: "other side closed", or a reset while reading. */
+export const CLOSED_UNDER_US = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
+
 /** Another isolate of Sluice's worker, named `name`, with `extra`
  * bindings: every Durable Object binding points at the first worker's
  * classes (`sluice`), so both decide with the same objects, while

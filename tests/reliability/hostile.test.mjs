@@ -9,7 +9,7 @@
 // - the admin API refuses every route without the right token.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, tempDir, eventually } from "../e2e/harness.mjs";
+import { Sluice, tempDir, eventually, CLOSED_UNDER_US } from "../e2e/harness.mjs";
 import { FULL, objectsHoldingData } from "./support.mjs";
 
 const ADMIN_TOKEN = "hostile-admin-token-0123456789abcdef";
@@ -39,8 +39,6 @@ after(async () => {
   persisted?.remove();
 });
 
-/** How a kept-alive connection the runtime closed shows to the client. */
-const CLOSED_UNDER_US = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
 
 /** Runs `work(i)` for i in [0, n) with at most `width` at a time. */
 async function pool(n, width, work) {
