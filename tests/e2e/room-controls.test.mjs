@@ -213,6 +213,46 @@ describe("across isolates", () => {
   });
 });
 
+test("a shard that does not answer is named, the others keep the change, and sending it again is safe", { timeout: 60_000 }, async () => {
+  // Three places over two shards: shard 0 has two, shard 1 one, so shard
+  // 1's calls are the ones holding "places":1.
+  const faulty = await Sluice.start({
+    faults: true,
+    sluice: { timeout: "300ms", rules: [room("split", { active: 3, shards: 2 })] },
+    secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
+  });
+  try {
+    const call = (method, path, body) => faulty.fetch(`/_sluice/admin${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body && JSON.stringify(body),
+    });
+    await faulty.fault("throw", "room", '"places":1,');
+    const put = await call("PUT", "/rules/split/state", { state: "paused", reason: "recount" });
+    assert.equal(put.status, 503);
+    assert.equal(put.headers.get("retry-after"), "1");
+    const problem = await put.json();
+    assert.deepEqual([problem.code, problem.failed], ["unavailable", [1]]);
+    assert.match(problem.detail, /^shards 1 did not answer/);
+    const read = await call("GET", "/rules/split/state");
+    assert.equal(read.status, 200);
+    const view = await read.json();
+    assert.deepEqual([view.state, view.reason, view.agree], ["paused", "recount", true]);
+    assert.equal(view.shards[0].state.state, "paused");
+    assert.match(view.shards[1].error, /injected fault/);
+    await faulty.fault("throw", "room");
+    assert.equal((await call("GET", "/rules/split/state")).status, 503, "no shard answered");
+    await faulty.fault("pass", "room");
+    const again = await call("PUT", "/rules/split/state", { state: "paused", reason: "recount" });
+    assert.equal(again.status, 200);
+    assert.deepEqual((await again.json()).shards.map((s) => s.previous.state), ["paused", "open"]);
+    const both = await (await call("GET", "/rules/split/state")).json();
+    assert.deepEqual(both.shards.map((s) => s.state.state), ["paused", "paused"]);
+  } finally {
+    await faulty.stop();
+  }
+});
+
 describe("bad input to a room's state", () => {
   const field = async (response, status, name) => {
     assert.equal(response.status, status, await response.clone().text());
