@@ -727,7 +727,10 @@ function stateCell(rule, view) {
     current = stateOf(view);
     parts.push(el("span", { class: `tag ${current.state}` }, current.state));
     if (current.reason) parts.push(el("span", { class: "line muted reason" }, current.reason));
-    if (view.agree === false) parts.push(el("span", { class: "line muted" }, "its parts disagree: set it again"));
+    if (view.agree === false) {
+      const holders = view.where === "shards" ? "shards" : "parts";
+      parts.push(el("span", { class: "line muted" }, `its ${holders} disagree: set it again`));
+    }
     if (view.isolate && view.isolate.state !== current.state) {
       parts.push(el("span", { class: "line muted" }, `this isolate still applies ${view.isolate.state} (KV, up to ${duration(70_000)})`));
     }
@@ -737,14 +740,17 @@ function stateCell(rule, view) {
     class: next === "closed" ? "small danger" : "small",
     disabled: current?.state === next,
     "aria-label": `${label} rule ${rule.id}`,
-    onclick: (event) => changeState(event.currentTarget, rule.id, next),
+    onclick: (event) => changeState(event.currentTarget, rule, next),
   }, next === "closed" ? `${label}…` : label);
   parts.push(el("div", { class: "state-actions" }, button("open", "Open"), button("paused", "Pause"), button("closed", "Close")));
   return parts;
 }
 
-async function changeState(button, rule, next) {
-  if (next === "closed" && !confirm(`Close rule ${rule}? Every request it matches is answered 410 (sold out) until it is opened again.`)) return;
+async function changeState(button, { id: rule, waiting_room: room }, next) {
+  const closing = room
+    ? `Close waiting room ${rule}? Newcomers and waiting visitors are answered 410 (sold out) until it is opened again; admitted visitors keep their sessions.`
+    : `Close rule ${rule}? Every request it matches is answered 410 (sold out) until it is opened again.`;
+  if (next === "closed" && !confirm(closing)) return;
   const body = { state: next };
   const reason = $("state-reason").value.trim();
   if (reason) body.reason = reason;

@@ -1,7 +1,8 @@
 // The dashboard's waiting rooms: for each room, what `GET rooms` answers
-// (waiting, active sessions, admitted in the last minute, a newcomer's
-// estimated wait, per shard and summed) and the last hour of it, a point
-// a minute, as a chart. Every value reaches the page as text.
+// (the operator's state, waiting, active sessions, admitted in the last
+// minute, a newcomer's estimated wait, per shard and summed) and the last
+// hour of it, a point a minute, as a chart. The state is changed from the
+// rule's buttons in the rules table. Every value reaches the page as text.
 import uPlot from "uplot";
 
 const MINUTE = 60_000;
@@ -56,26 +57,33 @@ export class Rooms {
     const chartBox = el("div", { class: "chart", role: "img", "aria-label": `Waiting, active and admitted per minute in room ${id}` });
     const figures = el("dl", { class: "figures room-figures" });
     const state = el("p", { class: "muted" });
+    const control = el("span", { class: "room-state" });
     const shardBody = el("tbody");
     const card = el("article", { class: "card room-card", "data-room": id },
-      el("header", {}, el("h3", {}, id), state),
+      el("header", {}, el("h3", {}, id), control, state),
       figures,
       el("div", { class: "plot" }, chartBox),
       el("details", { class: "minutes" },
         el("summary", {}, "Per shard"),
         el("div", { class: "scroll" }, el("table", { class: "shard-table" },
           el("thead", {}, el("tr", {},
-            ...["Shard", "Waiting", "Active", "Offered", "Admitted, last minute", "Wait for a newcomer", "Calls"].map((h, i) =>
+            ...["Shard", "State", "Waiting", "Active", "Offered", "Admitted, last minute", "Wait for a newcomer", "Calls"].map((h, i) =>
               el("th", { scope: "col", class: i > 0 ? "num" : null }, h)))),
           shardBody))));
-    return { card, chartBox, figures, state, shardBody, chart: null, data: null };
+    return { card, chartBox, figures, state, control, shardBody, chart: null, data: null };
   }
 
   show(view, room) {
     const { el, number, duration, stamp } = this.tools;
     const wait = (s) => (s === 0 ? "none" : duration(s * 1000));
+    // Paused: nobody is let in, newcomers queue; closed: 410 to all but
+    // sessions. The reason is the operator's text: shown as text.
+    view.control.replaceChildren(el("span", { class: `tag ${room.state}` }, room.state),
+      ...(room.reason ? [" ", el("span", { class: "muted reason" }, room.reason)] : []));
     view.state.textContent = [
-      room.open ? "open" : `opens ${stamp.format(new Date(room.opens_at))}`,
+      // Opened (its pre-queue drawn); the tag beside says whether an
+      // operator holds it.
+      room.open ? null : `opens ${stamp.format(new Date(room.opens_at))}`,
       `sessions last ${duration(room.session_ms)}`,
       `pages refresh every ${duration(room.refresh_ms)}`,
       room.unanswered ? `${room.unanswered} shard(s) did not answer` : null,
@@ -89,9 +97,10 @@ export class Rooms {
     );
     view.shardBody.replaceChildren(...room.shards.map((shard) =>
       shard.error
-        ? el("tr", {}, el("th", { scope: "row" }, String(shard.shard)), el("td", { colspan: 6, class: "muted" }, shard.error))
+        ? el("tr", {}, el("th", { scope: "row" }, String(shard.shard)), el("td", { colspan: 7, class: "muted" }, shard.error))
         : el("tr", {},
           el("th", { scope: "row" }, String(shard.shard)),
+          el("td", {}, el("span", { class: `tag ${shard.state}` }, shard.state)),
           el("td", { class: "num" }, number.format(shard.waiting)),
           el("td", { class: "num" }, `${number.format(shard.active + shard.offered)} of ${number.format(shard.places)}`),
           el("td", { class: "num" }, number.format(shard.offered)),

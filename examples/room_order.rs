@@ -150,6 +150,7 @@ fn settle(v: &mut Visitor, turn: Turn, t: u64, rng: &mut Rng, first: bool) {
             );
             v.holding = Holding::Ticket(number);
         }
+        Turn::Closed => unreachable!("nobody closes the simulated room"),
     }
 }
 

@@ -44,7 +44,7 @@ use sluice::input::instant;
 use sluice::limits::MAX_KEY_BYTES;
 use sluice::objects::protocol::{HubCall, LimiterCall};
 use sluice::room::protocol::RoomCall;
-use sluice::room::shard::Shard;
+use sluice::room::shard::{Holding, Shard};
 use sluice::room::views::Views;
 use sluice::room::visit::Room;
 
@@ -690,16 +690,19 @@ fn room_cookies_and_opening_times_never_panic() {
 }
 
 /// A shard's calls as its object receives them, valid ones with one value
-/// replaced by garbage: whatever passes `Terms::check` runs a visit and an
-/// end on a shard without a panic, at any time.
+/// replaced by garbage: whatever passes `Terms::check` runs a visit, an
+/// end or an operator's state on a shard without a panic, at any time.
 #[test]
 fn room_calls_never_panic_a_shard() {
     let visit = json!({"visit": [{"places": 5, "per_minute": 10, "session_ms": 300000,
         "grace_ms": 44000, "opens_at_ms": 1000}, {"ticket": {"pre": 3}}]});
     let end = json!({"end": [{"places": 1, "per_minute": 1, "session_ms": 1, "grace_ms": 1}, 7]});
+    let control = json!({"control": [{"places": 2, "per_minute": 3, "session_ms": 1000, "grace_ms": 10},
+        {"state": "paused", "reason": "stock count", "set_ms": 5}]});
     let calls = prop_oneof![
         3 => mutated(visit).prop_map(|v| v.to_string().into_bytes()),
         1 => mutated(end).prop_map(|v| v.to_string().into_bytes()),
+        1 => mutated(control).prop_map(|v| v.to_string().into_bytes()),
         1 => json_value().prop_map(|v| v.to_string().into_bytes()),
     ];
     fuzz((calls, any::<u64>()), |(bytes, now)| {
@@ -721,6 +724,10 @@ fn room_calls_never_panic_a_shard() {
                 }
                 RoomCall::Inspect(_) => {
                     let _ = shard.tick(at, &mut || 1);
+                }
+                RoomCall::Control(_, ref control) => {
+                    let _ = shard.set_control(at, control.clone(), &mut || 1);
+                    let _ = shard.visit(at, Holding::Nothing, &mut || 1);
                 }
             }
             let _ = shard.next_alarm();

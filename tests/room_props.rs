@@ -7,14 +7,20 @@
 //!   newcomer is let straight in only when nobody waits;
 //! - a place gives at most one session, ever;
 //! - a restart (the shard read back from what its changes stored) changes
-//!   nothing.
+//!   nothing;
+//! - while an operator holds the shard paused or closed, no session starts
+//!   and no place is offered; a ticket not yet called keeps its place
+//!   (paused: it waits; closed: it is turned away); a closed shard hands
+//!   out no ticket.
 //!
-//! And once arrivals stop, every visitor who keeps refreshing is let in,
-//! a shuffled pre-queue included; and the lottery is a permutation.
+//! And once arrivals stop and the shard is open, every visitor who keeps
+//! refreshing is let in, a shuffled pre-queue included, in order and
+//! within the limits above; and the lottery is a permutation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
+use sluice::control::{Control, RuleState};
 use sluice::room::lottery;
 use sluice::room::shard::{
     Change, Counters, Holding, Number, Offer, Sample, Session, Shard, Stored, Terms, Turn,
@@ -37,6 +43,8 @@ enum Step {
     Alarm,
     Restart,
     Wait(u64),
+    /// An operator sets the shard's state.
+    Set(RuleState),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -49,6 +57,12 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Alarm),
         1 => Just(Step::Restart),
         4 => (0u64..25_000).prop_map(Step::Wait),
+        2 => prop_oneof![
+            Just(RuleState::Open),
+            Just(RuleState::Paused),
+            Just(RuleState::Closed)
+        ]
+        .prop_map(Step::Set),
     ]
 }
 
@@ -76,11 +90,22 @@ struct Watch {
 }
 
 impl Watch {
-    fn saw(&mut self, changes: &[Change], shard: &Shard) -> Result<(), TestCaseError> {
+    /// What one operation changed; `halted` when the shard was paused or
+    /// closed both before and after it.
+    fn saw(
+        &mut self,
+        changes: &[Change],
+        shard: &Shard,
+        halted: bool,
+    ) -> Result<(), TestCaseError> {
         for change in changes {
             match *change {
-                Change::Offer { place, .. } => self.called.push(place),
+                Change::Offer { place, .. } if !self.called.contains(&place) => {
+                    prop_assert!(!halted, "place {place} offered while halted");
+                    self.called.push(place);
+                }
                 Change::Session(s) if !self.started.contains_key(&s.id) => {
+                    prop_assert!(!halted, "session {} started while halted", s.id);
                     prop_assert!(
                         !self.over.contains(&s.id),
                         "session {} given again after it ended",
@@ -137,6 +162,7 @@ struct Store {
     sessions: BTreeMap<u64, Session>,
     admitted: BTreeMap<u64, u32>,
     samples: BTreeMap<u64, Sample>,
+    control: Option<Control>,
 }
 
 impl Store {
@@ -163,6 +189,7 @@ impl Store {
                     self.samples.insert(s.minute_ms, s);
                 }
                 Change::SamplesBefore { minute_ms } => self.samples.retain(|&m, _| m >= minute_ms),
+                Change::Control(ref control) => self.control.clone_from(control),
             }
         }
     }
@@ -174,6 +201,7 @@ impl Store {
             sessions: self.sessions.values().copied().collect(),
             admitted: self.admitted.iter().map(|(a, n)| (*a, *n)).collect(),
             history: self.samples.values().copied().collect(),
+            control: self.control.clone(),
         }
     }
 }
@@ -202,28 +230,80 @@ impl Room {
     }
 
     fn visit(&mut self, holding: Holding) -> Result<Turn, TestCaseError> {
+        let halted = self.shard.control().map(|c| c.state);
+        let before = self.shard.status();
         let seeds = &mut self.seeds;
         let (turn, changes) = self.shard.visit(self.now, holding, &mut || {
             *seeds += 1;
             0x5eed_0000 + *seeds
         });
-        self.record(&changes)?;
+        self.record(&changes, halted.is_some())?;
+        let Some(state) = halted else {
+            return Ok(turn);
+        };
+        // A ticket not yet called keeps its place, whatever the state.
+        if let Holding::Ticket(number) = holding {
+            let uncalled = before
+                .place_of(number)
+                .is_some_and(|place| place >= before.counters.serving);
+            if uncalled {
+                let kept = match state {
+                    RuleState::Closed => Turn::Closed,
+                    _ => Turn::Wait {
+                        number,
+                        fresh: false,
+                    },
+                };
+                prop_assert_eq!(turn, kept);
+            }
+        }
+        if state == RuleState::Closed {
+            prop_assert!(
+                matches!(turn, Turn::Closed | Turn::Session(_)),
+                "closed, it answered {:?}",
+                turn
+            );
+            let (c, b) = (self.shard.counters(), before.counters);
+            prop_assert_eq!(
+                (c.next.max(c.pre), c.pre),
+                (b.next.max(b.pre), b.pre),
+                "a ticket handed out while closed"
+            );
+        }
         Ok(turn)
     }
 
     fn end(&mut self, id: u64) -> Result<(), TestCaseError> {
+        let halted = self.shard.control().is_some();
         let (_, changes) = self.shard.end(self.now, id, &mut || 1);
-        self.record(&changes)
+        self.record(&changes, halted)
     }
 
     fn alarm(&mut self) -> Result<(), TestCaseError> {
+        let halted = self.shard.control().is_some();
         let changes = self.shard.tick(self.now, &mut || 2);
-        self.record(&changes)
+        self.record(&changes, halted)
     }
 
-    fn record(&mut self, changes: &[Change]) -> Result<(), TestCaseError> {
+    fn set(&mut self, state: RuleState) -> Result<(), TestCaseError> {
+        let halted = self.shard.control().is_some();
+        let control = Control {
+            state,
+            reason: String::new(),
+            set_ms: self.now,
+        };
+        let (_, changes) = self.shard.set_control(self.now, control, &mut || 3);
+        self.record(&changes, halted && state != RuleState::Open)
+    }
+
+    /// Changes storage as the object does, then has the model look at
+    /// them; `halted` when the shard was paused or closed before the
+    /// operation (and still is after it: an operation that opens it may
+    /// offer places).
+    fn record(&mut self, changes: &[Change], halted: bool) -> Result<(), TestCaseError> {
         self.store.apply(changes);
-        self.watch.saw(changes, &self.shard)
+        let halted = halted && self.shard.control().is_some();
+        self.watch.saw(changes, &self.shard, halted)
     }
 
     fn restart(&mut self) -> Result<(), TestCaseError> {
@@ -244,10 +324,13 @@ struct Visitor {
     admitted: bool,
 }
 
-fn held(turn: Turn) -> Holding {
+/// What a visitor holds after `turn`: a closed room's answer leaves it
+/// what it held.
+fn held(turn: Turn, before: Holding) -> Holding {
     match turn {
         Turn::Session(s) => Holding::Session(s.id),
         Turn::Wait { number, .. } => Holding::Ticket(number),
+        Turn::Closed => before,
     }
 }
 
@@ -267,7 +350,7 @@ proptest! {
                 Step::Arrive => {
                     let turn = room.visit(Holding::Nothing)?;
                     visitors.push(Visitor {
-                        holding: held(turn),
+                        holding: held(turn, Holding::Nothing),
                         gone: false,
                         admitted: matches!(turn, Turn::Session(_)),
                     });
@@ -275,7 +358,7 @@ proptest! {
                 Step::Refresh(n) => {
                     if let Some(i) = pick(&visitors, n) {
                         let turn = room.visit(visitors[i].holding)?;
-                        visitors[i].holding = held(turn);
+                        visitors[i].holding = held(turn, visitors[i].holding);
                         visitors[i].admitted |= matches!(turn, Turn::Session(_));
                     }
                 }
@@ -316,11 +399,14 @@ proptest! {
                 Step::Alarm => room.alarm()?,
                 Step::Restart => room.restart()?,
                 Step::Wait(ms) => room.now += ms,
+                Step::Set(state) => room.set(state)?,
             }
         }
 
-        // Arrivals stop. Everyone still here refreshes every 5 s and, once
-        // in, leaves through the origin: all of them get in.
+        // Arrivals stop and the operator opens the shard. Everyone still
+        // here refreshes every 5 s and, once in, leaves through the
+        // origin: all of them get in.
+        room.set(RuleState::Open)?;
         let deadline = room.now + 3_600_000 + 200 * terms.session_ms;
         while visitors.iter().any(|v| !v.gone) {
             prop_assert!(room.now < deadline, "visitors still waiting: {:?}", visitors.iter().filter(|v| !v.gone).collect::<Vec<_>>());
@@ -328,7 +414,7 @@ proptest! {
             room.alarm()?;
             for visitor in visitors.iter_mut().filter(|v| !v.gone) {
                 let turn = room.visit(visitor.holding)?;
-                visitor.holding = held(turn);
+                visitor.holding = held(turn, visitor.holding);
                 if let Turn::Session(s) = turn {
                     visitor.admitted = true;
                     room.end(s.id)?;
@@ -381,6 +467,7 @@ proptest! {
                         shard.end(now, s.id, &mut || 0);
                     }
                     Turn::Wait { fresh, .. } => prop_assert!(!fresh, "a pre-queue ticket lost its place"),
+                    Turn::Closed => prop_assert!(false, "closed by nobody"),
                 }
             }
         }

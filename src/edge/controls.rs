@@ -1,4 +1,5 @@
-//! The states of rules that are not global quotas, in Workers KV: one key
+//! The states of rules that are neither global quotas nor waiting rooms
+//! (whose parts and shards hold their own), in Workers KV: one key
 //! ([`STATES_KEY`]) of the namespace bound as [`BINDING`] holds every such
 //! rule's state ([`RuleStates`]). Each isolate reads it in the background
 //! at most once per `REFRESH_MS` ([`upkeep`]); no request waits for it. The
@@ -13,7 +14,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, Context, Env, Result};
 
 use super::clock::now_ms;
-use crate::config::Config;
+use crate::config::{Config, Rule};
 use crate::control::{Control, RuleStates};
 use crate::isolate::states::StateCopy;
 
@@ -31,7 +32,8 @@ thread_local! {
 
 /// The state of rule `rule` (a rule's id) when an operator paused or
 /// closed it, as this isolate last read it: a lookup in memory, never I/O.
-/// A global quota's state lives in its parts and is not here.
+/// A global quota's state lives in its parts, a waiting room's in its
+/// shards, and neither is here.
 pub fn rule_state(rule: &str, now_ms: u64) -> Option<Control> {
     COPY.with(|copy| copy.borrow().get(rule, now_ms).cloned())
 }
@@ -50,7 +52,7 @@ pub fn held() -> usize {
 /// in a new isolate, then once per interval) and the config has a rule
 /// they can concern. The request that triggers it never waits for it.
 pub fn upkeep(env: &Env, ctx: &Context, config: &Config) {
-    if !config.rules.iter().any(|rule| rule.global.is_none()) {
+    if !config.rules.iter().any(kept_in_kv) {
         return;
     }
     if COPY.with(|copy| copy.borrow_mut().claim(now_ms())) {
@@ -76,15 +78,16 @@ pub async fn write(
 ) -> Result<Option<Control>> {
     let mut states = read(env).await?;
     let previous = states.set(rule, control.clone());
-    states.retain(|id| {
-        config
-            .rules
-            .iter()
-            .any(|r| r.id == id && r.global.is_none())
-    });
+    states.retain(|id| config.rules.iter().any(|r| r.id == id && kept_in_kv(r)));
     call(env, "put", &[STATES_KEY.into(), states.encode().into()]).await?;
     COPY.with(|copy| copy.borrow_mut().set(rule, control, now_ms()));
     Ok(previous)
+}
+
+/// Whether a rule's state is kept here: not a global quota's, not a
+/// room's.
+fn kept_in_kv(rule: &Rule) -> bool {
+    rule.global.is_none() && rule.room.is_none()
 }
 
 /// The states as KV holds them: none when the key was never written. A

@@ -3,7 +3,9 @@
 //! limit (`{rule}/override`), and the rule's view (`{rule}`: its state,
 //! and a global quota's sale). A global quota's state and override are
 //! written to each of its parts, which decide with them from their next
-//! decision; any other rule's state goes to Workers KV (`controls.rs`).
+//! decision; a waiting room's state to each of its shards, likewise
+//! (`room::admin`); any other rule's state goes to Workers KV
+//! (`controls.rs`).
 //! A global quota is read as one view (`quota::sale`), which `GET` on the
 //! rule, its state and its override all answer. Answers are serialised
 //! from structs rather than built as JSON values, which costs the wasm
@@ -17,7 +19,7 @@ use super::clock::now_ms;
 use super::endpoints::{not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::quota::{limits, part_key, peek_parts, Limit, Shown};
-use super::{controls, isolate, quota, respond};
+use super::{controls, isolate, quota, respond, room};
 use crate::config::lookup::{global_quota, targets, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
@@ -53,6 +55,9 @@ pub async fn state(
         Ok(control) => control,
         Err(problem) => return respond::problem(&problem),
     };
+    if let Some(config) = &rule.room {
+        return room::admin::write_state(objects, &rule.id, config, control).await;
+    }
     match parts_of(config, rule) {
         Some(parts) => write_parts(objects, &rule.id, &parts, control).await,
         None => write_kv(env, config, &rule.id, control).await,
@@ -87,9 +92,12 @@ async fn sale(
     quota::sale(id, &quota.global.parts, &targets, read)
 }
 
-/// A global quota's sale (its state and override included), or another
-/// rule's state.
+/// A global quota's sale (its state and override included), a waiting
+/// room's state in its shards, or another rule's state.
 async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Result<Response> {
+    if let Some(room) = &rule.room {
+        return room::admin::read_state(objects, &rule.id, room).await;
+    }
     match global_quota(config, &rule.id) {
         Ok(quota) => sale(objects, config, &rule.id, &quota).await,
         Err(_) => read_kv(env, &rule.id).await,
@@ -178,14 +186,15 @@ fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
 }
 
 /// A rule's state as the state routes answer it: where it is kept, and
-/// for a global quota each part's.
+/// for a global quota each part's, for a waiting room each shard's.
 #[derive(Serialize)]
-struct StateView<'a> {
+pub(super) struct StateView<'a> {
     rule: &'a str,
     state: RuleState,
     reason: &'a str,
     set_ms: Option<u64>,
-    /// `parts` (a global quota's objects) or `kv`.
+    /// `parts` (a global quota's objects), `shards` (a waiting room's) or
+    /// `kv`.
     #[serde(rename = "where")]
     kept: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -197,10 +206,20 @@ struct StateView<'a> {
     applies_within_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parts: Option<Vec<PartView<'a>>>,
+    /// Whether every shard that answered holds the same state (a room's
+    /// `GET` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) agree: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) shards: Option<Vec<room::admin::ShardState<'a>>>,
 }
 
 impl<'a> StateView<'a> {
-    fn new(rule: &'a str, control: Option<&'a Control>, kept: &'static str) -> StateView<'a> {
+    pub(super) fn new(
+        rule: &'a str,
+        control: Option<&'a Control>,
+        kept: &'static str,
+    ) -> StateView<'a> {
         let Shown {
             state,
             reason,
@@ -216,6 +235,8 @@ impl<'a> StateView<'a> {
             isolate: None,
             applies_within_ms: None,
             parts: None,
+            agree: None,
+            shards: None,
         }
     }
 }
@@ -288,7 +309,7 @@ async fn write_parts(
         parts: Some(parts),
         ..StateView::new(rule, Some(&control), "parts")
     };
-    respond_parts(&view, failed(targets, &answers))
+    respond_parts(&view, "parts", failed(targets, &answers))
 }
 
 /// Writes the state of a rule that is not a global quota to KV.
@@ -389,7 +410,7 @@ async fn write_overrides(
         })
         .collect();
     let view = OverrideView { rule, whole, parts };
-    respond_parts(&view, failed(targets, &answers))
+    respond_parts(&view, "parts", failed(targets, &answers))
 }
 
 /// The parts a change did not reach.
@@ -402,19 +423,24 @@ fn failed<'t, T>(targets: &'t [Target], answers: &[Result<T>]) -> Vec<&'t str> {
         .collect()
 }
 
-/// The answer to a change written to every part: `200` with each part's
-/// line, or `503` naming the parts that did not answer (`failed`), so that
-/// the operator sends it again: each write sets a value, so sending it
-/// twice changes nothing more, and the parts that had it keep it.
-fn respond_parts(view: &impl Serialize, failed: Vec<&str>) -> Result<Response> {
+/// The answer to a change written to every part (or shard): `200` with
+/// each one's line, or `503` naming those that did not answer (`failed`),
+/// so that the operator sends it again: each write sets a value, so
+/// sending it twice changes nothing more, and those that had it keep it.
+pub(super) fn respond_parts<F: Into<serde_json::Value> + ToString>(
+    view: &impl Serialize,
+    noun: &str,
+    failed: Vec<F>,
+) -> Result<Response> {
     if failed.is_empty() {
         return respond::json(view, Headers::new());
     }
+    let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
     let problem = Problem::new(
         Code::Unavailable,
         format!(
-            "parts {} did not answer; the others have the change: send it again",
-            failed.join(", ")
+            "{noun} {} did not answer; the others have the change: send it again",
+            names.join(", ")
         ),
     )
     .with("failed", failed);

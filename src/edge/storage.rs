@@ -1,8 +1,16 @@
 //! Small storage helpers the Durable Objects share.
 
+use serde::Deserialize;
 use worker::wasm_bindgen::closure::Closure;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{console_error, js_sys, Result, SqlStorageValue, State};
+
+/// A row of one JSON text column, `body`: a key's override and state, a
+/// room shard's state. One row type, so one deserializer in the wasm.
+#[derive(Deserialize)]
+pub struct BodyRow {
+    pub body: String,
+}
 
 /// Timestamps, limits and counts are far below 2^53, so they bind as exact
 /// integers; saturating keeps a corrupt value from wrapping negative.

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::protocol::Figures;
 use super::shard::Status;
 use crate::config::room::WaitingRoom;
+use crate::control::{strictest, RuleState};
 use crate::http::time::rfc3339;
 
 #[derive(Debug, Serialize)]
@@ -18,6 +19,10 @@ pub struct Report<'a> {
     pub opens_at: Option<String>,
     /// Whether every shard that answered has opened.
     pub open: bool,
+    /// The operator's state: the strictest any shard that answered holds
+    /// (they differ only while a change is being written), and its reason.
+    pub state: RuleState,
+    pub reason: String,
     /// Sums over the shards that answered.
     pub waiting: u64,
     pub active: u64,
@@ -47,6 +52,7 @@ pub enum ShardAnswer {
         places: u32,
         per_minute: u32,
         open: bool,
+        state: RuleState,
         serving: u64,
         next: u64,
         waiting: u64,
@@ -102,6 +108,8 @@ pub fn report<'a>(
         refresh_ms: room.refresh_ms,
         opens_at: room.opens_at_ms.map(rfc3339),
         open: true,
+        state: RuleState::Open,
+        reason: String::new(),
         waiting: 0,
         active: 0,
         offered: 0,
@@ -114,6 +122,10 @@ pub fn report<'a>(
     // Whole minutes, so at most an hour's of them: a sorted Vec.
     let mut minutes: Vec<Minute> = Vec::new();
     let mut waits = Vec::new();
+    if let Some(control) = strictest(answers.iter().flatten().flat_map(|f| &f.status.control)) {
+        report.state = control.state;
+        report.reason.clone_from(&control.reason);
+    }
     for (shard, answer) in (0u32..).zip(answers) {
         let answer = match answer {
             Ok(figures) => {
@@ -144,6 +156,7 @@ pub fn report<'a>(
                     places: s.places,
                     per_minute: s.per_minute,
                     open: s.counters.opened,
+                    state: s.control.as_ref().map_or(RuleState::Open, |c| c.state),
                     serving: s.counters.serving,
                     next: s.counters.next,
                     waiting: s.waiting(),
@@ -229,6 +242,37 @@ mod tests {
                 {"minute_ms": 60_000, "waiting": 9, "active": 6, "admitted": 4},
             ])
         );
+    }
+
+    #[test]
+    fn the_room_shows_the_strictest_state_its_shards_hold() {
+        use crate::control::Control;
+        let figures = |state: Option<RuleState>| Figures {
+            status: Status {
+                control: state.map(|state| Control {
+                    state,
+                    reason: format!("{state:?}"),
+                    set_ms: 1,
+                }),
+                ..Status::sample(0, 0, 0)
+            },
+            history: Vec::new(),
+            calls: 0,
+        };
+        let answers = vec![
+            Ok(figures(None)),
+            Ok(figures(Some(RuleState::Paused))),
+            Err("down".into()),
+        ];
+        let value = serde_json::to_value(report("shop", &room(), answers, 0)).unwrap();
+        assert_eq!(
+            (&value["state"], &value["reason"]),
+            (&json!("paused"), &json!("Paused"))
+        );
+        assert_eq!(value["shards"][0]["state"], "open");
+        assert_eq!(value["shards"][1]["state"], "paused");
+        let open = report("shop", &room(), vec![Ok(figures(None))], 0);
+        assert_eq!((open.state, open.reason.as_str()), (RuleState::Open, ""));
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! for it. The page needs no JavaScript (it refreshes itself with
 //! `<meta http-equiv="refresh">`), reads on a phone, and is sent under a
 //! policy that allows its one inline style, by hash, and nothing else.
-//! Everything it shows is a number Sluice computed or the opening time
-//! the operator configured: no text from the request is ever rendered.
+//! Everything it shows is a number Sluice computed, the opening time the
+//! operator configured, or the reason the operator gave for pausing or
+//! closing the room (escaped): no text from the request is ever rendered.
+//! A closed room has a page of its own, which does not refresh.
 
 use std::sync::OnceLock;
 
@@ -34,6 +36,7 @@ dl div{border:1px solid var(--line);border-radius:.5rem;padding:.75rem 1rem}\
 dt{font-size:.875rem;color:var(--soft)}\
 dd{margin:.25rem 0 0;font-size:1.75rem;font-weight:700;color:var(--accent);font-variant-numeric:tabular-nums}\
 dd.when{font-size:1.25rem;line-height:1.3}\
+p.note{color:var(--ink);border-left:.25rem solid var(--accent);padding-left:.75rem}\
 @media (max-width:30rem){dl{grid-template-columns:1fr}main{padding:1.5rem 1.25rem}}\
 ";
 
@@ -49,8 +52,9 @@ pub fn policy() -> &'static str {
     })
 }
 
-/// The page, refreshing itself every `refresh_s` seconds.
-pub fn html(standing: Standing, refresh_s: u64) -> String {
+/// The page, refreshing itself every `refresh_s` seconds; `paused` is the
+/// operator's reason while the room is paused.
+pub fn html(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String {
     let (title, lead, figures) = match standing {
         Standing::InLine { position, wait_s } => (
             "You are in line",
@@ -76,26 +80,87 @@ pub fn html(standing: Standing, refresh_s: u64) -> String {
         .iter()
         .map(|(name, value, class)| format!("<div><dt>{name}</dt><dd{class}>{value}</dd></div>"))
         .collect();
+    let note = paused.map_or_else(String::new, |reason| {
+        format!(
+            "<p class=\"note\"><strong>Entry is paused.</strong> Nobody is let in until it resumes; you keep your place in line.{}</p>\n",
+            because(reason)
+        )
+    });
+    document(
+        title,
+        &format!("<meta http-equiv=\"refresh\" content=\"{refresh_s}\">\n"),
+        &format!(
+            "<p>{lead}</p>\n{note}<dl>{figures}</dl>\n\
+<p>This page refreshes itself every {every}. Keep it open: when your turn comes, you are let in without doing anything.</p>\n",
+            every = seconds(refresh_s),
+        ),
+    )
+}
+
+/// The page of a closed room: it says so, with the operator's reason, and
+/// does not refresh (there is nothing to wait for).
+pub fn closed_html(reason: &str) -> String {
+    document(
+        "Closed",
+        "",
+        &format!(
+            "<p>Entry has closed: nobody more is let in.</p>\n<p class=\"note\">{}</p>\n",
+            if reason.is_empty() {
+                "Closed by the organiser.".to_string()
+            } else {
+                escape(reason)
+            }
+        ),
+    )
+}
+
+/// A page of Sluice's own around `body`, under [`policy`].
+fn document(title: &str, head: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<meta http-equiv=\"refresh\" content=\"{refresh_s}\">\n<meta name=\"robots\" content=\"noindex\">\n\
+{head}<meta name=\"robots\" content=\"noindex\">\n\
 <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n\
-<h1>{title}</h1>\n<p>{lead}</p>\n<dl>{figures}</dl>\n\
-<p>This page refreshes itself every {every}. Keep it open: when your turn comes, you are let in without doing anything.</p>\n\
-</main>\n</body>\n</html>\n",
-        every = seconds(refresh_s),
+<h1>{title}</h1>\n{body}</main>\n</body>\n</html>\n"
     )
+}
+
+/// ` Why: <reason>`, escaped, or nothing for no reason.
+fn because(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(" Why: {}", escape(reason))
+    }
+}
+
+/// Text as HTML text: the operator's reason is the only text on the page
+/// that Sluice did not write.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The JSON answer: `{"state": "waiting", "position", "wait_s",
 /// "refresh_s"}`, or before opening `{"state": "pre-queue", "opens_at",
-/// "opens_in_s", "wait_s", "refresh_s"}`.
+/// "opens_in_s", "wait_s", "refresh_s"}`; while paused, with `"paused":
+/// true` and the operator's `"reason"`.
 ///
 /// Written with `format!`: every value is a number, or a timestamp of
-/// digits and `-:.TZ`, so nothing needs escaping.
-pub fn json(standing: Standing, refresh_s: u64) -> String {
-    match standing {
+/// digits and `-:.TZ`, so nothing needs escaping but the reason, written
+/// as a JSON string.
+pub fn json(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String {
+    let body = match standing {
         Standing::InLine { position, wait_s } => format!(
             r#"{{"state":"waiting","position":{position},"wait_s":{wait_s},"refresh_s":{refresh_s}}}"#
         ),
@@ -105,6 +170,14 @@ pub fn json(standing: Standing, refresh_s: u64) -> String {
         } => format!(
             r#"{{"state":"pre-queue","opens_at":"{}","opens_in_s":{opens_in_s},"wait_s":{opens_in_s},"refresh_s":{refresh_s}}}"#,
             rfc3339(opens_at_ms)
+        ),
+    };
+    match paused {
+        None => body,
+        Some(reason) => format!(
+            r#"{},"paused":true,"reason":{}}}"#,
+            body.strip_suffix('}').unwrap_or(&body),
+            serde_json::Value::from(reason)
         ),
     }
 }
@@ -184,6 +257,7 @@ mod tests {
                 wait_s: 250,
             },
             20,
+            None,
         );
         assert!(page.contains("<meta http-equiv=\"refresh\" content=\"20\">"));
         assert!(page.contains("<dd>12,345</dd>"));
@@ -200,6 +274,7 @@ mod tests {
                 opens_in_s: 7_500,
             },
             60,
+            None,
         );
         assert!(page.contains("<dd class=\"when\">1 Dec 2026, 10:00 UTC</dd>"));
         assert!(page.contains("<dd>2 h 5 min</dd>"));
@@ -214,7 +289,7 @@ mod tests {
             wait_s: 40,
         };
         assert_eq!(
-            read(json(line, 20)),
+            read(json(line, 20, None)),
             serde_json::json!({"state": "waiting", "position": 3, "wait_s": 40, "refresh_s": 20})
         );
         let before = Standing::BeforeOpening {
@@ -222,10 +297,44 @@ mod tests {
             opens_in_s: 5,
         };
         assert_eq!(
-            read(json(before, 20)),
+            read(json(before, 20, None)),
             serde_json::json!({"state": "pre-queue", "opens_at": "2026-12-01T10:00:00.000Z",
                                "opens_in_s": 5, "wait_s": 5, "refresh_s": 20})
         );
+    }
+
+    #[test]
+    fn a_paused_room_says_so_with_the_reason_escaped() {
+        let line = Standing::InLine {
+            position: 7,
+            wait_s: 70,
+        };
+        let page = html(line, 20, Some("<b>stock</b> & \"count\""));
+        assert!(page.contains("<strong>Entry is paused.</strong>"));
+        assert!(page.contains("Why: &lt;b&gt;stock&lt;/b&gt; &amp; &quot;count&quot;"));
+        assert!(!page.contains("<b>"));
+        assert!(page.contains("<dd>7</dd>"), "the place is kept and shown");
+        assert!(page.contains("content=\"20\""), "it keeps refreshing");
+        assert!(!html(line, 20, Some("")).contains("Why:"));
+        assert!(!html(line, 20, None).contains("paused"));
+        let body: serde_json::Value =
+            serde_json::from_str(&json(line, 20, Some("a \"quote\"\n"))).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"state": "waiting", "position": 7, "wait_s": 70, "refresh_s": 20,
+                               "paused": true, "reason": "a \"quote\"\n"})
+        );
+    }
+
+    #[test]
+    fn a_closed_room_has_a_page_that_does_not_refresh() {
+        let page = closed_html("Sold <out>");
+        assert!(page.contains("<title>Closed</title>"));
+        assert!(page.contains("Sold &lt;out&gt;"));
+        assert!(!page.contains("http-equiv"));
+        assert!(page.contains(&format!("<style>{STYLE}</style>")));
+        assert!(!page.contains("<script"));
+        assert!(closed_html("").contains("Closed by the organiser."));
     }
 
     #[test]
@@ -249,7 +358,8 @@ mod tests {
                 position: 1,
                 wait_s: 0
             },
-            5
+            5,
+            None
         )
         .contains(&format!("<style>{STYLE}</style>")));
     }

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::shard::{Holding, Sample, Status, Terms, Turn};
+use crate::control::Control;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -18,6 +19,9 @@ pub enum RoomCall {
     End(Terms, u64),
     /// An operator's look; answered with [`RoomReply::Figures`].
     Inspect(Terms),
+    /// An operator's state for the room (open, paused, closed); answered
+    /// with [`RoomReply::Control`].
+    Control(Terms, Control),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +31,8 @@ pub enum RoomReply {
     /// Whether the session was live, and the shard after.
     Ended(bool, Status),
     Figures(Figures),
+    /// The state the shard held before (`None`: open), and the shard after.
+    Control(Option<Control>, Status),
 }
 
 /// A shard's figures for operators.
@@ -43,9 +49,10 @@ pub struct Figures {
 impl RoomCall {
     pub fn terms(&self) -> Terms {
         match self {
-            RoomCall::Visit(terms, _) | RoomCall::End(terms, _) | RoomCall::Inspect(terms) => {
-                *terms
-            }
+            RoomCall::Visit(terms, _)
+            | RoomCall::End(terms, _)
+            | RoomCall::Inspect(terms)
+            | RoomCall::Control(terms, _) => *terms,
         }
     }
 
@@ -55,6 +62,7 @@ impl RoomCall {
             RoomCall::Visit(..) => "visit",
             RoomCall::End(..) => "end",
             RoomCall::Inspect(_) => "inspect",
+            RoomCall::Control(..) => "control",
         }
     }
 }
@@ -66,6 +74,7 @@ impl RoomReply {
             RoomReply::Visit(..) => "visit",
             RoomReply::Ended(..) => "ended",
             RoomReply::Figures(_) => "figures",
+            RoomReply::Control(..) => "control",
         }
     }
 }

@@ -36,13 +36,23 @@
 //! a live offer turns into one: a second claim of a place that has a
 //! session gets that same session, and a claim after the session ended
 //! finds nothing (the visitor joins at the back).
+//!
+//! **An operator's state** (`halt`): paused or closed, the shard starts no
+//! session at all, and its queue stands still until it is opened again.
+
+mod halt;
+mod keyed;
+mod status;
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
 use super::lottery;
+use crate::control::Control;
 use crate::limit::{Policy, SlidingLog};
+use keyed::Keyed;
+pub use status::Status;
 
 /// The rate's window: `per_minute` session starts in any 60 s.
 pub const RATE_WINDOW_MS: u64 = 60_000;
@@ -147,6 +157,8 @@ pub enum Turn {
     /// Waiting: the ticket brought (`fresh` false) or a new one at the
     /// back (`fresh` true).
     Wait { number: Number, fresh: bool },
+    /// An operator closed the room: no session, no ticket.
+    Closed,
 }
 
 /// The shard's figures for one minute, for the dashboard.
@@ -160,7 +172,7 @@ pub struct Sample {
 }
 
 /// What storage must do after an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Terms(Terms),
     Counters(Counters),
@@ -191,84 +203,9 @@ pub enum Change {
     SamplesBefore {
         minute_ms: u64,
     },
-}
-
-/// A shard as isolates see it, to show positions without calling it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    pub counters: Counters,
-    pub places: u32,
-    pub per_minute: u32,
-    pub session_ms: u64,
-    /// Live sessions.
-    pub active: u32,
-    /// Live offers not yet claimed.
-    pub offered: u32,
-    /// Sessions started in the last 60 s.
-    pub admitted: u32,
-}
-
-impl Status {
-    /// Tickets behind "now serving", abandoned ones included; the whole
-    /// pre-queue before opening.
-    pub fn waiting(&self) -> u64 {
-        let c = &self.counters;
-        if c.opened {
-            c.next.saturating_sub(c.serving)
-        } else {
-            c.pre
-        }
-    }
-
-    /// The place `number` holds, once it has one.
-    pub fn place_of(&self, number: Number) -> Option<u64> {
-        let c = &self.counters;
-        match number {
-            Number::Place(p) if p < c.next => Some(p),
-            Number::Pre(j) if c.opened => lottery::place(c.seed, c.pre, j),
-            _ => None,
-        }
-    }
-
-    /// Sessions the shard starts per minute, as far as it can tell: the
-    /// last minute's, or while nobody started one, a full shard's turnover
-    /// if every session ran its length, within the rate.
-    pub fn pace_per_minute(&self) -> u64 {
-        let recent = u64::from(self.admitted) + u64::from(self.offered);
-        if recent > 0 {
-            return recent;
-        }
-        let turnover = u64::from(self.places) * RATE_WINDOW_MS / self.session_ms.max(1);
-        turnover.clamp(1, u64::from(self.per_minute.max(1)))
-    }
-
-    /// Seconds until `ahead` more places are offered, at the pace above.
-    pub fn wait_s(&self, ahead: u64) -> u64 {
-        (ahead.saturating_mul(60)).div_ceil(self.pace_per_minute())
-    }
-}
-
-/// A status for other modules' tests: open, `active` sessions of 3 places,
-/// 6 started in the last minute.
-#[cfg(test)]
-impl Status {
-    pub(crate) fn sample(serving: u64, next: u64, active: u32) -> Status {
-        Status {
-            counters: Counters {
-                next,
-                serving,
-                pre: 0,
-                opened: true,
-                seed: 0,
-            },
-            places: 3,
-            per_minute: 15,
-            session_ms: 300_000,
-            active,
-            offered: 0,
-            admitted: 6,
-        }
-    }
+    /// The operator's state changed: store it, or with `None` (open)
+    /// delete it.
+    Control(Option<Control>),
 }
 
 #[derive(Debug, Clone)]
@@ -280,6 +217,8 @@ pub struct Shard {
     /// Session starts of the last 60 s.
     log: SlidingLog,
     history: VecDeque<Sample>,
+    /// The operator's state when it is not open.
+    control: Option<Control>,
 }
 
 /// What storage holds, to read a shard back.
@@ -292,55 +231,8 @@ pub struct Stored {
     pub admitted: Vec<(u64, u32)>,
     /// Oldest first.
     pub history: Vec<Sample>,
-}
-
-/// Entries sorted by key. A shard's offers and sessions are at most its
-/// places and their keys mostly come in order (places are handed out in
-/// order), so a sorted `Vec` does what a `BTreeMap` would, with a fraction
-/// of its code in the wasm.
-#[derive(Debug, Clone)]
-struct Keyed<T>(Vec<(u64, T)>);
-
-impl<T> Keyed<T> {
-    fn new() -> Keyed<T> {
-        Keyed(Vec::new())
-    }
-
-    fn find(&self, key: u64) -> Result<usize, usize> {
-        self.0.binary_search_by_key(&key, |(k, _)| *k)
-    }
-
-    fn get(&self, key: u64) -> Option<&T> {
-        self.find(key).ok().map(|i| &self.0[i].1)
-    }
-
-    fn get_mut(&mut self, key: u64) -> Option<&mut T> {
-        self.find(key).ok().map(|i| &mut self.0[i].1)
-    }
-
-    fn insert(&mut self, key: u64, value: T) {
-        match self.find(key) {
-            Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (key, value)),
-        }
-    }
-
-    fn remove(&mut self, key: u64) -> Option<T> {
-        self.find(key).ok().map(|i| self.0.remove(i).1)
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn values(&self) -> impl Iterator<Item = &T> {
-        self.0.iter().map(|(_, value)| value)
-    }
-
-    /// Keeps the entries `keep` says to keep, in order.
-    fn retain(&mut self, mut keep: impl FnMut(u64, &T) -> bool) {
-        self.0.retain(|(key, value)| keep(*key, value));
-    }
+    /// The operator's state, if one was stored.
+    pub control: Option<Control>,
 }
 
 impl Shard {
@@ -370,6 +262,7 @@ impl Shard {
             sessions,
             log,
             history: stored.history.into_iter().skip(surplus).collect(),
+            control: stored.control.filter(Control::halts),
         }
     }
 
@@ -450,6 +343,7 @@ impl Shard {
             active: count(self.sessions.len()),
             offered: count(self.offers.len()),
             admitted: u32::try_from(self.log.held()).unwrap_or(u32::MAX),
+            control: self.control.clone(),
         }
     }
 
@@ -459,12 +353,14 @@ impl Shard {
     }
 
     /// When something is next due: an offer lapses, a session ends, the
-    /// room opens, or, with tickets waiting, the rate frees a start.
+    /// room opens, or, with tickets waiting, the rate frees a start. While
+    /// halted, offers do not lapse and nothing is offered.
     pub fn next_alarm(&self) -> Option<u64> {
-        let offers = self.offers.values().map(|o| o.until_ms);
+        let moving = self.control.is_none();
+        let offers = self.offers.values().map(|o| o.until_ms).filter(|_| moving);
         let sessions = self.sessions.values().map(|s| s.expires_ms);
         let opening = self.terms.opens_at_ms.filter(|_| !self.counters.opened);
-        let waiting = self.counters.opened && self.counters.serving < self.counters.next;
+        let waiting = moving && self.counters.opened && self.counters.serving < self.counters.next;
         let rate = self.log.oldest_expiry().filter(|_| waiting);
         offers.chain(sessions).chain(opening).chain(rate).min()
     }
@@ -499,10 +395,13 @@ impl Shard {
         }
     }
 
-    /// Drops offers, sessions and logged starts whose time has passed.
+    /// Drops offers, sessions and logged starts whose time has passed. A
+    /// halted shard's offers stand still: their tickets cannot claim them
+    /// until it opens again, so they must not lose them meanwhile.
     fn lapse(&mut self, now: u64, out: &mut Vec<Change>) {
+        let frozen = self.control.is_some();
         self.offers.retain(|place, offer| {
-            let live = offer.until_ms > now;
+            let live = frozen || offer.until_ms > now;
             if !live {
                 out.push(Change::OfferGone { place });
             }
@@ -524,12 +423,14 @@ impl Shard {
         }
     }
 
-    /// Whether one more session may start now: a place is free and the
-    /// rate allows it with every unclaimed offer counted as starting now.
-    /// Every offer and every straight entry passes here, so a paused room
-    /// (holding everyone in line while sessions run on) is one more
-    /// condition here.
+    /// Whether one more session may start now: the operator has not
+    /// halted the shard, a place is free, and the rate allows it with
+    /// every unclaimed offer counted as starting now. Every offer and
+    /// every straight entry passes here.
     fn may_start(&mut self, now: u64) -> bool {
+        if self.control.is_some() {
+            return false;
+        }
         let offered = count(self.offers.len());
         let busy = count(self.sessions.len()).saturating_add(offered);
         busy < self.terms.places && self.log.decide(now, offered.saturating_add(1)).allowed
@@ -554,9 +455,13 @@ impl Shard {
 
     /// A ticket comes back: its session, its offer claimed, still waiting,
     /// or (its turn passed unclaimed, or it names nothing here) a new
-    /// ticket at the back.
+    /// ticket at the back. Closed: its place's session if it has one, else
+    /// nothing, the place kept for when the shard opens again.
     fn claim(&mut self, now: u64, number: Number, out: &mut Vec<Change>) -> Turn {
-        let Some(place) = self.status().place_of(number) else {
+        let Some(place) = self.counters.place_of(number) else {
+            if self.closed() {
+                return Turn::Closed;
+            }
             return match number {
                 Number::Pre(j) if !self.counters.opened && j < self.counters.pre => Turn::Wait {
                     number,
@@ -567,6 +472,17 @@ impl Shard {
         };
         if let Some(session) = self.sessions.get(place) {
             return Turn::Session(*session);
+        }
+        if self.closed() {
+            return Turn::Closed;
+        }
+        if self.control.is_some() && self.offers.get(place).is_some() {
+            // Its turn came before the pause: it keeps the offer, and
+            // claims it once the shard opens again.
+            return Turn::Wait {
+                number,
+                fresh: false,
+            };
         }
         if self.offers.remove(place).is_some() {
             out.push(Change::OfferGone { place });
@@ -583,8 +499,11 @@ impl Shard {
 
     /// A newcomer: a pre-queue join number before opening; straight in
     /// when nobody waits and the shard may start a session; else a ticket
-    /// at the back.
+    /// at the back. Closed: nothing.
     fn join(&mut self, now: u64, out: &mut Vec<Change>) -> Turn {
+        if self.closed() {
+            return Turn::Closed;
+        }
         let c = &mut self.counters;
         if !c.opened {
             c.pre += 1;

@@ -17,7 +17,7 @@ pub struct Views {
     seen: HashMap<(String, u32), View>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct View {
     status: Status,
     /// When the status was answered.
@@ -29,17 +29,17 @@ struct View {
 impl Views {
     /// Shard `shard` of room `room` as of `now`, if its view is fresh or a
     /// fresher one is on its way.
-    pub fn fresh(&self, room: &str, shard: u32, now: u64) -> Option<Status> {
+    pub fn fresh(&self, room: &str, shard: u32, now: u64) -> Option<&Status> {
         let view = self.seen.get(&(room.to_string(), shard))?;
         let young = |at: u64| now.saturating_sub(at) < STATUS_TTL_MS;
-        (young(view.at) || view.asked.is_some_and(young)).then_some(view.status)
+        (young(view.at) || view.asked.is_some_and(young)).then_some(&view.status)
     }
 
     /// The last view of the shard, however old.
-    pub fn last(&self, room: &str, shard: u32) -> Option<Status> {
+    pub fn last(&self, room: &str, shard: u32) -> Option<&Status> {
         self.seen
             .get(&(room.to_string(), shard))
-            .map(|view| view.status)
+            .map(|view| &view.status)
     }
 
     /// Notes that a request is asking the shard now.
@@ -51,18 +51,22 @@ impl Views {
 
     /// Keeps `status`, answered at `now`, unless the view holds a later
     /// one: answers can arrive out of order, and "now serving" only grows.
+    /// (An operator's change of state moves neither number, so the status
+    /// that carries it replaces a view with the same ones.)
     pub fn remember(&mut self, room: &str, shard: u32, status: Status, now: u64) {
-        let fresh = View {
-            status,
-            at: now,
-            asked: None,
-        };
-        let view = self.seen.entry((room.to_string(), shard)).or_insert(fresh);
-        let newer = status.counters.serving >= view.status.counters.serving
-            && status.counters.next >= view.status.counters.next;
+        let key = (room.to_string(), shard);
+        let newer = self.seen.get(&key).is_none_or(|view| {
+            status.counters.serving >= view.status.counters.serving
+                && status.counters.next >= view.status.counters.next
+        });
         if newer {
-            *view = fresh;
-        } else {
+            let fresh = View {
+                status,
+                at: now,
+                asked: None,
+            };
+            self.seen.insert(key, fresh);
+        } else if let Some(view) = self.seen.get_mut(&key) {
             view.asked = None;
         }
     }
@@ -82,10 +86,10 @@ mod tests {
         views.remember("shop", 2, status(10), 1_000);
         assert_eq!(
             views.fresh("shop", 2, 1_000 + STATUS_TTL_MS - 1),
-            Some(status(10))
+            Some(&status(10))
         );
         assert_eq!(views.fresh("shop", 2, 1_000 + STATUS_TTL_MS), None);
-        assert_eq!(views.last("shop", 2), Some(status(10)));
+        assert_eq!(views.last("shop", 2), Some(&status(10)));
         assert_eq!(views.fresh("shop", 1, 1_000), None);
         assert_eq!(views.fresh("shoes", 2, 1_000), None);
     }
@@ -101,12 +105,12 @@ mod tests {
         views.asking("shop", 0, stale);
         assert_eq!(
             views.fresh("shop", 0, stale + STATUS_TTL_MS - 1),
-            Some(status(10))
+            Some(&status(10))
         );
         // An ask that never came back stops holding the others up.
         assert_eq!(views.fresh("shop", 0, stale + STATUS_TTL_MS), None);
         views.remember("shop", 0, status(11), stale + 50);
-        assert_eq!(views.fresh("shop", 0, stale + 60), Some(status(11)));
+        assert_eq!(views.fresh("shop", 0, stale + 60), Some(&status(11)));
     }
 
     #[test]
@@ -114,8 +118,8 @@ mod tests {
         let mut views = Views::default();
         views.remember("shop", 0, status(10), 1_000);
         views.remember("shop", 0, status(8), 1_500);
-        assert_eq!(views.last("shop", 0), Some(status(10)));
+        assert_eq!(views.last("shop", 0), Some(&status(10)));
         views.remember("shop", 0, status(12), 1_600);
-        assert_eq!(views.fresh("shop", 0, 1_700), Some(status(12)));
+        assert_eq!(views.fresh("shop", 0, 1_700), Some(&status(12)));
     }
 }

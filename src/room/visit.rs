@@ -10,12 +10,18 @@
 //! for renewal (at most once a minute). A waiting visitor's refresh is
 //! answered from the isolate's view of its shard; an admitted visitor's
 //! requests are checked by the cookie's signature alone.
+//!
+//! An operator's state comes with each shard's status: a paused room's
+//! page says so (the shard lets nobody in), a closed room answers `410`,
+//! to a ticket from the isolate's view and to a newcomer from a fresh
+//! view of its shard, both without a call; sessions pass as ever.
 
 use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
 use super::shard::{Holding, Status, Terms, Turn};
 use super::views::Views;
 use crate::config::room::WaitingRoom;
+use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
 use crate::limits::DAY_MS;
@@ -52,8 +58,16 @@ pub struct Cookie {
 pub enum Step {
     /// To the origin, with a session; `cookie` renews the visitor's.
     Pass { pass: Pass, cookie: Option<Cookie> },
-    /// The waiting page, and the ticket's cookie.
-    Wait { standing: Standing, cookie: Cookie },
+    /// The waiting page, and the ticket's cookie; `paused` holds the
+    /// operator's reason while the room is paused.
+    Wait {
+        standing: Standing,
+        cookie: Cookie,
+        paused: Option<String>,
+    },
+    /// The room is closed: `410`, no cookie set, so that a ticket keeps
+    /// its place should the room open again.
+    Closed(Control),
     /// One call to shard `shard`, then [`Room::conclude`].
     Ask { shard: u32, holding: Holding },
 }
@@ -138,7 +152,7 @@ impl Room<'_> {
                     holding: Holding::Ticket(ticket.number),
                 };
                 match views.fresh(self.id, ticket.shard, now) {
-                    Some(status) => self.waiting(ticket, &status, now).unwrap_or(ask),
+                    Some(status) => self.waiting(ticket, status, now).unwrap_or(ask),
                     None => ask,
                 }
             }
@@ -150,6 +164,12 @@ impl Room<'_> {
                     (Some(wa), Some(wb)) if wb < wa => b,
                     _ => a,
                 };
+                let closed = views
+                    .fresh(self.id, shard, now)
+                    .and_then(|status| status.in_state(RuleState::Closed));
+                if let Some(control) = closed {
+                    return Step::Closed(control.clone());
+                }
                 Step::Ask {
                     shard,
                     holding: Holding::Nothing,
@@ -166,7 +186,7 @@ impl Room<'_> {
             Signed::Session(pass) => Some(Step::Pass { pass, cookie: None }),
             Signed::Ticket(ticket) => {
                 let status = views.last(self.id, ticket.shard)?;
-                self.waiting(ticket, &status, now)
+                self.waiting(ticket, status, now)
             }
         }
     }
@@ -197,6 +217,13 @@ impl Room<'_> {
                     cookie: Some(cookie),
                 }
             }
+            Turn::Closed => Step::Closed(status.in_state(RuleState::Closed).cloned().unwrap_or(
+                Control {
+                    state: RuleState::Closed,
+                    reason: String::new(),
+                    set_ms: 0,
+                },
+            )),
             Turn::Wait { number, fresh } => {
                 let ticket = match held {
                     Some(Signed::Ticket(t)) if !fresh && t.shard == shard && t.number == number => {
@@ -228,8 +255,11 @@ impl Room<'_> {
 
     /// The waiting page for `ticket` by `status`; `None` when its turn may
     /// have come (or the view cannot place it), which only its shard can
-    /// tell.
+    /// tell. A closed shard's answer, whatever the ticket.
     fn waiting(&self, ticket: Ticket, status: &Status, now: u64) -> Option<Step> {
+        if let Some(control) = status.in_state(RuleState::Closed) {
+            return Some(Step::Closed(control.clone()));
+        }
         if !status.counters.opened {
             let opens_at_ms = self.config.opens_at_ms.unwrap_or(now);
             let standing = Standing::BeforeOpening {
@@ -262,6 +292,9 @@ impl Room<'_> {
                 value: self.signer().write(&Signed::Ticket(ticket)),
                 max_age_s: self.ticket_ends(&ticket).saturating_sub(now) / 1000,
             },
+            paused: status
+                .in_state(RuleState::Paused)
+                .map(|control| control.reason.clone()),
         }
     }
 

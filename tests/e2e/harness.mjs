@@ -100,7 +100,7 @@ export class Sluice {
    * as a client of the decision API would. `workers` adds Workers of the
    * test's own (Miniflare worker options) next to Sluice, e.g. one with a
    * service binding to it (`serviceBindings: { SLUICE: "sluice" }`);
-   * `worker(name)` reaches them. `faults` binds LIMITER and HUB to tests/e2e/fixtures/faulty-limiter.mjs,
+   * `worker(name)` reaches them. `faults` binds LIMITER, HUB and ROOM to tests/e2e/fixtures/faulty-limiter.mjs,
    * which passes calls through to the real objects or injects failures.
    * `assetRouter: false` leaves out the dashboard's static assets, and with
    * them the two JavaScript workers Miniflare puts in front of Sluice to
@@ -118,6 +118,7 @@ export class Sluice {
         ...sluiceWorker.durableObjects,
         LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
         HUB: { className: "FaultyHub", scriptName: "faults" },
+        ROOM: { className: "FaultyRoom", scriptName: "faults" },
       };
       workers.push({
         name: "faults",
@@ -128,6 +129,7 @@ export class Sluice {
         durableObjects: {
           REAL: { className: "Limiter", scriptName: "sluice", useSQLite: true },
           REAL_HUB: { className: "Hub", scriptName: "sluice", useSQLite: true },
+          REAL_ROOM: { className: "Room", scriptName: "sluice", useSQLite: true },
         },
       });
     }
@@ -161,8 +163,9 @@ export class Sluice {
   }
 
   /** Sets the fault fixture's mode for the key objects (or, with target
-   * "hub", for the hubs): pass, throw, error, hang or garbage; with `only`,
-   * for the key objects whose calls hold that text (an object's name).
+   * "hub", for the hubs; "room", for waiting rooms' shards): pass, throw,
+   * error, hang or garbage; with `only`, for the key objects (or shards)
+   * whose calls hold that text (an object's name; a shard's terms).
    * Answers the modes and the calls each binding has received. */
   async fault(mode, target = "limiter", only = null) {
     const worker = await this.mf.getWorker("faults");

@@ -3,7 +3,8 @@
 // position fall as the visitors ahead are let in and leave, and is let in
 // without anyone touching it. The page fails its test on any console
 // error (a blocked style shows there) or script. Screenshots of the page
-// on a desktop and on a phone go to build/screenshots/.
+// on a desktop and on a phone go to build/screenshots/. The dashboard shows
+// each room, and its rule's buttons pause and open it.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
@@ -185,7 +186,31 @@ describe("the waiting page", { skip }, () => {
     assert.equal(await page.$$eval("#traffic [data-rule=sale]", (nodes) => nodes.length), 0);
     const listed = await page.$eval("#rules tr[data-rule=sale]", (row) => row.textContent);
     assert.match(listed, /waiting room: 1 at once, 600 a minute, 1 shard/);
+    const roomState = (room) => page.$eval(`[data-room=${room}] .room-state`, (node) => node.textContent);
+    assert.equal(await roomState("sale"), "open");
+
+    // The rule's Pause button holds the room: its card says so, with the
+    // reason, and so does the page of a visitor waiting in it.
+    await page.type("#state-reason", "stock count");
+    // Clicked in the page, at once: a refresh redraws the table.
+    await page.$eval('#rules tr[data-rule="sale"] button[aria-label="Pause rule sale"]', (button) => button.click());
+    await page.waitForFunction(() => document.querySelector("[data-room=sale] .room-state .tag")?.textContent === "paused", { timeout: 15_000 });
+    assert.equal(await roomState("sale"), "paused stock count");
+    assert.equal(await page.$eval('#rules tr[data-rule="sale"] .state-cell .tag', (node) => node.textContent), "paused");
+    assert.equal(await page.$eval("[data-room=sale] .shard-table tbody .tag", (node) => node.textContent), "paused");
+    const waiting = await open();
+    await waiting.page.goto(`${sluice.base}/sale/now`, { waitUntil: "load" });
+    assert.equal(await waiting.page.title(), "You are in line");
+    assert.equal((await figures(waiting.page))[0], "1,234", "the place is kept");
+    assert.match(await waiting.page.$eval(".note", (node) => node.textContent), /^Entry is paused\. Nobody is let in until it resumes; you keep your place in line\. Why: stock count$/);
+    await waiting.page.screenshot({ path: join(SHOTS, "room-paused.png") });
+    assert.deepEqual(waiting.problems, []);
+    await waiting.page.close();
+    await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: join(SHOTS, "room-dashboard.png") });
+
+    await page.$eval('#rules tr[data-rule="sale"] button[aria-label="Open rule sale"]', (button) => button.click());
+    await page.waitForFunction(() => document.querySelector("[data-room=sale] .room-state .tag")?.textContent === "open", { timeout: 15_000 });
     assert.deepEqual(problems, []);
     await page.close();
   });

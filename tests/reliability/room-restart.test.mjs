@@ -2,7 +2,9 @@
 // persisted state) and started again with sessions live, tickets waiting
 // and an offer not yet claimed. Afterwards every ticket keeps its place,
 // every session its place in the count, the unclaimed offer is still
-// there to claim, and new arrivals queue behind everyone.
+// there to claim, and new arrivals queue behind everyone. An operator's
+// state (paused, closed, open again) is kept in the shard through each
+// restart, and so is an offer it held still.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { tempDir } from "../e2e/harness.mjs";
@@ -65,6 +67,72 @@ test("a runtime restart keeps every ticket and session", { timeout: 120_000 }, a
     assert.equal((await waiting[1].get("/shop/w")).status, 200);
     assert.equal((await waiting[2].get("/shop/w")).body.position, 1);
     assert.equal((await late.get("/shop/late")).body.position, 2);
+  } finally {
+    await current?.kill();
+    remove();
+  }
+});
+
+test("a runtime restart keeps an operator's state in every shard, and an offer that stands still", { timeout: 120_000 }, async () => {
+  const { dir, remove } = tempDir();
+  const state = { url: null };
+  const at = (path, init) => fetch(state.url + path, init);
+  const visitor = () => new Visitor(at);
+  const call = async (method, path, body) => {
+    const response = await at(`/_sluice/admin${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body && JSON.stringify(body),
+    });
+    assert.equal(response.status, 200, `${method} ${path}: ${await response.clone().text()}`);
+    return response.json();
+  };
+  let current = null;
+  const restart = async () => {
+    await current.kill();
+    current = await runtime(dir, OPTIONS);
+    state.url = current.url;
+  };
+  try {
+    current = await runtime(dir, OPTIONS);
+    state.url = current.url;
+    const [a, b] = [visitor(), visitor()];
+    assert.equal((await a.get("/shop/a")).status, 200);
+    assert.equal((await b.get("/shop/b")).status, 200);
+    const [c, d] = [visitor(), visitor()];
+    assert.equal((await c.get("/shop/w")).body.position, 1);
+    assert.equal((await d.get("/shop/w")).body.position, 2);
+    // a leaves: c's turn comes, and the room is paused before c claims it.
+    assert.equal((await a.get("/shop/a?room=end")).status, 200);
+    await call("PUT", "/rules/shop/state", { state: "paused", reason: "stock count" });
+
+    await restart();
+    let answer = await c.get("/shop/w");
+    assert.equal(answer.status, 503, "paused after the restart: c cannot claim its offer");
+    assert.deepEqual([answer.body.paused, answer.body.reason, answer.body.position], [true, "stock count", 1]);
+    // d is next once c's offer is claimed (an offered ticket shows 1
+    // too); a newcomer queues behind d, though a place is free.
+    assert.deepEqual([(await d.get("/shop/w")).body.position, (await visitor().get("/shop/n")).body.position], [1, 2]);
+    const read = await call("GET", "/rules/shop/state");
+    assert.deepEqual([read.state, read.reason, read.where], ["paused", "stock count", "shards"]);
+    let report = await call("GET", "/rooms/shop");
+    assert.deepEqual([report.state, report.active, report.offered], ["paused", 1, 1]);
+
+    await call("PUT", "/rules/shop/state", { state: "closed", reason: "sold out" });
+    await restart();
+    answer = await visitor().get("/shop/n");
+    assert.equal(answer.status, 410);
+    assert.equal(answer.body.reason, "sold out");
+    assert.equal((await d.get("/shop/w")).status, 410);
+    assert.equal((await b.get("/shop/b")).status, 200, "the session runs on");
+
+    await call("PUT", "/rules/shop/state", { state: "open" });
+    await restart();
+    // The offer stood still through all of it: c claims it now.
+    assert.equal((await c.get("/shop/w")).status, 200);
+    assert.equal((await d.get("/shop/w")).body.position, 1);
+    report = await call("GET", "/rooms/shop");
+    assert.deepEqual([report.state, report.active, report.offered], ["open", 2, 0]);
   } finally {
     await current?.kill();
     remove();

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
-use super::super::storage::int;
+use super::super::storage::{int, BodyRow};
 use super::meter;
 use crate::control::Control;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Reservation, Write};
@@ -227,11 +227,6 @@ struct LeaseRow {
 }
 
 /// A one-row table whose row is a JSON body: overrides and states.
-#[derive(Deserialize)]
-struct BodyRow {
-    body: String,
-}
-
 #[derive(Deserialize)]
 struct ReservationRow {
     id: String,

@@ -1,15 +1,21 @@
 //! `GET {prefix}/admin/rooms` and `GET {prefix}/admin/rooms/{rule}`: each
 //! room's figures, asked of all its shards at once (`crate::room::figures`
-//! sums them).
+//! sums them); and a room's state, written to and read from its shards for
+//! the rule state routes (`edge::rules`).
 
+use serde::Serialize;
 use serde_json::json;
 use worker::{Headers, Response, Result};
 
 use super::super::client::Objects;
 use super::super::clock::now_ms;
+use super::super::quota::Shown;
 use super::super::respond;
+use super::super::rules::{respond_parts, StateView};
+use super::visit;
 use crate::config::room::WaitingRoom;
 use crate::config::{Config, Rule};
+use crate::control::{strictest, Control};
 use crate::http::problem::{Code, Problem};
 use crate::objects::name::ObjectName;
 use crate::room::figures::{report, Report};
@@ -76,4 +82,137 @@ async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> 
         })
         .collect();
     report(rule, config, answers, now_ms())
+}
+
+/// One shard's line in an answer about the room's state: what it holds
+/// or held, or why it did not answer.
+#[derive(Serialize)]
+pub struct ShardState<'a> {
+    shard: u32,
+    object: ObjectName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl ShardState<'_> {
+    fn of(rule: &str, shard: u32) -> ShardState<'static> {
+        ShardState {
+            shard,
+            object: ObjectName::room_shard(rule, shard),
+            state: None,
+            previous: None,
+            error: None,
+        }
+    }
+}
+
+/// `PUT {prefix}/admin/rules/{rule}/state` of a waiting room: the state is
+/// written to every shard (one call each, at once), which holds it in its
+/// storage and applies it from its next decision; each answers the state
+/// it replaced. This isolate keeps each shard's answer as its view, so it
+/// applies the change at once; other isolates within their view's life.
+/// A shard that did not answer is named (`503`, `failed`); sending the
+/// change again is safe.
+pub async fn write_state(
+    objects: &Objects,
+    rule: &str,
+    config: &WaitingRoom,
+    control: Control,
+) -> Result<Response> {
+    let calls: Vec<_> = (0..config.shards)
+        .map(|shard| {
+            let call = RoomCall::Control(terms(config, shard), control.clone());
+            (ObjectName::room_shard(rule, shard), call)
+        })
+        .collect();
+    let answers = objects.rooms(&calls).await;
+    let now = now_ms();
+    let mut previous = Vec::with_capacity(answers.len());
+    for (shard, answer) in (0u32..).zip(answers) {
+        previous.push(match answer {
+            Ok(RoomReply::Control(held, status)) => {
+                visit::remember(rule, shard, status, now);
+                Ok(held)
+            }
+            Ok(other) => Err(format!("the shard answered {}", other.name())),
+            Err(e) => Err(e.to_string()),
+        });
+    }
+    let mut failed = Vec::new();
+    let shards = (0u32..)
+        .zip(&previous)
+        .map(|(shard, answer)| match answer {
+            Ok(held) => ShardState {
+                previous: Some(Shown::of(held.as_ref())),
+                ..ShardState::of(rule, shard)
+            },
+            Err(error) => {
+                failed.push(shard);
+                ShardState {
+                    error: Some(error.clone()),
+                    ..ShardState::of(rule, shard)
+                }
+            }
+        })
+        .collect();
+    let mut view = StateView::new(rule, Some(&control), "shards");
+    view.shards = Some(shards);
+    respond_parts(&view, "shards", failed)
+}
+
+/// `GET {prefix}/admin/rules/{rule}[/state]` of a waiting room: each
+/// shard's state, asked of all at once, and the strictest of them (shards
+/// disagree only while a change is being written, or when it did not
+/// reach them all: `agree` says so). A shard that does not answer is
+/// named in its line; when none answers, `503`.
+pub async fn read_state(objects: &Objects, rule: &str, config: &WaitingRoom) -> Result<Response> {
+    let calls: Vec<_> = (0..config.shards)
+        .map(|shard| {
+            let call = RoomCall::Inspect(terms(config, shard));
+            (ObjectName::room_shard(rule, shard), call)
+        })
+        .collect();
+    let answers: Vec<std::result::Result<Option<Control>, String>> = objects
+        .rooms(&calls)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(RoomReply::Figures(figures)) => Ok(figures.status.control),
+            Ok(other) => Err(format!("the shard answered {}", other.name())),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect();
+    let held: Vec<Option<&Control>> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().ok().map(Option::as_ref))
+        .collect();
+    if held.is_empty() {
+        let failed: Vec<u32> = (0..config.shards).collect();
+        return respond_parts(&(), "shards", failed);
+    }
+    let strictest = strictest(held.iter().flatten().copied());
+    let agree = held
+        .iter()
+        .all(|c| c.map(|c| c.state) == held[0].map(|c| c.state));
+    let shards = (0u32..)
+        .zip(&answers)
+        .map(|(shard, answer)| match answer {
+            Ok(control) => ShardState {
+                state: Some(Shown::of(control.as_ref())),
+                ..ShardState::of(rule, shard)
+            },
+            Err(error) => ShardState {
+                error: Some(error.clone()),
+                ..ShardState::of(rule, shard)
+            },
+        })
+        .collect();
+    let mut view = StateView::new(rule, strictest, "shards");
+    view.agree = Some(agree);
+    view.shards = Some(shards);
+    respond::json(&view, Headers::new())
 }

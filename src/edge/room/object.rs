@@ -76,6 +76,11 @@ impl DurableObject for Room {
                     changes.extend(done);
                     RoomReply::Ended(ended, shard.status())
                 }
+                RoomCall::Control(_, control) => {
+                    let (previous, done) = shard.set_control(now, control, &mut draw);
+                    changes.extend(done);
+                    RoomReply::Control(previous, shard.status())
+                }
                 RoomCall::Inspect(_) => {
                     changes.extend(shard.tick(now, &mut draw));
                     RoomReply::Figures(Figures {

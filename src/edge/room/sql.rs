@@ -1,12 +1,15 @@
 //! A room shard's tables: the shard's changes as SQL, and reading it all
 //! back when an instance starts. Small by construction: one row of
 //! counters, at most `places` offers and sessions, at most `per_minute`
-//! logged starts and an hour of samples.
+//! logged starts, an hour of samples, and the operator's state when it is
+//! not open (one row, kept in a table of its own, so that a shard stored
+//! before rooms had a state reads back as it was: open).
 
 use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
-use super::super::storage::int;
+use super::super::storage::{int, BodyRow};
+use crate::control::Control;
 use crate::room::shard::{Change, Counters, Offer, Sample, Session, Stored, Terms};
 
 const SCHEMA: &str = "
@@ -19,7 +22,8 @@ CREATE TABLE IF NOT EXISTS room_sessions (
 CREATE TABLE IF NOT EXISTS room_starts (at INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS room_minutes (
   minute_ms INTEGER PRIMARY KEY, waiting INTEGER NOT NULL, active INTEGER NOT NULL,
-  admitted INTEGER NOT NULL);";
+  admitted INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS room_control (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL);";
 
 #[derive(Deserialize)]
 struct StateRow {
@@ -92,12 +96,19 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
         admitted: u32::try_from(r.d).unwrap_or(u32::MAX),
     })
     .collect();
+    // A row that no longer reads back is dropped: the shard is open.
+    let control = sql
+        .exec("SELECT body FROM room_control", None)?
+        .to_array::<BodyRow>()?
+        .into_iter()
+        .find_map(|row| serde_json::from_str::<Control>(&row.body).ok());
     let stored = Stored {
         counters,
         offers,
         sessions,
         admitted,
         history,
+        control,
     };
     Ok(Some((terms, stored)))
 }
@@ -114,6 +125,14 @@ pub fn apply(
     for change in changes {
         match *change {
             Change::Terms(_) | Change::Counters(_) => state_changed = true,
+            Change::Control(ref control) => match control {
+                Some(control) => run(
+                    sql,
+                    "INSERT OR REPLACE INTO room_control (id, body) VALUES (1, ?)",
+                    vec![serde_json::to_string(control)?.into()],
+                )?,
+                None => run(sql, "DELETE FROM room_control", Vec::new())?,
+            },
             Change::Offer { place, offer } => run(
                 sql,
                 "INSERT OR REPLACE INTO room_offers (place, made_ms, until_ms) VALUES (?, ?, ?)",

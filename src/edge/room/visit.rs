@@ -18,13 +18,14 @@ use super::super::respond;
 use super::super::settings::Settings;
 use crate::config::room::WaitingRoom;
 use crate::config::Rule;
+use crate::control::Control;
 use crate::http::problem::{Code, Problem};
 use crate::http::Incoming;
 use crate::objects::name::ObjectName;
 use crate::room::cookie::{self, Pass, Signed};
 use crate::room::page::{self, Standing};
 use crate::room::protocol::{RoomCall, RoomReply};
-use crate::room::shard::Holding;
+use crate::room::shard::{Holding, Status};
 use crate::room::views::Views;
 use crate::room::visit::{Cookie, Room, Step};
 
@@ -81,9 +82,17 @@ pub async fn serve(
         Some(Step::Pass { pass, cookie }) => {
             pass_on(req, objects, settings, &room, pass, cookie, secure).await
         }
-        Some(Step::Wait { standing, cookie }) => {
+        Some(Step::Wait {
+            standing,
+            cookie,
+            paused,
+        }) => {
             let json = page::wants_json(req.header("accept").as_deref());
-            waiting(&room, standing, &cookie, json, secure)
+            waiting(&room, standing, &cookie, paused.as_deref(), json, secure)
+        }
+        Some(Step::Closed(control)) => {
+            let json = page::wants_json(req.header("accept").as_deref());
+            closed(&room, &control, json)
         }
         Some(Step::Ask { .. }) | None => {
             let mut response = endpoints::unavailable()?;
@@ -112,8 +121,9 @@ async fn ask(
     let now = now_ms();
     match answer {
         Ok(RoomReply::Visit(turn, status)) => {
-            VIEWS.with(|views| views.borrow_mut().remember(room.id, shard, status, now));
-            return Some(room.conclude(held, shard, turn, &status, now));
+            let step = room.conclude(held, shard, turn, &status, now);
+            remember(room.id, shard, status, now);
+            return Some(step);
         }
         Ok(other) => console_error!("sluice: room shard answered a visit with {}", other.name()),
         Err(e) => console_error!("sluice: room shard {shard} of {} failed: {e}", room.id),
@@ -165,49 +175,78 @@ async fn end(objects: &Objects, room: &Room<'_>, pass: Pass) {
     let call = RoomCall::End(room.terms(pass.shard), pass.id);
     let shard = ObjectName::room_shard(room.id, pass.shard);
     match objects.room(&shard, &call).await {
-        Ok(RoomReply::Ended(_, status)) => VIEWS.with(|views| {
-            views
-                .borrow_mut()
-                .remember(room.id, pass.shard, status, now_ms())
-        }),
+        Ok(RoomReply::Ended(_, status)) => remember(room.id, pass.shard, status, now_ms()),
         Ok(other) => console_error!("sluice: room shard answered an end with {}", other.name()),
         Err(e) => console_error!("sluice: could not end a session of {}: {e}", room.id),
     }
 }
 
+/// Keeps what shard `shard` of room `room` answered as this isolate's view
+/// of it: a visit's answer, an end's, an operator's change of state (so
+/// that the isolate serving the change applies it at once).
+pub fn remember(room: &str, shard: u32, status: Status, now: u64) {
+    VIEWS.with(|views| views.borrow_mut().remember(room, shard, status, now));
+}
+
 /// The waiting page (or its JSON), with the ticket's cookie: `503` and
 /// `Retry-After` say "come back then" to any client, and the page says it
-/// to people.
+/// to people, a paused room's page with the operator's reason.
 fn waiting(
     room: &Room<'_>,
     standing: Standing,
     ticket: &Cookie,
+    paused: Option<&str>,
     json: bool,
     secure: bool,
 ) -> Result<Response> {
     let refresh_s = room.config.refresh_ms / 1000;
-    let headers = Headers::new();
+    let headers = page_headers()?;
     let body = if json {
         headers.set("content-type", "application/json")?;
         headers.set(
             "content-security-policy",
             "default-src 'none'; frame-ancestors 'none'",
         )?;
-        page::json(standing, refresh_s)
+        page::json(standing, refresh_s, paused)
     } else {
         headers.set("content-type", "text/html; charset=utf-8")?;
         headers.set("content-security-policy", page::policy())?;
-        page::html(standing, refresh_s)
+        page::html(standing, refresh_s, paused)
     };
     headers.set("retry-after", &refresh_s.to_string())?;
-    headers.set("cache-control", "no-store")?;
-    headers.set("x-content-type-options", "nosniff")?;
-    headers.set("referrer-policy", "no-referrer")?;
     headers.append(
         "set-cookie",
         &cookie::set_cookie(room.id, &ticket.value, ticket.max_age_s, secure),
     )?;
     Ok(Response::ok(body)?.with_status(503).with_headers(headers))
+}
+
+/// A closed room's answer: `410`, code `closed`, without `Retry-After`, as
+/// a closed rule answers (problem details, for a client that asks for
+/// JSON), or for anyone else Sluice's page saying so. Whatever cookie the
+/// visitor holds stays: a ticket keeps its place should the room open
+/// again.
+fn closed(room: &Room<'_>, control: &Control, json: bool) -> Result<Response> {
+    let answer = crate::gate::halted(room.id, control);
+    if json {
+        return respond::answer(&answer);
+    }
+    let headers = page_headers()?;
+    headers.set("content-type", "text/html; charset=utf-8")?;
+    headers.set("content-security-policy", page::policy())?;
+    Ok(Response::ok(page::closed_html(&control.reason))?
+        .with_status(answer.problem.status)
+        .with_headers(headers))
+}
+
+/// What every page of the room is sent with: never cached, never sniffed,
+/// never telling where the visitor came from.
+fn page_headers() -> Result<Headers> {
+    let headers = Headers::new();
+    headers.set("cache-control", "no-store")?;
+    headers.set("x-content-type-options", "nosniff")?;
+    headers.set("referrer-policy", "no-referrer")?;
+    Ok(headers)
 }
 
 /// The origin's answer without the room's field, for a caller the room

@@ -1,11 +1,12 @@
 use super::*;
+use crate::control::{Control, RuleState};
 use crate::room::shard::{Number, Session};
 
 /// Views of shards as of `at`.
 fn seen(entries: &[(u32, Status)], at: u64) -> Views {
     let mut views = Views::default();
     for (shard, status) in entries {
-        views.remember("shop", *shard, *status, at);
+        views.remember("shop", *shard, status.clone(), at);
     }
     views
 }
@@ -162,7 +163,10 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
         fresh: true,
     };
     let step = room.conclude(None, 1, turn, &status(20, 31), NOW);
-    let Step::Wait { standing, cookie } = &step else {
+    let Step::Wait {
+        standing, cookie, ..
+    } = &step
+    else {
         panic!("{step:?}")
     };
     assert_eq!(
@@ -254,7 +258,10 @@ fn before_opening_the_page_says_when() {
         &before,
         NOW,
     );
-    let Step::Wait { standing, cookie } = &step else {
+    let Step::Wait {
+        standing, cookie, ..
+    } = &step
+    else {
         panic!("{step:?}")
     };
     assert_eq!(
@@ -369,4 +376,114 @@ fn without_its_shard_a_session_passes_and_a_ticket_keeps_its_last_place() {
         }
     );
     assert_eq!(room.without_shard(None, NOW, &old), None);
+}
+
+fn in_state(mut status: Status, state: RuleState) -> Status {
+    status.control = Some(Control {
+        state,
+        reason: "stock count".into(),
+        set_ms: 1,
+    });
+    status
+}
+
+#[test]
+fn a_paused_room_keeps_everyone_in_line_and_says_why() {
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    let paused = in_state(status(20, 31), RuleState::Paused);
+    let turn = Turn::Wait {
+        number: Number::Place(30),
+        fresh: true,
+    };
+    let step = room.conclude(None, 1, turn, &paused, NOW);
+    let Step::Wait {
+        standing,
+        paused: why,
+        ..
+    } = &step
+    else {
+        panic!("{step:?}")
+    };
+    assert_eq!(why.as_deref(), Some("stock count"));
+    assert!(matches!(standing, Standing::InLine { position: 11, .. }));
+    // A refresh answered from the view says so too, with no call.
+    let held = room.held(Some(&cookie_field(&step)), NOW + 1_000);
+    let views = seen(&[(1, paused.clone())], NOW + 500);
+    let Step::Wait { paused: why, .. } = room.plan(held, NOW + 1_000, &views, (0, 0)) else {
+        panic!("not answered from the view")
+    };
+    assert_eq!(why.as_deref(), Some("stock count"));
+    // Open again: no word of it.
+    let Step::Wait { paused: why, .. } = room.conclude(None, 1, turn, &status(20, 31), NOW) else {
+        panic!("no page")
+    };
+    assert_eq!(why, None);
+}
+
+#[test]
+fn a_closed_room_turns_away_tickets_and_newcomers_but_not_sessions() {
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    let closed = in_state(status(20, 31), RuleState::Closed);
+    let control = closed.control.clone().unwrap();
+    assert_eq!(
+        room.conclude(None, 1, Turn::Closed, &closed, NOW),
+        Step::Closed(control.clone())
+    );
+    // The shard said closed: so it is, whatever the status it sent.
+    assert!(matches!(
+        room.conclude(None, 1, Turn::Closed, &status(20, 31), NOW),
+        Step::Closed(Control {
+            state: RuleState::Closed,
+            ..
+        })
+    ));
+    // From a fresh view, without a call: a ticket, its turn come or not,
+    // and a newcomer to that shard.
+    let waiting = room.conclude(
+        None,
+        1,
+        Turn::Wait {
+            number: Number::Place(30),
+            fresh: true,
+        },
+        &status(20, 31),
+        NOW,
+    );
+    let held = room.held(Some(&cookie_field(&waiting)), NOW + 1_000);
+    let views = seen(&[(1, closed.clone())], NOW + 500);
+    assert_eq!(
+        room.plan(held, NOW + 1_000, &views, (0, 0)),
+        Step::Closed(control.clone())
+    );
+    let reached = seen(
+        &[(1, in_state(status(31, 40), RuleState::Closed))],
+        NOW + 500,
+    );
+    assert_eq!(
+        room.plan(held, NOW + 1_000, &reached, (0, 0)),
+        Step::Closed(control.clone())
+    );
+    assert_eq!(
+        room.plan(None, NOW + 1_000, &views, (1, 1)),
+        Step::Closed(control.clone())
+    );
+    // A stale view is no reason to turn anyone away: ask the shard.
+    assert_eq!(
+        room.plan(None, NOW + 500 + STATUS_TTL_MS, &views, (1, 1)),
+        Step::Ask {
+            shard: 1,
+            holding: Holding::Nothing
+        }
+    );
+    // A session passes on its signature, as ever.
+    let Step::Pass { pass, .. } = room.conclude(None, 1, Turn::Session(session(3)), &closed, NOW)
+    else {
+        panic!("no pass")
+    };
+    assert!(matches!(
+        room.plan(Some(Signed::Session(pass)), NOW + 1_000, &views, (1, 1)),
+        Step::Pass { .. }
+    ));
 }
