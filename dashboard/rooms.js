@@ -3,7 +3,7 @@
 // minute, a newcomer's estimated wait, per shard and summed) and the last
 // hour of it, a point a minute, as a chart. The state is changed from the
 // rule's buttons in the rules table. Every value reaches the page as text.
-import uPlot from "uplot";
+import { Charts } from "./charts.js";
 
 const MINUTE = 60_000;
 const HEIGHT = 170;
@@ -14,20 +14,7 @@ export class Rooms {
   constructor(tools) {
     this.tools = tools;
     this.views = new Map();
-    this.resizer = new ResizeObserver((entries) => {
-      for (const entry of entries) {
-        for (const view of this.views.values()) {
-          if (view.chartBox === entry.target && view.chart) view.chart.setSize({ width: entry.contentRect.width, height: HEIGHT });
-        }
-      }
-    });
-    matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-      for (const view of this.views.values()) {
-        if (!view.chart) continue;
-        view.chart.destroy();
-        view.chart = new uPlot(this.options(view.chartBox.clientWidth), view.data, view.chartBox);
-      }
-    });
+    this.charts = new Charts(() => this.views.values(), (width) => this.options(width), HEIGHT);
   }
 
   /** Shows `answer.rooms` in `section` (hidden when there are none). */
@@ -108,11 +95,7 @@ export class Rooms {
           el("td", { class: "num" }, wait(shard.wait_s)),
           el("td", { class: "num" }, number.format(shard.calls)))));
     view.data = this.series(room, Date.now());
-    if (view.chart) view.chart.setData(view.data);
-    else if (view.chartBox.clientWidth > 0) {
-      view.chart = new uPlot(this.options(view.chartBox.clientWidth), view.data, view.chartBox);
-      this.resizer.observe(view.chartBox);
-    }
+    this.charts.draw(view);
   }
 
   /** The last 60 minutes, a point a minute (the shards' first figures of

@@ -313,6 +313,16 @@ pub struct GlobalQuota<'c> {
 /// The global quota `name` names; a 404 naming `rule` when there is no
 /// such rule or layer, a 400 when it gives each key its own quota.
 pub fn global_quota<'c>(config: &'c Config, name: &str) -> Result<GlobalQuota<'c>, Problem> {
+    if config
+        .rules
+        .iter()
+        .any(|r| r.id == name && r.room.is_some())
+    {
+        return Err(Problem::invalid(
+            "rule",
+            format!("{name:?} is a waiting room: it has no quota to watch or override, its places are its active and per_minute"),
+        ));
+    }
     let (rule, named) = resolve(config, name, "")?;
     let found = match named {
         Named::Layer(layer) => layer.global.as_ref().map(|global| GlobalQuota {
@@ -407,7 +417,7 @@ mod tests {
         assert_eq!(status("plain"), 400);
         assert_eq!(status("nothing"), 404);
         assert_eq!(status("checkout.none"), 404);
-        assert_eq!(status("shop"), 404, "a room keeps no quota");
+        assert_eq!(status("shop"), 400, "a room keeps no quota");
         assert_eq!(status("api.registered"), 404, "a tier is no shared quota");
     }
 

@@ -7,7 +7,7 @@
 // view's life (2 s). Bad input names the field.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, sluiceWorkerOptions } from "./harness.mjs";
+import { Sluice, anotherIsolate } from "./harness.mjs";
 import { Visitor } from "./room-visitor.mjs";
 
 const SECRET = "room-controls-secret-for-e2e-0123456789ab";
@@ -27,14 +27,8 @@ const config = {
 };
 
 /** A second isolate of Sluice's worker, bound to the same objects. */
-function secondIsolate() {
-  const options = sluiceWorkerOptions({ ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN, SLUICE: { origin: "demo", ...config } });
-  delete options.assets;
-  const durableObjects = Object.fromEntries(
-    Object.entries(options.durableObjects).map(([binding, target]) => [binding, { ...target, scriptName: "sluice" }]),
-  );
-  return { ...options, name: "sluice-b", durableObjects };
-}
+const secondIsolate = () =>
+  anotherIsolate("sluice-b", { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN, SLUICE: { origin: "demo", ...config } });
 
 let sluice;
 let other;

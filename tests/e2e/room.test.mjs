@@ -6,25 +6,13 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { Miniflare } from "miniflare";
-import { Sluice, sluiceWorkerOptions } from "./harness.mjs";
+import { Sluice, sluiceWorkerOptions, anotherIsolate } from "./harness.mjs";
 import { Visitor } from "./room-visitor.mjs";
 
 const SECRET = "room-secret-for-the-e2e-tests-0123456789";
 const ADMIN = "room-admin-token-for-e2e-0123456789abcdef";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Another isolate running Sluice, bound to the first one's objects. */
-function secondIsolate(name, sluice, secrets) {
-  const options = sluiceWorkerOptions({ ...secrets, SLUICE: { origin: "demo", ...sluice } });
-  delete options.assets;
-  const durableObjects = Object.fromEntries(
-    Object.entries(options.durableObjects).map(([binding, { className }]) => [
-      binding,
-      { className, scriptName: "sluice", useSQLite: true },
-    ]),
-  );
-  return { ...options, name, durableObjects };
-}
 
 const room = (fields) => ({ rules: [{ id: "shop", match: { path: "/shop/*" }, waiting_room: fields }] });
 
@@ -42,7 +30,7 @@ describe("200 visitors on active = 20, per_minute = 600, over two isolates", () 
   const config = room({ active: 20, per_minute: 600, shards: 4, refresh: "1s", session: "30s" });
   let sluice;
   before(async () => {
-    sluice = await start(config, { workers: [secondIsolate("sluice-b", config, { ROOM_SECRET: SECRET })] });
+    sluice = await start(config, { workers: [anotherIsolate("sluice-b", { ROOM_SECRET: SECRET, SLUICE: { origin: "demo", ...config } })] });
   });
   after(() => sluice?.stop());
 
