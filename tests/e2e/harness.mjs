@@ -92,6 +92,21 @@ export function anotherIsolate(name, extra = {}) {
   return { ...options, name, durableObjects };
 }
 
+/** `fetch`, with a GET or HEAD sent again once when the local runtime had
+ * closed the kept-alive connection the client reused (it closes idle ones,
+ * and one after an answer whose request body was never read): such a
+ * request never reached it, and reading twice changes nothing. Any other
+ * method fails as it did, since it may have been counted. */
+async function once(url, init) {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    const method = (init.method ?? "GET").toUpperCase();
+    if (!CLOSED_UNDER_US.has(e.cause?.code) || !["GET", "HEAD"].includes(method)) throw e;
+    return fetch(url, init);
+  }
+}
+
 export class Sluice {
   /**
    * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number, assetRouter?: boolean}} options
@@ -188,10 +203,10 @@ export class Sluice {
   /** An HTTP request to the worker, with the API token on `/v1/` calls
    * (see `start`). */
   fetch(path, init = {}) {
-    if (this.apiToken === undefined || !path.includes("/v1/")) return fetch(this.base + path, init);
+    if (this.apiToken === undefined || !path.includes("/v1/")) return once(this.base + path, init);
     const headers = new Headers(init.headers);
     if (!headers.has("authorization")) headers.set("authorization", `Bearer ${this.apiToken}`);
-    return fetch(this.base + path, { ...init, headers });
+    return once(this.base + path, { ...init, headers });
   }
 
   /** POST a JSON body to one of Sluice's endpoints. */
