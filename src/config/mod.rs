@@ -31,6 +31,7 @@ use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
+use crate::input::tree;
 use crate::input::words::{self, Dialect};
 pub use ban::RuleBan;
 pub use global::Global;
@@ -232,14 +233,14 @@ impl Config {
             }
             other => other,
         };
-        let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
+        let raw: RawConfig = tree::from_value(value).map_err(|e| {
+            let path = e.path();
             let mut field = if path == "." {
                 "SLUICE".to_string()
             } else {
                 format!("SLUICE.{path}")
             };
-            let (missing, message) = words::plain(&e.into_inner().to_string(), Dialect::Toml);
+            let (missing, message) = words::plain(e.message(), Dialect::Toml);
             if let Some(name) = missing {
                 field = format!("{field}.{name}");
             }

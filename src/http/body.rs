@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
+use crate::input::tree;
 use crate::input::unique_keys::repeated_key;
 use crate::input::words::{self, Dialect};
 use crate::limits::MAX_BODY_BYTES;
@@ -15,7 +16,7 @@ use crate::limits::MAX_BODY_BYTES;
 /// The body as a `T`, or the problem that says why not: the content type,
 /// the size, then the JSON and its shape, in that order.
 pub fn read<T: DeserializeOwned>(content_type: Option<&str>, body: &[u8]) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(json_object(content_type, body)?).map_err(shape_problem)
+    tree::from_value(json_object(content_type, body)?).map_err(shape_problem)
 }
 
 /// The body as a JSON object, or the problem that says why not: the
@@ -90,9 +91,9 @@ pub fn too_large() -> Problem {
 /// A field of the wrong type, missing or unknown, named by its path. Out
 /// of line for the same reason as [`json_object`].
 #[inline(never)]
-fn shape_problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    let path = e.path().to_string();
-    let (missing, message) = words::plain(&e.into_inner().to_string(), Dialect::Json);
+fn shape_problem(e: tree::Error) -> Problem {
+    let path = e.path();
+    let (missing, message) = words::plain(e.message(), Dialect::Json);
     let at_root = path == ".";
     match missing {
         Some(name) if at_root => Problem::invalid(&name, message),

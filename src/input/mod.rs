@@ -4,5 +4,6 @@
 
 pub mod duration;
 pub mod instant;
+pub mod tree;
 pub mod unique_keys;
 pub mod words;

@@ -200,6 +200,13 @@ fn every_invalid_layer_names_its_field() {
             two(global.clone(), global.clone()),
             "SLUICE.rules[0].also[1].id",
         ),
+        (
+            two(
+                global.clone(),
+                json!({"id": "b", "scope": "global", "limit": "ten", "window": "1m"}),
+            ),
+            "SLUICE.rules[0].also[1].limit",
+        ),
         (layer(json!({"key": null})), "SLUICE.rules[0].also[0].key"),
         (
             layer(json!({"key": null, "scope": "key"})),
