@@ -308,6 +308,8 @@ pub struct GlobalQuota<'c> {
     pub global: &'c Global,
     /// Its policies, as the config gives them before dividing.
     pub policies: &'c [(String, Spec)],
+    /// Its objects: every part, each with its share, or its one object.
+    pub targets: Vec<Target>,
 }
 
 /// The global quota `name` names; a 404 naming `rule` when there is no
@@ -325,10 +327,10 @@ pub fn global_quota<'c>(config: &'c Config, name: &str) -> Result<GlobalQuota<'c
     }
     let (rule, named) = resolve(config, name, "")?;
     let found = match named {
-        Named::Layer(layer) => layer.global.as_ref().map(|global| GlobalQuota {
-            global,
-            policies: &layer.policies,
-        }),
+        Named::Layer(layer) => layer
+            .global
+            .as_ref()
+            .map(|global| (global, layer.policies.as_slice())),
         Named::Tiers(_) if name.contains('.') => {
             return Err(not_found(
                 "rule",
@@ -336,18 +338,20 @@ pub fn global_quota<'c>(config: &'c Config, name: &str) -> Result<GlobalQuota<'c
             ))
         }
         Named::Tiers(tiers) => match (&rule.global, tiers.first()) {
-            (Some(global), Some(tier)) => Some(GlobalQuota {
-                global,
-                policies: &tier.policies,
-            }),
+            (Some(global), Some(tier)) => Some((global, tier.policies.as_slice())),
             _ => None,
         },
     };
-    found.ok_or_else(|| {
+    let (global, policies) = found.ok_or_else(|| {
         Problem::invalid(
             "rule",
             format!("{name:?} gives each key its own quota, with no sale view or whole-quota override: override one key's with /admin/keys/{{rule}}/{{key}}/override"),
         )
+    })?;
+    Ok(GlobalQuota {
+        global,
+        policies,
+        targets: targets(config, name, GLOBAL_KEY)?,
     })
 }
 

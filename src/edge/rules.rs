@@ -20,7 +20,7 @@ use super::endpoints::{not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::quota::{limits, part_key, peek_parts, Limit, Shown};
 use super::{controls, isolate, quota, respond, room};
-use crate::config::lookup::{global_quota, targets, GlobalQuota, Target};
+use crate::config::lookup::{global_quota, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
@@ -30,7 +30,7 @@ use crate::http::control::parse_state;
 use crate::http::problem::{Code, Problem};
 use crate::isolate::states::REFRESH_MS;
 use crate::ledger::Override;
-use crate::objects::name::{ObjectName, GLOBAL_KEY};
+use crate::objects::name::ObjectName;
 use crate::objects::protocol::WireOverride;
 
 /// How long KV may take to show a write at every location.
@@ -70,7 +70,7 @@ pub async fn state(
 pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Result<Response> {
     if id.contains('.') {
         return match global_quota(config, id) {
-            Ok(quota) => sale(objects, config, id, &quota).await,
+            Ok(quota) => sale(objects, id, &quota).await,
             Err(problem) => respond::problem(&problem),
         };
     }
@@ -81,15 +81,9 @@ pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Re
 }
 
 /// A global quota's sale, summed over its parts.
-async fn sale(
-    objects: &Objects,
-    config: &Config,
-    id: &str,
-    quota: &GlobalQuota<'_>,
-) -> Result<Response> {
-    let targets = targets(config, id, GLOBAL_KEY).unwrap_or_default();
-    let read = peek_parts(objects, &targets).await;
-    quota::sale(id, &quota.global.parts, &targets, read)
+async fn sale(objects: &Objects, id: &str, quota: &GlobalQuota<'_>) -> Result<Response> {
+    let read = peek_parts(objects, &quota.targets).await;
+    quota::sale(id, &quota.global.parts, &quota.targets, read)
 }
 
 /// A global quota's sale (its state and override included), a waiting
@@ -99,7 +93,7 @@ async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Res
         return room::admin::read_state(objects, &rule.id, room).await;
     }
     match global_quota(config, &rule.id) {
-        Ok(quota) => sale(objects, config, &rule.id, &quota).await,
+        Ok(quota) => sale(objects, &rule.id, &quota).await,
         Err(_) => read_kv(env, &rule.id).await,
     }
 }
@@ -121,7 +115,7 @@ pub async fn overridden(
         Ok(quota) => quota,
         Err(problem) => return respond::problem(&problem),
     };
-    let targets = targets(config, id, GLOBAL_KEY).unwrap_or_default();
+    let targets = &quota.targets;
     match method {
         Method::Put => {
             let raw = match parsed_body(req, body::read::<OverrideRequest>).await? {
@@ -140,13 +134,13 @@ pub async fn overridden(
                 reason: &parsed.reason,
                 set_ms: now,
             };
-            write_overrides(objects, id, &targets, overrides, Some(whole)).await
+            write_overrides(objects, id, targets, overrides, Some(whole)).await
         }
         Method::Delete => {
             let none = vec![None; targets.len()];
-            write_overrides(objects, id, &targets, none, None).await
+            write_overrides(objects, id, targets, none, None).await
         }
-        _ => sale(objects, config, id, &quota).await,
+        _ => sale(objects, id, &quota).await,
     }
 }
 
@@ -179,10 +173,11 @@ fn find<'a>(config: &'a Config, id: &str) -> std::result::Result<&'a Rule, Probl
     })
 }
 
-/// A global quota's objects: its parts, or its one object.
+/// A global rule's objects: its parts, or its one object.
 fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
-    rule.global.as_ref()?;
-    targets(config, &rule.id, GLOBAL_KEY).ok()
+    global_quota(config, &rule.id)
+        .ok()
+        .map(|quota| quota.targets)
 }
 
 /// A rule's state as the state routes answer it: where it is kept, and

@@ -228,14 +228,26 @@ pub fn plan<'a, M: Memory, I: Incoming>(
     // isolate remembers for any of them (a sold-out quota's parts, say)
     // answers the request with no call at all. A layer it knows refuses,
     // with no moment left to tell, is asked first (the sort is stable:
-    // the others keep the config's order, the per-user layer first).
+    // the others keep the config's order, the per-user layer first). A
+    // split quota's parts are routed first, so that it is the parts this
+    // request would ask that are looked up.
     let last = levels.len().saturating_sub(1);
-    let mut layers: Vec<_> = levels.into_iter().zip(keys).enumerate().collect();
+    let mut layers: Vec<_> = levels
+        .into_iter()
+        .zip(keys)
+        .map(|(level, key)| {
+            let route = level.split_parts().and_then(|_| chance.pair());
+            (level, key, route)
+        })
+        .enumerate()
+        .collect();
     if layers.len() > 1 {
-        layers.sort_by_key(|(_, (level, key))| !known_refused(known.memory, level, key, now_ms));
+        layers.sort_by_key(|(_, (level, key, route))| {
+            !known_refused(known.memory, level, key, *route, now_ms)
+        });
     }
     let mut asks = Vec::with_capacity(layers.len());
-    for (i, (position, (level, layer_key))) in layers.into_iter().enumerate() {
+    for (i, (position, (level, layer_key, route))) in layers.into_iter().enumerate() {
         let ask = Ask {
             rule,
             level,
@@ -249,7 +261,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         };
         let reserve = i < last || level.count.is_some();
         let planned = match level.split_parts() {
-            Some(parts) => ask.split(parts, known.memory, chance, now_ms, reserve),
+            Some(parts) => ask.split(parts, route, known.memory, chance, now_ms, reserve),
             None => ask.one(known.memory, chance, now_ms, reserve),
         };
         match planned {
@@ -268,14 +280,35 @@ pub fn plan<'a, M: Memory, I: Incoming>(
     }
 }
 
-/// Whether the isolate holds a refusal of every object of a layer: its
-/// key's, or every part of its split quota.
-fn known_refused(memory: &impl Memory, level: &Level<'_>, key: &str, now_ms: u64) -> bool {
-    match level.split_parts() {
-        Some(parts) => (0..parts.len())
-            .filter_map(|part| u32::try_from(part).ok())
-            .all(|part| memory.refuses(&level.scope.part(part), now_ms)),
-        None => memory.refuses(&level.scope.object(key), now_ms),
+/// Whether the isolate holds a refusal of every object this request would
+/// ask of a layer: its key's, or the parts `route` picks of its split
+/// quota. A layer with a GCRA policy is never moved ahead: asked first it
+/// would reserve, and a GCRA unit cannot be given back.
+fn known_refused(
+    memory: &impl Memory,
+    level: &Level<'_>,
+    key: &str,
+    route: Option<(u32, u32)>,
+    now_ms: u64,
+) -> bool {
+    if level
+        .policies
+        .iter()
+        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
+    {
+        return false;
+    }
+    match (level.split_parts(), route) {
+        (Some(parts), Some((a, b))) => {
+            let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
+            let (first, second) = split::route(count, a, b);
+            [Some(first), second]
+                .into_iter()
+                .flatten()
+                .all(|part| memory.refuses(&level.scope.part(part), now_ms))
+        }
+        (Some(_), None) => false,
+        (None, _) => memory.refuses(&level.scope.object(key), now_ms),
     }
 }
 
@@ -350,21 +383,23 @@ impl<'a> Ask<'a> {
         Ok(self)
     }
 
-    /// A split quota: a random part, and one other when that part is full.
-    /// A part the isolate knows is full is skipped without a call, so a
+    /// A split quota: a random part, and one other when that part is full
+    /// (`route`, drawn when the layers were ordered; `None` when the
+    /// platform had no randomness). A part the isolate knows is full is skipped without a call, so a
     /// flood after a sell-out costs no calls. Both parts are asked for the
     /// same reservation; only the one that admits holds it.
     #[allow(clippy::result_large_err)]
     fn split(
         mut self,
         parts: &[Vec<(String, Spec)>],
+        route: Option<(u32, u32)>,
         memory: &impl Memory,
         chance: &mut impl Chance,
         now_ms: u64,
         reserve: bool,
     ) -> Result<Ask<'a>, Conclusion> {
         let scope = self.level.scope;
-        let Some((a, b)) = chance.pair() else {
+        let Some((a, b)) = route else {
             return Err(self.failed(&scope.part(0), "no randomness to route a split quota"));
         };
         if reserve {

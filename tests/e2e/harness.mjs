@@ -76,7 +76,7 @@ export function sluiceWorkerOptions(extra = {}) {
 
 /** How a kept-alive connection the local runtime closed shows to the
  * client that reused it: "other side closed", or a reset while reading. */
-export const CLOSED_UNDER_US = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
+const CLOSED_UNDER_US = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
 
 /** Another isolate of Sluice's worker, named `name`, with `extra`
  * bindings: every Durable Object binding points at the first worker's
@@ -98,13 +98,23 @@ export function anotherIsolate(name, extra = {}) {
  * read): an admin GET counts nothing, so sending it twice changes nothing.
  * Anything else fails as it did: a GET through a rule may have been
  * counted the first time. */
-async function once(url, init) {
-  try {
-    return await fetch(url, init);
-  } catch (e) {
-    const read = (init.method ?? "GET").toUpperCase() === "GET" && new URL(url).pathname.includes("/admin/");
-    if (!CLOSED_UNDER_US.has(e.cause?.code) || !read) throw e;
-    return fetch(url, init);
+function once(url, init) {
+  const read = (init.method ?? "GET").toUpperCase() === "GET" && new URL(url).pathname.includes("/admin/");
+  return read ? resending(() => fetch(url, init)) : fetch(url, init);
+}
+
+/** Runs `call`, and again (up to `times` more) when the local runtime had
+ * closed the kept-alive connection the client reused; `onResend` is told
+ * each time. Only for a call that may run twice: the first may have been
+ * counted before the connection closed. */
+export async function resending(call, times = 1, onResend = () => {}) {
+  for (let tries = 0; ; tries += 1) {
+    try {
+      return await call();
+    } catch (e) {
+      if (tries >= times || !CLOSED_UNDER_US.has(e.cause?.code)) throw e;
+      onResend();
+    }
   }
 }
 

@@ -13,7 +13,6 @@ const SECRET = "room-secret-for-the-e2e-tests-0123456789";
 const ADMIN = "room-admin-token-for-e2e-0123456789abcdef";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-
 const room = (fields) => ({ rules: [{ id: "shop", match: { path: "/shop/*" }, waiting_room: fields }] });
 
 async function start(sluice, extra = {}) {

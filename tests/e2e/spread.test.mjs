@@ -25,9 +25,6 @@ const config = {
   ],
 };
 
-/** Sluice's worker once more, under another name: another isolate, bound
- * to the same key objects. */
-
 let sluice;
 let isolateB;
 before(async () => {

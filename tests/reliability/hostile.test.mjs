@@ -9,7 +9,7 @@
 // - the admin API refuses every route without the right token.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, tempDir, eventually, CLOSED_UNDER_US } from "../e2e/harness.mjs";
+import { Sluice, tempDir, eventually, resending } from "../e2e/harness.mjs";
 import { FULL, objectsHoldingData } from "./support.mjs";
 
 const ADMIN_TOKEN = "hostile-admin-token-0123456789abcdef";
@@ -39,7 +39,6 @@ after(async () => {
   persisted?.remove();
 });
 
-
 /** Runs `work(i)` for i in [0, n) with at most `width` at a time. */
 async function pool(n, width, work) {
   let next = 0;
@@ -67,21 +66,16 @@ test(`${KEYS} distinct keys leave bounded caches and, once their windows pass, n
     // It may have been counted the first time, so a key whose request was
     // resent is left out of the checks. A key is resent at most 3 times.
     let retried = false;
-    let tries = 0;
-    const send = async () => {
-      for (;;) {
-        try {
-          const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
-          await response.arrayBuffer();
-          return response.status;
-        } catch (e) {
-          tries += 1;
-          if (tries > 3 || !CLOSED_UNDER_US.has(e.cause?.code)) throw e;
-          if (!retried) resent += 1;
-          retried = true;
-        }
-      }
+    const noteResend = () => {
+      if (!retried) resent += 1;
+      retried = true;
     };
+    const send = () =>
+      resending(async () => {
+        const response = await sluice.fetch("/many", { headers: { "X-Client": `client-${i}` } });
+        await response.arrayBuffer();
+        return response.status;
+      }, 3, noteResend);
     const sent = Date.now();
     const first = await send();
     const second = await send();

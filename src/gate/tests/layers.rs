@@ -338,6 +338,61 @@ fn a_layer_asked_first_that_admits_is_kept_and_the_fields_keep_the_configs_order
     assert_eq!(objects.used("rule:checkout:ann"), 1);
 }
 
+/// The first object the plan of `user`'s request asks, and whether it
+/// reserves there.
+fn first_call(config: &Config, memory: &Remembered, user: &str) -> (String, bool) {
+    let plan = plan_with(config, memory, &buyer(user), &mut Dice::new());
+    let Plan::Stack(stack) = plan else {
+        panic!("expected a climb, got {plan:?}");
+    };
+    let call = stack.next_call().unwrap();
+    (call.key.clone(), call.reserve.is_some())
+}
+
+#[test]
+fn under_a_split_of_eight_the_parts_this_request_would_ask_decide_the_order() {
+    let config = config(json!([{
+        "id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m",
+        "also": [{"id": "all", "scope": "global", "split": 8, "limit": 80, "window": "1m"}],
+    }]));
+    let scope = Scope::named("checkout.all");
+    // Dice::new routes to parts 0 and 1.
+    let routed = Remembered {
+        spent: vec![scope.part(0), scope.part(1)],
+        ..Remembered::default()
+    };
+    assert_eq!(
+        first_call(&config, &routed, "ann"),
+        ("rule:checkout.all:*#0".to_string(), true),
+        "both parts it would ask are known full: they go first"
+    );
+    let others = Remembered {
+        spent: (2..8).map(|part| scope.part(part)).collect(),
+        ..Remembered::default()
+    };
+    assert_eq!(
+        first_call(&config, &others, "ann"),
+        ("rule:checkout:ann".to_string(), true),
+        "a part it would ask may admit: the user's layer stays first"
+    );
+}
+
+#[test]
+fn a_gcra_layer_is_never_moved_ahead_since_its_unit_cannot_be_given_back() {
+    let config = config(json!([{
+        "id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m",
+        "also": [{"id": "all", "scope": "global", "limit": 2, "window": "1m", "algorithm": "gcra"}],
+    }]));
+    let memory = Remembered {
+        spent: vec![Scope::named("checkout.all").object("*")],
+        ..Remembered::default()
+    };
+    assert_eq!(
+        first_call(&config, &memory, "ann"),
+        ("rule:checkout:ann".to_string(), true)
+    );
+}
+
 #[test]
 fn a_layer_that_cannot_decide_fails_closed_refunding_what_was_reserved() {
     let config = checkout(json!({}));
