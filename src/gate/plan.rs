@@ -80,6 +80,10 @@ pub trait Chance {
     fn pair(&mut self) -> Option<(u32, u32)>;
 }
 
+/// The parts of a split quota one request tries: a random one, and a
+/// different second when there are two or more (`split::route`).
+type Route = (u32, Option<u32>);
+
 /// What a request needs. Returned once per request and matched at once,
 /// never stored, so its variants' sizes do not matter.
 #[derive(Debug)]
@@ -236,7 +240,11 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .into_iter()
         .zip(keys)
         .map(|(level, key)| {
-            let route = level.split_parts().and_then(|_| chance.pair());
+            let route = level.split_parts().and_then(|parts| {
+                let (a, b) = chance.pair()?;
+                let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
+                Some(split::route(count, a, b))
+            });
             (level, key, route)
         })
         .enumerate()
@@ -281,14 +289,14 @@ pub fn plan<'a, M: Memory, I: Incoming>(
 }
 
 /// Whether the isolate holds a refusal of every object this request would
-/// ask of a layer: its key's, or the parts `route` picks of its split
+/// ask of a layer: its key's, or the parts `route` picked of its split
 /// quota. A layer with a GCRA policy is never moved ahead: asked first it
 /// would reserve, and a GCRA unit cannot be given back.
 fn known_refused(
     memory: &impl Memory,
     level: &Level<'_>,
     key: &str,
-    route: Option<(u32, u32)>,
+    route: Option<Route>,
     now_ms: u64,
 ) -> bool {
     if level
@@ -299,14 +307,10 @@ fn known_refused(
         return false;
     }
     match (level.split_parts(), route) {
-        (Some(parts), Some((a, b))) => {
-            let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
-            let (first, second) = split::route(count, a, b);
-            [Some(first), second]
-                .into_iter()
-                .flatten()
-                .all(|part| memory.refuses(&level.scope.part(part), now_ms))
-        }
+        (Some(_), Some((first, second))) => [Some(first), second]
+            .into_iter()
+            .flatten()
+            .all(|part| memory.refuses(&level.scope.part(part), now_ms)),
         (Some(_), None) => false,
         (None, _) => memory.refuses(&level.scope.object(key), now_ms),
     }
@@ -385,21 +389,21 @@ impl<'a> Ask<'a> {
 
     /// A split quota: a random part, and one other when that part is full
     /// (`route`, drawn when the layers were ordered; `None` when the
-    /// platform had no randomness). A part the isolate knows is full is skipped without a call, so a
-    /// flood after a sell-out costs no calls. Both parts are asked for the
+    /// platform had no randomness). A part the isolate knows is full is
+    /// skipped without a call, so a flood after a sell-out costs no calls. Both parts are asked for the
     /// same reservation; only the one that admits holds it.
     #[allow(clippy::result_large_err)]
     fn split(
         mut self,
         parts: &[Vec<(String, Spec)>],
-        route: Option<(u32, u32)>,
+        route: Option<Route>,
         memory: &impl Memory,
         chance: &mut impl Chance,
         now_ms: u64,
         reserve: bool,
     ) -> Result<Ask<'a>, Conclusion> {
         let scope = self.level.scope;
-        let Some((a, b)) = route else {
+        let Some((first, second)) = route else {
             return Err(self.failed(&scope.part(0), "no randomness to route a split quota"));
         };
         if reserve {
@@ -408,8 +412,6 @@ impl<'a> Ask<'a> {
             };
             self.reservation = Some(id);
         }
-        let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
-        let (first, second) = split::route(count, a, b);
         for part in [Some(first), second].into_iter().flatten() {
             let object = scope.part(part);
             if !self.rule.shadow {
