@@ -21,63 +21,63 @@ const OPTIONS = {
   secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
 };
 
-test("a runtime restart keeps every ticket and session", { timeout: 120_000 }, async () => {
+/** Runs `use` against a runtime on a fresh persisted directory: `at`
+ * fetches from whichever runtime is up, `visitor()` is a new visitor
+ * through it, `restart()` kills it (SIGKILL) and starts another on the
+ * same state. The runtime is stopped and the directory removed after. */
+async function withRuntime(use) {
   const { dir, remove } = tempDir();
-  const state = { url: null };
-  const at = (path, init) => fetch(state.url + path, init);
-  const visitor = () => new Visitor(at);
-  const figures = async () => (await at("/_sluice/admin/rooms/shop", { headers: { authorization: `Bearer ${ADMIN}` } })).json();
   let current = null;
+  const at = (path, init) => fetch(current.url + path, init);
   const restart = async () => {
     await current.kill();
     current = await runtime(dir, OPTIONS);
-    state.url = current.url;
   };
   try {
     current = await runtime(dir, OPTIONS);
-    state.url = current.url;
-    const [a, b] = [visitor(), visitor()];
-    assert.equal((await a.get("/shop/a")).status, 200);
-    assert.equal((await b.get("/shop/b")).status, 200);
-    const waiting = [visitor(), visitor(), visitor()];
-    for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1);
-
-    await restart();
-    // The two sessions still count: nobody else gets in.
-    let report = await figures();
-    assert.deepEqual([report.active, report.waiting], [2, 3]);
-    for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1, `ticket ${i}`);
-    const late = visitor();
-    assert.equal((await late.get("/shop/late")).body.position, 4, "a new arrival queues behind every kept ticket");
-    // The sessions pass, and the origin can still end them.
-    assert.equal((await a.get("/shop/a")).status, 200);
-    assert.equal((await a.get("/shop/a?room=end")).status, 200);
-
-    // An offer made before a kill is still there to claim after it.
-    report = await figures();
-    assert.deepEqual([report.active, report.offered], [1, 1]);
-    await restart();
-    assert.equal((await waiting[0].get("/shop/w")).status, 200, "the offered ticket claims its place after the restart");
-    assert.equal((await waiting[1].get("/shop/w")).body.position, 1);
-    report = await figures();
-    assert.deepEqual([report.active, report.offered, report.waiting], [2, 0, 3]);
-
-    await restart();
-    assert.equal((await b.get("/shop/b?room=end")).status, 200);
-    assert.equal((await waiting[1].get("/shop/w")).status, 200);
-    assert.equal((await waiting[2].get("/shop/w")).body.position, 1);
-    assert.equal((await late.get("/shop/late")).body.position, 2);
+    await use({ at, visitor: () => new Visitor(at), restart });
   } finally {
     await current?.kill();
     remove();
   }
-});
+}
 
-test("a runtime restart keeps an operator's state in every shard, and an offer that stands still", { timeout: 120_000 }, async () => {
-  const { dir, remove } = tempDir();
-  const state = { url: null };
-  const at = (path, init) => fetch(state.url + path, init);
-  const visitor = () => new Visitor(at);
+test("a runtime restart keeps every ticket and session", { timeout: 120_000 }, () => withRuntime(async ({ at, visitor, restart }) => {
+  const figures = async () => (await at("/_sluice/admin/rooms/shop", { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+  const [a, b] = [visitor(), visitor()];
+  assert.equal((await a.get("/shop/a")).status, 200);
+  assert.equal((await b.get("/shop/b")).status, 200);
+  const waiting = [visitor(), visitor(), visitor()];
+  for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1);
+
+  await restart();
+  // The two sessions still count: nobody else gets in.
+  let report = await figures();
+  assert.deepEqual([report.active, report.waiting], [2, 3]);
+  for (const [i, v] of waiting.entries()) assert.equal((await v.get("/shop/w")).body.position, i + 1, `ticket ${i}`);
+  const late = visitor();
+  assert.equal((await late.get("/shop/late")).body.position, 4, "a new arrival queues behind every kept ticket");
+  // The sessions pass, and the origin can still end them.
+  assert.equal((await a.get("/shop/a")).status, 200);
+  assert.equal((await a.get("/shop/a?room=end")).status, 200);
+
+  // An offer made before a kill is still there to claim after it.
+  report = await figures();
+  assert.deepEqual([report.active, report.offered], [1, 1]);
+  await restart();
+  assert.equal((await waiting[0].get("/shop/w")).status, 200, "the offered ticket claims its place after the restart");
+  assert.equal((await waiting[1].get("/shop/w")).body.position, 1);
+  report = await figures();
+  assert.deepEqual([report.active, report.offered, report.waiting], [2, 0, 3]);
+
+  await restart();
+  assert.equal((await b.get("/shop/b?room=end")).status, 200);
+  assert.equal((await waiting[1].get("/shop/w")).status, 200);
+  assert.equal((await waiting[2].get("/shop/w")).body.position, 1);
+  assert.equal((await late.get("/shop/late")).body.position, 2);
+}));
+
+test("a runtime restart keeps an operator's state in every shard, and an offer that stands still", { timeout: 120_000 }, () => withRuntime(async ({ at, visitor, restart }) => {
   const call = async (method, path, body) => {
     const response = await at(`/_sluice/admin${path}`, {
       method,
@@ -87,54 +87,41 @@ test("a runtime restart keeps an operator's state in every shard, and an offer t
     assert.equal(response.status, 200, `${method} ${path}: ${await response.clone().text()}`);
     return response.json();
   };
-  let current = null;
-  const restart = async () => {
-    await current.kill();
-    current = await runtime(dir, OPTIONS);
-    state.url = current.url;
-  };
-  try {
-    current = await runtime(dir, OPTIONS);
-    state.url = current.url;
-    const [a, b] = [visitor(), visitor()];
-    assert.equal((await a.get("/shop/a")).status, 200);
-    assert.equal((await b.get("/shop/b")).status, 200);
-    const [c, d] = [visitor(), visitor()];
-    assert.equal((await c.get("/shop/w")).body.position, 1);
-    assert.equal((await d.get("/shop/w")).body.position, 2);
-    // a leaves: c's turn comes, and the room is paused before c claims it.
-    assert.equal((await a.get("/shop/a?room=end")).status, 200);
-    await call("PUT", "/rules/shop/state", { state: "paused", reason: "stock count" });
+  const [a, b] = [visitor(), visitor()];
+  assert.equal((await a.get("/shop/a")).status, 200);
+  assert.equal((await b.get("/shop/b")).status, 200);
+  const [c, d] = [visitor(), visitor()];
+  assert.equal((await c.get("/shop/w")).body.position, 1);
+  assert.equal((await d.get("/shop/w")).body.position, 2);
+  // a leaves: c's turn comes, and the room is paused before c claims it.
+  assert.equal((await a.get("/shop/a?room=end")).status, 200);
+  await call("PUT", "/rules/shop/state", { state: "paused", reason: "stock count" });
 
-    await restart();
-    let answer = await c.get("/shop/w");
-    assert.equal(answer.status, 503, "paused after the restart: c cannot claim its offer");
-    assert.deepEqual([answer.body.paused, answer.body.reason, answer.body.position], [true, "stock count", 1]);
-    // d is next once c's offer is claimed (an offered ticket shows 1
-    // too); a newcomer queues behind d, though a place is free.
-    assert.deepEqual([(await d.get("/shop/w")).body.position, (await visitor().get("/shop/n")).body.position], [1, 2]);
-    const read = await call("GET", "/rules/shop/state");
-    assert.deepEqual([read.state, read.reason, read.where], ["paused", "stock count", "shards"]);
-    let report = await call("GET", "/rooms/shop");
-    assert.deepEqual([report.state, report.active, report.offered], ["paused", 1, 1]);
+  await restart();
+  let answer = await c.get("/shop/w");
+  assert.equal(answer.status, 503, "paused after the restart: c cannot claim its offer");
+  assert.deepEqual([answer.body.paused, answer.body.reason, answer.body.position], [true, "stock count", 1]);
+  // d is next once c's offer is claimed (an offered ticket shows 1
+  // too); a newcomer queues behind d, though a place is free.
+  assert.deepEqual([(await d.get("/shop/w")).body.position, (await visitor().get("/shop/n")).body.position], [1, 2]);
+  const read = await call("GET", "/rules/shop/state");
+  assert.deepEqual([read.state, read.reason, read.where], ["paused", "stock count", "shards"]);
+  let report = await call("GET", "/rooms/shop");
+  assert.deepEqual([report.state, report.active, report.offered], ["paused", 1, 1]);
 
-    await call("PUT", "/rules/shop/state", { state: "closed", reason: "sold out" });
-    await restart();
-    answer = await visitor().get("/shop/n");
-    assert.equal(answer.status, 410);
-    assert.equal(answer.body.reason, "sold out");
-    assert.equal((await d.get("/shop/w")).status, 410);
-    assert.equal((await b.get("/shop/b")).status, 200, "the session runs on");
+  await call("PUT", "/rules/shop/state", { state: "closed", reason: "sold out" });
+  await restart();
+  answer = await visitor().get("/shop/n");
+  assert.equal(answer.status, 410);
+  assert.equal(answer.body.reason, "sold out");
+  assert.equal((await d.get("/shop/w")).status, 410);
+  assert.equal((await b.get("/shop/b")).status, 200, "the session runs on");
 
-    await call("PUT", "/rules/shop/state", { state: "open" });
-    await restart();
-    // The offer stood still through all of it: c claims it now.
-    assert.equal((await c.get("/shop/w")).status, 200);
-    assert.equal((await d.get("/shop/w")).body.position, 1);
-    report = await call("GET", "/rooms/shop");
-    assert.deepEqual([report.state, report.active, report.offered], ["open", 2, 0]);
-  } finally {
-    await current?.kill();
-    remove();
-  }
-});
+  await call("PUT", "/rules/shop/state", { state: "open" });
+  await restart();
+  // The offer stood still through all of it: c claims it now.
+  assert.equal((await c.get("/shop/w")).status, 200);
+  assert.equal((await d.get("/shop/w")).body.position, 1);
+  report = await call("GET", "/rooms/shop");
+  assert.deepEqual([report.state, report.active, report.offered], ["open", 2, 0]);
+}));
