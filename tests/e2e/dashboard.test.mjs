@@ -4,14 +4,11 @@
 // exception or an alert.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import puppeteer from "puppeteer-core";
+import { launch, skip, SHOTS } from "./browser.mjs";
 import { Sluice } from "./harness.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const TOKEN = "dashboard-token-for-e2e-0123456789-abcdef";
-const SHOTS = new URL("../../build/screenshots/", import.meta.url).pathname;
 const XSS = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>'];
 
 const JWT_SECRET = "dashboard-e2e-jwt-secret-0123456789-abcdef";
@@ -37,21 +34,12 @@ const config = {
   ],
 };
 
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `no Chromium at ${CHROMIUM}: run scripts/setup.sh as root, or apt-get install -y chromium (or set CHROMIUM_PATH)`;
-
 let sluice;
 let browser;
 before(async () => {
   if (skip) return;
-  mkdirSync(SHOTS, { recursive: true });
   sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET } });
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  });
+  browser = await launch();
 });
 after(async () => {
   await browser?.close();

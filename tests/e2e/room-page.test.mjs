@@ -7,21 +7,14 @@
 // each room, and its rule's buttons pause and open it.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import puppeteer from "puppeteer-core";
+import { launch, skip, SHOTS } from "./browser.mjs";
 import { Sluice } from "./harness.mjs";
 import { Visitor } from "./room-visitor.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const SECRET = "room-secret-for-the-browser-test-01234567";
 const ADMIN = "room-browser-admin-token-0123456789abcdef";
-const SHOTS = new URL("../../build/screenshots/", import.meta.url).pathname;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `no Chromium at ${CHROMIUM}: run scripts/setup.sh as root, or apt-get install -y chromium (or set CHROMIUM_PATH)`;
 
 const place = (id, fields) => ({ id, match: { path: `/${id}/*` }, waiting_room: { active: 1, per_minute: 600, shards: 1, ...fields } });
 
@@ -29,7 +22,6 @@ let sluice;
 let browser;
 before(async () => {
   if (skip) return;
-  mkdirSync(SHOTS, { recursive: true });
   sluice = await Sluice.start({
     sluice: {
       rules: [
@@ -40,11 +32,7 @@ before(async () => {
     },
     secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
   });
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  });
+  browser = await launch();
 });
 after(async () => {
   await browser?.close();
@@ -177,9 +165,9 @@ describe("the waiting page", { skip }, () => {
     assert.equal(sale[0], "1,234", "waiting: 1,233 visitors and the browser");
     assert.equal(sale[1], "1 of 1", "active");
     assert.match(sale[2], /^\d+ of 600$/, "admitted in the last minute");
-    const launch = await page.$eval("[data-room=launch] header p", (node) => node.textContent);
-    assert.match(launch, /^opens [^·]+ · sessions last 5m · pages refresh every 1m$/);
-    assert.doesNotMatch(launch, /T\d\d:/, "a date as people read it");
+    const opening = await page.$eval("[data-room=launch] header p", (node) => node.textContent);
+    assert.match(opening, /^opens [^·]+ · sessions last 5m · pages refresh every 1m$/);
+    assert.doesNotMatch(opening, /T\d\d:/, "a date as people read it");
     // The chart has a point for this minute, and the rooms are not in the
     // traffic panel, which is for rate limits.
     await page.waitForSelector("[data-room=sale] .chart canvas");
