@@ -4,7 +4,7 @@
 // sent with plain fetch, so each test controls its Authorization exactly.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, API_TOKEN, resending } from "./harness.mjs";
+import { Sluice, freshKey, API_TOKEN, fetchAlone } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-api-auth-0123456789abc";
 
@@ -19,17 +19,15 @@ const routes = (key, id = "0123456789abcdef0123456789abcdef") => [
   { name: "release", method: "DELETE", path: `/_sluice/v1/leases/${id}?key=${encodeURIComponent(key)}` },
 ];
 
-/** Sends `route` with `authorization`. A refused call's body is never
- * read, and the local runtime then closes the connection after its 401,
- * sometimes just as the client reuses it for the next call (about 1 in
- * 150 here): that call is sent again once on a new connection. A call let
- * through that was counted before the close would then be counted twice,
- * which can only make these tests fail, never pass wrongly. */
+/** Sends `route` with `authorization`, over a connection of its own: a
+ * refused call's body is never read, and the local runtime then closes the
+ * connection after its 401, sometimes just as a client would reuse it for
+ * the next call (about 1 in 150 here). */
 const send = (sluice, route, authorization) => {
   const headers = { "content-type": "application/json" };
   if (authorization !== undefined) headers.authorization = authorization;
   const body = route.body === undefined ? undefined : JSON.stringify(route.body);
-  return resending(() => fetch(sluice.base + route.path, { method: route.method, headers, body }));
+  return fetchAlone(sluice.base + route.path, { method: route.method, headers, body });
 };
 
 /** Authorization values that must not pass (undefined: no header at all). */

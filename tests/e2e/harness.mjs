@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { devNull, tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
 
 const root = new URL("../../", import.meta.url).pathname;
 
@@ -116,6 +117,30 @@ export async function resending(call, times = 1, onResend = () => {}) {
       onResend();
     }
   }
+}
+
+/** `fetch` over a connection of its own, closed once answered. For calls
+ * the local runtime answers without reading their body (a 401): it then
+ * closes the connection, and a kept-alive one may be reused by the next
+ * call just as it closes. A connection nobody reuses cannot be. */
+export function fetchAlone(url, { method = "GET", headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const sent = httpRequest(url, { method, headers: { ...headers, connection: "close" }, agent: false }, (answer) => {
+      const chunks = [];
+      answer.on("data", (chunk) => chunks.push(chunk));
+      answer.on("error", reject);
+      answer.on("end", () => {
+        const fields = new Headers();
+        for (const [name, value] of Object.entries(answer.headers)) {
+          for (const one of [value].flat()) fields.append(name, one);
+        }
+        const bodyless = [101, 204, 205, 304].includes(answer.statusCode);
+        resolve(new Response(bodyless ? null : Buffer.concat(chunks), { status: answer.statusCode, headers: fields }));
+      });
+    });
+    sent.on("error", reject);
+    sent.end(body);
+  });
 }
 
 export class Sluice {
