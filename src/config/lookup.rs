@@ -355,6 +355,33 @@ pub fn global_quota<'c>(config: &'c Config, name: &str) -> Result<GlobalQuota<'c
     })
 }
 
+/// Whether an operator's pause or close of `rule` is kept in objects that
+/// decide its requests, and so applies exactly from the next decision: a
+/// global rule's parts, or the parts of its global layers (a per-user
+/// limit under a ceiling: the sale is closed where the ceiling is
+/// counted). A waiting room keeps its own in its shards.
+pub fn state_in_parts(rule: &Rule) -> bool {
+    rule.room.is_none() && (rule.global.is_some() || rule.also.iter().any(|l| l.global.is_some()))
+}
+
+/// The objects that hold `rule`'s state when [`state_in_parts`]: every
+/// part of the rule's global quota, or of each of its global layers.
+pub fn state_holders(config: &Config, rule: &Rule) -> Vec<Target> {
+    if !state_in_parts(rule) {
+        return Vec::new();
+    }
+    let quotas = std::iter::once(rule.id.clone()).chain(
+        rule.also
+            .iter()
+            .filter(|l| l.global.is_some())
+            .map(|l| format!("{}.{}", rule.id, l.id)),
+    );
+    quotas
+        .filter_map(|name| global_quota(config, &name).ok())
+        .flat_map(|quota| quota.targets)
+        .collect()
+}
+
 fn not_found(field: &str, detail: String) -> Problem {
     Problem::new(Code::NotFound, detail).with("field", field)
 }

@@ -1,5 +1,5 @@
-//! The states of rules that are neither global quotas nor waiting rooms
-//! (whose parts and shards hold their own), in Workers KV: one key
+//! The states of rules that neither count a global quota (whose parts
+//! hold their state) nor are waiting rooms (whose shards do), in Workers KV: one key
 //! ([`STATES_KEY`]) of the namespace bound as [`BINDING`] holds every such
 //! rule's state ([`RuleStates`]). Each isolate reads it in the background
 //! at most once per `REFRESH_MS` ([`upkeep`]); no request waits for it. The
@@ -14,6 +14,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, Context, Env, Result};
 
 use super::clock::now_ms;
+use crate::config::lookup::state_in_parts;
 use crate::config::{Config, Rule};
 use crate::control::{Control, RuleStates};
 use crate::isolate::states::StateCopy;
@@ -32,8 +33,8 @@ thread_local! {
 
 /// The state of rule `rule` (a rule's id) when an operator paused or
 /// closed it, as this isolate last read it: a lookup in memory, never I/O.
-/// A global quota's state lives in its parts, a waiting room's in its
-/// shards, and neither is here.
+/// A global quota's state lives in its parts (so does the state of a rule
+/// with a global layer), a waiting room's in its shards, and none is here.
 pub fn rule_state(rule: &str, now_ms: u64) -> Option<Control> {
     COPY.with(|copy| copy.borrow().get(rule, now_ms).cloned())
 }
@@ -84,10 +85,10 @@ pub async fn write(
     Ok(previous)
 }
 
-/// Whether a rule's state is kept here: not a global quota's, not a
-/// room's.
+/// Whether a rule's state is kept here: not one its parts hold (a global
+/// quota's or a global layer's), not a room's.
 fn kept_in_kv(rule: &Rule) -> bool {
-    rule.global.is_none() && rule.room.is_none()
+    rule.room.is_none() && !state_in_parts(rule)
 }
 
 /// The states as KV holds them: none when the key was never written. A

@@ -3,9 +3,11 @@
 //! limit (`{rule}/override`), and the rule's view (`{rule}`: its state,
 //! and a global quota's sale). A global quota's state and override are
 //! written to each of its parts, which decide with them from their next
-//! decision; a waiting room's state to each of its shards, likewise
-//! (`room::admin`); any other rule's state goes to Workers KV
-//! (`controls.rs`).
+//! decision; so is the state of a rule with a global layer, to each part
+//! of its layers (a refusal by a later layer gives the earlier ones back,
+//! so the state applies to the whole rule); a waiting room's state to each
+//! of its shards, likewise (`room::admin`); any other rule's state goes to
+//! Workers KV (`controls.rs`).
 //! A global quota is read as one view (`quota::sale`), which `GET` on the
 //! rule, its state and its override all answer. Answers are serialised
 //! from structs rather than built as JSON values, which costs the wasm
@@ -20,11 +22,11 @@ use super::endpoints::{not_allowed, parsed_body};
 use super::incoming::ClientRequest;
 use super::quota::{limits, part_key, peek_parts, Limit, Shown};
 use super::{controls, isolate, quota, respond, room};
-use crate::config::lookup::{global_quota, GlobalQuota, Target};
+use crate::config::lookup::{global_quota, state_holders, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
-use crate::control::{Control, RuleState};
+use crate::control::{strictest, Control, RuleState};
 use crate::http::body;
 use crate::http::control::parse_state;
 use crate::http::problem::{Code, Problem};
@@ -92,10 +94,46 @@ async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Res
     if let Some(room) = &rule.room {
         return room::admin::read_state(objects, &rule.id, room).await;
     }
-    match global_quota(config, &rule.id) {
-        Ok(quota) => sale(objects, &rule.id, &quota).await,
-        Err(_) => read_kv(env, &rule.id).await,
+    if let Ok(quota) = global_quota(config, &rule.id) {
+        return sale(objects, &rule.id, &quota).await;
     }
+    match parts_of(config, rule) {
+        Some(parts) => read_parts(objects, &rule.id, &parts).await,
+        None => read_kv(env, &rule.id).await,
+    }
+}
+
+/// The state of a rule with global layers, as their parts hold it: the
+/// strictest, whether those that answered agree, and each part's (or that
+/// it did not answer). The layers' sales are their own views
+/// (`{rule}.{layer}`).
+async fn read_parts(objects: &Objects, rule: &str, targets: &[Target]) -> Result<Response> {
+    let read = peek_parts(objects, targets).await;
+    let controls: Vec<Option<&Control>> = read
+        .iter()
+        .flatten()
+        .map(|state| state.control.as_ref())
+        .collect();
+    let parts = targets
+        .iter()
+        .zip(&read)
+        .map(|(target, state)| match state {
+            Some(state) => PartView {
+                state: Some(Shown::of(state.control.as_ref())),
+                ..PartView::of(target)
+            },
+            None => PartView {
+                error: Some("did not answer".to_string()),
+                ..PartView::of(target)
+            },
+        })
+        .collect();
+    let view = StateView {
+        parts: Some(parts),
+        agree: Some(controls.windows(2).all(|pair| pair[0] == pair[1])),
+        ..StateView::new(rule, strictest(controls.iter().copied().flatten()), "parts")
+    };
+    respond::json(&view, Headers::new())
 }
 
 /// `{prefix}/admin/rules/{rule}/override`: `GET`, `PUT` and `DELETE`, for a
@@ -173,11 +211,10 @@ fn find<'a>(config: &'a Config, id: &str) -> std::result::Result<&'a Rule, Probl
     })
 }
 
-/// A global rule's objects: its parts, or its one object.
+/// The objects that hold a rule's state: a global rule's parts (or its
+/// one object), or its global layers'; `None` when KV holds it.
 fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
-    global_quota(config, &rule.id)
-        .ok()
-        .map(|quota| quota.targets)
+    Some(state_holders(config, rule)).filter(|parts| !parts.is_empty())
 }
 
 /// A rule's state as the state routes answer it: where it is kept, and

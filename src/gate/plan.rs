@@ -8,6 +8,7 @@ use super::conclude::{manually_banned, refusal};
 use super::halt::halted;
 use super::layers::Stack;
 use super::{Answer, Conclusion, Reply};
+use crate::config::lookup::state_in_parts;
 use crate::config::{Config, Level, OnInvalid, Rule};
 use crate::control::Control;
 use crate::http::api::RESERVATION_TTL_MS;
@@ -222,8 +223,9 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         let answer = manually_banned(status, &ban, now_ms);
         return Plan::Done(refused(reported, answer));
     }
-    // A global quota's state lives in its parts, which answer with it.
-    if rule.global.is_none() {
+    // A global quota's state lives in its parts (a global layer's too),
+    // which answer with it.
+    if !state_in_parts(rule) {
         if let Some(control) = known.memory.rule_state(&rule.id, now_ms) {
             return Plan::Done(refused(reported, halted(&rule.id, &control)));
         }

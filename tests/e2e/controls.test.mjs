@@ -28,6 +28,8 @@ const config = {
     { id: "tiers", match: { path: "/tiers" }, tiers: [{ name: "all", limit: 10, window: "1m" }] },
     { id: "cart", match: { path: "/cart" }, key: "header:x-user", limit: 1, window: "1m",
       also: [{ id: "all", scope: "global", split: 2, limit: 3, window: "1m" }] },
+    { id: "drop", match: { path: "/drop" }, key: "header:x-user", limit: 1, window: "1m",
+      also: [{ id: "all", scope: "global", split: 2, limit: 5, window: "1m" }] },
   ],
 };
 
@@ -111,6 +113,37 @@ describe("a global quota's state lives in its parts", () => {
     assert.deepEqual(read.parts.map((p) => [p.key, p.state.state]), [["*", "paused"]]);
     await setState("one", "open");
     assert.equal((await from("198.51.100.20", "/one")).status, 200);
+  });
+});
+
+describe("a per-user rule under a global layer keeps its state in the layer's parts", () => {
+  test("exact from the next request in every isolate, and a buyer the pause turned away keeps their unit", async () => {
+    const buyer = (user) => sluice.fetch("/drop", { headers: { "x-user": user, "CF-Connecting-IP": "198.51.100.70" } });
+    const otherBuyer = (user) => other.fetch("http://sluice-b/drop", { headers: { "x-user": user, "CF-Connecting-IP": "198.51.100.71" } });
+    assert.equal((await buyer("d1")).status, 200);
+    const paused = await setState("drop", "paused", "restock");
+    assert.equal(paused.where, "parts");
+    assert.equal(paused.applies_within_ms, undefined, "no delay to wait out");
+    assert.deepEqual(paused.parts.map((p) => [p.key, p.previous.state]), [["*#0", "open"], ["*#1", "open"]]);
+    await expectState(await buyer("d2"), "paused", "restock");
+    // The other isolate never heard of the change: the parts answer it.
+    await expectState(await otherBuyer("d3"), "paused", "restock");
+    const read = await (await adminCall("GET", "/rules/drop/state")).json();
+    assert.deepEqual([read.state, read.where, read.agree], ["paused", "parts", true]);
+    assert.deepEqual(read.parts.map((p) => p.state.state), ["paused", "paused"]);
+    await setState("drop", "closed", "sold out");
+    await expectState(await buyer("d2"), "closed", "sold out");
+    await setState("drop", "open");
+    // d2 was turned away twice after the per-user layer had admitted it:
+    // both admissions were given back, so d2 buys now, and once only.
+    assert.equal((await buyer("d2")).status, 200);
+    assert.equal((await buyer("d2")).status, 429);
+    assert.equal((await buyer("d1")).status, 429);
+    const sale = await (await adminCall("GET", "/rules/drop.all")).json();
+    assert.deepEqual([sale.admitted, sale.quota[0].used, sale.state.state], [2, 2, "open"]);
+    // Nothing of it went to KV.
+    const kv = await (await adminCall("GET", "/rules/api/state")).json();
+    assert.equal(kv.where, "kv");
   });
 });
 

@@ -672,3 +672,39 @@ fn a_layered_api_call_stops_at_a_conflict_and_gives_back_what_it_took() {
     assert_eq!(outcome.conflict.as_deref(), Some("default"));
     assert_eq!(objects.used("api:user:ann"), 0);
 }
+
+#[test]
+fn a_paused_global_layer_answers_for_the_rule_and_gives_the_per_user_layer_back() {
+    let config = checkout(json!({}));
+    // The isolate's KV copy is not where this rule's state lives: a stale
+    // entry there decides nothing.
+    let stale = Remembered {
+        states: vec![("checkout".into(), control(RuleState::Closed))],
+        ..Remembered::default()
+    };
+    let plan = plan_with(&config, &stale, &buyer("ann"), &mut Dice::new());
+    assert!(matches!(plan, Plan::Stack(_)), "the layers are asked");
+    let mut objects = Objects::default();
+    for part in ["rule:checkout.all:*#0", "rule:checkout.all:*#1"] {
+        let ledger = objects.ledgers.entry(part.to_string()).or_default();
+        ledger.set_control(control(RuleState::Paused));
+    }
+    let (conclusion, _) = objects.buy(&config, "ann");
+    let (status, code, fields) = answered(&conclusion.reply);
+    assert_eq!((status, code.as_str()), (503, "paused"));
+    assert_eq!(field(&fields, "retry-after"), Some("10"));
+    assert_eq!(
+        objects.used("rule:checkout:ann"),
+        0,
+        "ann's unit given back"
+    );
+    for part in ["rule:checkout.all:*#0", "rule:checkout.all:*#1"] {
+        let ledger = objects.ledgers.get_mut(part).unwrap();
+        ledger.set_control(control(RuleState::Open));
+    }
+    let (conclusion, _) = objects.buy(&config, "ann");
+    assert!(
+        matches!(conclusion.reply, Reply::Forward(_)),
+        "ann buys once open"
+    );
+}
