@@ -675,6 +675,23 @@ function policyText(p) {
   return p.algorithm === "gcra" ? `${base}, burst ${p.burst}` : base;
 }
 
+/** What a tier or a layer counts by: its key, or every caller at once. */
+function keyText({ key }) {
+  return key === null ? "everyone (shared)" : el("code", {}, key);
+}
+
+/** A rule's or a layer's scope: shared by every caller (split or not), or
+ * one quota per key. */
+function scopeText({ scope, split }) {
+  return scope === "global" ? `global${split > 1 ? `, split ${split}` : ""}` : "per key";
+}
+
+/** A rule's stacked layers (`also`), each a policy line and a scope line
+ * under the rule's own. */
+function layers(rule) {
+  return rule.also ?? [];
+}
+
 function roomText(room) {
   return `waiting room: ${number.format(room.active)} at once, ${number.format(room.per_minute)} a minute, ${room.shards} shard(s)`;
 }
@@ -690,10 +707,12 @@ function renderRules(rules, viewed) {
       el("th", { scope: "row" }, rule.id),
       el("td", { class: "state-cell" }, ...stateCell(rule, viewed.get(rule.id))),
       el("td", {}, line(el("code", {}, rule.match.path)), line(rule.match.methods ? rule.match.methods.join(", ") : "any method")),
-      el("td", {}, ...rule.tiers.map((tier) => line(tierLabel(tier), tier.key === null ? "everyone (shared)" : el("code", {}, tier.key)))),
+      el("td", {}, ...rule.tiers.map((tier) => line(tierLabel(tier), keyText(tier))),
+        ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, keyText(layer)))),
       el("td", {}, ...(rule.waiting_room ? [roomText(rule.waiting_room)] : rule.tiers.flatMap((tier) =>
-        tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")]))),
-      el("td", {}, rule.scope === "global" ? `global${rule.split > 1 ? `, split ${rule.split}` : ""}` : "per key"),
+        tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")])),
+        ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, layer.policies.map(policyText).join(", ")))),
+      el("td", {}, line(scopeText(rule)), ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, scopeText(layer)))),
       el("td", {}, rule.concurrency
         ? [line(`${number.format(rule.concurrency.limit)} at once`), line(`lease ${duration(rule.concurrency.lease_ttl_ms)}`),
           rule.concurrency.max_wait_ms ? line(`queue ${rule.concurrency.max_queue}, wait ${duration(rule.concurrency.max_wait_ms)}`) : null]

@@ -407,6 +407,14 @@ describe("the dashboard", { skip }, () => {
     const closed = await from("198.51.100.91", "/drop");
     assert.deepEqual([closed.status, (await closed.json()).code], [410, "closed"]);
     await page.waitForFunction(() => document.querySelector('.sale-card[data-sale="drop"] header .tag')?.textContent === "closed", { timeout: 15_000 });
+    // A per-user rule under a global layer: its state is its layer's parts'
+    // (the layer's sale card shows it too).
+    assert.match(await text(page, '#rules tr[data-rule="cart"]'), /also cart\.all: everyone \(shared\).*also cart\.all: 10 \/ 1h · sliding_log.*per keyalso cart\.all: global, split 2/);
+    await page.click('#rules button[aria-label="Pause rule cart"]');
+    await waitState("cart", "paused");
+    await page.waitForFunction(() => document.querySelector('.sale-card[data-sale="cart.all"] header .tag')?.textContent === "paused", { timeout: 15_000 });
+    const held = await sluice.fetch("/cart", { headers: { "x-user": "bob" } });
+    assert.deepEqual([held.status, (await held.json()).code], [503, "paused"]);
 
     // The whole limit's override, set and lifted from the sale's card.
     await page.click('.sale-card[data-sale="drop"] details.override summary');
@@ -419,12 +427,13 @@ describe("the dashboard", { skip }, () => {
     await (await page.$("#rules")).screenshot({ path: join(SHOTS, "rule-states.png") });
 
     // Open both again: admitted from the next request.
-    for (const rule of ["api", "drop"]) {
+    for (const rule of ["api", "drop", "cart"]) {
       await page.click(`#rules button[aria-label="Open rule ${rule}"]`);
       await waitState(rule, "open");
     }
     assert.equal((await from("198.51.100.90", "/api/x")).status, 200);
     assert.equal((await from("198.51.100.91", "/drop")).status, 200);
+    assert.equal((await sluice.fetch("/cart", { headers: { "x-user": "bob" } })).status, 200);
     await page.click('.sale-card[data-sale="drop"] .override-form button[type=button]');
     await page.waitForFunction(() => /No override/.test(document.querySelector('.sale-card[data-sale="drop"]').textContent), { timeout: 15_000 });
     assert.match(dialogs.at(-1), /Lift the override of drop\?/);
