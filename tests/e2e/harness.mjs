@@ -113,7 +113,8 @@ export async function resending(call, times = 1, onResend = () => {}) {
     try {
       return await call();
     } catch (e) {
-      if (tries >= times || !CLOSED_UNDER_US.has(e.cause?.code)) throw e;
+      // fetch's error has the socket's as its cause; fetchAlone's is it.
+      if (tries >= times || !CLOSED_UNDER_US.has(e.cause?.code ?? e.code)) throw e;
       onResend();
     }
   }
