@@ -293,7 +293,8 @@ impl SlidingLog {
         self.runs.back().map_or(self.start, |run| run.end)
     }
 
-    fn newest(&self) -> Option<u64> {
+    /// The newest timestamp held.
+    pub fn newest(&self) -> Option<u64> {
         self.runs.back().map(|&run| self.at(run))
     }
 
