@@ -39,10 +39,16 @@ use super::{Ledger, Write};
 use crate::limit::{Algorithm, Decision, Recorded, Retry, Spec};
 use size::{Size, Sizing, MAX_LEASE_MS};
 
+/// Block ids per millisecond of the grant's clock: more grants than this
+/// in one millisecond borrow the next millisecond's ids. Ids stay below
+/// 2^53 (a JavaScript number) until the year 2248.
+pub const ID_PER_MS: u64 = 1024;
+
 /// A block as the object keeps it and stores it, one row each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
-    /// Unique within the key's object (the next after the highest held).
+    /// Never given twice by the key's object: the grant's millisecond
+    /// times [`ID_PER_MS`], plus a sequence.
     pub id: u64,
     /// The isolate that holds it; only it may report.
     pub holder: String,
@@ -141,7 +147,10 @@ impl Ledger {
             tat,
             writes,
         } = granted?;
-        self.next_block = self.next_block.max(1);
+        // From the clock, so that a restarted object, which remembers only
+        // the blocks it still holds, never gives an id twice: a report of a
+        // lapsed block must not be taken for a newer one's.
+        self.next_block = self.next_block.max(now_ms.saturating_mul(ID_PER_MS));
         let block = Block {
             id: self.next_block,
             holder: ask.holder.to_string(),

@@ -296,6 +296,12 @@ fn blocks_and_their_times_read_back_exactly() {
         .grant_block(&ask(spec, "c", 20), T0 + 100)
         .unwrap();
     assert!(next.id > held_block.id, "ids are not reused");
+    // Nor after a restart that forgot every block, a millisecond later.
+    let mut forgetful = Ledger::new();
+    let (again, _) = forgetful
+        .grant_block(&ask(spec, "c", 20), T0 + 101)
+        .unwrap();
+    assert!(again.id > next.id);
     assert!(!restarted.restore_times("p", "*"));
     assert!(!restarted.restore_times("q", ""));
 }
