@@ -10,10 +10,11 @@
 //! Deciding is here; each concept the decision touches has its module: a
 //! policy's `slot` and the rows an admission writes, `reservation`s,
 //! `leases`, `overrides`, the `ban`, the `outcome` a decision answers, the
-//! `invitations` a refusal hands out, and the `rows` storage writes and
-//! deletes.
+//! `invitations` a refusal hands out, the `rows` storage writes and
+//! deletes, and the `blocks` of admissions isolates make themselves.
 
 pub mod ban;
+pub mod blocks;
 mod halt;
 mod invitations;
 mod leases;
@@ -72,6 +73,10 @@ pub struct Ledger {
     settled: VecDeque<(String, bool)>,
     /// An operator's state for the rule, when it is paused or closed.
     control: Option<Control>,
+    /// Blocks granted and not yet reported or lapsed ([`blocks`]).
+    blocks: Vec<blocks::Block>,
+    /// The id the next block gets.
+    next_block: u64,
 }
 
 impl Ledger {
@@ -160,13 +165,19 @@ impl Ledger {
         now_ms: u64,
         writes: &mut Vec<Write>,
     ) -> Outcome {
-        let mut decisions: Vec<Decision> = indices
+        let (mut decisions, for_blocks): (Vec<Decision>, Vec<bool>) = indices
             .iter()
-            .map(|&i| self.slots[i].limiter.decide(now_ms, ask.cost))
-            .collect();
+            .map(|&i| self.decide_counting_blocks(i, now_ms, ask.cost))
+            .unzip();
         let rates_allow = decisions.iter().all(|d| d.allowed);
-        let pending =
-            !rates_allow && self.refused_for_pending(indices, &decisions, ask.cost, now_ms);
+        // Refused only for outstanding blocks (whose unused rest a report
+        // may give back any moment) or reservations in flight: pending.
+        let only_blocks = decisions
+            .iter()
+            .zip(&for_blocks)
+            .all(|(d, &blocked)| d.allowed || blocked);
+        let pending = !rates_allow
+            && (only_blocks || self.refused_for_pending(indices, &decisions, ask.cost, now_ms));
         if pending {
             decisions = decisions.into_iter().map(pending_retry).collect();
         }
@@ -348,7 +359,8 @@ impl Ledger {
         expired
     }
 
-    /// When the next sweep is due, if anything is held. A slot is due when
+    /// When the next sweep is due, if anything is held. A block is due when
+    /// it lapses ([`lapse_blocks`](Self::lapse_blocks)). A slot is due when
     /// its oldest state expires, but at most once per window: under steady
     /// traffic that batches a window's rows into one delete, and an idle
     /// slot is empty by its second sweep. A ban is due when it ends (the
@@ -370,11 +382,13 @@ impl Ledger {
         let lease = self.leases.next_expiry();
         let overridden = self.overridden.as_ref().and_then(|o| o.until_ms);
         let reservations = self.reservations.iter().map(|r| r.lapses_ms);
+        let blocks = self.blocks.iter().map(|b| b.lapses_ms());
         slots
             .chain(ban)
             .chain(lease)
             .chain(overridden)
             .chain(reservations)
+            .chain(blocks)
             .min()
     }
 
@@ -446,6 +460,7 @@ impl Ledger {
             && self.overridden.is_none()
             && self.control.is_none()
             && self.reservations.is_empty()
+            && self.blocks.is_empty()
             && self.leases.is_idle(now_ms)
             && !self.leases.floor_stored()
     }

@@ -136,7 +136,7 @@ impl GcraPolicy {
     /// `T`, truncated to whole nanoseconds as redis-cell truncates it (its
     /// float division floors to the same integer below 2^53 ns). At least
     /// 1 ns because validation caps `count` at 10^6 per millisecond.
-    fn emission_interval_ns(&self) -> i128 {
+    pub fn emission_interval_ns(&self) -> i128 {
         i128::from(self.period_ms) * NS_PER_MS / i128::from(self.count)
     }
 

@@ -158,6 +158,57 @@ impl SlidingLog {
         at_ms
     }
 
+    /// Logs `count` units at `at_ms` in their place in time, however much
+    /// newer the log already is: a block's report (`ledger::blocks`)
+    /// brings admissions made in an isolate, older than what the object
+    /// admitted meanwhile, and recording them at the newest time as
+    /// [`record`](Self::record) does would keep no exact copy of them to
+    /// read back after a restart. O(runs), once per report. A time more
+    /// than 2^32 ms before the newest (never within a window) is not
+    /// logged.
+    pub fn insert(&mut self, at_ms: u64, count: u32) {
+        let Some(newest) = self.newest() else {
+            self.record(at_ms, count);
+            return;
+        };
+        if at_ms >= newest {
+            self.record(at_ms, count);
+            return;
+        }
+        if newest - at_ms > u64::from(u32::MAX) {
+            return;
+        }
+        let count = count.min(u32::MAX - self.end().wrapping_sub(self.start));
+        if count == 0 {
+            return;
+        }
+        if at_ms < self.base {
+            let shift = (self.base - at_ms) as u32;
+            for run in &mut self.runs {
+                run.offset += shift;
+            }
+            self.base = at_ms;
+        }
+        let i = self.runs.partition_point(|&run| self.at(run) < at_ms);
+        let before = match i.checked_sub(1) {
+            Some(prev) => self.runs[prev].end,
+            None => self.start,
+        };
+        if self.at(self.runs[i]) != at_ms {
+            let offset = (at_ms - self.base) as u32;
+            self.runs.insert(
+                i,
+                Run {
+                    offset,
+                    end: before,
+                },
+            );
+        }
+        for run in self.runs.range_mut(i..) {
+            run.end = run.end.wrapping_add(count);
+        }
+    }
+
     /// Takes back up to `count` units logged at `at_ms` (a refunded
     /// reservation); answers how many were there to take. Runs elsewhere
     /// are untouched, so a refund frees exactly its own units.
@@ -242,7 +293,8 @@ impl SlidingLog {
         self.runs.back().map_or(self.start, |run| run.end)
     }
 
-    fn newest(&self) -> Option<u64> {
+    /// The newest timestamp held.
+    pub fn newest(&self) -> Option<u64> {
         self.runs.back().map(|&run| self.at(run))
     }
 
@@ -300,6 +352,35 @@ mod tests {
         assert_eq!(log.entries().collect::<Vec<_>>(), [(10, 1), (30, 1)]);
         assert!(log.check(40, 2).allowed);
         assert!(!log.check(40, 1).allowed);
+    }
+
+    #[test]
+    fn inserting_puts_units_in_their_place_in_time() {
+        let mut log = log(10, 1000);
+        log.insert(50, 1);
+        log.admit(100, 2);
+        log.admit(300, 1);
+        log.insert(200, 2);
+        log.insert(100, 1);
+        log.insert(20, 1);
+        assert_eq!(
+            log.entries().collect::<Vec<_>>(),
+            [(20, 1), (50, 1), (100, 3), (200, 2), (300, 1)]
+        );
+        assert_eq!(
+            (log.held(), log.logged_before(100), log.logged_before(101)),
+            (8, 2, 5)
+        );
+        assert_eq!(log.expiry_of(1), Some(1020));
+        log.expire(1100);
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(200, 2), (300, 1)]);
+        log.insert(u64::from(u32::MAX) + 1000, 1);
+        log.insert(0, 1);
+        assert_eq!(
+            log.entries().collect::<Vec<_>>(),
+            [(u64::from(u32::MAX) + 1000, 1)],
+            "more than 2^32 ms older than the newest: not logged"
+        );
     }
 
     #[test]

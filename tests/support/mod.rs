@@ -2,6 +2,7 @@
 //! SQL keeps them, so that a test can restart an object from them.
 
 use sluice::control::Control;
+use sluice::ledger::blocks::{Block, TimesRow};
 use sluice::ledger::{Expired, Ledger, Override, Reservation, Write};
 
 /// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
@@ -17,6 +18,10 @@ pub struct Rows {
     pub reservations: Vec<Reservation>,
     pub overridden: Option<Override>,
     pub control: Option<Control>,
+    /// Admission blocks outstanding, one row each.
+    pub blocks: Vec<Block>,
+    /// Reported blocks' times, one row each.
+    pub times: Vec<TimesRow>,
 }
 
 impl Rows {
@@ -80,9 +85,12 @@ impl Rows {
                 Expired::Slot { name } => {
                     self.slots.retain(|s| s.0 != name);
                     self.hits.retain(|h| h.0 != name);
+                    self.times.retain(|t| t.policy != name);
                 }
                 Expired::Hits { name, cutoff_ms } => {
                     self.hits.retain(|h| !(h.0 == name && h.1 <= cutoff_ms));
+                    self.times
+                        .retain(|t| !(t.policy == name && t.newest_ms <= cutoff_ms));
                     for slot in self.slots.iter_mut().filter(|s| s.0 == name) {
                         if slot.2 .1 > 0 && slot.2 .0 <= cutoff_ms {
                             slot.2 = (0, 0);
@@ -113,6 +121,12 @@ impl Rows {
             let row = Reservation::from_row(r.id.clone(), r.lapses_ms, r.cost, &runs).unwrap();
             assert_eq!(&row, r);
             ledger.restore_reservation(row);
+        }
+        for row in &self.times {
+            assert!(ledger.restore_times(&row.policy, &row.times));
+        }
+        for block in &self.blocks {
+            ledger.restore_block(block.clone());
         }
         if let Some(o) = &self.overridden {
             ledger.restore_override(o.clone());

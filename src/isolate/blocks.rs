@@ -1,0 +1,254 @@
+//! The admission blocks an isolate holds (issue 30), per key object and
+//! policy: it admits from them with no call while they last, records the
+//! real times, and says when each is to be reported.
+//!
+//! **Clocks.** A block's lease is in its object's clock. The holder maps
+//! its own clock onto it from the call that brought the block: the grant
+//! happened after the call was sent, so `granted + (now − sent)` is never
+//! earlier than the object's time of the same moment. Admitting while that
+//! is at most `e` keeps every real admission within the lease, and the
+//! times it records lean late by at most the call's round trip (see the
+//! note in `ledger::blocks` for the wiring).
+//!
+//! **When to report.** A block is due when it is spent (reported at once,
+//! so its rest, none, and its times reach the object before the next block
+//! is asked for) or has lapsed (in the background); any other block of a
+//! key rides with the isolate's next call to that key's object
+//! ([`take`](BlockHolder::take)). A report carries the refusals the
+//! isolate answered itself for the key meanwhile, which count toward a
+//! ban.
+//!
+//! **Remaining.** A request admitted here is told the least of its blocks'
+//! unused admissions as its RateLimit `r`: the object counts them as this
+//! isolate's and nobody else's, so at least that many remain, a lower
+//! bound of the truth.
+
+use crate::ledger::blocks::{Block, BlockReport};
+
+#[derive(Debug, Clone)]
+struct Held {
+    object: String,
+    policy: String,
+    id: u64,
+    admissions: u32,
+    granted_ms: u64,
+    until_ms: u64,
+    /// The object's clock less this isolate's, as the grant's call bounds
+    /// it (see the module's note on clocks).
+    shift_ms: i64,
+    times: Vec<u64>,
+    strikes: u32,
+}
+
+impl Held {
+    /// `now_ms` (this isolate's clock) in the object's clock.
+    fn object_ms(&self, now_ms: u64) -> u64 {
+        let mapped = i128::from(now_ms) + i128::from(self.shift_ms);
+        u64::try_from(mapped.max(0))
+            .unwrap_or(u64::MAX)
+            .max(self.granted_ms)
+    }
+
+    fn left(&self) -> u32 {
+        self.admissions - self.times.len() as u32
+    }
+
+    fn usable(&self, cost: u32, now_ms: u64) -> bool {
+        self.left() >= cost && self.object_ms(now_ms) <= self.until_ms
+    }
+
+    fn report(self, holder: &str) -> BlockReport {
+        BlockReport {
+            id: self.id,
+            holder: holder.to_string(),
+            policy: self.policy,
+            times: self.times,
+            strikes: self.strikes,
+        }
+    }
+}
+
+/// The blocks one isolate holds.
+#[derive(Debug)]
+pub struct BlockHolder {
+    /// This isolate's id, which the object grants to.
+    holder: String,
+    held: Vec<Held>,
+}
+
+impl BlockHolder {
+    pub fn new(holder: String) -> BlockHolder {
+        BlockHolder {
+            holder,
+            held: Vec::new(),
+        }
+    }
+
+    /// This isolate's id, to ask for blocks with.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Keeps `block`, granted by `object` in answer to a call sent at
+    /// `sent_ms` (this isolate's clock).
+    pub fn hold(&mut self, object: &str, block: &Block, sent_ms: u64) {
+        let shift = i128::from(block.granted_ms) - i128::from(sent_ms);
+        self.held.push(Held {
+            object: object.to_string(),
+            policy: block.policy.clone(),
+            id: block.id,
+            admissions: block.admissions,
+            granted_ms: block.granted_ms,
+            until_ms: block.until_ms,
+            shift_ms: i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX }),
+            times: Vec::new(),
+            strikes: 0,
+        });
+    }
+
+    /// Admits `cost` units under every one of `policies` of `object` from
+    /// the blocks held, or none: `Some(r)`, the least of the blocks'
+    /// unused admissions after it (a lower bound of the RateLimit `r`),
+    /// or `None` when a policy has no usable block (the request goes to
+    /// the object).
+    pub fn admit(
+        &mut self,
+        object: &str,
+        policies: &[&str],
+        cost: u32,
+        now_ms: u64,
+    ) -> Option<u64> {
+        let picks: Vec<usize> = policies
+            .iter()
+            .map(|policy| {
+                self.held.iter().position(|h| {
+                    h.object == object && h.policy == *policy && h.usable(cost, now_ms)
+                })
+            })
+            .collect::<Option<_>>()?;
+        if picks.is_empty() {
+            return None;
+        }
+        for &i in &picks {
+            let held = &mut self.held[i];
+            let at = held.object_ms(now_ms);
+            held.times.extend(std::iter::repeat_n(at, cost as usize));
+        }
+        picks.iter().map(|&i| u64::from(self.held[i].left())).min()
+    }
+
+    /// Counts a refusal this isolate answered for `object` toward its
+    /// report; false when it holds no block of that object to carry it.
+    pub fn strike(&mut self, object: &str) -> bool {
+        match self.held.iter_mut().find(|h| h.object == object) {
+            Some(held) => {
+                held.strikes = held.strikes.saturating_add(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The blocks spent or lapsed at `now_ms`, taken out to be reported:
+    /// `(object, report)`.
+    pub fn due(&mut self, now_ms: u64) -> Vec<(String, BlockReport)> {
+        let (due, kept) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition::<Vec<_>, _>(|h| h.left() == 0 || h.object_ms(now_ms) > h.until_ms);
+        self.held = kept;
+        due.into_iter()
+            .map(|h| (h.object.clone(), h.report(&self.holder)))
+            .collect()
+    }
+
+    /// Every block of `object`, taken out to be reported with the next call
+    /// to it.
+    pub fn take(&mut self, object: &str) -> Vec<BlockReport> {
+        let (taken, kept) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition::<Vec<_>, _>(|h| h.object == object);
+        self.held = kept;
+        taken.into_iter().map(|h| h.report(&self.holder)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::{Policy, Spec};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn block(id: u64, policy: &str, admissions: u32, granted_ms: u64, until_ms: u64) -> Block {
+        Block {
+            id,
+            holder: "iso".into(),
+            policy: policy.into(),
+            spec: Spec::SlidingLog(Policy::new(100, 1_000).unwrap()),
+            admissions,
+            granted_ms,
+            until_ms,
+            tat: None,
+        }
+    }
+
+    #[test]
+    fn admits_from_every_policys_block_or_none() {
+        let mut holder = BlockHolder::new("iso".into());
+        holder.hold("k", &block(1, "minute", 5, T0, T0 + 500), T0);
+        holder.hold("k", &block(2, "second", 2, T0, T0 + 500), T0);
+        assert_eq!(holder.admit("k", &["minute", "second"], 1, T0 + 1), Some(1));
+        assert_eq!(holder.admit("k", &["minute"], 3, T0 + 2), Some(1));
+        assert_eq!(
+            holder.admit("k", &["minute", "second"], 2, T0 + 3),
+            None,
+            "second has 1"
+        );
+        assert_eq!(holder.admit("k", &["minute", "hour"], 1, T0 + 3), None);
+        assert_eq!(holder.admit("other", &["minute"], 1, T0 + 3), None);
+        assert_eq!(holder.admit("k", &[], 1, T0 + 3), None);
+        assert_eq!(holder.admit("k", &["minute", "second"], 1, T0 + 4), Some(0));
+        let due = holder.due(T0 + 4);
+        assert_eq!(due.len(), 2, "both spent");
+        assert_eq!(due[0].1.times, [T0 + 1, T0 + 2, T0 + 2, T0 + 2, T0 + 4]);
+        assert_eq!(due[1].1.times, [T0 + 1, T0 + 4]);
+        assert_eq!((due[0].1.holder.as_str(), due[0].0.as_str()), ("iso", "k"));
+    }
+
+    #[test]
+    fn maps_its_clock_onto_the_objects_and_stops_at_the_lease_end() {
+        let mut holder = BlockHolder::new("iso".into());
+        // Sent at local 5_000, granted at object time T0: shift T0 - 5_000.
+        holder.hold("k", &block(1, "p", 10, T0, T0 + 100), 5_000);
+        assert_eq!(holder.admit("k", &["p"], 1, 5_040), Some(9));
+        assert_eq!(
+            holder.admit("k", &["p"], 1, 5_100),
+            Some(8),
+            "e itself is usable"
+        );
+        assert!(holder.due(5_100).is_empty());
+        assert_eq!(holder.admit("k", &["p"], 1, 5_101), None, "past e");
+        let due = holder.due(5_101);
+        assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
+        // A local clock behind the call's send time stamps at the grant.
+        holder.hold("k", &block(2, "p", 10, T0, T0 + 100), 5_000);
+        holder.admit("k", &["p"], 1, 4_000);
+        assert_eq!(holder.take("k")[0].times, [T0]);
+    }
+
+    #[test]
+    fn strikes_and_unspent_blocks_ride_with_the_next_call() {
+        let mut holder = BlockHolder::new("iso".into());
+        assert!(!holder.strike("k"));
+        holder.hold("k", &block(1, "p", 10, T0, T0 + 100), T0);
+        holder.hold("j", &block(1, "p", 10, T0, T0 + 100), T0);
+        assert!(holder.strike("k"));
+        assert!(holder.strike("k"));
+        let reports = holder.take("k");
+        assert_eq!(reports.len(), 1);
+        assert_eq!((reports[0].strikes, reports[0].id), (2, 1));
+        assert!(holder.take("k").is_empty());
+        assert_eq!(holder.holder(), "iso");
+        assert_eq!(holder.due(T0 + 101)[0].0, "j");
+    }
+}

@@ -1,0 +1,188 @@
+//! How big a block is, and whether there is one at all: pure, with the
+//! figures the object knows at the asking isolate's call.
+//!
+//! **The rule.** A block goes only to a key that is *hot* and *far from its
+//! limit*:
+//!
+//! - hot: the asking isolate saw at least [`HOT_RATE`] decisions for the
+//!   key within the last second (`isolate::heat`; it sends the figure with
+//!   its call). A key decided once in a while gains nothing from a block
+//!   and would hold capacity it never uses.
+//! - far: the headroom `H` (the limit, less what counts in the worst
+//!   window the block could touch, outstanding blocks counted in full) is
+//!   at least a quarter of the limit, and the asker's share of it (below) is
+//!   at least [`MIN_BLOCK`]. Near the limit every decision goes to the
+//!   object, one call each, as without blocks: nothing is set aside for an
+//!   isolate that might not use it when every unit is contested.
+//!
+//! Size `b = min(H / (2·(h + 1)), max(MIN_BLOCK, rate · cap / 1 s))`, where
+//! `h` is the number of *other* isolates holding a block of the policy and
+//! `cap` the longest lease allowed here: an isolate gets at most half of
+//! its equal share of what is left, so a newcomer always finds headroom,
+//! and never more than it would use in one lease at the rate it saw.
+//! Lease `d = min(cap, max(MIN_LEASE_MS, 2·b / rate))`: twice the time the
+//! observed rate takes to spend `b`, so that ordinary jitter spends a block
+//! (reported at once) rather than lapses it, and
+//! `cap = min(MAX_LEASE_MS, W / 2, what the caller allows)` (a fixed
+//! window's block ends with its window; a block counts in every window its
+//! lease overlaps, so a lease much shorter than W wastes little).
+//!
+//! **What it can cost (refusals, never over-admission).** With `I`
+//! isolates holding blocks, each share is taken from what the others left,
+//! so the outstanding units never exceed `H·(1 − ∏_{k=1..I} (1 − 1/2k))`
+//! (`H/2` for one isolate, `5H/8` for two, `< H` for any number): blocks
+//! can never make the object refuse a request because capacity they hold
+//! exceeds what is there. What they can do is hold capacity they do not
+//! use: in the worst case every isolate's block goes unused, and a request
+//! sent to the object meanwhile is refused although an exact limiter with
+//! no blocks would admit it. That lasts at most one lease `d` (≤ 1 s) per
+//! block: its holder reports it when spent or lapsed and the unused rest
+//! returns (sliding log, fixed window; GCRA, see `charge`). A request
+//! refused for blocks alone is told to retry within a second (`pending`,
+//! like one refused for reservations in flight) and strikes no ban. An
+//! isolate that dies holding a block keeps its `b ≤ H/2` units counted
+//! until `e + W`: at most `b` refusals in each window that overlaps its
+//! lease, the worst a dead isolate can cost, and none once the windows
+//! pass.
+
+/// Decisions in the last second, seen by one isolate, that make a key hot.
+pub const HOT_RATE: u32 = 5;
+
+/// The smallest block worth a grant: one admission saves no call.
+pub const MIN_BLOCK: u32 = 2;
+
+/// The longest lease: a block counts in full until reported, so a short
+/// lease bounds what an unused block can hold back.
+pub const MAX_LEASE_MS: u64 = 1_000;
+
+/// The shortest lease, so that a block survives the call that brings it.
+pub const MIN_LEASE_MS: u64 = 20;
+
+/// What the object knows when an isolate asks for a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizing {
+    /// Decisions for the key the asking isolate saw in the last second.
+    pub rate: u32,
+    pub limit: u64,
+    /// The limit, less what counts at worst (outstanding blocks in full).
+    pub headroom: u64,
+    /// Other isolates holding a block of this policy.
+    pub holders: u32,
+    /// The longest lease the algorithm allows here.
+    pub cap_ms: u64,
+}
+
+/// A block's admissions and lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size {
+    pub admissions: u32,
+    pub lease_ms: u64,
+}
+
+/// The block the rule gives, or `None` (not hot, or near the limit).
+pub fn size(s: Sizing) -> Option<Size> {
+    if s.rate < HOT_RATE || s.headroom.saturating_mul(4) < s.limit {
+        return None;
+    }
+    let cap = s.cap_ms.min(MAX_LEASE_MS);
+    if cap < MIN_LEASE_MS {
+        return None;
+    }
+    let share = s.headroom / (2 * (u64::from(s.holders) + 1));
+    let rate = u64::from(s.rate);
+    let one_lease = (rate * cap / 1_000).max(u64::from(MIN_BLOCK));
+    let admissions = u32::try_from(share.min(one_lease)).unwrap_or(u32::MAX);
+    if admissions < MIN_BLOCK {
+        return None;
+    }
+    let spend_ms = (2 * u64::from(admissions) * 1_000).div_ceil(rate);
+    Some(Size {
+        admissions,
+        lease_ms: spend_ms.clamp(MIN_LEASE_MS, cap),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizing(rate: u32, limit: u64, headroom: u64, holders: u32) -> Sizing {
+        Sizing {
+            rate,
+            limit,
+            headroom,
+            holders,
+            cap_ms: 30_000,
+        }
+    }
+
+    #[test]
+    fn a_hot_key_far_from_its_limit_gets_a_lease_of_its_rate() {
+        // 100 decisions a second, 10,000 per minute, nothing used.
+        let s = size(sizing(100, 10_000, 10_000, 0)).unwrap();
+        assert_eq!(
+            s,
+            Size {
+                admissions: 100,
+                lease_ms: 1_000
+            }
+        );
+        // Faster: the block is what one second needs, the lease capped.
+        let s = size(sizing(2_000, 10_000, 10_000, 0)).unwrap();
+        assert_eq!(
+            s,
+            Size {
+                admissions: 2_000,
+                lease_ms: 1_000
+            }
+        );
+        // A slower hot key: a small block, a lease twice its spending time.
+        let s = size(sizing(5, 10_000, 10_000, 0)).unwrap();
+        assert_eq!(
+            s,
+            Size {
+                admissions: 5,
+                lease_ms: 1_000
+            }
+        );
+    }
+
+    #[test]
+    fn the_headroom_is_shared_among_the_holders() {
+        let alone = size(sizing(5_000, 1_000, 1_000, 0)).unwrap();
+        assert_eq!(alone.admissions, 500, "half of the headroom at most");
+        let fourth = size(sizing(5_000, 1_000, 1_000, 3)).unwrap();
+        assert_eq!(fourth.admissions, 125, "1000 / (2 * 4)");
+        assert_eq!(fourth.lease_ms, 50, "125 at 5000/s, twice over");
+    }
+
+    #[test]
+    fn a_cold_key_or_one_near_its_limit_gets_none() {
+        assert_eq!(size(sizing(HOT_RATE - 1, 1_000, 1_000, 0)), None);
+        assert_eq!(
+            size(sizing(100, 1_000, 249, 0)),
+            None,
+            "under a quarter left"
+        );
+        assert!(size(sizing(100, 1_000, 250, 0)).is_some());
+        assert_eq!(size(sizing(100, 6, 3, 0)), None, "a share under MIN_BLOCK");
+        let short = Sizing {
+            cap_ms: MIN_LEASE_MS - 1,
+            ..sizing(100, 1_000, 1_000, 0)
+        };
+        assert_eq!(size(short), None, "no lease long enough");
+    }
+
+    #[test]
+    fn the_outstanding_units_stay_under_the_headroom() {
+        // Every isolate takes its share of what the others left.
+        let limit = 1_000_000;
+        let mut outstanding = 0;
+        for holders in 0..64 {
+            let s = size(sizing(u32::MAX, limit, limit - outstanding, holders));
+            outstanding += s.map_or(0, |s| u64::from(s.admissions));
+            assert!(outstanding < limit, "{holders}: {outstanding}");
+        }
+        assert!(outstanding >= limit / 2);
+    }
+}
