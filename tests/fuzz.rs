@@ -42,7 +42,7 @@ use sluice::http::Incoming;
 use sluice::input::duration::parse_ms;
 use sluice::input::instant;
 use sluice::limits::MAX_KEY_BYTES;
-use sluice::objects::protocol::{HubCall, LimiterCall, LimiterReply};
+use sluice::objects::protocol::{HubCall, HubReply, LimiterCall, LimiterReply};
 use sluice::room::protocol::RoomCall;
 use sluice::room::shard::{Holding, Shard};
 use sluice::room::views::Views;
@@ -643,7 +643,8 @@ fn the_object_call_decoders_never_panic() {
             _ => {}
         }
         let _ = LimiterReply::from_json(text);
-        let _ = serde_json::from_slice::<HubCall>(bytes);
+        let _ = HubCall::from_json(text);
+        let _ = HubReply::from_json(text);
     });
 }
 

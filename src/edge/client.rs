@@ -336,7 +336,7 @@ impl Objects {
 
     async fn hub(&self, object: &str, call: &HubCall) -> Result<HubReply> {
         self.exchange(HUB_BINDING, object, call, |text| {
-            serde_json::from_str(text).ok()
+            HubReply::from_json(text).ok()
         })
         .await
     }

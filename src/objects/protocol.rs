@@ -22,7 +22,7 @@
 //! (`cargo build --release --target wasm32-unknown-unknown`: 2.19 MB against
 //! 2.07 MB); this form costs nothing.
 //!
-//! serde writes them all. The key objects' calls and replies are read by
+//! serde writes them all. The key objects' and the hubs' calls and replies are read by
 //! hand (`read`, over the small JSON reader in [`scan`]), the same JSON
 //! with a fraction of the code serde's derived readers cost the wasm.
 

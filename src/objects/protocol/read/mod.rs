@@ -1,4 +1,4 @@
-//! The calls and replies between the worker and its key objects read from
+//! The calls and replies between the worker and its key objects and hubs read from
 //! their JSON by hand, over [`super::scan`], instead of by serde's derived
 //! readers: the same JSON, a fraction of the wasm (BENCHMARKS.md). Each
 //! reader takes the fields it knows in any order, skips the others, and
@@ -7,6 +7,7 @@
 //! never a panic.
 
 mod call;
+mod hub;
 mod reply;
 
 #[cfg(test)]
