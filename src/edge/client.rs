@@ -313,7 +313,7 @@ impl Objects {
     /// One call to a room's shard.
     pub async fn room(&self, shard: &ObjectName, call: &RoomCall) -> Result<RoomReply> {
         self.exchange(ROOM_BINDING, shard.as_str(), call, |text| {
-            serde_json::from_str(text).ok()
+            RoomReply::from_json(text).ok()
         })
         .await
     }

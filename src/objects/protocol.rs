@@ -23,13 +23,12 @@
 //! 2.07 MB); this form costs nothing.
 //!
 //! serde writes them all. The key objects' and the hubs' calls and replies are read by
-//! hand (`read`, over the small JSON reader in [`scan`]), the same JSON
+//! hand (`read`, over the small JSON reader in [`crate::input::scan`]), the same JSON
 //! with a fraction of the code serde's derived readers cost the wasm.
 
 mod hub;
 mod policy;
 mod read;
-pub mod scan;
 
 use serde::Serialize;
 

@@ -113,8 +113,8 @@ pub fn decode_all(policies: &[WirePolicy]) -> Result<Vec<(String, Spec)>, Invali
 
 #[cfg(test)]
 mod tests {
-    use super::super::scan::{list, whole, Malformed};
     use super::*;
+    use crate::input::scan::{list, whole, Malformed};
 
     fn read(body: &str) -> Result<WirePolicy, Malformed> {
         whole(body, super::super::read::policy)

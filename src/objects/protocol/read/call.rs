@@ -1,12 +1,12 @@
 //! A key object's calls ([`LimiterCall`]) read from their JSON.
 
-use super::super::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use super::super::{
     CheckRequest, ControlRequest, KeyBan, KeyBanRequest, KeyRequest, LeaseRequest, LimiterCall,
     OverrideRequest, PeekRequest, QueueAsk, ReserveAsk, SettleRequest, ThrottleRequest, WireBan,
     WireOverride, WirePolicy,
 };
-use super::control;
+use crate::control::Control;
+use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::ledger::LeaseAsk;
 
 impl LimiterCall {
@@ -380,7 +380,7 @@ fn control_request(scan: &mut Scan) -> Read<ControlRequest> {
     while let Some(field) = object.key(scan)? {
         match &*field {
             "key" => key = Some(scan.string()?),
-            "control" => state = Some(control(scan)?),
+            "control" => state = Some(Control::read(scan)?),
             _ => scan.skip()?,
         }
     }

@@ -1,8 +1,8 @@
 //! The hubs' calls ([`HubCall`]) and replies ([`HubReply`]) read from their
 //! JSON.
 
-use super::super::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use super::super::{HubCall, HubReply, UnbanRequest};
+use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report};
@@ -190,18 +190,14 @@ fn ban_record(scan: &mut Scan) -> Read<BanRecord> {
 /// `[started_ms, key, source]`.
 fn ban_cursor(scan: &mut Scan) -> Read<BanCursor> {
     let mut items = scan.array()?;
-    ok_item(items.item(scan)?)?;
+    items.more(scan)?;
     let started_ms = scan.u64()?;
-    ok_item(items.item(scan)?)?;
+    items.more(scan)?;
     let key = scan.string()?;
-    ok_item(items.item(scan)?)?;
+    items.more(scan)?;
     let source = scan.string()?;
-    ok_item(!items.item(scan)?)?;
+    items.close(scan)?;
     Ok(BanCursor(started_ms, key, source))
-}
-
-fn ok_item(holds: bool) -> Read<()> {
-    holds.then_some(()).ok_or(Malformed)
 }
 
 fn reply(scan: &mut Scan) -> Read<HubReply> {

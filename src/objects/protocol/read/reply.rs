@@ -1,9 +1,9 @@
 //! A key object's replies ([`LimiterReply`]) read from their JSON.
 
-use super::super::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use super::super::{Inspection, KeyState, LimiterReply, Meter, SettleAnswer};
 use super::call::wire_override;
-use super::control;
+use crate::control::Control;
+use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::ledger::{BanNotice, LeaseOutcome, Outcome, PolicyDecision, SlotReport, Spread};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::{Lease, LeaseError};
@@ -42,7 +42,7 @@ fn reply(scan: &mut Scan) -> Read<LimiterReply> {
             previous: one_field(scan, "previous", |scan| nullable(scan, ban_notice))?,
         },
         "control" => LimiterReply::Control {
-            previous: one_field(scan, "previous", |scan| nullable(scan, control))?,
+            previous: one_field(scan, "previous", |scan| nullable(scan, Control::read))?,
         },
         "inspection" => LimiterReply::Inspection(inspection(scan)?),
         "no_such_reservation" if scan.null() => LimiterReply::NoSuchReservation,
@@ -93,7 +93,7 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
             "ban" => outcome.ban = nullable(scan, ban_notice)?,
             "lease" => outcome.lease = nullable(scan, lease_outcome)?,
             "conflict" => outcome.conflict = nullable(scan, Scan::string)?,
-            "halt" => outcome.halt = nullable(scan, control)?,
+            "halt" => outcome.halt = nullable(scan, Control::read)?,
             "retry_after_ms" => retry = Some(retry_after(scan)?),
             "spread" => outcome.spread = nullable(scan, spread)?,
             _ => scan.skip()?,
@@ -331,7 +331,7 @@ fn key_state(scan: &mut Scan) -> Read<KeyState> {
             "ban" => state.ban = nullable(scan, ban_notice)?,
             "leases" => leases = Some(list(scan, lease)?),
             "override" => state.overridden = nullable(scan, wire_override)?,
-            "control" => state.control = nullable(scan, control)?,
+            "control" => state.control = nullable(scan, Control::read)?,
             "seconds" => state.seconds = list(scan, second)?,
             _ => scan.skip()?,
         }

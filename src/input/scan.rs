@@ -3,8 +3,8 @@
 //! over `serde_json` inline a copy of serde_json's parsing into every type
 //! read: the key objects' calls and replies alone cost the wasm 21 KB
 //! gzip more that way than through the hand-written readers in
-//! [`super::read`], which share this one (BENCHMARKS.md) and read the same
-//! JSON.
+//! `objects/protocol/read/` and `room/protocol/read.rs`, which share this
+//! one (BENCHMARKS.md) and read the same JSON.
 //!
 //! It is as strict as `serde_json` where a well-formed call could be
 //! misread (numbers out of range or with a fraction where an integer is
@@ -319,7 +319,12 @@ impl Open {
         Ok(true)
     }
 
-    /// Closes an object that must have no more members.
+    /// Another member must follow, as in a tuple written as an array.
+    pub fn more(&mut self, scan: &mut Scan) -> Read<()> {
+        ok(self.item(scan)?)
+    }
+
+    /// Closes an object or array that must have no more members.
     pub fn close(mut self, scan: &mut Scan) -> Read<()> {
         ok(!self.item(scan)?)
     }
