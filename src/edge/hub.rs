@@ -25,6 +25,7 @@ use super::clock::now_ms;
 use super::respond;
 use super::storage::{int, set_alarm_at};
 use crate::http::problem::Problem;
+use crate::input::scan::whole;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report};
@@ -246,7 +247,7 @@ impl Hub {
                 .to_array()?;
             let mut keys: TopKeys = held
                 .first()
-                .and_then(|row| serde_json::from_str(&row.summary).ok())
+                .and_then(|row| whole(&row.summary, TopKeys::read).ok())
                 .unwrap_or_default();
             keys.merge(&part.keys, CAPACITY);
             sql.exec(
@@ -428,7 +429,7 @@ fn top(sql: &SqlStorage, rule: &str, since_ms: u64) -> Result<TopKeys> {
         )?
         .to_array::<TopRow>()?
         .into_iter()
-        .filter_map(|row| serde_json::from_str(&row.summary).ok())
+        .filter_map(|row| whole(&row.summary, TopKeys::read).ok())
         .collect();
     Ok(merge_all(&minutes, CAPACITY))
 }

@@ -249,15 +249,6 @@ impl<'a> Scan<'a> {
         Ok(())
     }
 
-    /// The text of the next value, read past: for a type whose serde
-    /// reader the wasm holds anyway, to hand it to `serde_json`.
-    pub fn raw(&mut self) -> Read<&'a str> {
-        self.peek();
-        let start = self.at;
-        self.skip()?;
-        Ok(&self.text[start..self.at])
-    }
-
     /// Reads past any number, with a sign, a fraction or an exponent.
     fn number(&mut self) -> Read<()> {
         self.eat(b'-');

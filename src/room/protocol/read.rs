@@ -1,14 +1,12 @@
 //! A shard's calls ([`RoomCall`]) and replies ([`RoomReply`]) read from
 //! their JSON by hand, over [`crate::input::scan`], as the key objects'
-//! are (`objects/protocol/read/`). The terms and the counters are handed
-//! to the serde_json readers the shard holds anyway for its storage row.
-
-use serde::de::DeserializeOwned;
+//! are (`objects/protocol/read/`). A shard's storage row keeps its terms
+//! and counters in the same JSON, read by the same readers.
 
 use super::{Figures, RoomCall, RoomReply};
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Open, Read, Scan};
-use crate::room::shard::{Holding, Number, Sample, Session, Status, Terms, Turn};
+use crate::room::shard::{Counters, Holding, Number, Sample, Session, Status, Terms, Turn};
 
 impl RoomCall {
     /// The call a body carries, or [`Malformed`] if it carries none.
@@ -24,9 +22,62 @@ impl RoomReply {
     }
 }
 
-/// A value read by its serde_json reader.
-fn stored<T: DeserializeOwned>(scan: &mut Scan) -> Read<T> {
-    serde_json::from_str(scan.raw()?).map_err(|_| Malformed)
+impl Terms {
+    pub fn read(scan: &mut Scan) -> Read<Terms> {
+        let (mut places, mut per_minute, mut opens_at_ms) = (None, None, None);
+        let (mut session_ms, mut grace_ms) = (None, None);
+        let mut fields = scan.object()?;
+        while let Some(field) = fields.key(scan)? {
+            match &*field {
+                "places" => places = Some(scan.u32()?),
+                "per_minute" => per_minute = Some(scan.u32()?),
+                "session_ms" => session_ms = Some(scan.u64()?),
+                "grace_ms" => grace_ms = Some(scan.u64()?),
+                "opens_at_ms" => opens_at_ms = nullable(scan, Scan::u64)?,
+                _ => scan.skip()?,
+            }
+        }
+        Ok(Terms {
+            places: need(places)?,
+            per_minute: need(per_minute)?,
+            session_ms: need(session_ms)?,
+            grace_ms: need(grace_ms)?,
+            opens_at_ms,
+        })
+    }
+}
+
+impl Counters {
+    pub fn read(scan: &mut Scan) -> Read<Counters> {
+        let mut opened = None;
+        let mut values = [None; 4];
+        let mut fields = scan.object()?;
+        while let Some(field) = fields.key(scan)? {
+            let slot = match &*field {
+                "opened" => {
+                    opened = Some(scan.bool()?);
+                    continue;
+                }
+                "next" => 0,
+                "serving" => 1,
+                "pre" => 2,
+                "seed" => 3,
+                _ => {
+                    scan.skip()?;
+                    continue;
+                }
+            };
+            values[slot] = Some(scan.u64()?);
+        }
+        let [next, serving, pre, seed] = values;
+        Ok(Counters {
+            next: need(next)?,
+            serving: need(serving)?,
+            pre: need(pre)?,
+            opened: need(opened)?,
+            seed: need(seed)?,
+        })
+    }
 }
 
 /// The first of a pair written as an array, the second to read next.
@@ -43,9 +94,9 @@ fn call(scan: &mut Scan) -> Read<RoomCall> {
         return Err(Malformed);
     };
     let call = if name == "inspect" {
-        RoomCall::Inspect(stored::<Terms>(scan)?)
+        RoomCall::Inspect(Terms::read(scan)?)
     } else {
-        let (terms, items) = pair(scan, stored::<Terms>)?;
+        let (terms, items) = pair(scan, Terms::read)?;
         let call = match &*name {
             "visit" => RoomCall::Visit(terms, holding(scan)?),
             "end" => RoomCall::End(terms, scan.u64()?),
@@ -179,7 +230,7 @@ fn status(scan: &mut Scan) -> Read<Status> {
     while let Some(field) = fields.key(scan)? {
         let slot = match &*field {
             "counters" => {
-                counters = Some(stored(scan)?);
+                counters = Some(Counters::read(scan)?);
                 continue;
             }
             "session_ms" => {

@@ -147,7 +147,7 @@ fn rule_top(scan: &mut Scan) -> Read<RuleTop> {
         match &*field {
             "rule" => rule = Some(scan.string()?),
             "minute_ms" => minute_ms = Some(scan.u64()?),
-            "keys" => keys = Some(top_keys(scan)?),
+            "keys" => keys = Some(TopKeys::read(scan)?),
             _ => scan.skip()?,
         }
     }
@@ -156,12 +156,6 @@ fn rule_top(scan: &mut Scan) -> Read<RuleTop> {
         minute_ms: need(minute_ms)?,
         keys: need(keys)?,
     })
-}
-
-/// A summary of top keys, read by the serde reader the hub holds anyway
-/// for the summaries it stores.
-fn top_keys(scan: &mut Scan) -> Read<TopKeys> {
-    serde_json::from_str(scan.raw()?).map_err(|_| Malformed)
 }
 
 fn ban_record(scan: &mut Scan) -> Read<BanRecord> {
@@ -247,7 +241,7 @@ fn reply(scan: &mut Scan) -> Read<HubReply> {
             }
         }
         "stats" => HubReply::Stats(hub_stats(scan)?),
-        "top" => HubReply::Top(top_keys(scan)?),
+        "top" => HubReply::Top(TopKeys::read(scan)?),
         "bans" => HubReply::Bans(list(scan, ban_record)?),
         _ => return Err(Malformed),
     };
