@@ -62,7 +62,7 @@ fn call(scan: &mut Scan) -> Read<HubCall> {
             while let Some(field) = fields.key(scan)? {
                 match &*field {
                     "limit" => limit = Some(scan.u32()?),
-                    "after" => after = nullable(scan, ban_cursor)?,
+                    "after" => after = nullable(scan, BanCursor::read)?,
                     _ => scan.skip()?,
                 }
             }
@@ -179,19 +179,6 @@ fn ban_record(scan: &mut Scan) -> Read<BanRecord> {
         source: need(source)?,
         started_ms,
     })
-}
-
-/// `[started_ms, key, source]`.
-fn ban_cursor(scan: &mut Scan) -> Read<BanCursor> {
-    let mut items = scan.array()?;
-    items.more(scan)?;
-    let started_ms = scan.u64()?;
-    items.more(scan)?;
-    let key = scan.string()?;
-    items.more(scan)?;
-    let source = scan.string()?;
-    items.close(scan)?;
-    Ok(BanCursor(started_ms, key, source))
 }
 
 fn reply(scan: &mut Scan) -> Read<HubReply> {
