@@ -44,18 +44,9 @@ fn call(scan: &mut Scan) -> Read<LimiterCall> {
 
 fn check(scan: &mut Scan) -> Read<CheckRequest> {
     let (mut key, mut policies, mut cost) = (None, None, None);
-    let mut request = CheckRequest {
-        key: String::new(),
-        policies: Vec::new(),
-        cost: 0,
-        ban: None,
-        lease: None,
-        queue: None,
-        refuse_conflicts: false,
-        reserve: None,
-        invitations: 1,
-        watched: false,
-    };
+    // Every optional field at its default, as a worker of the version
+    // before left it out.
+    let mut request = CheckRequest::new("", &[], 0, None);
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
         match &*field {
