@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Control;
+use crate::input::scan::{list, need, whole, Read, Scan};
 
 /// The most rules a document may list; beyond it, an isolate keeps the
 /// first (by id). The admin API writes only configured rules, so the bound
@@ -21,6 +22,30 @@ pub struct RuleStates {
     rules: Vec<(String, Control)>,
 }
 
+/// The `rules` of a document, read by hand ([`crate::input::scan`]).
+fn rules(scan: &mut Scan) -> Read<Vec<(String, Control)>> {
+    let mut rules = None;
+    let mut fields = scan.object()?;
+    while let Some(field) = fields.key(scan)? {
+        match &*field {
+            "rules" => rules = Some(list(scan, rule_state)?),
+            _ => scan.skip()?,
+        }
+    }
+    need(rules)
+}
+
+/// `[rule, control]`.
+fn rule_state(scan: &mut Scan) -> Read<(String, Control)> {
+    let mut items = scan.array()?;
+    items.more(scan)?;
+    let rule = scan.string()?;
+    items.more(scan)?;
+    let control = Control::read(scan)?;
+    items.close(scan)?;
+    Ok((rule, control))
+}
+
 impl RuleStates {
     pub fn new() -> RuleStates {
         RuleStates::default()
@@ -29,9 +54,8 @@ impl RuleStates {
     /// The document a KV value holds; `None` when it is not one, so that
     /// the reader keeps the states it had rather than open every rule.
     pub fn decode(text: &str) -> Option<RuleStates> {
-        let read: RuleStates = serde_json::from_str(text).ok()?;
         let mut states = RuleStates::new();
-        for (rule, control) in read.rules {
+        for (rule, control) in whole(text, rules).ok()? {
             if states.len() == MAX_RULE_STATES {
                 break;
             }

@@ -93,7 +93,7 @@ pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Respo
 /// those rules started (as isolates reported them, this one first),
 /// newest first, a page at a time. Each hub sends at most a page.
 pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
-    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor::<BanCursor>()) {
+    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor(BanCursor::read)) {
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
     };

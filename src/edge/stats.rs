@@ -69,7 +69,7 @@ pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<
     let asked = (
         params.whole(&TOP_MINUTES),
         params.whole(&TOP_LIMIT),
-        params.cursor::<TopCursor>(),
+        params.cursor(TopCursor::read),
     );
     let (minutes, limit, after) = match asked {
         (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),

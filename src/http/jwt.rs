@@ -279,8 +279,11 @@ fn decode_object(
     duplicate: &'static str,
 ) -> Result<Map<String, Value>, JwtError> {
     let bytes = base64url::decode(part).ok_or(JwtError::Malformed(not_base64))?;
-    let object: Map<String, Value> =
-        serde_json::from_slice(&bytes).map_err(|_| JwtError::Malformed(not_object))?;
+    // Read as a Value, as request bodies are, so the wasm holds one
+    // serde_json reader for both rather than another for a bare map.
+    let Ok(Value::Object(object)) = serde_json::from_slice(&bytes) else {
+        return Err(JwtError::Malformed(not_object));
+    };
     if repeated_key(&bytes).is_some() {
         return Err(JwtError::Malformed(duplicate));
     }

@@ -16,9 +16,8 @@
 //!
 //! A `Value` holds one copy of a repeated key, so refusing one is the
 //! caller's, on the text (`http::body` does, with `unique_keys`). Object
-//! calls and stored rows need no path and keep `serde_json::from_str`:
-//! through a `Value` they parse 2-4 times slower, and a second reader of
-//! the same types made the wasm larger, not smaller.
+//! calls and stored rows need no path and are not read through a `Value`
+//! (2-4 times slower to parse): they are read by hand over [`super::scan`].
 
 use std::fmt;
 

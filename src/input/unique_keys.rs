@@ -6,111 +6,51 @@
 //! reads it next (a `sub` to the origin, a `key` to a log), so JWTs and API
 //! bodies with one are refused rather than read.
 
-use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use super::scan::{Read, Scan};
 
 /// The path of the first key that an object holds twice (`key`,
 /// `policies[1].name`), in document order, with escapes decoded (`"s\u0075b"`
 /// is `sub`); `None` when every object's keys are unique. Meant for a text
 /// already parsed: what is not JSON answers `None`, and the caller's own
-/// parse says why.
+/// parse says why. Walked with the objects' small reader
+/// ([`super::scan`]), not a serde visitor over `serde_json`, which cost
+/// the wasm a reader of its own.
 pub fn repeated_key(json: &[u8]) -> Option<String> {
-    let found = RefCell::new(None);
-    let mut reader = serde_json::Deserializer::from_slice(json);
-    // The error only stops the walk; `found` says whether it was a repeat.
-    let _ = Walk {
-        at: String::new(),
-        found: &found,
-    }
-    .deserialize(&mut reader);
-    found.into_inner()
+    let text = std::str::from_utf8(json).ok()?;
+    walk(&mut Scan::new(text), "").ok().flatten()
 }
 
-/// One value of the document, at path `at`; it keeps nothing but the
-/// first repeated key's path.
-struct Walk<'f> {
-    at: String,
-    found: &'f RefCell<Option<String>>,
-}
-
-impl<'f> Walk<'f> {
-    fn below(&self, step: String) -> Walk<'f> {
-        Walk {
-            at: step,
-            found: self.found,
+/// The first repeated key's path within the next value, which is at `at`.
+fn walk(scan: &mut Scan, at: &str) -> Read<Option<String>> {
+    if let Ok(mut object) = scan.object() {
+        let mut seen = BTreeSet::new();
+        while let Some(key) = object.key(scan)? {
+            let path = if at.is_empty() {
+                key.to_string()
+            } else {
+                format!("{at}.{key}")
+            };
+            if !seen.insert(key.into_owned()) {
+                return Ok(Some(path));
+            }
+            if let Some(found) = walk(scan, &path)? {
+                return Ok(Some(found));
+            }
         }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("JSON")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    } else if let Ok(mut array) = scan.array() {
         let mut i = 0usize;
-        while seq
-            .next_element_seed(self.below(format!("{}[{i}]", self.at)))?
-            .is_some()
-        {
+        while array.item(scan)? {
+            if let Some(found) = walk(scan, &format!("{at}[{i}]"))? {
+                return Ok(Some(found));
+            }
             i += 1;
         }
-        Ok(())
+    } else {
+        scan.skip()?;
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = BTreeSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let at = if self.at.is_empty() {
-                key.clone()
-            } else {
-                format!("{}.{key}", self.at)
-            };
-            if !seen.insert(key) {
-                *self.found.borrow_mut() = Some(at);
-                return Err(de::Error::custom("repeated key"));
-            }
-            map.next_value_seed(self.below(at))?;
-        }
-        Ok(())
-    }
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::scan::{Read, Scan};
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::top::Counted;
 
@@ -25,6 +26,20 @@ pub struct BanCursor(pub u64, pub String, pub String);
 impl BanCursor {
     pub fn of(ban: &BanRecord) -> BanCursor {
         BanCursor(ban.started_ms, ban.key.clone(), ban.source.clone())
+    }
+
+    /// `[started_ms, key, source]`, as serde writes it, read by hand
+    /// ([`crate::input::scan`]): a hub is sent one, and a page hands one out.
+    pub fn read(scan: &mut Scan) -> Read<BanCursor> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let started_ms = scan.u64()?;
+        items.more(scan)?;
+        let key = scan.string()?;
+        items.more(scan)?;
+        let source = scan.string()?;
+        items.close(scan)?;
+        Ok(BanCursor(started_ms, key, source))
     }
 }
 
@@ -64,6 +79,19 @@ pub fn merge_bans(hubs: Vec<Vec<BanRecord>>, limit: usize) -> (Vec<BanRecord>, O
 /// Where a page of top keys ends: the last key's count and the key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopCursor(pub u64, pub String);
+
+impl TopCursor {
+    /// `[count, key]`, read as [`BanCursor::read`] reads its cursor.
+    pub fn read(scan: &mut Scan) -> Read<TopCursor> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let count = scan.u64()?;
+        items.more(scan)?;
+        let key = scan.string()?;
+        items.close(scan)?;
+        Ok(TopCursor(count, key))
+    }
+}
 
 /// A page of `ranked` (largest first, as [`crate::isolate::top::TopKeys::ranked`]
 /// orders it): the first `limit` after `cursor`, and the next cursor.

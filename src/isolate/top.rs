@@ -17,6 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::scan::{list, need, Read, Scan};
+
 /// How many keys an isolate (and a hub, per rule and minute) keeps.
 pub const CAPACITY: usize = 32;
 
@@ -111,6 +113,24 @@ impl TopKeys {
         ranked
     }
 
+    /// A summary as serde writes it, read by hand ([`crate::input::scan`]):
+    /// what a hub stores and is sent.
+    pub fn read(scan: &mut Scan) -> Read<TopKeys> {
+        let (mut counted, mut seen) = (None, None);
+        let mut fields = scan.object()?;
+        while let Some(field) = fields.key(scan)? {
+            match &*field {
+                "counted" => counted = Some(list(scan, read_counted)?),
+                "seen" => seen = Some(scan.u64()?),
+                _ => scan.skip()?,
+            }
+        }
+        Ok(TopKeys {
+            counted: need(counted)?,
+            seen: need(seen)?,
+        })
+    }
+
     pub fn seen(&self) -> u64 {
         self.seen
     }
@@ -138,6 +158,24 @@ pub fn merge_all<'a>(parts: impl IntoIterator<Item = &'a TopKeys>, capacity: usi
 /// Larger counts first, then keys in order. One named function for both
 /// sorts, so the sort is compiled once for it rather than once per
 /// closure (2 KB of wasm).
+fn read_counted(scan: &mut Scan) -> Read<Counted> {
+    let (mut key, mut count, mut error) = (None, None, None);
+    let mut fields = scan.object()?;
+    while let Some(field) = fields.key(scan)? {
+        match &*field {
+            "key" => key = Some(scan.string()?),
+            "count" => count = Some(scan.u64()?),
+            "error" => error = Some(scan.u64()?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(Counted {
+        key: need(key)?,
+        count: need(count)?,
+        error: need(error)?,
+    })
+}
+
 fn by_rank(a: &Counted, b: &Counted) -> std::cmp::Ordering {
     b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key))
 }

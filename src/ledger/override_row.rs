@@ -2,12 +2,13 @@
 //! in storage encoding ([`Spec::encode`]). Objects already hold rows in this
 //! form, so it stays fixed whatever the worker↔object protocol sends.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Override;
+use crate::input::scan::{list, need, nullable, whole, Read, Scan};
 use crate::limit::Spec;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct Row {
     policies: Vec<RowPolicy>,
     until_ms: Option<u64>,
@@ -15,7 +16,7 @@ struct Row {
     set_ms: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct RowPolicy {
     name: String,
     spec: (u64, u64, u64, u64),
@@ -39,9 +40,10 @@ pub fn encode(o: &Override) -> serde_json::Result<String> {
 }
 
 /// The override a row body holds; `None` if it no longer reads back or a
-/// spec no longer validates.
+/// spec no longer validates. Read by hand ([`crate::input::scan`]), as the
+/// objects read their calls.
 pub fn decode(body: &str) -> Option<Override> {
-    let row: Row = serde_json::from_str(body).ok()?;
+    let row = whole(body, row).ok()?;
     let policies = row
         .policies
         .into_iter()
@@ -55,6 +57,51 @@ pub fn decode(body: &str) -> Option<Override> {
         until_ms: row.until_ms,
         reason: row.reason,
         set_ms: row.set_ms,
+    })
+}
+
+fn row(scan: &mut Scan) -> Read<Row> {
+    let (mut policies, mut until_ms, mut reason, mut set_ms) = (None, None, None, None);
+    let mut fields = scan.object()?;
+    while let Some(field) = fields.key(scan)? {
+        match &*field {
+            "policies" => policies = Some(list(scan, row_policy)?),
+            "until_ms" => until_ms = nullable(scan, Scan::u64)?,
+            "reason" => reason = Some(scan.string()?),
+            "set_ms" => set_ms = Some(scan.u64()?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(Row {
+        policies: need(policies)?,
+        until_ms,
+        reason: need(reason)?,
+        set_ms: need(set_ms)?,
+    })
+}
+
+fn row_policy(scan: &mut Scan) -> Read<RowPolicy> {
+    let (mut name, mut spec) = (None, None);
+    let mut fields = scan.object()?;
+    while let Some(field) = fields.key(scan)? {
+        match &*field {
+            "name" => name = Some(scan.string()?),
+            "spec" => {
+                let mut items = scan.array()?;
+                let mut values = [0; 4];
+                for value in &mut values {
+                    items.more(scan)?;
+                    *value = scan.u64()?;
+                }
+                items.close(scan)?;
+                spec = Some((values[0], values[1], values[2], values[3]));
+            }
+            _ => scan.skip()?,
+        }
+    }
+    Ok(RowPolicy {
+        name: need(name)?,
+        spec: need(spec)?,
     })
 }
 
@@ -86,6 +133,7 @@ mod tests {
     #[test]
     fn a_row_that_no_longer_validates_is_none() {
         assert!(decode(r#"{"policies":[{"name":"x","spec":[0,0,1000,0]}],"until_ms":null,"reason":"","set_ms":0}"#).is_none());
+        assert!(decode(r#"{"policies":[{"name":"x","spec":[0,10,1000]}],"until_ms":null,"reason":"","set_ms":0}"#).is_none());
         assert!(decode("{").is_none());
     }
 }

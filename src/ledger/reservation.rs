@@ -9,10 +9,11 @@
 //! reservation row were lost would keep its units (the strict side). A
 //! refund takes its units back out of the rows.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::slot::record;
 use super::{Ask, Expired, Ledger, Outcome, Write};
+use crate::input::scan::{list, whole, Read, Scan};
 use crate::limit::{Decision, Recorded, Retry};
 
 /// An admission made for a request whose answer decides whether it counts.
@@ -39,8 +40,22 @@ pub struct Run {
 }
 
 /// A run as its reservation's row holds it: `[slot, at_ms, in_slot_row]`.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct RowRun(String, u64, bool);
+
+impl RowRun {
+    fn read(scan: &mut Scan) -> Read<RowRun> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let slot = scan.string()?;
+        items.more(scan)?;
+        let at_ms = scan.u64()?;
+        items.more(scan)?;
+        let in_slot_row = scan.bool()?;
+        items.close(scan)?;
+        Ok(RowRun(slot, at_ms, in_slot_row))
+    }
+}
 
 impl Reservation {
     /// The runs as the reservation row's `runs` column holds them (JSON).
@@ -55,7 +70,7 @@ impl Reservation {
 
     /// A reservation from its row; `None` if its runs no longer read back.
     pub fn from_row(id: String, lapses_ms: u64, cost: u32, runs: &str) -> Option<Reservation> {
-        let runs: Vec<RowRun> = serde_json::from_str(runs).ok()?;
+        let runs = whole(runs, |scan| list(scan, RowRun::read)).ok()?;
         Some(Reservation {
             id,
             lapses_ms,

@@ -8,6 +8,7 @@ use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 use super::super::storage::{int, BodyRow};
 use super::meter;
 use crate::control::Control;
+use crate::input::scan::whole;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Reservation, Write};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -441,7 +442,7 @@ fn load_reservations(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> R
 fn load_control(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<BodyRow>(sql, tables, Table::Controls, "SELECT body FROM controls")? {
         // A row that no longer reads back is dropped: the part is open.
-        if let Ok(control) = serde_json::from_str::<Control>(&row.body) {
+        if let Ok(control) = whole(&row.body, Control::read) {
             ledger.restore_control(control);
         }
     }

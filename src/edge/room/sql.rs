@@ -10,6 +10,7 @@ use worker::{Result, SqlStorage, SqlStorageValue};
 
 use super::super::storage::{int, BodyRow};
 use crate::control::Control;
+use crate::input::scan::whole;
 use crate::room::shard::{Change, Counters, Offer, Sample, Session, Stored, Terms};
 
 const SCHEMA: &str = "
@@ -51,8 +52,10 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     let Some(state) = state.into_iter().next() else {
         return Ok(None);
     };
-    let terms: Terms = serde_json::from_str(&state.terms)?;
-    let counters: Counters = serde_json::from_str(&state.counters)?;
+    let unreadable =
+        |_| worker::Error::RustError("the room's stored state does not read back".into());
+    let terms = whole(&state.terms, Terms::read).map_err(unreadable)?;
+    let counters = whole(&state.counters, Counters::read).map_err(unreadable)?;
     let offers = rows(
         sql,
         "SELECT place AS a, made_ms AS b, until_ms AS c, 0 AS d FROM room_offers",
@@ -101,7 +104,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
         .exec("SELECT body FROM room_control", None)?
         .to_array::<BodyRow>()?
         .into_iter()
-        .find_map(|row| serde_json::from_str::<Control>(&row.body).ok());
+        .find_map(|row| whole(&row.body, Control::read).ok());
     let stored = Stored {
         counters,
         offers,
