@@ -14,6 +14,8 @@ mod states;
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::scan::{need, Malformed, Read, Scan};
+
 pub use states::{RuleStates, MAX_RULE_STATES};
 
 /// How long a client of a paused rule is told to wait (`Retry-After`): a
@@ -86,6 +88,26 @@ pub struct Control {
 }
 
 impl Control {
+    /// A state as serde writes it, read by hand ([`crate::input::scan`]):
+    /// the worker and its objects send one with several calls and replies.
+    pub fn read(scan: &mut Scan) -> Read<Control> {
+        let (mut state, mut reason, mut set_ms) = (None, String::new(), 0);
+        let mut object = scan.object()?;
+        while let Some(field) = object.key(scan)? {
+            match &*field {
+                "state" => state = Some(RuleState::named(&scan.str()?).ok_or(Malformed)?),
+                "reason" => reason = scan.string()?,
+                "set_ms" => set_ms = scan.u64()?,
+                _ => scan.skip()?,
+            }
+        }
+        Ok(Control {
+            state: need(state)?,
+            reason,
+            set_ms,
+        })
+    }
+
     /// Whether the state answers requests itself (paused or closed), so
     /// that nothing is decided, admitted or counted toward a ban.
     pub fn halts(&self) -> bool {

@@ -7,7 +7,6 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -313,7 +312,10 @@ impl Objects {
 
     /// One call to a room's shard.
     pub async fn room(&self, shard: &ObjectName, call: &RoomCall) -> Result<RoomReply> {
-        self.exchange(ROOM_BINDING, shard.as_str(), call).await
+        self.exchange(ROOM_BINDING, shard.as_str(), call, |text| {
+            RoomReply::from_json(text).ok()
+        })
+        .await
     }
 
     /// Calls to several shards at once, answered in the order given.
@@ -326,25 +328,33 @@ impl Objects {
     }
 
     async fn limiter(&self, object: &str, call: &LimiterCall) -> Result<LimiterReply> {
-        self.exchange(LIMITER_BINDING, object, call).await
+        self.exchange(LIMITER_BINDING, object, call, |text| {
+            LimiterReply::from_json(text).ok()
+        })
+        .await
     }
 
     async fn hub(&self, object: &str, call: &HubCall) -> Result<HubReply> {
-        self.exchange(HUB_BINDING, object, call).await
+        self.exchange(HUB_BINDING, object, call, |text| {
+            HubReply::from_json(text).ok()
+        })
+        .await
     }
 
-    /// One call to an object within the deadline, and its reply. Anything
-    /// but a 200 with a reply (a problem, a failure) is an error.
-    async fn exchange<C: Serialize, R: DeserializeOwned>(
+    /// One call to an object within the deadline, and its reply as `read`
+    /// reads it. Anything but a 200 with a reply (a problem, a failure) is
+    /// an error.
+    async fn exchange<C: Serialize, R>(
         &self,
         binding: &'static str,
         object: &str,
         call: &C,
+        read: fn(&str) -> Option<R>,
     ) -> Result<R> {
         let text = self
             .post(binding, object, &serde_json::to_string(call)?)
             .await?;
-        Ok(serde_json::from_str::<R>(&text)?)
+        read(&text).ok_or_else(|| worker::Error::RustError(format!("{binding} answered no reply")))
     }
 
     /// Sends `body` to an object within the deadline and answers the text

@@ -330,13 +330,13 @@ impl Hub {
 }
 
 /// The call a request carries; `None` if it is none. Read as text and
-/// parsed with `serde_json`, as a key object reads its calls and as the
-/// worker reads every hub's reply: `Request::json` would have JavaScript
-/// parse it and `serde_wasm_bindgen` walk the result back into Rust, a
-/// second copy of every call type's deserializer (about 8 KB of wasm).
+/// parsed in Rust by the hand-written reader, as a key object reads its
+/// calls and as the worker reads every hub's reply: `Request::json` would
+/// have JavaScript parse it and `serde_wasm_bindgen` walk the result back
+/// into Rust, a second reader of every call type (about 8 KB of wasm).
 async fn read_call(req: &mut Request) -> Option<HubCall> {
     let text = req.text().await.ok()?;
-    serde_json::from_str(&text).ok()
+    HubCall::from_json(&text).ok()
 }
 
 /// Brings a hub's tables to the current layout: `hub_bans` gained the

@@ -4,13 +4,16 @@
 //! and keeps it for its alarm. Variants hold their values by position
 //! (`{"visit": [terms, holding]}`): a variant with named fields is a struct
 //! of its own to serde, and each struct's reader costs the wasm about 2 KB.
+//! serde writes them; they are read by hand (`read.rs`).
 
-use serde::{Deserialize, Serialize};
+mod read;
+
+use serde::Serialize;
 
 use super::shard::{Holding, Sample, Status, Terms, Turn};
 use crate::control::Control;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoomCall {
     /// A visitor's request; answered with [`RoomReply::Visit`].
@@ -24,7 +27,7 @@ pub enum RoomCall {
     Control(Terms, Control),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoomReply {
     Visit(Turn, Status),
@@ -36,7 +39,7 @@ pub enum RoomReply {
 }
 
 /// A shard's figures for operators.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Figures {
     pub status: Status,
     /// The last hour, a sample a minute, oldest first.
@@ -82,7 +85,8 @@ impl RoomReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::room::shard::Number;
+    use crate::control::RuleState;
+    use crate::room::shard::{Counters, Number, Session};
 
     #[test]
     fn calls_travel_as_json() {
@@ -97,8 +101,89 @@ mod tests {
         let text = serde_json::to_string(&call).unwrap();
         assert!(text.starts_with(r#"{"visit":[{"places":5,"#), "{text}");
         assert!(text.ends_with(r#"},{"ticket":{"pre":3}}]}"#), "{text}");
-        assert_eq!(serde_json::from_str::<RoomCall>(&text).unwrap(), call);
+        assert_eq!(RoomCall::from_json(&text).unwrap(), call);
         assert_eq!(call.terms(), terms);
-        assert!(serde_json::from_str::<RoomCall>(r#"{"visit":[{}]}"#).is_err());
+        for bad in [
+            r#"{"visit":[{}]}"#,
+            r#"{"visit":[{"places":1,"per_minute":1,"session_ms":1,"grace_ms":1}]}"#,
+            r#"{"end":[{"places":1,"per_minute":1,"session_ms":1,"grace_ms":1},1,2]}"#,
+            r#"{"inspect":[{"places":1,"per_minute":1,"session_ms":1,"grace_ms":1}]}"#,
+            r#"{"visit":[{"places":1,"per_minute":1,"session_ms":1,"grace_ms":1},"ticket"]}"#,
+        ] {
+            assert!(RoomCall::from_json(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_call_and_reply_round_trips() {
+        let terms = Terms {
+            places: 5,
+            per_minute: 10,
+            session_ms: 300_000,
+            grace_ms: 44_000,
+            opens_at_ms: Some(7),
+        };
+        let control = Control {
+            state: RuleState::Paused,
+            reason: "stock count".into(),
+            set_ms: 5,
+        };
+        for call in [
+            RoomCall::Visit(terms, Holding::Nothing),
+            RoomCall::Visit(terms, Holding::Ticket(Number::Place(9))),
+            RoomCall::Visit(terms, Holding::Session(4)),
+            RoomCall::End(terms, 7),
+            RoomCall::Inspect(terms),
+            RoomCall::Control(terms, control.clone()),
+        ] {
+            let text = serde_json::to_string(&call).unwrap();
+            assert_eq!(RoomCall::from_json(&text).unwrap(), call, "{text}");
+        }
+        let status = |control: Option<Control>| Status {
+            counters: Counters {
+                next: 1,
+                serving: 2,
+                pre: 3,
+                opened: true,
+                seed: 4,
+            },
+            places: 5,
+            per_minute: 6,
+            session_ms: 7,
+            active: 8,
+            offered: 9,
+            admitted: 10,
+            control,
+        };
+        let session = Session {
+            id: 1,
+            started_ms: 2,
+            expires_ms: 3,
+        };
+        let wait = Turn::Wait {
+            number: Number::Pre(2),
+            fresh: true,
+        };
+        for reply in [
+            RoomReply::Visit(Turn::Session(session), status(None)),
+            RoomReply::Visit(wait, status(Some(control.clone()))),
+            RoomReply::Visit(Turn::Closed, status(None)),
+            RoomReply::Ended(true, status(None)),
+            RoomReply::Figures(Figures {
+                status: status(None),
+                history: vec![Sample {
+                    minute_ms: 60_000,
+                    waiting: 1,
+                    active: 2,
+                    admitted: 3,
+                }],
+                calls: 4,
+            }),
+            RoomReply::Control(Some(control.clone()), status(Some(control))),
+            RoomReply::Control(None, status(None)),
+        ] {
+            let text = serde_json::to_string(&reply).unwrap();
+            assert_eq!(RoomReply::from_json(&text).unwrap(), reply, "{text}");
+        }
     }
 }

@@ -148,7 +148,7 @@ type Answer = std::result::Result<LimiterReply, Problem>;
 /// the result back into Rust with a wasm↔JS call per field and value.
 async fn read_call(req: &mut Request) -> Option<LimiterCall> {
     let text = req.text().await.ok()?;
-    serde_json::from_str(&text).ok()
+    LimiterCall::from_json(&text).ok()
 }
 
 impl Limiter {

@@ -50,7 +50,7 @@ impl DurableObject for Room {
             .text()
             .await
             .ok()
-            .and_then(|text| serde_json::from_str::<RoomCall>(&text).ok());
+            .and_then(|text| RoomCall::from_json(&text).ok());
         let Some(call) = call else {
             return respond::problem(&Problem::invalid("body", "malformed room call"));
         };

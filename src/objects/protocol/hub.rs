@@ -1,7 +1,7 @@
 //! What the worker says to the hubs ([`crate::isolate::report::HUBS`] objects that
 //! gather counts, top refused keys and bans) and what they answer.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::pages::BanCursor;
@@ -10,7 +10,7 @@ use crate::isolate::stats::HubStats;
 use crate::isolate::top::TopKeys;
 
 /// A call from the worker to a hub.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HubCall {
     /// An isolate's report; answered with [`HubReply::Report`].
@@ -48,7 +48,7 @@ impl HubCall {
 }
 
 /// A hub's answer to a [`HubCall`] it could serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HubReply {
     Report(HubAnswer),
@@ -57,7 +57,6 @@ pub enum HubReply {
     /// not ended.
     Ban {
         banned: bool,
-        #[serde(default)]
         replaced: bool,
     },
     /// Whether the hub held the ban.
@@ -86,7 +85,7 @@ impl HubReply {
 
 /// Lift the ban `source` placed on `key` (`manual`, or a rule's scope after
 /// an operator's reset).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UnbanRequest {
     pub key: String,
     pub source: String,
@@ -97,6 +96,25 @@ mod tests {
     use super::super::wire_tag;
     use super::*;
     use crate::isolate::stats::StatRow;
+    use crate::isolate::top::RuleTop;
+
+    fn top_keys() -> TopKeys {
+        let mut keys = TopKeys::new();
+        for key in ["a", "b", "a", "\"quoted\""] {
+            keys.add(key, 4);
+        }
+        keys
+    }
+
+    fn ban_record() -> BanRecord {
+        BanRecord {
+            key: "1.2.3.4".into(),
+            source: "manual".into(),
+            until_ms: 9_000,
+            reason: "scraping".into(),
+            started_ms: 8_000,
+        }
+    }
 
     #[test]
     fn calls_and_replies_round_trip() {
@@ -109,8 +127,14 @@ mod tests {
                     refused: 1,
                     failed: 0,
                 }],
-                ..Report::default()
+                top: vec![RuleTop {
+                    rule: "api".into(),
+                    minute_ms: 60_000,
+                    keys: top_keys(),
+                }],
+                bans: vec![ban_record()],
             }),
+            HubCall::Report(Report::default()),
             HubCall::Ban(BanRecord {
                 key: "1.2.3.4".into(),
                 source: "manual".into(),
@@ -140,10 +164,28 @@ mod tests {
             let tagged = serde_json::to_value(&call).unwrap();
             assert_eq!(wire_tag(&tagged), Some(call.name()));
             let wire = serde_json::to_string(&call).unwrap();
-            assert_eq!(serde_json::from_str::<HubCall>(&wire).unwrap(), call);
+            assert_eq!(HubCall::from_json(&wire).unwrap(), call);
         }
         let replies = [
             HubReply::Report(HubAnswer::default()),
+            HubReply::Report(HubAnswer {
+                manual_bans: vec![ban_record()],
+            }),
+            HubReply::Stats(HubStats {
+                requests: 1,
+                totals: vec![StatRow {
+                    rule: "api".into(),
+                    minute_ms: 0,
+                    admitted: 1,
+                    refused: 2,
+                    failed: 3,
+                }],
+                recent: Vec::new(),
+                manual_bans: 4,
+                rule_bans: 5,
+            }),
+            HubReply::Top(top_keys()),
+            HubReply::Bans(vec![ban_record()]),
             HubReply::Ban {
                 banned: false,
                 replaced: true,
@@ -157,7 +199,7 @@ mod tests {
             let tagged = serde_json::to_value(&reply).unwrap();
             assert_eq!(wire_tag(&tagged), Some(reply.name()));
             let wire = serde_json::to_string(&reply).unwrap();
-            assert_eq!(serde_json::from_str::<HubReply>(&wire).unwrap(), reply);
+            assert_eq!(HubReply::from_json(&wire).unwrap(), reply);
         }
     }
 
@@ -176,9 +218,12 @@ mod tests {
             r#"{"summary":{"since_ms":1}}"#,
             r#"{"unban":{"key":"k"}}"#,
             r#"{"since_ms":1}"#,
+            r#"{"bans":{"limit":1,"after":[1,"k"]}}"#,
+            r#"{"bans":{"limit":1,"after":[1,"k","manual","more"]}}"#,
+            r#"{"report":{"stats":[],"top":[{"rule":"a","minute_ms":0,"keys":{}}],"bans":[]}}"#,
             "",
         ] {
-            assert!(serde_json::from_str::<HubCall>(body).is_err(), "{body}");
+            assert!(HubCall::from_json(body).is_err(), "{body}");
         }
     }
 }

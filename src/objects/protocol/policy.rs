@@ -5,7 +5,7 @@
 //! error response, never a panic. Storage keeps its own compact encoding
 //! ([`Spec::encode`]); this one is only for the wire.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Invalid;
 use crate::limit::gcra::GcraPolicy;
@@ -13,8 +13,8 @@ use crate::limit::{Policy, Spec};
 
 /// A named policy on the wire, unvalidated until [`WirePolicy::decode`].
 /// Tagged the way serde tags by default, for the reason given in
-/// [`crate::objects::protocol`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// [`crate::objects::protocol`]; read by hand (`read::call::policy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WirePolicy {
     SlidingLog {
@@ -114,6 +114,11 @@ pub fn decode_all(policies: &[WirePolicy]) -> Result<Vec<(String, Spec)>, Invali
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::scan::{list, whole, Malformed};
+
+    fn read(body: &str) -> Result<WirePolicy, Malformed> {
+        whole(body, super::super::read::policy)
+    }
 
     fn every_algorithm() -> Vec<(String, Spec)> {
         vec![
@@ -136,7 +141,7 @@ mod tests {
     fn every_algorithm_round_trips() {
         let policies = every_algorithm();
         let wire = serde_json::to_string(&encode_all(&policies)).unwrap();
-        let back: Vec<WirePolicy> = serde_json::from_str(&wire).unwrap();
+        let back = whole(&wire, |scan| list(scan, super::super::read::policy)).unwrap();
         assert_eq!(decode_all(&back).unwrap(), policies);
     }
 
@@ -164,11 +169,11 @@ mod tests {
             r#"{"gcra":{"name":"zero","max_burst":1,"count":0,"period_ms":1000}}"#,
         ];
         for body in bad {
-            let policy: WirePolicy = serde_json::from_str(body).unwrap();
+            let policy = read(body).unwrap();
             let Invalid(message) = policy.decode().unwrap_err();
             assert!(message.starts_with("policy \"zero\": "), "{message}");
         }
-        let Invalid(message) = decode_all(&[serde_json::from_str(bad[0]).unwrap()]).unwrap_err();
+        let Invalid(message) = decode_all(&[read(bad[0]).unwrap()]).unwrap_err();
         assert!(message.contains("limit must be"), "{message}");
     }
 
@@ -182,7 +187,7 @@ mod tests {
             r#"{"sliding_log":{"name":"x","limit":1,"window_ms":1},"gcra":{"name":"y","max_burst":1,"count":1,"period_ms":1}}"#,
             r#"{"gcra":{"name":"x","max_burst":-1,"count":1,"period_ms":1}}"#,
         ] {
-            assert!(serde_json::from_str::<WirePolicy>(body).is_err(), "{body}");
+            assert!(read(body).is_err(), "{body}");
         }
     }
 }
