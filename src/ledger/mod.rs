@@ -327,6 +327,8 @@ impl Ledger {
     /// so an alarm that fires twice is harmless.
     pub fn sweep(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired = self.lapse(now_ms);
+        let lapsed = self.lapse_blocks(now_ms).into_iter();
+        expired.extend(lapsed.map(|id| Expired::Block { id }));
         for slot in &mut self.slots {
             slot.limiter.expire(now_ms);
             let name = slot.name.clone();

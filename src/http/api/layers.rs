@@ -151,6 +151,7 @@ impl LayeredRequest {
             retry: refusal.map_or(Retry::NOW, |(_, outcome)| outcome.retry),
             spread: None,
             halt: None,
+            blocks: Vec::new(),
         }
     }
 }

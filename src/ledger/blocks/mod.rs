@@ -28,10 +28,15 @@
 //! one: the real times, delta-encoded together (`times`), or the slot's
 //! state. Both read back exactly after a restart.
 
+mod calls;
 mod charge;
 pub mod size;
 pub mod times;
 mod worst;
+
+pub use calls::Taken;
+
+use serde::{Deserialize, Serialize};
 
 use super::ban::{BanNotice, BanPolicy};
 use super::slot::{record, slot_for, Slot};
@@ -63,7 +68,29 @@ pub struct Block {
     pub tat: Option<(u64, u64)>,
 }
 
+/// What an isolate is told of a block it was granted: all it needs to
+/// admit from it and report it (the spec and charge stay with the object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockGrant {
+    pub id: u64,
+    pub policy: String,
+    pub admissions: u32,
+    pub granted_ms: u64,
+    pub until_ms: u64,
+}
+
 impl Block {
+    /// What its holder is told.
+    pub fn grant(&self) -> BlockGrant {
+        BlockGrant {
+            id: self.id,
+            policy: self.policy.clone(),
+            admissions: self.admissions,
+            granted_ms: self.granted_ms,
+            until_ms: self.until_ms,
+        }
+    }
+
     /// When an unreported block stops counting: no window that could hold
     /// one of its admissions is decided from then on.
     pub fn lapses_ms(&self) -> u64 {
