@@ -84,6 +84,21 @@ impl BlockHolder {
         }
     }
 
+    /// Whether it holds a block of `object`.
+    pub fn holds(&self, object: &str) -> bool {
+        self.held.iter().any(|h| h.object == object)
+    }
+
+    /// How many blocks it holds.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
     /// This isolate's id, to ask for blocks with.
     pub fn holder(&self) -> &str {
         &self.holder

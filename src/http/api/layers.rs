@@ -99,6 +99,7 @@ pub(super) fn parse_layers(
             cost: 1,
             named,
             reserve: None,
+            local: false,
         };
         layers.push(KeyLayer { name, request });
     }
