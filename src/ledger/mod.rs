@@ -427,7 +427,7 @@ impl Ledger {
                 SlotReport::of(&slot.name, spec, &mut slot.limiter, now_ms)
             })
             .collect();
-        (slots, self.active_ban(now_ms))
+        (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
     /// The key's policies in force for a rule that asks `asked` of it now
@@ -449,7 +449,7 @@ impl Ledger {
                 })
             })
             .collect();
-        (slots, self.active_ban(now_ms))
+        (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
     /// Whether the key holds nothing, so that its storage can be freed. A

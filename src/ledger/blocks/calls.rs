@@ -166,6 +166,31 @@ mod tests {
     }
 
     #[test]
+    fn a_peek_counts_an_outstanding_block_in_full_until_its_report() {
+        let specs = specs();
+        let mut ledger = Ledger::new();
+        assert!(admit(&mut ledger, &specs, T0));
+        let (grants, _) = ledger.grant_blocks(&specs, "iso", 100, T0);
+        let b = u64::from(grants[0].admissions);
+        let used = |ledger: &mut Ledger, now| {
+            let (peeked, _) = ledger.peek(now);
+            let (in_force, _) = ledger.peek_in_force(&specs, now);
+            assert_eq!(peeked, in_force);
+            (peeked[0].used, peeked[0].remaining)
+        };
+        assert_eq!(used(&mut ledger, T0 + 1), (1 + b, 1_000 - 1 - b));
+        let report = BlockReport {
+            id: grants[0].id,
+            holder: "iso".into(),
+            policy: "p".into(),
+            times: vec![T0 + 1],
+            strikes: 0,
+        };
+        ledger.take_reports(&[report], &specs, None, T0 + 2);
+        assert_eq!(used(&mut ledger, T0 + 2), (2, 998), "the real times");
+    }
+
+    #[test]
     fn a_cold_key_gets_no_block() {
         let mut ledger = Ledger::new();
         let (grants, writes) = ledger.grant_blocks(&specs(), "iso", 1, T0);

@@ -39,7 +39,7 @@ pub use calls::Taken;
 use serde::{Deserialize, Serialize};
 
 use super::ban::{BanNotice, BanPolicy};
-use super::slot::{record, slot_for, Slot};
+use super::slot::{record, slot_for, Slot, SlotReport};
 use super::{Ledger, Write};
 use crate::limit::{Algorithm, Decision, Recorded, Retry, Spec};
 use size::{Size, Sizing, MAX_LEASE_MS};
@@ -365,6 +365,25 @@ impl Ledger {
     /// The blocks outstanding, oldest grant first.
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
+    }
+
+    /// `slots` as an operator reads them with the sliding logs' outstanding
+    /// blocks counted in full (`used` up, `remaining` down): every
+    /// admission an isolate made from one is counted, whatever it used.
+    /// (A fixed window's and a GCRA's blocks are in their state already.)
+    pub(super) fn with_blocks(&self, mut slots: Vec<SlotReport>, now_ms: u64) -> Vec<SlotReport> {
+        for slot in &mut slots {
+            let held: u64 = self
+                .blocks
+                .iter()
+                .filter(|b| b.policy == slot.policy && b.lapses_ms() > now_ms)
+                .filter(|b| matches!(b.spec, Spec::SlidingLog(_)))
+                .map(|b| u64::from(b.admissions))
+                .sum();
+            slot.used += held;
+            slot.remaining = slot.remaining.saturating_sub(held);
+        }
+        slots
     }
 
     /// How many isolates other than `holder` hold a block of `policy`.
