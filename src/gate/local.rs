@@ -170,7 +170,7 @@ impl LocalBlocks {
     /// started (`GET {prefix}/admin/stats`, under `isolate.blocks`).
     pub fn figures(&self) -> serde_json::Value {
         serde_json::json!({
-            "held": self.holder.len(),
+            "held": self.holder.count(),
             "granted": self.granted,
             "admitted": self.admitted,
         })

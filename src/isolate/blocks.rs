@@ -90,13 +90,8 @@ impl BlockHolder {
     }
 
     /// How many blocks it holds.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.held.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
     }
 
     /// This isolate's id, to ask for blocks with.

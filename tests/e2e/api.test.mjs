@@ -151,6 +151,7 @@ test("every invalid input answers 400 naming the field, and the next request is 
     [{ key: "k", limit: 10, window_ms: 0 }, "window_ms"],
     [{ key: "k", limit: 10, window_ms: 30 * 86_400_000 + 1 }, "window_ms"],
     [{ key: "k", limit: 10, window_ms: 1000, cost: 11 }, "cost"],
+    [{ key: "k", limit: 10, window_ms: 1000, local: "no" }, "local"],
     ['{"key": "k", "limit": 10,', "body"],
   ];
   for (const [body, field] of cases) {
