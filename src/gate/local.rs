@@ -12,6 +12,10 @@
 //! spent or lapsed is reported by a call of its own ([`LocalBlocks::due`],
 //! in the background): a check of cost 0, which decides nothing.
 //!
+//! Only admissions come from blocks, never refusals: a request no block
+//! can take is decided as without blocks (under a ban policy, by the
+//! object, which counts the refusal toward the ban).
+//!
 //! An answer admitted here tells each policy the block's unused
 //! admissions as its `remaining`: a lower bound of the truth (see
 //! `ledger::blocks`), and `reset_ms` the policy's whole window, the

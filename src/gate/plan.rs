@@ -136,8 +136,8 @@ pub struct Try {
     /// Whether the isolate may decide it from an admission block
     /// (`crate::ledger::blocks`): only a plain check of one key, asked
     /// alone, whose every answer the object would give a block's holder
-    /// too. Off for shadow rules, bans (strikes), concurrency, counting by
-    /// answer (reservations), split global quotas and stacked layers.
+    /// too. Off for shadow rules, concurrency, counting by answer
+    /// (reservations), global quotas and stacked layers.
     pub local: bool,
 }
 
@@ -391,9 +391,11 @@ impl<'a> Ask<'a> {
             request.reserve = Some(reservation(&id));
             self.reservation = Some(id);
         }
+        // A rule with a ban may: an isolate admits from a block but never
+        // refuses from one, so every refusal still reaches the object (or
+        // the isolate's copy of a ban it answered) and counts there.
         let local = rule.local
             && !rule.shadow
-            && ban.is_none()
             && request.lease.is_none()
             && request.reserve.is_none()
             && !request.watched

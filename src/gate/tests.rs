@@ -383,9 +383,10 @@ fn only_a_plain_rule_of_one_layer_may_be_decided_from_a_block() {
     assert!(local(json!({"algorithm": "gcra", "burst": 2})));
     assert!(!local(json!({"local": false})));
     assert!(!local(json!({"shadow": true})));
-    assert!(!local(
-        json!({"ban": {"after": 3, "within": "1m", "for": "10m"}})
-    ));
+    assert!(
+        local(json!({"ban": {"after": 3, "within": "1m", "for": "10m"}})),
+        "refusals never come from a block: they reach the object and count"
+    );
     assert!(!local(json!({"concurrency": 2})));
     assert!(!local(json!({"count": {"status": ["5xx"]}})));
     let config =

@@ -65,6 +65,15 @@ impl Ledger {
     ) -> (Vec<BlockGrant>, Vec<Write>) {
         let mut grants = Vec::new();
         let mut writes = Vec::new();
+        // An override that adds a policy (or an unlimited one) asks of the
+        // key what the isolate's request does not name: no block would
+        // hold it to that, so none is granted.
+        let in_force = self.policies(specs, now_ms);
+        let same = in_force.len() == specs.len()
+            && in_force.iter().zip(specs).all(|((a, _), (b, _))| a == b);
+        if !same {
+            return (grants, writes);
+        }
         for (policy, spec) in specs {
             let ask = BlockAsk {
                 policy,
@@ -188,6 +197,55 @@ mod tests {
         };
         ledger.take_reports(&[report], &specs, None, T0 + 2);
         assert_eq!(used(&mut ledger, T0 + 2), (2, 998), "the real times");
+    }
+
+    #[test]
+    fn an_unlimited_override_grants_nothing_and_takes_reports_without_panicking() {
+        use crate::ledger::Override;
+        let specs = specs();
+        let mut ledger = Ledger::new();
+        let (grants, _) = ledger.grant_blocks(&specs, "iso", 100, T0);
+        ledger.set_override(Some(Override {
+            policies: Vec::new(),
+            until_ms: None,
+            reason: "launch".into(),
+            set_ms: T0,
+        }));
+        let (more, writes) = ledger.grant_blocks(&specs, "iso", 100, T0 + 1);
+        assert!(
+            more.is_empty() && writes.is_empty(),
+            "nothing counts: no block"
+        );
+        let report = BlockReport {
+            id: grants[0].id,
+            holder: "iso".into(),
+            policy: "p".into(),
+            times: vec![T0 + 1],
+            strikes: 0,
+        };
+        let taken = ledger.take_reports(&[report], &specs, None, T0 + 2);
+        assert_eq!(taken.refused, 0);
+        ledger.set_override(None);
+        let (peeked, _) = ledger.peek_in_force(&specs, T0 + 3);
+        assert_eq!(peeked[0].used, 1, "admitted under the limit, logged");
+    }
+
+    #[test]
+    fn an_override_that_adds_a_policy_grants_no_block_of_the_others() {
+        use crate::ledger::Override;
+        let specs = specs();
+        let mut ledger = Ledger::new();
+        let extra = Spec::SlidingLog(Policy::new(1, 60_000).unwrap());
+        ledger.set_override(Some(Override {
+            policies: vec![("extra".to_string(), extra)],
+            until_ms: None,
+            reason: "one a minute".into(),
+            set_ms: T0,
+        }));
+        // The isolate asks for the rule's policies only: a block of them
+        // would let it admit past the override's own.
+        let (grants, _) = ledger.grant_blocks(&specs, "iso", 100, T0);
+        assert!(grants.is_empty());
     }
 
     #[test]

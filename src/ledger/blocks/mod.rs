@@ -163,7 +163,8 @@ impl Ledger {
             return None;
         }
         let asked = [(ask.policy.to_string(), ask.spec)];
-        let (name, spec) = self.policies(&asked, now_ms).swap_remove(0);
+        // None under an unlimited override: nothing counts, no block.
+        let (name, spec) = self.policies(&asked, now_ms).into_iter().next()?;
         let i = slot_for(&mut self.slots, &name, spec);
         let holders = self.other_holders(&name, ask.holder, now_ms);
         let granted = self.charge(i, ask.rate, holders, now_ms);
@@ -282,7 +283,13 @@ impl Ledger {
         let mut times = report.times.clone();
         times.sort_unstable();
         let asked = [(block.policy.clone(), spec)];
-        let (name, spec) = self.policies(&asked, now_ms).swap_remove(0);
+        // Under an unlimited override the times go to the policy the block
+        // was granted under: they were admitted under its limit.
+        let (name, spec) = self
+            .policies(&asked, now_ms)
+            .into_iter()
+            .next()
+            .unwrap_or((block.policy.clone(), block.spec));
         let i = slot_for(&mut self.slots, &name, spec);
         let mut writes = Vec::new();
         let same_algorithm = std::mem::discriminant(&block.spec) == std::mem::discriminant(&spec);
