@@ -44,9 +44,9 @@ pub async fn check(
     match with(|blocks| blocks.decide(request, local, now)) {
         Some(Local::Admitted(outcome)) => Ok(outcome),
         Some(Local::Call { request, sent_ms }) => {
-            let outcome = objects.check_request(&request).await?;
-            with(|blocks| blocks.granted(&request, &outcome, sent_ms));
-            Ok(outcome)
+            let answer = objects.check_request(&request).await;
+            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent_ms));
+            answer
         }
         None => objects.check_request(request).await,
     }

@@ -29,6 +29,13 @@ use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::{Decision, Retry, Spec};
 use crate::objects::protocol::{BlockAskWire, CheckRequest, WireReport};
 
+/// How long an ask for blocks stands in for the next ones of its key: a
+/// call's answer comes much sooner, or it failed.
+pub const ASK_MS: u64 = 1_000;
+
+/// Keys with an ask in flight before the stale ones are dropped.
+const ASKING_CAPACITY: usize = 1024;
+
 /// What a check becomes.
 #[derive(Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)]
@@ -36,7 +43,7 @@ pub enum Local {
     /// Admitted from blocks held: the answer, with no call.
     Admitted(Outcome),
     /// The call to make, sent at `sent_ms` (this isolate's clock); its
-    /// answer goes to [`LocalBlocks::granted`].
+    /// answer goes to [`LocalBlocks::answered`].
     Call { request: CheckRequest, sent_ms: u64 },
 }
 
@@ -49,6 +56,12 @@ pub struct LocalBlocks {
     /// asked for them): a check asking other specs (a changed config, or
     /// another decision-API caller's limits) goes to the object.
     specs: HashMap<String, Vec<(String, Spec)>>,
+    /// The keys whose object was asked for blocks by a call not answered
+    /// yet, and when: a burst of requests before the first grant comes
+    /// back asks once, not once each, so one isolate does not take share
+    /// after share of the headroom the others need. An ask older than
+    /// [`ASK_MS`] (its call failed or was dropped) no longer counts.
+    asking: HashMap<String, u64>,
     /// Checks admitted here since the isolate started.
     admitted: u64,
     /// Blocks granted to this isolate since it started.
@@ -62,6 +75,7 @@ impl LocalBlocks {
             holder: BlockHolder::new(holder),
             heat: Heat::default(),
             specs: HashMap::new(),
+            asking: HashMap::new(),
             admitted: 0,
             granted: 0,
         }
@@ -76,10 +90,12 @@ impl LocalBlocks {
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
             }
-            call.block = Some(BlockAskWire {
-                holder: self.holder.holder().to_string(),
-                rate,
-            });
+            if self.ask(&request.key, now_ms) {
+                call.block = Some(BlockAskWire {
+                    holder: self.holder.holder().to_string(),
+                    rate,
+                });
+            }
         }
         let reports = self.holder.take(&request.key);
         if !reports.is_empty() {
@@ -90,6 +106,24 @@ impl LocalBlocks {
             request: call,
             sent_ms: now_ms,
         }
+    }
+
+    /// Whether to ask `key`'s object for blocks now: not while an ask of
+    /// this isolate is in flight.
+    fn ask(&mut self, key: &str, now_ms: u64) -> bool {
+        if self
+            .asking
+            .get(key)
+            .is_some_and(|&at| now_ms < at.saturating_add(ASK_MS))
+        {
+            return false;
+        }
+        if self.asking.len() >= ASKING_CAPACITY {
+            self.asking
+                .retain(|_, at| now_ms < at.saturating_add(ASK_MS));
+        }
+        self.asking.insert(key.to_string(), now_ms);
+        true
     }
 
     fn admit(&mut self, request: &CheckRequest, now_ms: u64) -> Option<Outcome> {
@@ -131,14 +165,18 @@ impl LocalBlocks {
     }
 
     /// Keeps the blocks the object granted with its answer to `request`
-    /// (a call [`decide`](Self::decide) made, sent at `sent_ms`).
-    pub fn granted(&mut self, request: &CheckRequest, outcome: &Outcome, sent_ms: u64) {
+    /// (a call [`decide`](Self::decide) made, sent at `sent_ms`); `None`
+    /// when the call failed.
+    pub fn answered(&mut self, request: &CheckRequest, outcome: Option<&Outcome>, sent_ms: u64) {
+        if request.block.is_some() {
+            self.asking.remove(&request.key);
+        }
+        let Some(outcome) = outcome.filter(|o| !o.blocks.is_empty()) else {
+            return;
+        };
         let Ok(specs) = request.policies() else {
             return;
         };
-        if outcome.blocks.is_empty() {
-            return;
-        }
         for grant in &outcome.blocks {
             self.holder.hold(&request.key, grant, sent_ms);
         }

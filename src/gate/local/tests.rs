@@ -51,7 +51,7 @@ fn decide(
         Local::Admitted(outcome) => (outcome, false),
         Local::Call { request, sent_ms } => {
             let outcome = serve(ledger, &request, now);
-            blocks.granted(&request, &outcome, sent_ms);
+            blocks.answered(&request, Some(&outcome), sent_ms);
             (outcome, true)
         }
     }
@@ -110,6 +110,36 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     serve(&mut ledger, &due[0], T0 + 60_000);
     assert!(ledger.blocks().is_empty());
     assert_eq!(blocks.figures()["held"], 0);
+}
+
+#[test]
+fn a_burst_before_the_first_grant_asks_once() {
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    for i in 0..4 {
+        decide(&mut blocks, &mut ledger, &request, T0 + i);
+    }
+    // Hot now: the first call asks, those sent before its answer do not.
+    let calls: Vec<CheckRequest> = (0..3)
+        .map(|_| match blocks.decide(&request, true, T0 + 10) {
+            Local::Call { request, .. } => request,
+            Local::Admitted(_) => panic!("no block yet"),
+        })
+        .collect();
+    let asks = calls.iter().filter(|c| c.block.is_some()).count();
+    assert_eq!(asks, 1);
+    // A failed ask stops standing in at once; a lost one after ASK_MS.
+    blocks.answered(&calls[0], None, T0 + 10);
+    let Local::Call { request: again, .. } = blocks.decide(&request, true, T0 + 11) else {
+        panic!("no block yet");
+    };
+    assert!(again.block.is_some());
+    let Local::Call { request: lost, .. } = blocks.decide(&request, true, T0 + 11 + ASK_MS) else {
+        panic!("no block yet");
+    };
+    assert!(lost.block.is_some());
 }
 
 proptest! {
