@@ -38,7 +38,11 @@ before(async () => {
   await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
   const config = {
     origin: `http://127.0.0.1:${origin.address().port}`,
-    rules: [{ id: "hot", match: { path: "/hot" }, key: "header:x-user", limit: LIMIT, window: "3s" }],
+    rules: [
+      { id: "hot", match: { path: "/hot" }, key: "header:x-user", limit: LIMIT, window: "3s" },
+      { id: "gcra", match: { path: "/gcra" }, key: "header:x-user", algorithm: "gcra", limit: 100, window: "10s", burst: 49 },
+      { id: "fixed", match: { path: "/fixed" }, key: "header:x-user", algorithm: "fixed_window", limit: 100, window: "10s" },
+    ],
   };
   const names = ["sluice-b", "sluice-c", "sluice-d"];
   sluice = await Sluice.start({
@@ -131,5 +135,35 @@ test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, f
       `${local} admitted from blocks, ${calls} key-object calls = ${perThousand} per 1000 decisions`,
   );
   assert.ok(local > 0, "some admissions came from blocks");
-  assert.ok(perThousand < 500, `${perThousand} object calls per 1000 decisions`);
+  // Most decisions are refusals past the limit, answered from the
+  // isolates' refusal caches; each admission near the limit is one call.
+  // So the figure grows as a slower machine makes fewer decisions: the
+  // bound leaves room for that.
+  assert.ok(perThousand < 600, `${perThousand} object calls per 1000 decisions`);
+});
+
+test("GCRA and fixed-window rules are decided from blocks too, within their bounds", async () => {
+  for (const [path, most] of [
+    // A burst of 50, then one every 100 ms.
+    ["/gcra", (elapsed) => 50 + Math.ceil(elapsed / 100)],
+    // At most the limit in each of the (at most two) windows the run meets.
+    ["/fixed", () => 200],
+  ]) {
+    const before = (await stats(isolates[0])).blocks.admitted;
+    const started = Date.now();
+    let admitted = 0;
+    for (let i = 0; i < 150; i++) {
+      const response = await isolates[0](path, { headers: { "x-user": `solo${path}`, "x-request": `${path}-${i}` } });
+      await response.arrayBuffer();
+      if (response.status === 200) admitted += 1;
+    }
+    const elapsed = Date.now() - started;
+    const local = (await stats(isolates[0])).blocks.admitted - before;
+    console.log(`blocks e2e ${path}: 150 sequential, ${admitted} admitted (${local} from blocks) in ${elapsed} ms`);
+    assert.ok(local > 0, `${path}: some admissions came from blocks`);
+    assert.ok(admitted <= most(elapsed), `${path}: ${admitted} admitted in ${elapsed} ms`);
+    // Blocks may cost refusals, never admissions: a GCRA block is charged
+    // as if its units came at its lease's end.
+    assert.ok(admitted >= 25, `${path}: ${admitted} admitted`);
+  }
 });
