@@ -227,7 +227,9 @@ impl World {
             self.rows.write(writes);
             self.rows.blocks.push(block.clone());
             self.last = self.last.max(block.until_ms);
-            self.isolates[iso].holder.hold(OBJECT, &block, self.now);
+            self.isolates[iso]
+                .holder
+                .hold(OBJECT, &block.grant(), self.now);
             self.isolates[iso].blocks.push((block, self.limit));
         }
     }

@@ -613,7 +613,9 @@ fn object_call() -> impl Strategy<Value = Vec<u8>> {
         "ban": {"after": 3, "within_ms": 1000, "for_ms": 1000, "multiplier": 2, "max_ms": 60000},
         "lease": {"name": "c", "limit": 1, "ttl_ms": 1000, "owner": null, "new_id": "l"},
         "queue": {"max_wait_ms": 10, "max_len": 1},
-        "reserve": {"id": "r", "ttl_ms": 1000}}});
+        "reserve": {"id": "r", "ttl_ms": 1000},
+        "block": {"holder": "iso", "rate": 50},
+        "reports": [{"id": 9, "holder": "iso", "policy": "a", "times": "gBC", "strikes": 1}]}});
     let overridden = json!({"override": {"key": "k", "override": {"until_ms": null,
         "reason": "r", "set_ms": 0,
         "policies": [{"fixed_window": {"name": "a", "limit": 10, "window_ms": 1000}}]}}});
@@ -636,6 +638,7 @@ fn the_object_call_decoders_never_panic() {
             Ok(LimiterCall::Check(check)) => {
                 let _ = check.policies();
                 let _ = check.ban();
+                let _ = check.reports();
             }
             Ok(LimiterCall::Override(request)) => {
                 let _ = request.overridden.map(|o| o.decode());

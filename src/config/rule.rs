@@ -44,6 +44,10 @@ pub struct Rule {
     pub deny: CidrList,
     /// Decide and record, but refuse nothing: report what would happen.
     pub shadow: bool,
+    /// Whether a hot key's requests may be admitted in the isolate from an
+    /// admission block (`local`, on unless `false`; only where that is
+    /// exact, see `gate::plan`).
+    pub local: bool,
     pub on_error: OnError,
     /// At most this many of the key's requests at the origin at once.
     pub concurrency: Option<Concurrency>,
@@ -159,6 +163,7 @@ pub(super) struct RawRule {
     deny: Vec<String>,
     #[serde(default)]
     shadow: bool,
+    local: Option<bool>,
     on_error: Option<String>,
     concurrency: Option<u64>,
     lease_ttl: Option<String>,
@@ -212,6 +217,7 @@ pub(super) fn validate_rule(
             ("tiers", raw.tiers.is_some()),
             ("ban", raw.ban.is_some()),
             ("shadow", raw.shadow),
+            ("local", raw.local.is_some()),
             ("on_error", raw.on_error.is_some()),
             ("concurrency", raw.concurrency.is_some()),
             ("lease_ttl", raw.lease_ttl.is_some()),
@@ -234,6 +240,7 @@ pub(super) fn validate_rule(
             allow,
             deny,
             shadow: false,
+            local: false,
             on_error: OnError::Deny,
             concurrency: None,
             global: None,
@@ -346,6 +353,7 @@ pub(super) fn validate_rule(
         allow,
         deny,
         shadow: raw.shadow,
+        local: raw.local.unwrap_or(true),
         on_error,
         concurrency,
         global,

@@ -94,6 +94,7 @@ fn defaults_apply() {
     let (rule, _) = config.rule_for("PATCH", &anything).unwrap();
     assert_eq!(rule.on_error, OnError::Deny);
     assert!(!rule.shadow);
+    assert!(rule.local, "blocks are on unless a rule turns them off");
     let from_string = Config::from_value(json!(r#"{"origin": "route"}"#)).unwrap();
     assert_eq!(from_string.origin, Origin::Route);
 }
@@ -283,7 +284,7 @@ fn rule_options_parse() {
             "id": "reply", "match": {"path": "/threads/:id/reply"}, "action": "reply",
             "key": "{header:x-user}:{action}:{id}", "limit": 5, "window": "10s",
             "ban": {"after": 3, "within": "1m", "for": "10m", "multiplier": 2, "max": "1d", "status": 403},
-            "allow": ["10.1.0.0/16"], "deny": ["203.0.113.7"], "shadow": true, "on_error": "allow"
+            "allow": ["10.1.0.0/16"], "deny": ["203.0.113.7"], "shadow": true, "local": false, "on_error": "allow"
         }]
     }))
     .unwrap();
@@ -295,6 +296,7 @@ fn rule_options_parse() {
         (403, 600_000, 86_400_000)
     );
     assert!(rule.shadow);
+    assert!(!rule.local);
     assert_eq!(rule.on_error, OnError::Allow);
     assert!(rule.deny.contains("203.0.113.7".parse().unwrap()));
     assert!(config.deny.contains("2001:db8::1".parse().unwrap()));
@@ -427,6 +429,7 @@ fn every_bad_field_is_named() {
             with_rule(json!({"shadow": "yes"})),
             "SLUICE.rules[0].shadow",
         ),
+        (with_rule(json!({"local": "no"})), "SLUICE.rules[0].local"),
         (
             with_rule(json!({"on_error": "retry"})),
             "SLUICE.rules[0].on_error",

@@ -11,8 +11,8 @@ use super::client::{new_lease_id, Objects};
 use super::gate::settle_later;
 use super::incoming::ClientRequest;
 use super::settings::settings;
-use super::{isolate, respond};
-use crate::gate::{self, Passed, Stop};
+use super::{blocks, isolate, respond};
+use crate::gate::{self, Passed, Stop, Try};
 use crate::http::api::{
     self, key_param, layers_response, lease_response, limit_response, parse_lease_request,
     parse_limit_request, parse_renew_body, parse_settle_request, parse_throttle_request,
@@ -175,22 +175,27 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
 async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Result<Response> {
     match parsed_body(&req, parse_limit_request).await? {
-        Ok(LimitCall::One(request)) => limit_one(request, objects).await,
+        Ok(LimitCall::One(request)) => limit_one(request, ctx, objects).await,
         Ok(LimitCall::Layers(request)) => limit_layers(request, ctx, objects).await,
         Err(problem) => respond::problem(&problem),
     }
 }
 
-/// One key's decision, a reservation if asked.
-async fn limit_one(request: LimitRequest, objects: &Objects) -> Result<Response> {
-    let mut check = gate::api_check(&request).request;
+/// One key's decision, a reservation if asked; a hot key's from the
+/// isolate's admission blocks unless the call says `"local": false`.
+async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> Result<Response> {
+    let Try {
+        request: mut check,
+        local,
+        ..
+    } = gate::api_check(&request);
     if let Some(ttl_ms) = request.reserve {
         check.reserve = Some(ReserveAsk {
             id: new_lease_id()?,
             ttl_ms,
         });
     }
-    match objects.check_request(&check).await {
+    match blocks::check(objects, ctx, &check, local).await {
         Ok(Outcome {
             conflict: Some(name),
             ..

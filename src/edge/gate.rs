@@ -14,7 +14,7 @@ use super::delivery::{hold_until_delivered, release_on_drop};
 use super::incoming::ClientRequest;
 use super::proxy::{self, Forward};
 use super::settings::Settings;
-use super::{controls, isolate, respond};
+use super::{blocks, controls, isolate, respond};
 use crate::control::Control;
 use crate::gate::{self, Arrival, Conclusion, Known, Log, Matched, Pass, Plan, Reply, Stack};
 use crate::isolate::banlist::BanRecord;
@@ -80,8 +80,8 @@ pub async fn limited(
     };
     let conclusion = match gate::plan(&known, arrival, &mut Random) {
         Plan::Done(conclusion) => conclusion,
-        Plan::Ask(ask) => climb(objects, Stack::single(ask)).await,
-        Plan::Stack(stack) => climb(objects, stack).await,
+        Plan::Ask(ask) => climb(objects, ctx, Stack::single(ask)).await,
+        Plan::Stack(stack) => climb(objects, ctx, stack).await,
     };
     apply(&rule.id, &conclusion);
     for request in &conclusion.settle_now {
@@ -93,13 +93,15 @@ pub async fn limited(
     }
 }
 
-/// Makes the calls the plan names, in turn, until its layers have all
-/// answered or one refused; a split quota's part found full is
+/// Makes the calls the plan names, in turn (a hot key's from the
+/// isolate's admission blocks where the plan allows), until its layers
+/// have all answered or one refused; a split quota's part found full is
 /// remembered, so a flood after a sell-out costs no calls.
-async fn climb(objects: &Objects, mut stack: Stack<'_>) -> Conclusion {
+async fn climb(objects: &Objects, ctx: &Context, mut stack: Stack<'_>) -> Conclusion {
     let client = objects.with_timeout(stack.deadline_ms);
     while let Some(request) = stack.next_call() {
-        let answer = client.check_request(request).await;
+        let local = stack.next_local();
+        let answer = blocks::check(&client, ctx, request, local).await;
         if let Some((part, full)) = stack.answer(answer.map_err(|e| e.to_string())) {
             isolate::cache_refusal(&part, &full, now_ms());
         }

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use worker::{console_error, Context};
 
+use super::blocks;
 use super::client::{self, Objects};
 use super::clock::now_ms;
 use super::controls;
@@ -82,6 +83,7 @@ pub fn figures() -> serde_json::Value {
         "pending_bans": pending_bans,
         "rule_states": controls::held(),
         "object_calls": client::object_calls(),
+        "blocks": blocks::figures(),
     })
 }
 

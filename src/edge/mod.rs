@@ -5,6 +5,7 @@
 
 mod admin;
 mod bans;
+mod blocks;
 mod client;
 mod clock;
 mod controls;

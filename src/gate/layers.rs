@@ -113,6 +113,17 @@ impl<L: Layered> Climb<L> {
         layer.tries().get(self.tried).map(|t| &t.request)
     }
 
+    /// Whether the isolate may decide the call [`next_call`](Self::next_call)
+    /// names from an admission block: only a climb of one layer may.
+    pub fn next_local(&self) -> bool {
+        self.stop.is_none()
+            && self.layers.len() == 1
+            && self.layers[0]
+                .tries()
+                .get(self.tried)
+                .is_some_and(|t| t.local)
+    }
+
     /// Takes the answer to the call [`next_call`](Self::next_call) named
     /// (or why none came). Answers a full part of a split quota, for the
     /// isolate to remember.
@@ -258,6 +269,10 @@ impl<'a> Stack<'a> {
         self.climb.next_call()
     }
 
+    pub fn next_local(&self) -> bool {
+        self.climb.next_local()
+    }
+
     pub fn answer(&mut self, answer: Result<Outcome, String>) -> Option<(ObjectName, Outcome)> {
         self.climb.answer(answer)
     }
@@ -387,6 +402,7 @@ pub fn api_check(request: &LimitRequest) -> Try {
     Try {
         object,
         request: check,
+        local: request.local,
     }
 }
 

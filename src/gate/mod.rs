@@ -8,6 +8,7 @@
 mod conclude;
 mod halt;
 mod layers;
+pub mod local;
 mod plan;
 #[cfg(test)]
 mod tests;

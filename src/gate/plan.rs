@@ -133,6 +133,12 @@ pub struct Ask<'a> {
 pub struct Try {
     pub object: ObjectName,
     pub request: CheckRequest,
+    /// Whether the isolate may decide it from an admission block
+    /// (`crate::ledger::blocks`): only a plain check of one key, asked
+    /// alone, whose every answer the object would give a block's holder
+    /// too. Off for shadow rules, concurrency, counting by answer
+    /// (reservations), global quotas and stacked layers.
+    pub local: bool,
 }
 
 /// What one object's answer means for the rest of an [`Ask`].
@@ -385,7 +391,20 @@ impl<'a> Ask<'a> {
             request.reserve = Some(reservation(&id));
             self.reservation = Some(id);
         }
-        self.tries.push(Try { object, request });
+        // A rule with a ban may: an isolate admits from a block but never
+        // refuses from one, so every refusal still reaches the object (or
+        // the isolate's copy of a ban it answered) and counts there.
+        let local = rule.local
+            && !rule.shadow
+            && request.lease.is_none()
+            && request.reserve.is_none()
+            && !request.watched
+            && rule.also.is_empty();
+        self.tries.push(Try {
+            object,
+            request,
+            local,
+        });
         Ok(self)
     }
 
@@ -435,7 +454,11 @@ impl<'a> Ask<'a> {
                 if !self.rule.shadow {
                     request.invitations = memory.invitations(&object);
                 }
-                self.tries.push(Try { object, request });
+                self.tries.push(Try {
+                    object,
+                    request,
+                    local: false,
+                });
             }
         }
         if self.tries.is_empty() {

@@ -373,6 +373,31 @@ fn one_call_to_the_keys_object_with_the_rules_policies_by_the_timeout() {
 }
 
 #[test]
+fn only_a_plain_rule_of_one_layer_may_be_decided_from_a_block() {
+    let local = |rule: Value| {
+        let config = one_rule(rule);
+        let ask = asked(plan_of(&config, &from(CLIENT)));
+        ask.tries[0].local
+    };
+    assert!(local(json!({})));
+    assert!(local(json!({"algorithm": "gcra", "burst": 2})));
+    assert!(!local(json!({"local": false})));
+    assert!(!local(json!({"shadow": true})));
+    assert!(
+        local(json!({"ban": {"after": 3, "within": "1m", "for": "10m"}})),
+        "refusals never come from a block: they reach the object and count"
+    );
+    assert!(!local(json!({"concurrency": 2})));
+    assert!(!local(json!({"count": {"status": ["5xx"]}})));
+    let config =
+        one_rule(json!({"also": [{"id": "all", "scope": "global", "limit": 10, "window": "1m"}]}));
+    let Plan::Stack(stack) = plan_of(&config, &from(CLIENT)) else {
+        panic!("a stacked rule climbs");
+    };
+    assert!(!stack.next_local());
+}
+
+#[test]
 fn concurrency_asks_for_a_lease_and_a_queue_extends_the_deadline() {
     let config = one_rule(json!({"concurrency": 2, "queue": {"max_wait": "2s", "max_len": 5}}));
     let ask = asked(plan_of(&config, &from(CLIENT)));

@@ -159,6 +159,7 @@ mod tests {
             halt: None,
             retry: Retry::NOW,
             spread: None,
+            blocks: Vec::new(),
         }
     }
 

@@ -23,7 +23,7 @@
 //! isolate's and nobody else's, so at least that many remain, a lower
 //! bound of the truth.
 
-use crate::ledger::blocks::{Block, BlockReport};
+use crate::ledger::blocks::{BlockGrant, BlockReport};
 
 #[derive(Debug, Clone)]
 struct Held {
@@ -84,6 +84,16 @@ impl BlockHolder {
         }
     }
 
+    /// Whether it holds a block of `object`.
+    pub fn holds(&self, object: &str) -> bool {
+        self.held.iter().any(|h| h.object == object)
+    }
+
+    /// How many blocks it holds.
+    pub fn count(&self) -> usize {
+        self.held.len()
+    }
+
     /// This isolate's id, to ask for blocks with.
     pub fn holder(&self) -> &str {
         &self.holder
@@ -91,7 +101,7 @@ impl BlockHolder {
 
     /// Keeps `block`, granted by `object` in answer to a call sent at
     /// `sent_ms` (this isolate's clock).
-    pub fn hold(&mut self, object: &str, block: &Block, sent_ms: u64) {
+    pub fn hold(&mut self, object: &str, block: &BlockGrant, sent_ms: u64) {
         let shift = i128::from(block.granted_ms) - i128::from(sent_ms);
         self.held.push(Held {
             object: object.to_string(),
@@ -175,28 +185,24 @@ impl BlockHolder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Policy, Spec};
 
     const T0: u64 = 1_700_000_000_000;
 
-    fn block(id: u64, policy: &str, admissions: u32, granted_ms: u64, until_ms: u64) -> Block {
-        Block {
+    fn grant(id: u64, policy: &str, admissions: u32, granted_ms: u64, until_ms: u64) -> BlockGrant {
+        BlockGrant {
             id,
-            holder: "iso".into(),
             policy: policy.into(),
-            spec: Spec::SlidingLog(Policy::new(100, 1_000).unwrap()),
             admissions,
             granted_ms,
             until_ms,
-            tat: None,
         }
     }
 
     #[test]
     fn admits_from_every_policys_block_or_none() {
         let mut holder = BlockHolder::new("iso".into());
-        holder.hold("k", &block(1, "minute", 5, T0, T0 + 500), T0);
-        holder.hold("k", &block(2, "second", 2, T0, T0 + 500), T0);
+        holder.hold("k", &grant(1, "minute", 5, T0, T0 + 500), T0);
+        holder.hold("k", &grant(2, "second", 2, T0, T0 + 500), T0);
         assert_eq!(holder.admit("k", &["minute", "second"], 1, T0 + 1), Some(1));
         assert_eq!(holder.admit("k", &["minute"], 3, T0 + 2), Some(1));
         assert_eq!(
@@ -219,7 +225,7 @@ mod tests {
     fn maps_its_clock_onto_the_objects_and_stops_at_the_lease_end() {
         let mut holder = BlockHolder::new("iso".into());
         // Sent at local 5_000, granted at object time T0: shift T0 - 5_000.
-        holder.hold("k", &block(1, "p", 10, T0, T0 + 100), 5_000);
+        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), 5_000);
         assert_eq!(holder.admit("k", &["p"], 1, 5_040), Some(9));
         assert_eq!(
             holder.admit("k", &["p"], 1, 5_100),
@@ -231,7 +237,7 @@ mod tests {
         let due = holder.due(5_101);
         assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
         // A local clock behind the call's send time stamps at the grant.
-        holder.hold("k", &block(2, "p", 10, T0, T0 + 100), 5_000);
+        holder.hold("k", &grant(2, "p", 10, T0, T0 + 100), 5_000);
         holder.admit("k", &["p"], 1, 4_000);
         assert_eq!(holder.take("k")[0].times, [T0]);
     }
@@ -240,8 +246,8 @@ mod tests {
     fn strikes_and_unspent_blocks_ride_with_the_next_call() {
         let mut holder = BlockHolder::new("iso".into());
         assert!(!holder.strike("k"));
-        holder.hold("k", &block(1, "p", 10, T0, T0 + 100), T0);
-        holder.hold("j", &block(1, "p", 10, T0, T0 + 100), T0);
+        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), T0);
+        holder.hold("j", &grant(1, "p", 10, T0, T0 + 100), T0);
         assert!(holder.strike("k"));
         assert!(holder.strike("k"));
         let reports = holder.take("k");

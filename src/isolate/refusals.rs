@@ -271,6 +271,7 @@ mod tests {
             halt: None,
             retry: Retry::After(retry_after_ms),
             spread: None,
+            blocks: Vec::new(),
         }
     }
 

@@ -327,6 +327,8 @@ impl Ledger {
     /// so an alarm that fires twice is harmless.
     pub fn sweep(&mut self, now_ms: u64) -> Vec<Expired> {
         let mut expired = self.lapse(now_ms);
+        let lapsed = self.lapse_blocks(now_ms).into_iter();
+        expired.extend(lapsed.map(|id| Expired::Block { id }));
         for slot in &mut self.slots {
             slot.limiter.expire(now_ms);
             let name = slot.name.clone();
@@ -425,7 +427,7 @@ impl Ledger {
                 SlotReport::of(&slot.name, spec, &mut slot.limiter, now_ms)
             })
             .collect();
-        (slots, self.active_ban(now_ms))
+        (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
     /// The key's policies in force for a rule that asks `asked` of it now
@@ -447,7 +449,7 @@ impl Ledger {
                 })
             })
             .collect();
-        (slots, self.active_ban(now_ms))
+        (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
     /// Whether the key holds nothing, so that its storage can be freed. A

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ban::BanNotice;
+use super::blocks::BlockGrant;
 use crate::control::Control;
 use crate::limit::lease::{Lease, LeaseError};
 use crate::limit::{Decision, Retry};
@@ -124,6 +125,10 @@ pub struct Outcome {
     /// what to tell the next refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// Admission blocks granted with this answer, when the call asked for
+    /// them ([`super::blocks`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockGrant>,
 }
 
 /// A refusal whose retry time was spread: `retry` is the moment its
@@ -199,6 +204,7 @@ impl Outcome {
             halt: None,
             retry,
             spread: None,
+            blocks: Vec::new(),
         }
     }
 

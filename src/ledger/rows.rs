@@ -2,6 +2,7 @@
 //! object's glue runs these as SQL.
 
 use super::ban::Ban;
+use super::blocks::{Block, TimesRow};
 use super::{Override, Reservation};
 use crate::control::Control;
 use crate::limit::lease::Lease;
@@ -49,15 +50,22 @@ pub enum Write {
     /// A lease, new or with changed holds or expiry, and the limit the
     /// key's leases are held under.
     Lease { lease: Lease, limit: Option<u32> },
+    /// An admission block granted to an isolate, one row until it is
+    /// reported or lapses ([`super::blocks`]).
+    Block(Block),
+    /// A reported block's real times, one row for the whole report.
+    Times(TimesRow),
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expired {
-    /// Delete the slot's log rows at or before `cutoff_ms`, and the run
-    /// its slot row carries if that is as old.
+    /// Delete the slot's log rows at or before `cutoff_ms` (a reported
+    /// block's times row once its newest time is), and the run its slot
+    /// row carries if that is as old.
     Hits { name: String, cutoff_ms: u64 },
-    /// The slot is empty: delete its row and every log row.
+    /// The slot is empty: delete its row and every log row (times rows
+    /// too).
     Slot { name: String },
     /// The key's ban is over and its offences forgiven.
     Ban,
@@ -74,4 +82,6 @@ pub enum Expired {
     /// A reservation was kept, refunded or lapsed (kept): it is pending no
     /// longer.
     Reservation { id: String },
+    /// A block was reported (its times are written instead) or lapsed.
+    Block { id: u64 },
 }

@@ -33,6 +33,7 @@ mod read;
 use serde::Serialize;
 
 use crate::control::Control;
+use crate::ledger::blocks::{times, BlockReport};
 use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
@@ -52,9 +53,11 @@ fn wire_tag(value: &serde_json::Value) -> Option<&str> {
     }
 }
 
-/// A call from the worker to a key's object.
+/// A call from the worker to a key's object. One is held per call, so the
+/// size of its largest variant (a check) does not matter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)]
 pub enum LimiterCall {
     /// Answered with [`LimiterReply::Outcome`].
     Check(CheckRequest),
@@ -200,6 +203,63 @@ pub struct CheckRequest {
     /// second, for the sale's view ([`crate::sale`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub watched: bool,
+    /// Ask for an admission block of each policy, should the check admit
+    /// and the key be hot and far from its limit
+    /// ([`crate::ledger::blocks`]); answered in [`Outcome::blocks`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockAskWire>,
+    /// Reports of blocks this isolate held of the object, taken before the
+    /// check is decided.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reports: Vec<WireReport>,
+}
+
+/// An isolate's ask for blocks: its holder id and the key's decisions it
+/// saw in the last second.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockAskWire {
+    pub holder: String,
+    pub rate: u32,
+}
+
+/// A block's report on the wire: its times as one
+/// [`times::encode`]d value, as storage keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WireReport {
+    pub id: u64,
+    pub holder: String,
+    pub policy: String,
+    pub times: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub strikes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl WireReport {
+    pub fn encode(report: &BlockReport) -> WireReport {
+        WireReport {
+            id: report.id,
+            holder: report.holder.clone(),
+            policy: report.policy.clone(),
+            times: times::encode(&report.times),
+            strikes: report.strikes,
+        }
+    }
+
+    pub fn decode(&self) -> Result<BlockReport, Invalid> {
+        let times = times::decode(&self.times)
+            .ok_or_else(|| Invalid(format!("report {}: times do not read back", self.id)))?;
+        Ok(BlockReport {
+            id: self.id,
+            holder: self.holder.clone(),
+            policy: self.policy.clone(),
+            times,
+            strikes: self.strikes,
+        })
+    }
 }
 
 fn is_one_invitation(n: &u32) -> bool {
@@ -266,7 +326,15 @@ impl CheckRequest {
             reserve: None,
             invitations: 1,
             watched: false,
+            block: None,
+            reports: Vec::new(),
         }
+    }
+
+    /// The reports the call carries; one that does not read back makes
+    /// the call invalid.
+    pub fn reports(&self) -> Result<Vec<BlockReport>, Invalid> {
+        self.reports.iter().map(WireReport::decode).collect()
     }
 
     pub fn policies(&self) -> Result<Vec<(String, Spec)>, Invalid> {
@@ -486,6 +554,18 @@ mod tests {
             ttl_ms: 30_000,
         });
         request.invitations = 16;
+        request.block = Some(BlockAskWire {
+            holder: "iso-\"1\"".into(),
+            rate: 120,
+        });
+        let report = BlockReport {
+            id: 7,
+            holder: "iso".into(),
+            policy: "api".into(),
+            times: vec![1_700_000_000_100, 1_700_000_000_100, 1_700_000_000_350],
+            strikes: 2,
+        };
+        request.reports = vec![WireReport::encode(&report)];
         let LimiterCall::Check(back) = call_round_trip(&LimiterCall::Check(request.clone())) else {
             panic!("a check came back as another call");
         };
@@ -493,6 +573,10 @@ mod tests {
         assert_eq!(back.policies().unwrap(), policies);
         assert_eq!(back.ban().unwrap(), Some(ban));
         assert_eq!(back.cost, 2);
+        assert_eq!(back.reports().unwrap(), [report]);
+        let mut garbled = back.clone();
+        garbled.reports[0].times = "*".into();
+        assert!(garbled.reports().is_err(), "times that do not read back");
     }
 
     #[test]
@@ -716,6 +800,7 @@ mod tests {
     #[test]
     fn every_optional_field_of_a_reply_round_trips() {
         use crate::control::RuleState;
+        use crate::ledger::blocks::BlockGrant;
         use crate::ledger::{LeaseOutcome, PolicyDecision, Spread};
         use crate::limit::lease::LeaseError;
         use crate::limit::Decision;
@@ -768,6 +853,13 @@ mod tests {
                 earliest: 1,
                 next: vec![2, 3],
             }),
+            blocks: vec![BlockGrant {
+                id: 1 << 52,
+                policy: "api".into(),
+                admissions: 40,
+                granted_ms: 1_700_000_000_000,
+                until_ms: 1_700_000_000_999,
+            }],
         };
         let overridden = WireOverride {
             policies: vec![WirePolicy::Gcra {

@@ -62,8 +62,11 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
         const key = `tight-${(n + i) % 3}`;
         seen.push({ kind: "tight", key, ...(await post("/_sluice/v1/limit", { key, ...TIGHT })) });
       } else if (pick === 2) {
+        // durable-0 is decided call by call; durable-1, hot and far from
+        // its limit, mostly from admission blocks.
         const key = `durable-${n % 2}`;
-        seen.push({ kind: "durable", key, ...(await post("/_sluice/v1/limit", { key, ...DURABLE })) });
+        const local = key === "durable-1";
+        seen.push({ kind: "durable", key, ...(await post("/_sluice/v1/limit", { key, ...DURABLE, local })) });
       } else {
         const held = [...granted.keys()].find((id) => !released.has(id) && !maybeReleased.has(id) && !releasing.has(id));
         if (held && i % 2 === 0) {
@@ -118,6 +121,9 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
 
     // Nothing admitted was forgotten: every admission the driver saw is in
     // the key's state, which may also hold admissions whose answer was lost.
+    // With admission blocks (durable-1) the state also counts in full every
+    // block still outstanding (its isolate killed, or holding it still), so
+    // only the first bound holds there.
     const admin = { headers: { Authorization: `Bearer ${TOKEN}` } };
     for (const key of ["durable-0", "durable-1"]) {
       const acked = admitted.filter((s) => s.key === key).length;
@@ -125,7 +131,7 @@ test("restart under load loses no admission and never exceeds a limit", { timeou
       const state_ = await (await fetch(`${state.url}/_sluice/admin/keys/_api/${key}`, admin)).json();
       const used = state_.slots[0].used;
       assert.ok(used >= acked, `${key}: ${used} recorded, ${acked} acknowledged`);
-      assert.ok(used <= acked + lost, `${key}: ${used} recorded, at most ${acked + lost} could have been`);
+      if (key === "durable-0") assert.ok(used <= acked + lost, `${key}: ${used} recorded, at most ${acked + lost} could have been`);
     }
 
     // Leases: every grant seen and not released is still held; no lease is

@@ -74,6 +74,8 @@ impl Rows {
                 Write::Reservation(r) => self.reservations.push(r),
                 Write::Override(o) => self.overridden = Some(o),
                 Write::Control(c) => self.control = Some(c),
+                Write::Block(block) => self.blocks.push(block),
+                Write::Times(row) => self.times.push(row),
                 other => panic!("not written by these tests: {other:?}"),
             }
         }
@@ -100,6 +102,7 @@ impl Rows {
                 Expired::Reservation { id } => self.reservations.retain(|r| r.id != id),
                 Expired::Override => self.overridden = None,
                 Expired::Control => self.control = None,
+                Expired::Block { id } => self.blocks.retain(|b| b.id != id),
                 other => panic!("not deleted by these tests: {other:?}"),
             }
         }

@@ -153,6 +153,16 @@ async fn read_call(req: &mut Request) -> Option<LimiterCall> {
 
 impl Limiter {
     async fn check(&self, check: CheckRequest) -> Result<Answer> {
+        let reports = match check.reports() {
+            Ok(reports) => reports,
+            Err(e) => return Ok(Err(Problem::invalid("body", e.0))),
+        };
+        // Blocks go with plain checks only: a lease or a reservation is
+        // decided call by call.
+        let block = check
+            .block
+            .as_ref()
+            .filter(|_| check.lease.is_none() && check.reserve.is_none());
         let parsed = match (check.policies(), check.ban()) {
             (Ok(specs), Ok(ban)) => Parsed {
                 specs,
@@ -163,7 +173,17 @@ impl Limiter {
             (Err(e), _) | (_, Err(e)) => return Ok(Err(Problem::invalid("body", e.0))),
         };
         let now = now_ms();
-        let (outcome, writes) = {
+        if !reports.is_empty() {
+            let taken = self.inner.borrow_mut().ledger.take_reports(
+                &reports,
+                &parsed.specs,
+                parsed.ban.as_ref(),
+                now,
+            );
+            self.persist(taken.writes, now).await?;
+            self.delete(taken.expired).await?;
+        }
+        let (mut outcome, writes) = {
             let mut inner = self.inner.borrow_mut();
             inner.checks += 1;
             let conflict = check
@@ -186,6 +206,16 @@ impl Limiter {
             decided
         };
         self.persist(writes, now).await?;
+        if let Some(ask) = block.filter(|_| outcome.allowed) {
+            let (grants, writes) = self.inner.borrow_mut().ledger.grant_blocks(
+                &parsed.specs,
+                &ask.holder,
+                ask.rate,
+                now,
+            );
+            self.persist(writes, now).await?;
+            outcome.blocks = grants;
+        }
         let queue = check
             .queue
             .filter(|q| q.max_wait_ms > 0 && outcome.lease.as_ref().is_some_and(|l| l.refused));

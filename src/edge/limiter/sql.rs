@@ -9,6 +9,7 @@ use super::super::storage::{int, BodyRow};
 use super::meter;
 use crate::control::Control;
 use crate::input::scan::whole;
+use crate::ledger::blocks::Block;
 use crate::ledger::{override_row, Ban, Expired, Ledger, Reservation, Write};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -27,10 +28,12 @@ pub enum Table {
     Overrides,
     Reservations,
     Controls,
+    Blocks,
+    Times,
 }
 
 impl Table {
-    const ALL: [Table; 8] = [
+    const ALL: [Table; 10] = [
         Table::Slots,
         Table::Hits,
         Table::Bans,
@@ -39,6 +42,8 @@ impl Table {
         Table::Overrides,
         Table::Reservations,
         Table::Controls,
+        Table::Blocks,
+        Table::Times,
     ];
 
     fn name(self) -> &'static str {
@@ -51,6 +56,8 @@ impl Table {
             Table::Overrides => "overrides",
             Table::Reservations => "reservations",
             Table::Controls => "controls",
+            Table::Blocks => "blocks",
+            Table::Times => "times",
         }
     }
 
@@ -88,6 +95,19 @@ impl Table {
             // The state of the rule a global quota's part belongs to, when
             // it is paused or closed: JSON, as the worker sends it.
             Table::Controls => "body TEXT NOT NULL",
+            // An admission block outstanding (`ledger::blocks`): its
+            // policy's spec at the grant as a slot row encodes it, and a
+            // GCRA's TATs before and after the grant (NULL otherwise).
+            Table::Blocks => {
+                "id INTEGER NOT NULL PRIMARY KEY, holder TEXT NOT NULL, policy TEXT NOT NULL,
+                 kind INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL,
+                 c INTEGER NOT NULL, admissions INTEGER NOT NULL,
+                 granted_ms INTEGER NOT NULL, until_ms INTEGER NOT NULL,
+                 tat_before INTEGER, tat_after INTEGER"
+            }
+            // A reported block's real times, one row per report
+            // (`ledger::blocks::times`), kept until its newest one expires.
+            Table::Times => "policy TEXT NOT NULL, newest_ms INTEGER NOT NULL, times TEXT NOT NULL",
         }
     }
 
@@ -96,7 +116,7 @@ impl Table {
     fn keyed(self) -> bool {
         matches!(
             self,
-            Table::Slots | Table::Hits | Table::Leases | Table::Reservations
+            Table::Slots | Table::Hits | Table::Leases | Table::Reservations | Table::Blocks
         )
     }
 
@@ -151,13 +171,22 @@ impl Table {
                 "SELECT id, lapses_ms, cost, runs FROM reservations",
             ),
             Table::Controls => ("rowid, body", "SELECT 1, body FROM controls LIMIT 1"),
+            // Blocks and their times were first stored long after.
+            Table::Blocks => (
+                "id, holder, policy, kind, a, b, c, admissions, granted_ms, until_ms, tat_before, tat_after",
+                "SELECT id, holder, policy, kind, a, b, c, admissions, granted_ms, until_ms, tat_before, tat_after FROM blocks",
+            ),
+            Table::Times => (
+                "policy, newest_ms, times",
+                "SELECT policy, newest_ms, times FROM times",
+            ),
         }
     }
 }
 
 /// Which tables exist, as far as this instance knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tables(u8);
+pub struct Tables(u16);
 
 impl Tables {
     pub fn has(self, table: Table) -> bool {
@@ -234,6 +263,28 @@ struct ReservationRow {
     lapses_ms: u64,
     cost: u32,
     runs: String,
+}
+
+#[derive(Deserialize)]
+struct BlockRow {
+    id: u64,
+    holder: String,
+    policy: String,
+    kind: u64,
+    a: u64,
+    b: u64,
+    c: u64,
+    admissions: u32,
+    granted_ms: u64,
+    until_ms: u64,
+    tat_before: Option<u64>,
+    tat_after: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TimesRowRead {
+    policy: String,
+    times: String,
 }
 
 #[derive(Deserialize)]
@@ -331,6 +382,7 @@ fn drop_key_column(sql: &SqlStorage, table: Table) -> Result<()> {
 pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     let mut ledger = Ledger::new();
     load_limits(sql, tables, &mut ledger)?;
+    load_blocks(sql, tables, &mut ledger)?;
     load_bans(sql, tables, &mut ledger)?;
     load_leases(sql, tables, &mut ledger)?;
     load_overrides(sql, tables, &mut ledger)?;
@@ -360,6 +412,41 @@ fn load_limits(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
         "SELECT policy, at, n FROM hits ORDER BY policy, at",
     )? {
         ledger.restore_hit(&row.policy, row.at, row.n);
+    }
+    Ok(())
+}
+
+/// Reported blocks' times into their logs (after the slots and hits), then
+/// the blocks outstanding.
+fn load_blocks(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
+    for row in
+        rows_if::<TimesRowRead>(sql, tables, Table::Times, "SELECT policy, times FROM times")?
+    {
+        // A row that does not read back, or whose slot is gone, counts
+        // nothing: its slot's sweep deletes it.
+        ledger.restore_times(&row.policy, &row.times);
+    }
+    for row in rows_if::<BlockRow>(
+        sql,
+        tables,
+        Table::Blocks,
+        "SELECT id, holder, policy, kind, a, b, c, admissions, granted_ms, until_ms, tat_before, tat_after FROM blocks",
+    )? {
+        // Written from a valid spec, so it reads back; a row damaged some
+        // other way has no window to be counted in.
+        let Some(spec) = Spec::decode(row.kind, row.a, row.b, row.c) else {
+            continue;
+        };
+        ledger.restore_block(Block {
+            id: row.id,
+            holder: row.holder,
+            policy: row.policy,
+            spec,
+            admissions: row.admissions,
+            granted_ms: row.granted_ms,
+            until_ms: row.until_ms,
+            tat: row.tat_before.zip(row.tat_after),
+        });
     }
     Ok(())
 }
@@ -499,6 +586,8 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Lease { .. } => Some(Table::Leases),
         Write::Reservation(_) => Some(Table::Reservations),
         Write::Control(_) => Some(Table::Controls),
+        Write::Block(_) => Some(Table::Blocks),
+        Write::Times(_) => Some(Table::Times),
         // A refund changes rows its admission wrote: no table to create.
         Write::Refund { .. } => None,
     };
@@ -540,7 +629,37 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             count,
             in_slot_row,
         } => refund(sql, *tables, (name, at_ms, count), in_slot_row),
+        Write::Block(block) => put_block(sql, block),
+        Write::Times(row) => run(
+            sql,
+            "INSERT INTO times (policy, newest_ms, times) VALUES (?, ?, ?)",
+            vec![row.policy.into(), int(row.newest_ms), row.times.into()],
+        ),
     }
+}
+
+fn put_block(sql: &SqlStorage, block: Block) -> Result<()> {
+    let (kind, a, b, c) = block.spec.encode();
+    let (before, after) = block.tat.unzip();
+    run(
+        sql,
+        "INSERT OR REPLACE INTO blocks (id, holder, policy, kind, a, b, c, admissions, granted_ms, until_ms, tat_before, tat_after)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            int(block.id),
+            block.holder.into(),
+            block.policy.into(),
+            int(kind),
+            int(a),
+            int(b),
+            int(c),
+            int(u64::from(block.admissions)),
+            int(block.granted_ms),
+            int(block.until_ms),
+            before.map(int).into(),
+            after.map(int).into(),
+        ],
+    )
 }
 
 fn put_reservation(sql: &SqlStorage, reservation: Reservation) -> Result<()> {
@@ -653,8 +772,20 @@ pub fn remove(sql: &SqlStorage, tables: &mut Tables, expired: Expired) -> Result
                     vec![name.clone().into()],
                 )?;
             }
+            if tables.has(Table::Times) {
+                run(
+                    sql,
+                    "DELETE FROM times WHERE policy = ?",
+                    vec![name.clone().into()],
+                )?;
+            }
             if tables.has(Table::Slots) {
                 run(sql, "DELETE FROM slots WHERE policy = ?", vec![name.into()])?;
+            }
+        }
+        Expired::Block { id } => {
+            if tables.has(Table::Blocks) {
+                run(sql, "DELETE FROM blocks WHERE id = ?", vec![int(id)])?;
             }
         }
         Expired::Ban => {
@@ -697,6 +828,13 @@ fn expire_hits(sql: &SqlStorage, tables: Tables, name: &str, cutoff_ms: u64) -> 
     let bind = || -> Vec<SqlStorageValue> { vec![name.into(), int(cutoff_ms)] };
     if tables.has(Table::Hits) {
         run(sql, "DELETE FROM hits WHERE policy = ? AND at <= ?", bind())?;
+    }
+    if tables.has(Table::Times) {
+        run(
+            sql,
+            "DELETE FROM times WHERE policy = ? AND newest_ms <= ?",
+            bind(),
+        )?;
     }
     if tables.has(Table::Slots) {
         run(

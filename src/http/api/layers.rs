@@ -99,6 +99,7 @@ pub(super) fn parse_layers(
             cost: 1,
             named,
             reserve: None,
+            local: false,
         };
         layers.push(KeyLayer { name, request });
     }
@@ -151,6 +152,7 @@ impl LayeredRequest {
             retry: refusal.map_or(Retry::NOW, |(_, outcome)| outcome.retry),
             spread: None,
             halt: None,
+            blocks: Vec::new(),
         }
     }
 }

@@ -27,6 +27,10 @@ pub struct LimitRequest {
     /// `POST {prefix}/v1/limit/settle`: how long it waits for its settle
     /// before it lapses into a kept admission, in ms.
     pub reserve: Option<u64>,
+    /// Whether a hot key may be decided in the isolate from an admission
+    /// block (`"local"`, on unless `false`; never for a reservation or a
+    /// call with `layers`).
+    pub local: bool,
 }
 
 /// How long a reservation waits for its settle before it is kept, unless
@@ -60,6 +64,7 @@ struct RawLimitRequest {
     reserve: bool,
     reservation_ttl_ms: Option<u64>,
     layers: Option<Vec<RawLayer>>,
+    local: Option<bool>,
 }
 
 /// One key's limits as sent, in a body or in one of its `layers`: the
@@ -150,6 +155,7 @@ pub fn parse_limit_request(content_type: Option<&str>, body: &[u8]) -> Result<Li
         policies,
         cost,
         named,
+        local: raw.local.unwrap_or(true) && reserve.is_none(),
         reserve,
     }))
 }
@@ -463,6 +469,22 @@ mod tests {
             assert!(answer.get("pending").is_none(), "kept units: {answer}");
             assert_eq!(answer["retry_after_ms"], 599_970);
         }
+    }
+
+    #[test]
+    fn local_is_on_unless_false_and_never_for_a_reservation() {
+        let local = |body: &str| one(JSON, body.as_bytes()).local;
+        assert!(local(r#"{"key":"k","limit":5,"window_ms":1000}"#));
+        assert!(!local(
+            r#"{"key":"k","limit":5,"window_ms":1000,"local":false}"#
+        ));
+        assert!(!local(
+            r#"{"key":"k","limit":5,"window_ms":1000,"reserve":true}"#
+        ));
+        assert_eq!(
+            field_of(r#"{"key":"k","limit":5,"window_ms":1000,"local":"no"}"#),
+            "local"
+        );
     }
 
     #[test]

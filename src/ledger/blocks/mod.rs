@@ -28,13 +28,18 @@
 //! one: the real times, delta-encoded together (`times`), or the slot's
 //! state. Both read back exactly after a restart.
 
+mod calls;
 mod charge;
 pub mod size;
 pub mod times;
 mod worst;
 
+pub use calls::Taken;
+
+use serde::{Deserialize, Serialize};
+
 use super::ban::{BanNotice, BanPolicy};
-use super::slot::{record, slot_for, Slot};
+use super::slot::{record, slot_for, Slot, SlotReport};
 use super::{Ledger, Write};
 use crate::limit::{Algorithm, Decision, Recorded, Retry, Spec};
 use size::{Size, Sizing, MAX_LEASE_MS};
@@ -63,7 +68,29 @@ pub struct Block {
     pub tat: Option<(u64, u64)>,
 }
 
+/// What an isolate is told of a block it was granted: all it needs to
+/// admit from it and report it (the spec and charge stay with the object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockGrant {
+    pub id: u64,
+    pub policy: String,
+    pub admissions: u32,
+    pub granted_ms: u64,
+    pub until_ms: u64,
+}
+
 impl Block {
+    /// What its holder is told.
+    pub fn grant(&self) -> BlockGrant {
+        BlockGrant {
+            id: self.id,
+            policy: self.policy.clone(),
+            admissions: self.admissions,
+            granted_ms: self.granted_ms,
+            until_ms: self.until_ms,
+        }
+    }
+
     /// When an unreported block stops counting: no window that could hold
     /// one of its admissions is decided from then on.
     pub fn lapses_ms(&self) -> u64 {
@@ -136,7 +163,8 @@ impl Ledger {
             return None;
         }
         let asked = [(ask.policy.to_string(), ask.spec)];
-        let (name, spec) = self.policies(&asked, now_ms).swap_remove(0);
+        // None under an unlimited override: nothing counts, no block.
+        let (name, spec) = self.policies(&asked, now_ms).into_iter().next()?;
         let i = slot_for(&mut self.slots, &name, spec);
         let holders = self.other_holders(&name, ask.holder, now_ms);
         let granted = self.charge(i, ask.rate, holders, now_ms);
@@ -255,7 +283,13 @@ impl Ledger {
         let mut times = report.times.clone();
         times.sort_unstable();
         let asked = [(block.policy.clone(), spec)];
-        let (name, spec) = self.policies(&asked, now_ms).swap_remove(0);
+        // Under an unlimited override the times go to the policy the block
+        // was granted under: they were admitted under its limit.
+        let (name, spec) = self
+            .policies(&asked, now_ms)
+            .into_iter()
+            .next()
+            .unwrap_or((block.policy.clone(), block.spec));
         let i = slot_for(&mut self.slots, &name, spec);
         let mut writes = Vec::new();
         let same_algorithm = std::mem::discriminant(&block.spec) == std::mem::discriminant(&spec);
@@ -338,6 +372,25 @@ impl Ledger {
     /// The blocks outstanding, oldest grant first.
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
+    }
+
+    /// `slots` as an operator reads them with the sliding logs' outstanding
+    /// blocks counted in full (`used` up, `remaining` down): every
+    /// admission an isolate made from one is counted, whatever it used.
+    /// (A fixed window's and a GCRA's blocks are in their state already.)
+    pub(super) fn with_blocks(&self, mut slots: Vec<SlotReport>, now_ms: u64) -> Vec<SlotReport> {
+        for slot in &mut slots {
+            let held: u64 = self
+                .blocks
+                .iter()
+                .filter(|b| b.policy == slot.policy && b.lapses_ms() > now_ms)
+                .filter(|b| matches!(b.spec, Spec::SlidingLog(_)))
+                .map(|b| u64::from(b.admissions))
+                .sum();
+            slot.used += held;
+            slot.remaining = slot.remaining.saturating_sub(held);
+        }
+        slots
     }
 
     /// How many isolates other than `holder` hold a block of `policy`.

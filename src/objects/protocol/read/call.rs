@@ -1,9 +1,9 @@
 //! A key object's calls ([`LimiterCall`]) read from their JSON.
 
 use super::super::{
-    CheckRequest, ControlRequest, KeyBan, KeyBanRequest, KeyRequest, LeaseRequest, LimiterCall,
-    OverrideRequest, PeekRequest, QueueAsk, ReserveAsk, SettleRequest, ThrottleRequest, WireBan,
-    WireOverride, WirePolicy,
+    BlockAskWire, CheckRequest, ControlRequest, KeyBan, KeyBanRequest, KeyRequest, LeaseRequest,
+    LimiterCall, OverrideRequest, PeekRequest, QueueAsk, ReserveAsk, SettleRequest,
+    ThrottleRequest, WireBan, WireOverride, WirePolicy, WireReport,
 };
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
@@ -60,6 +60,8 @@ fn check(scan: &mut Scan) -> Read<CheckRequest> {
             "reserve" => request.reserve = nullable(scan, reserve)?,
             "invitations" => request.invitations = scan.u32()?,
             "watched" => request.watched = scan.bool()?,
+            "block" => request.block = nullable(scan, block_ask)?,
+            "reports" => request.reports = list(scan, report)?,
             _ => scan.skip()?,
         }
     }
@@ -67,6 +69,44 @@ fn check(scan: &mut Scan) -> Read<CheckRequest> {
     request.policies = need(policies)?;
     request.cost = need(cost)?;
     Ok(request)
+}
+
+fn block_ask(scan: &mut Scan) -> Read<BlockAskWire> {
+    let (mut holder, mut rate) = (None, None);
+    let mut object = scan.object()?;
+    while let Some(field) = object.key(scan)? {
+        match &*field {
+            "holder" => holder = Some(scan.string()?),
+            "rate" => rate = Some(scan.u32()?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(BlockAskWire {
+        holder: need(holder)?,
+        rate: need(rate)?,
+    })
+}
+
+fn report(scan: &mut Scan) -> Read<WireReport> {
+    let (mut id, mut holder, mut policy, mut times, mut strikes) = (None, None, None, None, 0);
+    let mut object = scan.object()?;
+    while let Some(field) = object.key(scan)? {
+        match &*field {
+            "id" => id = Some(scan.u64()?),
+            "holder" => holder = Some(scan.string()?),
+            "policy" => policy = Some(scan.string()?),
+            "times" => times = Some(scan.string()?),
+            "strikes" => strikes = scan.u32()?,
+            _ => scan.skip()?,
+        }
+    }
+    Ok(WireReport {
+        id: need(id)?,
+        holder: need(holder)?,
+        policy: need(policy)?,
+        times: need(times)?,
+        strikes,
+    })
 }
 
 /// A policy, tagged by its algorithm.

@@ -4,6 +4,7 @@ use super::super::{Inspection, KeyState, LimiterReply, Meter, SettleAnswer};
 use super::call::wire_override;
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
+use crate::ledger::blocks::BlockGrant;
 use crate::ledger::{BanNotice, LeaseOutcome, Outcome, PolicyDecision, SlotReport, Spread};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::{Lease, LeaseError};
@@ -83,6 +84,7 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
         halt: None,
         retry: Retry::Never,
         spread: None,
+        blocks: Vec::new(),
     };
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
@@ -96,6 +98,7 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
             "halt" => outcome.halt = nullable(scan, Control::read)?,
             "retry_after_ms" => retry = Some(retry_after(scan)?),
             "spread" => outcome.spread = nullable(scan, spread)?,
+            "blocks" => outcome.blocks = list(scan, block_grant)?,
             _ => scan.skip()?,
         }
     }
@@ -104,6 +107,29 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
     // serde read a missing wait as `null`, never; so does this.
     outcome.retry = retry.unwrap_or(Retry::Never);
     Ok(outcome)
+}
+
+fn block_grant(scan: &mut Scan) -> Read<BlockGrant> {
+    let (mut id, mut policy, mut admissions, mut granted_ms, mut until_ms) =
+        (None, None, None, None, None);
+    let mut object = scan.object()?;
+    while let Some(field) = object.key(scan)? {
+        match &*field {
+            "id" => id = Some(scan.u64()?),
+            "policy" => policy = Some(scan.string()?),
+            "admissions" => admissions = Some(scan.u32()?),
+            "granted_ms" => granted_ms = Some(scan.u64()?),
+            "until_ms" => until_ms = Some(scan.u64()?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(BlockGrant {
+        id: need(id)?,
+        policy: need(policy)?,
+        admissions: need(admissions)?,
+        granted_ms: need(granted_ms)?,
+        until_ms: need(until_ms)?,
+    })
 }
 
 /// A wait in ms, `null` for never.

@@ -1,0 +1,74 @@
+//! The isolate's admission blocks (`gate::local`): one per isolate, with a
+//! holder id drawn at random when the isolate first needs it, and the
+//! calls a check becomes. A block spent or lapsed is reported in the
+//! background, from the next request this isolate serves.
+
+use std::cell::RefCell;
+
+use worker::{console_error, Context, Result};
+
+use super::client::{new_lease_id, Objects};
+use super::clock::now_ms;
+use crate::gate::local::{Local, LocalBlocks};
+use crate::ledger::Outcome;
+use crate::objects::protocol::CheckRequest;
+
+thread_local! {
+    static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the isolate's blocks, made on first use; `None` when the
+/// platform has no randomness for a holder id (then every check is a
+/// call, as without blocks).
+fn with<R>(f: impl FnOnce(&mut LocalBlocks) -> R) -> Option<R> {
+    BLOCKS.with(|blocks| {
+        let mut blocks = blocks.borrow_mut();
+        if blocks.is_none() {
+            *blocks = Some(LocalBlocks::new(new_lease_id().ok()?));
+        }
+        blocks.as_mut().map(f)
+    })
+}
+
+/// `request`'s answer: from a block held when `local` allows and one can
+/// take it, else from its object, with this isolate's reports of that
+/// object and an ask for blocks.
+pub async fn check(
+    objects: &Objects,
+    ctx: &Context,
+    request: &CheckRequest,
+    local: bool,
+) -> Result<Outcome> {
+    let now = now_ms();
+    report_due(objects, ctx, now);
+    match with(|blocks| blocks.decide(request, local, now)) {
+        Some(Local::Admitted(outcome)) => Ok(outcome),
+        Some(Local::Call { request, sent_ms }) => {
+            let answer = objects.check_request(&request).await;
+            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent_ms));
+            answer
+        }
+        None => objects.check_request(request).await,
+    }
+}
+
+/// Reports the blocks spent or lapsed, each object's in one call, in the
+/// background. A report lost on the way leaves its block counted at the
+/// object until it lapses there: refusals possible, never more admitted.
+fn report_due(objects: &Objects, ctx: &Context, now: u64) {
+    for call in with(|blocks| blocks.due(now)).unwrap_or_default() {
+        let objects = objects.clone();
+        ctx.wait_until(async move {
+            if let Err(e) = objects.check_request(&call).await {
+                console_error!("sluice: could not report admission blocks: {e}");
+            }
+        });
+    }
+}
+
+/// What the isolate's blocks hold and did, for operators.
+pub fn figures() -> serde_json::Value {
+    BLOCKS
+        .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
+        .unwrap_or_else(|| serde_json::json!({"held": 0, "granted": 0, "admitted": 0}))
+}

@@ -1,0 +1,187 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::ledger::{Ask, Ledger};
+use crate::limit::gcra::GcraPolicy;
+use crate::limit::Policy;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn specs(limit: u64, window_ms: u64) -> Vec<(String, Spec)> {
+    vec![(
+        "p".to_string(),
+        Spec::SlidingLog(Policy::new(limit, window_ms).unwrap()),
+    )]
+}
+
+/// The key object, as `edge/limiter` serves a check: reports first, then
+/// the decision, then the blocks asked for.
+fn serve(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> Outcome {
+    let specs = call.policies().unwrap();
+    let reports = call.reports().unwrap();
+    let taken = ledger.take_reports(&reports, &specs, None, now);
+    assert_eq!(taken.refused, 0, "every report is accepted");
+    let ask = Ask {
+        specs: &specs,
+        cost: call.cost,
+        ban: None,
+        lease: None,
+    };
+    let (mut outcome, _) = ledger.check(&ask, now);
+    if let Some(block) = call.block.as_ref().filter(|_| outcome.allowed) {
+        outcome.blocks = ledger
+            .grant_blocks(&specs, &block.holder, block.rate, now)
+            .0;
+    }
+    outcome
+}
+
+/// One decision of isolate `blocks` at `now`: the answer, and whether it
+/// cost a call.
+fn decide(
+    blocks: &mut LocalBlocks,
+    ledger: &mut Ledger,
+    request: &CheckRequest,
+    now: u64,
+) -> (Outcome, bool) {
+    for due in blocks.due(now) {
+        serve(ledger, &due, now);
+    }
+    match blocks.decide(request, true, now) {
+        Local::Admitted(outcome) => (outcome, false),
+        Local::Call { request, sent_ms } => {
+            let outcome = serve(ledger, &request, now);
+            blocks.answered(&request, Some(&outcome), sent_ms);
+            (outcome, true)
+        }
+    }
+}
+
+#[test]
+fn a_hot_key_is_admitted_here_once_a_block_came() {
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    let mut calls = 0;
+    for i in 0..100 {
+        let (outcome, called) = decide(&mut blocks, &mut ledger, &request, T0 + i * 10);
+        assert!(outcome.allowed);
+        calls += u32::from(called);
+        if !called {
+            let remaining = outcome.policies[0].decision.remaining;
+            let truth = 1_000 - (i + 1);
+            assert!(remaining <= truth, "{remaining} > {truth}");
+        }
+    }
+    assert!(calls <= 10, "{calls} calls for 100 decisions");
+    assert_eq!(blocks.figures()["admitted"], 100 - calls);
+    // Other limits (a config change): to the object, the blocks reported.
+    let other = CheckRequest::new("k", &self::specs(999, 10_000), 1, None);
+    let Local::Call { request: call, .. } = blocks.decide(&other, true, T0 + 1_000) else {
+        panic!("another spec is decided by the object");
+    };
+    assert!(!call.reports.is_empty() && call.block.is_some());
+}
+
+#[test]
+fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    for i in 0..10 {
+        decide(&mut blocks, &mut ledger, &request, T0 + i);
+    }
+    let Local::Call { request: call, .. } = blocks.decide(&request, false, T0 + 20) else {
+        panic!("off: always a call");
+    };
+    assert!(call.block.is_none());
+    assert!(!call.reports.is_empty(), "what it held goes with the call");
+    serve(&mut ledger, &call, T0 + 20);
+    assert!(blocks.due(T0 + 60_000).is_empty());
+    // A block that lapses is reported by a call of cost 0.
+    for i in 0..10 {
+        decide(&mut blocks, &mut ledger, &request, T0 + 100 + i);
+    }
+    let due = blocks.due(T0 + 60_000);
+    assert_eq!(due.len(), 1);
+    assert_eq!((due[0].cost, due[0].policies().unwrap()), (0, specs));
+    serve(&mut ledger, &due[0], T0 + 60_000);
+    assert!(ledger.blocks().is_empty());
+    assert_eq!(blocks.figures()["held"], 0);
+}
+
+#[test]
+fn a_burst_before_the_first_grant_asks_once() {
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    for i in 0..4 {
+        decide(&mut blocks, &mut ledger, &request, T0 + i);
+    }
+    // Hot now: the first call asks, those sent before its answer do not.
+    let calls: Vec<CheckRequest> = (0..3)
+        .map(|_| match blocks.decide(&request, true, T0 + 10) {
+            Local::Call { request, .. } => request,
+            Local::Admitted(_) => panic!("no block yet"),
+        })
+        .collect();
+    let asks = calls.iter().filter(|c| c.block.is_some()).count();
+    assert_eq!(asks, 1);
+    // A failed ask stops standing in at once; a lost one after ASK_MS.
+    blocks.answered(&calls[0], None, T0 + 10);
+    let Local::Call { request: again, .. } = blocks.decide(&request, true, T0 + 11) else {
+        panic!("no block yet");
+    };
+    assert!(again.block.is_some());
+    let Local::Call { request: lost, .. } = blocks.decide(&request, true, T0 + 11 + ASK_MS) else {
+        panic!("no block yet");
+    };
+    assert!(lost.block.is_some());
+}
+
+proptest! {
+    /// Several isolates on one key, all three algorithms: the object and
+    /// the isolates together never admit more than a sliding log allows in
+    /// any window, and a local answer's `remaining` never exceeds what is
+    /// really left.
+    #[test]
+    fn isolates_together_stay_exact(
+        steps in prop::collection::vec((0usize..3, 0u64..40), 1..400),
+        algorithm in 0u8..3,
+    ) {
+        let (limit, window) = (60u64, 1_000u64);
+        let spec = match algorithm {
+            0 => Spec::SlidingLog(Policy::new(limit, window).unwrap()),
+            1 => Spec::FixedWindow(Policy::new(limit, window).unwrap()),
+            _ => Spec::Gcra(GcraPolicy::new(limit - 1, limit, window).unwrap()),
+        };
+        let specs = vec![("p".to_string(), spec)];
+        let request = CheckRequest::new("k", &specs, 1, None);
+        let mut isolates: Vec<LocalBlocks> =
+            (0..3).map(|i| LocalBlocks::new(format!("iso{i}"))).collect();
+        let mut ledger = Ledger::new();
+        let mut admitted: Vec<u64> = Vec::new();
+        let mut now = T0;
+        for (iso, step) in steps {
+            now += step;
+            let (outcome, called) = decide(&mut isolates[iso], &mut ledger, &request, now);
+            if outcome.allowed {
+                admitted.push(now);
+                if !called && algorithm == 0 {
+                    let recent = admitted.iter().filter(|&&t| t + window > now).count() as u64;
+                    prop_assert!(outcome.policies[0].decision.remaining <= limit - recent);
+                }
+            }
+        }
+        // Every window of the real times (a fixed window and GCRA both
+        // keep to 2 × limit in any sliding window; the log to limit).
+        let bound = if algorithm == 0 { limit } else { 2 * limit };
+        for (i, &t) in admitted.iter().enumerate() {
+            let within = admitted[i..].iter().take_while(|&&u| u < t + window).count() as u64;
+            prop_assert!(within <= bound, "{within} in the window from {t}");
+        }
+    }
+}
