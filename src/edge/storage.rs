@@ -27,6 +27,7 @@ impl Columns {
     }
 
     /// A text column.
+    #[inline(never)]
     pub fn text(&mut self) -> Result<String> {
         match self.next() {
             (_, Some(SqlStorageValue::String(text))) => Ok(text),
@@ -35,6 +36,7 @@ impl Columns {
     }
 
     /// A text column that may be null.
+    #[inline(never)]
     pub fn text_or_null(&mut self) -> Result<Option<String>> {
         match self.next() {
             (_, Some(SqlStorageValue::Null)) => Ok(None),
@@ -44,6 +46,7 @@ impl Columns {
     }
 
     /// An integer column of a time, a count or an id (never negative).
+    #[inline(never)]
     pub fn whole(&mut self) -> Result<u64> {
         match self.next() {
             (_, Some(SqlStorageValue::Integer(n))) if n >= 0 => Ok(n.unsigned_abs()),
@@ -52,6 +55,7 @@ impl Columns {
     }
 
     /// An integer column that may be null.
+    #[inline(never)]
     pub fn whole_or_null(&mut self) -> Result<Option<u64>> {
         match self.next() {
             (_, Some(SqlStorageValue::Null)) => Ok(None),
@@ -61,12 +65,14 @@ impl Columns {
     }
 
     /// An integer column of a count that fits 32 bits.
+    #[inline(never)]
     pub fn small(&mut self) -> Result<u32> {
         let index = self.index;
         u32::try_from(self.whole()?).map_err(|_| unexpected(index, "a 32-bit count", None))
     }
 
     /// A 32-bit count that may be null.
+    #[inline(never)]
     pub fn small_or_null(&mut self) -> Result<Option<u32>> {
         let index = self.index;
         match self.whole_or_null()? {
@@ -93,17 +99,23 @@ fn unexpected(index: usize, wanted: &str, got: Option<SqlStorageValue>) -> Error
     ))
 }
 
-/// Every row the cursor answers.
+/// Every row the cursor answers. The generic part is only the loop: the
+/// runtime's rows are fetched by one function for every row type.
 pub fn rows<T: FromRow>(cursor: &SqlCursor) -> Result<Vec<T>> {
-    cursor
-        .raw()
-        .map(|row| {
-            T::read(&mut Columns {
-                values: row?.into_iter(),
-                index: 0,
-            })
-        })
-        .collect()
+    let raw = raw_rows(cursor)?;
+    let mut rows = Vec::with_capacity(raw.len());
+    for values in raw {
+        rows.push(T::read(&mut Columns {
+            values: values.into_iter(),
+            index: 0,
+        })?);
+    }
+    Ok(rows)
+}
+
+#[inline(never)]
+fn raw_rows(cursor: &SqlCursor) -> Result<Vec<Vec<SqlStorageValue>>> {
+    cursor.raw().collect()
 }
 
 /// A row of one JSON text column, `body`: a key's override and state, a
