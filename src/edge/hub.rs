@@ -15,7 +15,6 @@
 
 use std::cell::Cell;
 
-use serde::Deserialize;
 use worker::{
     console_error, durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State,
 };
@@ -23,7 +22,7 @@ use worker::{
 use super::client::Objects;
 use super::clock::now_ms;
 use super::respond;
-use super::storage::{int, set_alarm_at};
+use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
 use crate::input::scan::whole;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
@@ -73,24 +72,50 @@ pub struct Hub {
     requests: Cell<u64>,
 }
 
-#[derive(Deserialize)]
-struct Count {
-    n: u64,
-}
-
-#[derive(Deserialize)]
 struct Next {
     at: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct TopRow {
-    summary: String,
+impl FromRow for Next {
+    fn read(c: &mut Columns) -> Result<Next> {
+        Ok(Next {
+            at: c.whole_or_null()?,
+        })
+    }
 }
 
-#[derive(Deserialize)]
-struct Schema {
-    sql: String,
+/// A top-keys summary and a table's statement: rows of one text column.
+struct Text(String);
+
+impl FromRow for Text {
+    fn read(c: &mut Columns) -> Result<Text> {
+        Ok(Text(c.text()?))
+    }
+}
+
+impl FromRow for StatRow {
+    fn read(c: &mut Columns) -> Result<StatRow> {
+        Ok(StatRow {
+            rule: c.text()?,
+            minute_ms: c.whole()?,
+            admitted: c.whole()?,
+            refused: c.whole()?,
+            failed: c.whole()?,
+        })
+    }
+}
+
+/// Read from `key, source, until_ms, reason, started_ms`.
+impl FromRow for BanRecord {
+    fn read(c: &mut Columns) -> Result<BanRecord> {
+        Ok(BanRecord {
+            key: c.text()?,
+            source: c.text()?,
+            until_ms: c.whole()?,
+            reason: c.text()?,
+            started_ms: c.whole()?,
+        })
+    }
 }
 
 impl DurableObject for Hub {
@@ -199,21 +224,17 @@ impl Hub {
     /// size depends on the number of rules, never on keys or bans.
     fn stats(&self, sql: &SqlStorage, since_ms: u64, now: u64) -> Result<HubStats> {
         let rules = i64::try_from(MAX_STAT_RULES).unwrap_or(i64::MAX);
-        let totals: Vec<StatRow> = sql
-            .exec(
-                "SELECT rule, MIN(minute_ms) AS minute_ms, SUM(admitted) AS admitted,
-                 SUM(refused) AS refused, SUM(failed) AS failed FROM hub_minutes
-                 WHERE minute_ms + 60000 > ? GROUP BY rule ORDER BY rule LIMIT ?",
-                vec![int(since_ms), rules.into()],
-            )?
-            .to_array()?;
-        let recent: Vec<StatRow> = sql
-            .exec(
-                "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
-                 WHERE minute_ms + 3660000 > ? ORDER BY rule, minute_ms LIMIT ?",
-                vec![int(now), rules.saturating_mul(61).into()],
-            )?
-            .to_array()?;
+        let totals: Vec<StatRow> = rows(&sql.exec(
+            "SELECT rule, MIN(minute_ms) AS minute_ms, SUM(admitted) AS admitted,
+             SUM(refused) AS refused, SUM(failed) AS failed FROM hub_minutes
+             WHERE minute_ms + 60000 > ? GROUP BY rule ORDER BY rule LIMIT ?",
+            vec![int(since_ms), rules.into()],
+        )?)?;
+        let recent: Vec<StatRow> = rows(&sql.exec(
+            "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
+             WHERE minute_ms + 3660000 > ? ORDER BY rule, minute_ms LIMIT ?",
+            vec![int(now), rules.saturating_mul(61).into()],
+        )?)?;
         let bans = |query: &str| count(sql, query, vec![int(now), MANUAL.into()]);
         Ok(HubStats {
             requests: self.requests.get(),
@@ -239,15 +260,13 @@ impl Hub {
             )?;
         }
         for part in report.top {
-            let held: Vec<TopRow> = sql
-                .exec(
-                    "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms = ?",
-                    vec![part.rule.clone().into(), int(part.minute_ms)],
-                )?
-                .to_array()?;
+            let held: Vec<Text> = rows(&sql.exec(
+                "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms = ?",
+                vec![part.rule.clone().into(), int(part.minute_ms)],
+            )?)?;
             let mut keys: TopKeys = held
                 .first()
-                .and_then(|row| whole(&row.summary, TopKeys::read).ok())
+                .and_then(|row| whole(&row.0, TopKeys::read).ok())
                 .unwrap_or_default();
             keys.merge(&part.keys, CAPACITY);
             sql.exec(
@@ -291,12 +310,11 @@ impl Hub {
         if legacy == 0 {
             return Ok(());
         }
-        let manual: Vec<BanRecord> = sql
-            .exec(
-                "SELECT key, source, until_ms, reason FROM bans WHERE source = ? AND until_ms > ?",
-                vec![MANUAL.into(), int(now)],
-            )?
-            .to_array()?;
+        let manual: Vec<BanRecord> = rows(&sql.exec(
+            "SELECT key, source, until_ms, reason, 0 AS started_ms FROM bans
+             WHERE source = ? AND until_ms > ?",
+            vec![MANUAL.into(), int(now)],
+        )?)?;
         let objects = Objects::new(&self.env, 10_000);
         for ban in &manual {
             if let Err(e) = objects.ban_everywhere(ban).await {
@@ -314,16 +332,13 @@ impl Hub {
     /// Sets the alarm for the next ban to end or the oldest row to age out,
     /// whichever is first.
     async fn rearm(&self, sql: &SqlStorage) -> Result<()> {
-        let next = sql
-            .exec(
-                "SELECT MIN(at) AS at FROM (SELECT MIN(until_ms) AS at FROM hub_bans
-                 UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_minutes
-                 UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_top)",
-                vec![int(KEEP_STATS_MS), int(KEEP_TOP_MS)],
-            )?
-            .one::<Next>()?
-            .at;
-        match next {
+        let next = rows::<Next>(&sql.exec(
+            "SELECT MIN(at) AS at FROM (SELECT MIN(until_ms) AS at FROM hub_bans
+             UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_minutes
+             UNION ALL SELECT MIN(minute_ms) + ? AS at FROM hub_top)",
+            vec![int(KEEP_STATS_MS), int(KEEP_TOP_MS)],
+        )?)?;
+        match next.first().and_then(|next| next.at) {
             Some(at) => set_alarm_at(&self.state, at),
             None => self.state.storage().delete_alarm().await,
         }
@@ -344,13 +359,11 @@ async fn read_call(req: &mut Request) -> Option<HubCall> {
 /// time each ban started (0, unknown, for the bans listed before: they
 /// come last, as the oldest).
 fn upgrade(sql: &SqlStorage) -> Result<()> {
-    let schema = sql
-        .exec(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'hub_bans'",
-            None,
-        )?
-        .to_array::<Schema>()?;
-    if schema.iter().any(|table| !table.sql.contains("started_ms")) {
+    let schema: Vec<Text> = rows(&sql.exec(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'hub_bans'",
+        None,
+    )?)?;
+    if schema.iter().any(|table| !table.0.contains("started_ms")) {
         sql.exec(
             "ALTER TABLE hub_bans ADD COLUMN started_ms INTEGER NOT NULL DEFAULT 0",
             None,
@@ -376,12 +389,11 @@ fn put_ban(sql: &SqlStorage, ban: &BanRecord) -> Result<()> {
 /// The manual bans in force, which every report's answer carries (at most
 /// [`MAX_MANUAL_BANS`]).
 fn manual_bans(sql: &SqlStorage, now: u64) -> Result<Vec<BanRecord>> {
-    sql.exec(
+    rows(&sql.exec(
         "SELECT key, source, until_ms, reason, started_ms FROM hub_bans
          WHERE until_ms > ? AND source = ? LIMIT ?",
         vec![int(now), MANUAL.into(), int(MAX_MANUAL_BANS as u64)],
-    )?
-    .to_array()
+    )?)
 }
 
 /// The first `limit` bans in force after `after`, in the pages' order
@@ -417,23 +429,22 @@ fn bans_page(
             ],
         )?,
     };
-    rows.to_array()
+    storage::rows(&rows)
 }
 
 /// `rule`'s top refused keys of the minutes since `since_ms`, merged.
 fn top(sql: &SqlStorage, rule: &str, since_ms: u64) -> Result<TopKeys> {
-    let minutes: Vec<TopKeys> = sql
-        .exec(
-            "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms + 60000 > ?",
-            vec![rule.into(), int(since_ms)],
-        )?
-        .to_array::<TopRow>()?
-        .into_iter()
-        .filter_map(|row| whole(&row.summary, TopKeys::read).ok())
-        .collect();
+    let minutes: Vec<TopKeys> = rows::<Text>(&sql.exec(
+        "SELECT summary FROM hub_top WHERE rule = ? AND minute_ms + 60000 > ?",
+        vec![rule.into(), int(since_ms)],
+    )?)?
+    .into_iter()
+    .filter_map(|row| whole(&row.0, TopKeys::read).ok())
+    .collect();
     Ok(merge_all(&minutes, CAPACITY))
 }
 
 fn count(sql: &SqlStorage, query: &str, bindings: Vec<worker::SqlStorageValue>) -> Result<u64> {
-    Ok(sql.exec(query, bindings)?.one::<Count>()?.n)
+    let counted = rows::<Count>(&sql.exec(query, bindings)?)?;
+    Ok(counted.first().map_or(0, |count| count.n))
 }

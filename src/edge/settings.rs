@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use wasm_bindgen::JsValue;
-use worker::js_sys::Reflect;
+use worker::js_sys::{Reflect, JSON};
 use worker::{console_error, Env};
 
 use super::client::ROOM_BINDING;
@@ -152,6 +152,12 @@ fn required_secret(env: &Env, name: &str, field: &str) -> Result<String, ConfigE
 /// The `SLUICE` var as JSON: absent (no rules), a JSON string (as the
 /// dashboard stores it), or a structured var. A var that is present but
 /// unreadable is an error, never a silent "no rules".
+///
+/// A structured var is written out by the runtime's `JSON.stringify` and
+/// parsed by the `Value` parser bodies use: `Env::object_var` would walk
+/// it with `serde_wasm_bindgen`, whose reader was in the wasm for this
+/// alone, and whose errors were the last path to `f64`'s `Display` (13 KB
+/// gzip together).
 fn raw_config(env: &Env) -> Result<Value, ConfigError> {
     let raw =
         Reflect::get(env.as_ref(), &JsValue::from_str("SLUICE")).unwrap_or(JsValue::UNDEFINED);
@@ -161,8 +167,13 @@ fn raw_config(env: &Env) -> Result<Value, ConfigError> {
     if let Some(text) = raw.as_string() {
         return Ok(Value::String(text));
     }
-    env.object_var::<Value>("SLUICE").map_err(|e| ConfigError {
+    let unreadable = |e: String| ConfigError {
         field: "SLUICE".into(),
         message: format!("must be a table of settings or a JSON string: {e}"),
-    })
+    };
+    let text = JSON::stringify(&raw)
+        .map_err(|e| unreadable(format!("{e:?}")))?
+        .as_string()
+        .ok_or_else(|| unreadable("it has no JSON form".into()))?;
+    serde_json::from_slice(text.as_bytes()).map_err(|e| unreadable(e.to_string()))
 }

@@ -1,11 +1,9 @@
 //! The key object's tables: the ledger's writes and deletions as SQL, and
 //! reading it all back when an instance starts.
 
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
-use super::super::storage::{int, BodyRow};
+use super::super::storage::{self, int, BodyRow, Columns, Count, FromRow};
 use super::meter;
 use crate::control::Control;
 use crate::input::scan::whole;
@@ -213,14 +211,21 @@ impl Tables {
 }
 
 /// A table as `sqlite_master` describes it.
-#[derive(Deserialize)]
 struct Stored {
     name: String,
     /// The statement that created it, as altered since.
     sql: Option<String>,
 }
 
-#[derive(Deserialize)]
+impl FromRow for Stored {
+    fn read(c: &mut Columns) -> Result<Stored> {
+        Ok(Stored {
+            name: c.text()?,
+            sql: c.text_or_null()?,
+        })
+    }
+}
+
 struct SlotRow {
     policy: String,
     kind: u64,
@@ -231,14 +236,36 @@ struct SlotRow {
     s2: u64,
 }
 
-#[derive(Deserialize)]
+impl FromRow for SlotRow {
+    fn read(c: &mut Columns) -> Result<SlotRow> {
+        Ok(SlotRow {
+            policy: c.text()?,
+            kind: c.whole()?,
+            a: c.whole()?,
+            b: c.whole()?,
+            c: c.whole()?,
+            s1: c.whole()?,
+            s2: c.whole()?,
+        })
+    }
+}
+
 struct HitRow {
     policy: String,
     at: u64,
     n: u32,
 }
 
-#[derive(Deserialize)]
+impl FromRow for HitRow {
+    fn read(c: &mut Columns) -> Result<HitRow> {
+        Ok(HitRow {
+            policy: c.text()?,
+            at: c.whole()?,
+            n: c.small()?,
+        })
+    }
+}
+
 struct BanRow {
     until_ms: u64,
     offences: u32,
@@ -246,7 +273,17 @@ struct BanRow {
     reason: String,
 }
 
-#[derive(Deserialize)]
+impl FromRow for BanRow {
+    fn read(c: &mut Columns) -> Result<BanRow> {
+        Ok(BanRow {
+            until_ms: c.whole()?,
+            offences: c.small()?,
+            forget_ms: c.whole()?,
+            reason: c.text()?,
+        })
+    }
+}
+
 struct LeaseRow {
     id: String,
     owner: Option<String>,
@@ -256,8 +293,19 @@ struct LeaseRow {
     lim: Option<u32>,
 }
 
-/// A one-row table whose row is a JSON body: overrides and states.
-#[derive(Deserialize)]
+impl FromRow for LeaseRow {
+    fn read(c: &mut Columns) -> Result<LeaseRow> {
+        Ok(LeaseRow {
+            id: c.text()?,
+            owner: c.text_or_null()?,
+            fence: c.whole()?,
+            expires_ms: c.whole()?,
+            holds: c.small()?,
+            lim: c.small_or_null()?,
+        })
+    }
+}
+
 struct ReservationRow {
     id: String,
     lapses_ms: u64,
@@ -265,7 +313,17 @@ struct ReservationRow {
     runs: String,
 }
 
-#[derive(Deserialize)]
+impl FromRow for ReservationRow {
+    fn read(c: &mut Columns) -> Result<ReservationRow> {
+        Ok(ReservationRow {
+            id: c.text()?,
+            lapses_ms: c.whole()?,
+            cost: c.small()?,
+            runs: c.text()?,
+        })
+    }
+}
+
 struct BlockRow {
     id: u64,
     holder: String,
@@ -281,20 +339,47 @@ struct BlockRow {
     tat_after: Option<u64>,
 }
 
-#[derive(Deserialize)]
+impl FromRow for BlockRow {
+    fn read(c: &mut Columns) -> Result<BlockRow> {
+        Ok(BlockRow {
+            id: c.whole()?,
+            holder: c.text()?,
+            policy: c.text()?,
+            kind: c.whole()?,
+            a: c.whole()?,
+            b: c.whole()?,
+            c: c.whole()?,
+            admissions: c.small()?,
+            granted_ms: c.whole()?,
+            until_ms: c.whole()?,
+            tat_before: c.whole_or_null()?,
+            tat_after: c.whole_or_null()?,
+        })
+    }
+}
+
 struct TimesRowRead {
     policy: String,
     times: String,
 }
 
-#[derive(Deserialize)]
+impl FromRow for TimesRowRead {
+    fn read(c: &mut Columns) -> Result<TimesRowRead> {
+        Ok(TimesRowRead {
+            policy: c.text()?,
+            times: c.text()?,
+        })
+    }
+}
+
 struct FloorRow {
     fence: u64,
 }
 
-#[derive(Deserialize)]
-struct Count {
-    n: u64,
+impl FromRow for FloorRow {
+    fn read(c: &mut Columns) -> Result<FloorRow> {
+        Ok(FloorRow { fence: c.whole()? })
+    }
 }
 
 /// The tables that exist, each brought to the current layout first if an
@@ -537,7 +622,7 @@ fn load_control(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result
 }
 
 /// The rows `query` answers, or none when `table` does not exist.
-fn rows_if<T: DeserializeOwned>(
+fn rows_if<T: FromRow>(
     sql: &SqlStorage,
     tables: Tables,
     table: Table,
@@ -551,9 +636,9 @@ fn rows_if<T: DeserializeOwned>(
 }
 
 /// Every row a query answers, counted in the meter.
-fn rows<T: DeserializeOwned>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
+fn rows<T: FromRow>(sql: &SqlStorage, query: &str) -> Result<Vec<T>> {
     let cursor = sql.exec(query, None)?;
-    let rows = cursor.to_array::<T>()?;
+    let rows = storage::rows(&cursor)?;
     count_rows(&cursor);
     Ok(rows)
 }

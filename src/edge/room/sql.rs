@@ -5,10 +5,9 @@
 //! not open (one row, kept in a table of its own, so that a shard stored
 //! before rooms had a state reads back as it was: open).
 
-use serde::Deserialize;
 use worker::{Result, SqlStorage, SqlStorageValue};
 
-use super::super::storage::{int, BodyRow};
+use super::super::storage::{self, int, BodyRow, Columns, FromRow};
 use crate::control::Control;
 use crate::input::scan::whole;
 use crate::room::shard::{Change, Counters, Offer, Sample, Session, Stored, Terms};
@@ -26,15 +25,22 @@ CREATE TABLE IF NOT EXISTS room_minutes (
   admitted INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS room_control (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL);";
 
-#[derive(Deserialize)]
 struct StateRow {
     terms: String,
     counters: String,
 }
 
+impl FromRow for StateRow {
+    fn read(c: &mut Columns) -> Result<StateRow> {
+        Ok(StateRow {
+            terms: c.text()?,
+            counters: c.text()?,
+        })
+    }
+}
+
 /// Any row of the shard's tables but the state's, its columns named `a` to
-/// `d` in the query: one row type, so one deserializer in the wasm.
-#[derive(Deserialize)]
+/// `d` in the query: one row type, so one reader in the wasm.
 struct Row {
     a: u64,
     b: u64,
@@ -42,13 +48,23 @@ struct Row {
     d: u64,
 }
 
+impl FromRow for Row {
+    fn read(c: &mut Columns) -> Result<Row> {
+        Ok(Row {
+            a: c.whole()?,
+            b: c.whole()?,
+            c: c.whole()?,
+            d: c.whole()?,
+        })
+    }
+}
+
 /// The terms the shard last ran under and what it stored; `None` for a
 /// shard that has stored nothing yet.
 pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     sql.exec(SCHEMA, None)?;
-    let state = sql
-        .exec("SELECT terms, counters FROM room_state", None)?
-        .to_array::<StateRow>()?;
+    let state: Vec<StateRow> =
+        storage::rows(&sql.exec("SELECT terms, counters FROM room_state", None)?)?;
     let Some(state) = state.into_iter().next() else {
         return Ok(None);
     };
@@ -100,9 +116,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     })
     .collect();
     // A row that no longer reads back is dropped: the shard is open.
-    let control = sql
-        .exec("SELECT body FROM room_control", None)?
-        .to_array::<BodyRow>()?
+    let control = storage::rows::<BodyRow>(&sql.exec("SELECT body FROM room_control", None)?)?
         .into_iter()
         .find_map(|row| whole(&row.body, Control::read).ok());
     let stored = Stored {
@@ -189,7 +203,7 @@ pub fn apply(
 }
 
 fn rows(sql: &SqlStorage, query: &str) -> Result<Vec<Row>> {
-    sql.exec(query, None)?.to_array()
+    storage::rows(&sql.exec(query, None)?)
 }
 
 fn run(sql: &SqlStorage, statement: &str, bindings: Vec<SqlStorageValue>) -> Result<()> {
