@@ -57,14 +57,15 @@ impl Heat {
     /// answers its decisions within the last second, this one included.
     pub fn record(&mut self, key: &str, now_ms: u64) -> u32 {
         let bucket = now_ms / BUCKET_MS;
+        // Full: every key not counted within the last second goes (its rate
+        // is 0 anyway), or, when all were, every key: a flood of new keys
+        // then costs one pass per CAPACITY of them, not a search for the
+        // coldest per request, and a hot key is hot again within 5
+        // decisions.
         if !self.keys.contains_key(key) && self.keys.len() >= CAPACITY {
-            let coldest = self
-                .keys
-                .iter()
-                .min_by_key(|(_, c)| c.newest)
-                .map(|(k, _)| k.clone());
-            if let Some(coldest) = coldest {
-                self.keys.remove(&coldest);
+            self.keys.retain(|_, c| c.newest + BUCKETS > bucket);
+            if self.keys.len() >= CAPACITY {
+                self.keys.clear();
             }
         }
         let counter = self.keys.entry(key.to_string()).or_default();
@@ -105,15 +106,27 @@ mod tests {
     }
 
     #[test]
-    fn holds_at_most_its_capacity_and_drops_the_coldest() {
+    fn holds_at_most_its_capacity_and_drops_keys_cold_for_a_second() {
         let mut heat = Heat::default();
         for i in 0..CAPACITY as u64 {
             heat.record(&format!("k{i}"), T0 + i);
         }
         heat.record("k0", T0 + 5_000);
         heat.record("new", T0 + 5_001);
-        assert_eq!(heat.keys.len(), CAPACITY);
-        assert_eq!(heat.rate("k1", T0 + 5_001), 0, "the coldest went");
+        assert_eq!(heat.keys.len(), 2, "every key cold for a second went");
+        assert_eq!(heat.rate("k1", T0 + 5_001), 0);
         assert_eq!(heat.rate("k0", T0 + 5_001), 1);
+    }
+
+    #[test]
+    fn a_flood_of_new_keys_stays_bounded_and_a_hot_key_is_hot_again() {
+        let mut heat = Heat::default();
+        for i in 0..3 * CAPACITY as u64 {
+            heat.record(&format!("k{i}"), T0 + i / 10);
+            assert!(heat.keys.len() <= CAPACITY);
+        }
+        let later = T0 + 400;
+        let rates: Vec<u32> = (0..5).map(|i| heat.record("hot", later + i)).collect();
+        assert_eq!(rates, [1, 2, 3, 4, 5]);
     }
 }
