@@ -84,19 +84,22 @@ impl LocalBlocks {
     /// What `request` becomes at `now_ms`; `local` says whether the gate
     /// lets the isolate decide it.
     pub fn decide(&mut self, request: &CheckRequest, local: bool, now_ms: u64) -> Local {
-        let mut call = request.clone();
+        let mut block = None;
         if local && request.cost > 0 {
             let rate = self.heat.record(&request.key, now_ms);
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
             }
             if self.ask(&request.key, now_ms) {
-                call.block = Some(BlockAskWire {
+                block = Some(BlockAskWire {
                     holder: self.holder.holder().to_string(),
                     rate,
                 });
             }
         }
+        // Copied only for a call: a check admitted here copies nothing.
+        let mut call = request.clone();
+        call.block = block;
         let reports = self.holder.take(&request.key);
         if !reports.is_empty() {
             self.specs.remove(&request.key);
