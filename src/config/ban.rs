@@ -1,9 +1,10 @@
 //! A rule's escalating bans (`ban`).
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::ledger::BanPolicy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,16 +14,29 @@ pub struct RuleBan {
     pub status: u16,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawBan {
     after: u64,
     within: String,
-    #[serde(rename = "for")]
     duration: String,
     multiplier: Option<u64>,
     max: Option<String>,
     status: Option<u16>,
+}
+
+impl FromTree for RawBan {
+    fn from_tree(value: Value) -> Result<RawBan, tree::Error> {
+        const NAMES: &[&str] = &["after", "within", "for", "multiplier", "max", "status"];
+        let mut f = Fields::new(value, "struct RawBan", NAMES)?;
+        let raw = RawBan {
+            after: f.required("after"),
+            within: f.required("within"),
+            duration: f.required("for"),
+            multiplier: f.optional("multiplier"),
+            max: f.optional("max"),
+            status: f.optional("status"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub(super) fn validate_ban(raw: RawBan, at: &str) -> Result<RuleBan, ConfigError> {

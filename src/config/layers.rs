@@ -15,7 +15,7 @@
 //! status. GCRA cannot give a unit back, so only a last layer that counts
 //! every request may use it.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::count::{parse_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope};
@@ -26,6 +26,7 @@ use super::rule::{check_key_parts, Rule};
 use super::tier::Tier;
 use super::{error, ConfigError, RuleBan};
 use crate::http::key::KeySpec;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::limits::MAX_LAYERS;
 use crate::objects::name::Scope;
@@ -130,8 +131,6 @@ pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
 /// able to give its unit back.
 pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawLayer {
     id: String,
     key: Option<String>,
@@ -142,7 +141,38 @@ pub(super) struct RawLayer {
     algorithm: Option<String>,
     burst: Option<u64>,
     policies: Option<Vec<RawPolicy>>,
-    count: Option<serde_json::Value>,
+    count: Option<Value>,
+}
+
+impl FromTree for RawLayer {
+    fn from_tree(value: Value) -> Result<RawLayer, tree::Error> {
+        const NAMES: &[&str] = &[
+            "id",
+            "key",
+            "scope",
+            "split",
+            "limit",
+            "window",
+            "algorithm",
+            "burst",
+            "policies",
+            "count",
+        ];
+        let mut f = Fields::new(value, "struct RawLayer", NAMES)?;
+        let raw = RawLayer {
+            id: f.required("id"),
+            key: f.optional("key"),
+            scope: f.optional("scope"),
+            split: f.optional("split"),
+            limit: f.optional("limit"),
+            window: f.optional("window"),
+            algorithm: f.optional("algorithm"),
+            burst: f.optional("burst"),
+            policies: f.optional("policies"),
+            count: f.optional("count"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 impl RawLayer {

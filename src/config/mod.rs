@@ -22,7 +22,6 @@ pub mod tier;
 
 use std::fmt;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::auth::ApiAccess;
@@ -31,7 +30,7 @@ use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
-use crate::input::tree;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::input::words::{self, Dialect};
 pub use ban::RuleBan;
 pub use global::Global;
@@ -175,36 +174,72 @@ impl Default for Config {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawConfig {
     prefix: Option<String>,
     origin: Option<String>,
     origin_auth: Option<RawOriginAuth>,
-    #[serde(default)]
     keep_headers: Vec<String>,
     ipv6_prefix: Option<u8>,
     timeout: Option<String>,
     api: Option<String>,
-    #[serde(default)]
     allow: Vec<String>,
-    #[serde(default)]
     deny: Vec<String>,
     jwt: Option<RawJwt>,
     paths: Option<paths::RawPaths>,
-    #[serde(default)]
     rules: Vec<rule::RawRule>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+impl FromTree for RawConfig {
+    fn from_tree(value: Value) -> Result<RawConfig, tree::Error> {
+        const NAMES: &[&str] = &[
+            "prefix",
+            "origin",
+            "origin_auth",
+            "keep_headers",
+            "ipv6_prefix",
+            "timeout",
+            "api",
+            "allow",
+            "deny",
+            "jwt",
+            "paths",
+            "rules",
+        ];
+        let mut f = Fields::new(value, "struct RawConfig", NAMES)?;
+        let raw = RawConfig {
+            prefix: f.optional("prefix"),
+            origin: f.optional("origin"),
+            origin_auth: f.optional("origin_auth"),
+            keep_headers: f.or_default("keep_headers"),
+            ipv6_prefix: f.optional("ipv6_prefix"),
+            timeout: f.optional("timeout"),
+            api: f.optional("api"),
+            allow: f.or_default("allow"),
+            deny: f.or_default("deny"),
+            jwt: f.optional("jwt"),
+            paths: f.optional("paths"),
+            rules: f.or_default("rules"),
+        };
+        f.finish().map(|()| raw)
+    }
+}
+
 struct RawOriginAuth {
     header: Option<String>,
     secret: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+impl FromTree for RawOriginAuth {
+    fn from_tree(value: Value) -> Result<RawOriginAuth, tree::Error> {
+        let mut f = Fields::new(value, "struct RawOriginAuth", &["header", "secret"])?;
+        let raw = RawOriginAuth {
+            header: f.optional("header"),
+            secret: f.optional("secret"),
+        };
+        f.finish().map(|()| raw)
+    }
+}
+
 struct RawJwt {
     secret: Option<String>,
     leeway: Option<String>,
@@ -212,6 +247,29 @@ struct RawJwt {
     require_exp: Option<bool>,
     aud: Option<String>,
     iss: Option<String>,
+}
+
+impl FromTree for RawJwt {
+    fn from_tree(value: Value) -> Result<RawJwt, tree::Error> {
+        const NAMES: &[&str] = &[
+            "secret",
+            "leeway",
+            "on_invalid",
+            "require_exp",
+            "aud",
+            "iss",
+        ];
+        let mut f = Fields::new(value, "struct RawJwt", NAMES)?;
+        let raw = RawJwt {
+            secret: f.optional("secret"),
+            leeway: f.optional("leeway"),
+            on_invalid: f.optional("on_invalid"),
+            require_exp: f.optional("require_exp"),
+            aud: f.optional("aud"),
+            iss: f.optional("iss"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 impl Config {

@@ -1,12 +1,13 @@
 //! An operator's override of one key's limits, as the admin API takes it
 //! and validated like the config.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::tier::Tier;
 use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
@@ -16,8 +17,6 @@ use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 /// global quota's override (`PUT {prefix}/admin/rules/{rule}/override`)
 /// is read as the same body and takes `limit`, `window` and `reason` only
 /// (`super::quota_override`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OverrideRequest {
     pub(super) limit: Option<u64>,
     pub(super) window: Option<String>,
@@ -25,9 +24,35 @@ pub struct OverrideRequest {
     pub(super) burst: Option<u64>,
     pub(super) policies: Option<Vec<RawPolicy>>,
     pub(super) unlimited: Option<bool>,
-    #[serde(rename = "for")]
     pub(super) lasts: Option<String>,
     pub(super) reason: Option<String>,
+}
+
+impl FromTree for OverrideRequest {
+    fn from_tree(value: Value) -> Result<OverrideRequest, tree::Error> {
+        const NAMES: &[&str] = &[
+            "limit",
+            "window",
+            "algorithm",
+            "burst",
+            "policies",
+            "unlimited",
+            "for",
+            "reason",
+        ];
+        let mut f = Fields::new(value, "struct OverrideRequest", NAMES)?;
+        let raw = OverrideRequest {
+            limit: f.optional("limit"),
+            window: f.optional("window"),
+            algorithm: f.optional("algorithm"),
+            burst: f.optional("burst"),
+            policies: f.optional("policies"),
+            unlimited: f.optional("unlimited"),
+            lasts: f.optional("for"),
+            reason: f.optional("reason"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// An override as the admin API takes it, validated like the config.

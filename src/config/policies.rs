@@ -1,11 +1,12 @@
 //! A rule's or tier's policies: one in shorthand (`limit`, `window`) or
 //! several (`policies`), each an algorithm with its limit and window.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::names::validate_part_name;
 use super::{error, ConfigError};
 use crate::input::duration::parse_ms;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::{Policy, Spec};
 use crate::limits::MAX_POLICIES;
@@ -22,14 +23,27 @@ pub(super) struct RawLimits {
     pub(super) no_gcra: Option<&'static str>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
     name: Option<String>,
     limit: u64,
     window: String,
     algorithm: Option<String>,
     burst: Option<u64>,
+}
+
+impl FromTree for RawPolicy {
+    fn from_tree(value: Value) -> Result<RawPolicy, tree::Error> {
+        const NAMES: &[&str] = &["name", "limit", "window", "algorithm", "burst"];
+        let mut f = Fields::new(value, "struct RawPolicy", NAMES)?;
+        let raw = RawPolicy {
+            name: f.optional("name"),
+            limit: f.required("limit"),
+            window: f.required("window"),
+            algorithm: f.optional("algorithm"),
+            burst: f.optional("burst"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// The policies of a rule or tier, named for the RateLimit headers:

@@ -1,9 +1,10 @@
 //! `waiting_room`: a rule that queues visitors in front of its paths
 //! instead of refusing them (see `crate::room`).
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::{error, validate_secret_name, ConfigError};
+use crate::input::tree::{self, Fields, FromTree};
 use crate::input::{duration, instant};
 use crate::limit::MAX_LIMIT;
 
@@ -52,8 +53,6 @@ pub struct WaitingRoom {
     pub secret: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRoom {
     active: u64,
     per_minute: u64,
@@ -62,6 +61,31 @@ pub(super) struct RawRoom {
     refresh: Option<String>,
     opens_at: Option<String>,
     secret: Option<String>,
+}
+
+impl FromTree for RawRoom {
+    fn from_tree(value: Value) -> Result<RawRoom, tree::Error> {
+        const NAMES: &[&str] = &[
+            "active",
+            "per_minute",
+            "session",
+            "shards",
+            "refresh",
+            "opens_at",
+            "secret",
+        ];
+        let mut f = Fields::new(value, "struct RawRoom", NAMES)?;
+        let raw = RawRoom {
+            active: f.required("active"),
+            per_minute: f.required("per_minute"),
+            session: f.optional("session"),
+            shards: f.optional("shards"),
+            refresh: f.optional("refresh"),
+            opens_at: f.optional("opens_at"),
+            secret: f.optional("secret"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// Validates a rule's `waiting_room`. `set` names the rule's other fields

@@ -2,7 +2,7 @@
 //! and what it allows them (policies, bans, lists, shadow mode, failure
 //! policy).
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::ban::{validate_ban, RawBan, RuleBan};
 use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
@@ -20,6 +20,7 @@ use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::objects::name::Scope;
 
@@ -141,11 +142,8 @@ pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
     tier.or_else(layer)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRule {
     id: String,
-    #[serde(rename = "match", default)]
     matcher: RawMatch,
     paths: Option<RawPaths>,
     key: Option<String>,
@@ -157,11 +155,8 @@ pub(super) struct RawRule {
     policies: Option<Vec<RawPolicy>>,
     tiers: Option<Vec<RawTier>>,
     ban: Option<RawBan>,
-    #[serde(default)]
     allow: Vec<String>,
-    #[serde(default)]
     deny: Vec<String>,
-    #[serde(default)]
     shadow: bool,
     local: Option<bool>,
     on_error: Option<String>,
@@ -170,16 +165,88 @@ pub(super) struct RawRule {
     queue: Option<RawQueue>,
     scope: Option<String>,
     split: Option<u64>,
-    count: Option<serde_json::Value>,
+    count: Option<Value>,
     waiting_room: Option<RawRoom>,
     also: Option<Vec<RawLayer>>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+impl FromTree for RawRule {
+    fn from_tree(value: Value) -> Result<RawRule, tree::Error> {
+        const NAMES: &[&str] = &[
+            "id",
+            "match",
+            "paths",
+            "key",
+            "action",
+            "limit",
+            "window",
+            "algorithm",
+            "burst",
+            "policies",
+            "tiers",
+            "ban",
+            "allow",
+            "deny",
+            "shadow",
+            "local",
+            "on_error",
+            "concurrency",
+            "lease_ttl",
+            "queue",
+            "scope",
+            "split",
+            "count",
+            "waiting_room",
+            "also",
+        ];
+        let mut f = Fields::new(value, "struct RawRule", NAMES)?;
+        let raw = RawRule {
+            id: f.required("id"),
+            matcher: f.or_default("match"),
+            paths: f.optional("paths"),
+            key: f.optional("key"),
+            action: f.optional("action"),
+            limit: f.optional("limit"),
+            window: f.optional("window"),
+            algorithm: f.optional("algorithm"),
+            burst: f.optional("burst"),
+            policies: f.optional("policies"),
+            tiers: f.optional("tiers"),
+            ban: f.optional("ban"),
+            allow: f.or_default("allow"),
+            deny: f.or_default("deny"),
+            shadow: f.or_default("shadow"),
+            local: f.optional("local"),
+            on_error: f.optional("on_error"),
+            concurrency: f.optional("concurrency"),
+            lease_ttl: f.optional("lease_ttl"),
+            queue: f.optional("queue"),
+            scope: f.optional("scope"),
+            split: f.optional("split"),
+            count: f.optional("count"),
+            waiting_room: f.optional("waiting_room"),
+            also: f.optional("also"),
+        };
+        f.finish().map(|()| raw)
+    }
+}
+
+#[derive(Default)]
 struct RawMatch {
     path: Option<String>,
     methods: Option<Vec<String>>,
+}
+
+impl FromTree for RawMatch {
+    fn from_tree(value: Value) -> Result<RawMatch, tree::Error> {
+        const NAMES: &[&str] = &["path", "methods"];
+        let mut f = Fields::new(value, "struct RawMatch", NAMES)?;
+        let raw = RawMatch {
+            path: f.optional("path"),
+            methods: f.optional("methods"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub(super) fn validate_rule(

@@ -1,13 +1,14 @@
 //! Tiers: which callers a rule's limits are for (registered, anonymous, a
 //! plan from a JWT claim), and the key and policies each tier has.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::names::validate_part_name;
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::{error, json_text, ConfigError};
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::objects::name::Scope;
 
@@ -54,17 +55,42 @@ impl When {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawTier {
     name: String,
-    when: Option<serde_json::Value>,
+    when: Option<Value>,
     key: Option<String>,
     limit: Option<u64>,
     window: Option<String>,
     algorithm: Option<String>,
     burst: Option<u64>,
     policies: Option<Vec<RawPolicy>>,
+}
+
+impl FromTree for RawTier {
+    fn from_tree(value: Value) -> Result<RawTier, tree::Error> {
+        const NAMES: &[&str] = &[
+            "name",
+            "when",
+            "key",
+            "limit",
+            "window",
+            "algorithm",
+            "burst",
+            "policies",
+        ];
+        let mut f = Fields::new(value, "struct RawTier", NAMES)?;
+        let raw = RawTier {
+            name: f.required("name"),
+            when: f.optional("when"),
+            key: f.optional("key"),
+            limit: f.optional("limit"),
+            window: f.optional("window"),
+            algorithm: f.optional("algorithm"),
+            burst: f.optional("burst"),
+            policies: f.optional("policies"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// The tiers of rule `rule_id`; `no_gcra` says why their policies may not
@@ -141,7 +167,7 @@ pub(super) fn validate_tiers(
 
 /// `when`: `"registered"`, `"anonymous"`, or a claim's values:
 /// `{ claim = "plan", in = ["pro", "team"] }` or `{ claim = "plan", equals = "pro" }`.
-fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, ConfigError> {
+fn validate_when(raw: Option<Value>, field: &str) -> Result<When, ConfigError> {
     use serde_json::Value;
     let classes = "use \"registered\" (a valid JWT), \"anonymous\", or a claim's values such as { claim = \"plan\", in = [\"pro\", \"team\"] }";
     let object = match raw {

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::body;
 use super::cidr::{client_network, Cidr};
@@ -10,6 +10,7 @@ use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
 use crate::input::duration::parse_ms;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,12 +253,21 @@ pub struct ManualBan {
 }
 
 /// A manual ban's body as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawManualBan {
-    #[serde(rename = "for")]
     lasts: Option<String>,
     reason: Option<String>,
+}
+
+impl FromTree for RawManualBan {
+    fn from_tree(value: Value) -> Result<RawManualBan, tree::Error> {
+        const NAMES: &[&str] = &["for", "reason"];
+        let mut f = Fields::new(value, "struct RawManualBan", NAMES)?;
+        let raw = RawManualBan {
+            lasts: f.optional("for"),
+            reason: f.optional("reason"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub fn parse_manual_ban(content_type: Option<&str>, body: &[u8]) -> Result<ManualBan, Problem> {

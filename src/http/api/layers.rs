@@ -12,12 +12,12 @@
 //! layer asked, under its `name` (given, or its key when that is a valid
 //! name, else `layers[i]`).
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
 use super::{check_policy_name, checked_key_at, wait_ms};
 use crate::http::problem::Problem;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
 use crate::limits::MAX_LAYERS;
@@ -37,8 +37,6 @@ pub struct KeyLayer {
 }
 
 /// One of `layers` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawLayer {
     name: Option<String>,
     key: String,
@@ -46,6 +44,22 @@ pub(super) struct RawLayer {
     window_ms: Option<u64>,
     algorithm: Option<String>,
     policies: Option<Vec<RawPolicy>>,
+}
+
+impl FromTree for RawLayer {
+    fn from_tree(value: Value) -> Result<RawLayer, tree::Error> {
+        const NAMES: &[&str] = &["name", "key", "limit", "window_ms", "algorithm", "policies"];
+        let mut f = Fields::new(value, "struct RawLayer", NAMES)?;
+        let raw = RawLayer {
+            name: f.optional("name"),
+            key: f.required("key"),
+            limit: f.optional("limit"),
+            window_ms: f.optional("window_ms"),
+            algorithm: f.optional("algorithm"),
+            policies: f.optional("policies"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub(super) fn parse_layers(

@@ -1,12 +1,12 @@
 //! `POST {prefix}/v1/leases` and its renewals: leases under a
 //! concurrency limit, and locks; and the answers to an acquire.
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{checked_key, wait_ms};
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
+use crate::input::tree::{self, Fields, FromTree};
 use crate::ledger::Outcome;
 use crate::limit::lease::LeaseError;
 use crate::limits::{
@@ -28,14 +28,27 @@ pub struct LeaseCall {
 }
 
 /// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawLease {
     key: String,
     limit: Option<u64>,
     ttl_ms: Option<u64>,
     owner: Option<String>,
     lease_id: Option<String>,
+}
+
+impl FromTree for RawLease {
+    fn from_tree(value: Value) -> Result<RawLease, tree::Error> {
+        const NAMES: &[&str] = &["key", "limit", "ttl_ms", "owner", "lease_id"];
+        let mut f = Fields::new(value, "struct RawLease", NAMES)?;
+        let raw = RawLease {
+            key: f.required("key"),
+            limit: f.optional("limit"),
+            ttl_ms: f.optional("ttl_ms"),
+            owner: f.optional("owner"),
+            lease_id: f.optional("lease_id"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
@@ -83,10 +96,19 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
 }
 
 /// A renewal's body, `{"ttl_ms"?}` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawRenew {
     ttl_ms: Option<u64>,
+}
+
+impl FromTree for RawRenew {
+    fn from_tree(value: Value) -> Result<RawRenew, tree::Error> {
+        const NAMES: &[&str] = &["ttl_ms"];
+        let mut f = Fields::new(value, "struct RawRenew", NAMES)?;
+        let raw = RawRenew {
+            ttl_ms: f.optional("ttl_ms"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// A renewal's `ttl_ms`: optional, [`DEFAULT_LEASE_TTL_MS`] by default. An

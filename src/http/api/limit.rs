@@ -4,13 +4,13 @@
 //! optionally as a reservation (`"reserve": true`), and the answer; or
 //! several keys at once (`layers`, in `layers.rs`).
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
 use crate::http::body;
 use crate::http::problem::Problem;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
 use crate::limits::{MAX_POLICIES, MAX_RESERVATION_TTL_MS};
@@ -51,8 +51,6 @@ pub enum LimitCall {
 /// are the one-policy form, `policies` the named form, `layers` several
 /// keys; which one was used is checked after reading, so the error can say
 /// what to do.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawLimitRequest {
     key: Option<String>,
     limit: Option<u64>,
@@ -60,11 +58,41 @@ struct RawLimitRequest {
     algorithm: Option<String>,
     policies: Option<Vec<RawPolicy>>,
     cost: Option<u64>,
-    #[serde(default)]
     reserve: bool,
     reservation_ttl_ms: Option<u64>,
     layers: Option<Vec<RawLayer>>,
     local: Option<bool>,
+}
+
+impl FromTree for RawLimitRequest {
+    fn from_tree(value: Value) -> Result<RawLimitRequest, tree::Error> {
+        const NAMES: &[&str] = &[
+            "key",
+            "limit",
+            "window_ms",
+            "algorithm",
+            "policies",
+            "cost",
+            "reserve",
+            "reservation_ttl_ms",
+            "layers",
+            "local",
+        ];
+        let mut f = Fields::new(value, "struct RawLimitRequest", NAMES)?;
+        let raw = RawLimitRequest {
+            key: f.optional("key"),
+            limit: f.optional("limit"),
+            window_ms: f.optional("window_ms"),
+            algorithm: f.optional("algorithm"),
+            policies: f.optional("policies"),
+            cost: f.optional("cost"),
+            reserve: f.or_default("reserve"),
+            reservation_ttl_ms: f.optional("reservation_ttl_ms"),
+            layers: f.optional("layers"),
+            local: f.optional("local"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// One key's limits as sent, in a body or in one of its `layers`: the
@@ -78,13 +106,25 @@ pub(super) struct KeyLimits {
 }
 
 /// One of `policies`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
     name: String,
     limit: u64,
     window_ms: u64,
     algorithm: Option<String>,
+}
+
+impl FromTree for RawPolicy {
+    fn from_tree(value: Value) -> Result<RawPolicy, tree::Error> {
+        const NAMES: &[&str] = &["name", "limit", "window_ms", "algorithm"];
+        let mut f = Fields::new(value, "struct RawPolicy", NAMES)?;
+        let raw = RawPolicy {
+            name: f.required("name"),
+            limit: f.required("limit"),
+            window_ms: f.required("window_ms"),
+            algorithm: f.optional("algorithm"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 /// Checks the content type and size, then reads and validates the body.

@@ -1,11 +1,12 @@
 //! `POST {prefix}/v1/limit/settle`: keep or refund a reservation that
 //! `POST {prefix}/v1/limit` made.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::checked_key;
 use crate::http::body;
 use crate::http::problem::Problem;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limits::MAX_RESERVATION_ID_BYTES;
 
 /// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
@@ -18,12 +19,23 @@ pub struct SettleCall {
 
 /// `{"key", "reservation", "keep"}` as sent; the last two are checked by
 /// hand so that a missing one says what it is for.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawSettle {
     key: String,
     reservation: Option<String>,
     keep: Option<bool>,
+}
+
+impl FromTree for RawSettle {
+    fn from_tree(value: Value) -> Result<RawSettle, tree::Error> {
+        const NAMES: &[&str] = &["key", "reservation", "keep"];
+        let mut f = Fields::new(value, "struct RawSettle", NAMES)?;
+        let raw = RawSettle {
+            key: f.required("key"),
+            reservation: f.optional("reservation"),
+            keep: f.optional("keep"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub fn parse_settle_request(

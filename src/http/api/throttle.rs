@@ -1,10 +1,11 @@
 //! `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::checked_key;
 use crate::http::body;
 use crate::http::problem::Problem;
+use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 
 /// `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE key max_burst
@@ -18,14 +19,27 @@ pub struct ThrottleCall {
 
 /// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
 /// `quantity` defaults to 1, and 0 only peeks.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawThrottle {
     key: String,
     max_burst: u64,
     count: u64,
     period_s: u64,
     quantity: Option<u32>,
+}
+
+impl FromTree for RawThrottle {
+    fn from_tree(value: Value) -> Result<RawThrottle, tree::Error> {
+        const NAMES: &[&str] = &["key", "max_burst", "count", "period_s", "quantity"];
+        let mut f = Fields::new(value, "struct RawThrottle", NAMES)?;
+        let raw = RawThrottle {
+            key: f.required("key"),
+            max_burst: f.required("max_burst"),
+            count: f.required("count"),
+            period_s: f.required("period_s"),
+            quantity: f.optional("quantity"),
+        };
+        f.finish().map(|()| raw)
+    }
 }
 
 pub fn parse_throttle_request(
