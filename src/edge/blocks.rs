@@ -70,5 +70,5 @@ fn report_due(objects: &Objects, ctx: &Context, now: u64) {
 pub fn figures() -> serde_json::Value {
     BLOCKS
         .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
-        .unwrap_or_else(|| serde_json::json!({"held": 0, "granted": 0, "admitted": 0}))
+        .unwrap_or_else(|| crate::json!({"held": 0, "granted": 0, "admitted": 0}))
 }

@@ -12,12 +12,13 @@
 //! layer asked, under its `name` (given, or its key when that is a valid
 //! name, else `layers[i]`).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
 use super::{check_policy_name, checked_key_at, wait_ms};
 use crate::http::problem::Problem;
 use crate::input::tree::{self, Fields, FromTree};
+use crate::json;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
 use crate::limits::MAX_LAYERS;
@@ -212,6 +213,8 @@ pub fn layers_response(request: &LayeredRequest, answers: &[Outcome]) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::http::api::tests::{problem_field, JSON};
     use crate::http::api::{parse_limit_request, LimitCall};

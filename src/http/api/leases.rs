@@ -1,12 +1,13 @@
 //! `POST {prefix}/v1/leases` and its renewals: leases under a
 //! concurrency limit, and locks; and the answers to an acquire.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{checked_key, wait_ms};
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
 use crate::input::tree::{self, Fields, FromTree};
+use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::lease::LeaseError;
 use crate::limits::{
@@ -173,6 +174,8 @@ pub fn lease_response(outcome: &Outcome) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::http::api::key_param;
     use crate::http::api::tests::{problem_field, JSON};

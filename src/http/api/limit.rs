@@ -4,13 +4,14 @@
 //! optionally as a reservation (`"reserve": true`), and the answer; or
 //! several keys at once (`layers`, in `layers.rs`).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
 use crate::http::body;
 use crate::http::problem::Problem;
 use crate::input::tree::{self, Fields, FromTree};
+use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
 use crate::limits::{MAX_POLICIES, MAX_RESERVATION_TTL_MS};
