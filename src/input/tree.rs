@@ -180,11 +180,13 @@ impl<T: FromTree> FromTree for Vec<T> {
         let Value::Array(items) = value else {
             return Err(wrong_type(&value, "a sequence"));
         };
-        items
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| T::from_tree(item).map_err(|e| e.at(Step::Index(i))))
-            .collect()
+        // A loop rather than `collect` into a `Result`, whose adapter is
+        // a larger copy for each type of item.
+        let mut read = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            read.push(T::from_tree(item).map_err(|e| e.at(Step::Index(i)))?);
+        }
+        Ok(read)
     }
 }
 
@@ -282,13 +284,20 @@ impl Fields {
     }
 
     fn kept<T>(&mut self, place: usize, name: &str, read: Result<T, Error>) -> Option<T> {
-        read.map_err(|e| self.note(place, e.at(Step::Key(name.to_string()))))
-            .ok()
+        match read {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.note(place, name, e);
+                None
+            }
+        }
     }
 
-    fn note(&mut self, place: usize, e: Error) {
+    /// Out of line: one copy, not one in each type's `kept`.
+    #[inline(never)]
+    fn note(&mut self, place: usize, name: &str, e: Error) {
         if self.first.as_ref().is_none_or(|(first, _)| place < *first) {
-            self.first = Some((place, e));
+            self.first = Some((place, e.at(Step::Key(name.to_string()))));
         }
     }
 }
