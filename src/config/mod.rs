@@ -484,22 +484,17 @@ fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigEr
 /// `keep_headers`: each a forwarding claim Sluice would drop, named in
 /// any case. Any other field passes (or is Sluice's to set) whatever this
 /// says, so naming one is a mistake worth reporting.
-fn validate_keep_headers(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
-    names
-        .into_iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let name = name.to_ascii_lowercase();
-            if may_keep(&name) {
-                Ok(name)
-            } else {
-                Err(error(
-                    &format!("SLUICE.keep_headers[{i}]"),
-                    format!("{name:?} is not a field Sluice drops from what a client sends: name one of {}, or a cf- field; every other field passes to the origin anyway, and the client's address is always Sluice's to state (X-Forwarded-For)", FORWARDING_CLAIMS.join(", ")),
-                ))
-            }
-        })
-        .collect()
+fn validate_keep_headers(mut names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for (i, name) in names.iter_mut().enumerate() {
+        name.make_ascii_lowercase();
+        if !may_keep(name) {
+            return Err(error(
+                &format!("SLUICE.keep_headers[{i}]"),
+                format!("{name:?} is not a field Sluice drops from what a client sends: name one of {}, or a cf- field; every other field passes to the origin anyway, and the client's address is always Sluice's to state (X-Forwarded-For)", FORWARDING_CLAIMS.join(", ")),
+            ));
+        }
+    }
+    Ok(names)
 }
 
 fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {

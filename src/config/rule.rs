@@ -468,20 +468,17 @@ pub(super) fn check_key_parts(
     Ok(())
 }
 
-fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
+fn validate_methods(mut methods: Vec<String>) -> Result<Vec<String>, String> {
     if methods.is_empty() {
         return Err(
             "methods must list at least one method, or be left out to match every method".into(),
         );
     }
-    methods
-        .into_iter()
-        .map(|m| {
-            if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                Ok(m.to_ascii_uppercase())
-            } else {
-                Err(format!("{m:?} is not an HTTP method"))
-            }
-        })
-        .collect()
+    for m in &mut methods {
+        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(format!("{m:?} is not an HTTP method"));
+        }
+        m.make_ascii_uppercase();
+    }
+    Ok(methods)
 }
