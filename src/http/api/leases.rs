@@ -174,8 +174,6 @@ pub fn lease_response(outcome: &Outcome) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::http::api::key_param;
     use crate::http::api::tests::{problem_field, JSON};
