@@ -1,10 +1,8 @@
 //! A rule's escalating bans (`ban`).
 
-use serde_json::Value;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::ledger::BanPolicy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,28 +12,14 @@ pub struct RuleBan {
     pub status: u16,
 }
 
-pub(super) struct RawBan {
-    after: u64,
-    within: String,
-    duration: String,
-    multiplier: Option<u64>,
-    max: Option<String>,
-    status: Option<u16>,
-}
-
-impl FromTree for RawBan {
-    fn from_tree(value: Value) -> Result<RawBan, tree::Error> {
-        const NAMES: &[&str] = &["after", "within", "for", "multiplier", "max", "status"];
-        let mut f = Fields::new(value, "struct RawBan", NAMES)?;
-        let raw = RawBan {
-            after: f.required("after"),
-            within: f.required("within"),
-            duration: f.required("for"),
-            multiplier: f.optional("multiplier"),
-            max: f.optional("max"),
-            status: f.optional("status"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawBan {
+        after: u64 = required "after",
+        within: String = required "within",
+        duration: String = required "for",
+        multiplier: Option<u64> = optional "multiplier",
+        max: Option<String> = optional "max",
+        status: Option<u16> = optional "status",
     }
 }
 

@@ -1,11 +1,9 @@
 //! `concurrency`: at most N of a key's requests at the origin at once,
 //! with leases that lapse and an optional queue.
 
-use serde_json::Value;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limits::{DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,20 +19,10 @@ pub struct Concurrency {
     pub max_queue: u32,
 }
 
-pub(super) struct RawQueue {
-    max_wait: String,
-    max_len: Option<u64>,
-}
-
-impl FromTree for RawQueue {
-    fn from_tree(value: Value) -> Result<RawQueue, tree::Error> {
-        const NAMES: &[&str] = &["max_wait", "max_len"];
-        let mut f = Fields::new(value, "struct RawQueue", NAMES)?;
-        let raw = RawQueue {
-            max_wait: f.required("max_wait"),
-            max_len: f.optional("max_len"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawQueue {
+        max_wait: String = required "max_wait",
+        max_len: Option<u64> = optional "max_len",
     }
 }
 

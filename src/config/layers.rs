@@ -25,8 +25,8 @@ use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::rule::{check_key_parts, Rule};
 use super::tier::Tier;
 use super::{error, ConfigError, RuleBan};
+use crate::from_tree;
 use crate::http::key::KeySpec;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::limits::MAX_LAYERS;
 use crate::objects::name::Scope;
@@ -131,47 +131,18 @@ pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
 /// able to give its unit back.
 pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
 
-pub(super) struct RawLayer {
-    id: String,
-    key: Option<String>,
-    scope: Option<String>,
-    split: Option<u64>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    count: Option<Value>,
-}
-
-impl FromTree for RawLayer {
-    fn from_tree(value: Value) -> Result<RawLayer, tree::Error> {
-        const NAMES: &[&str] = &[
-            "id",
-            "key",
-            "scope",
-            "split",
-            "limit",
-            "window",
-            "algorithm",
-            "burst",
-            "policies",
-            "count",
-        ];
-        let mut f = Fields::new(value, "struct RawLayer", NAMES)?;
-        let raw = RawLayer {
-            id: f.required("id"),
-            key: f.optional("key"),
-            scope: f.optional("scope"),
-            split: f.optional("split"),
-            limit: f.optional("limit"),
-            window: f.optional("window"),
-            algorithm: f.optional("algorithm"),
-            burst: f.optional("burst"),
-            policies: f.optional("policies"),
-            count: f.optional("count"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawLayer {
+        id: String = required "id",
+        key: Option<String> = optional "key",
+        scope: Option<String> = optional "scope",
+        split: Option<u64> = optional "split",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        count: Option<Value> = optional "count",
     }
 }
 

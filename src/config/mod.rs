@@ -24,13 +24,14 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::from_tree;
 use crate::http::auth::ApiAccess;
 use crate::http::cidr::CidrList;
 use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
-use crate::input::tree::{self, Fields, FromTree};
+use crate::input::tree;
 use crate::input::words::{self, Dialect};
 pub use ban::RuleBan;
 pub use global::Global;
@@ -174,101 +175,38 @@ impl Default for Config {
     }
 }
 
-struct RawConfig {
-    prefix: Option<String>,
-    origin: Option<String>,
-    origin_auth: Option<RawOriginAuth>,
-    keep_headers: Vec<String>,
-    ipv6_prefix: Option<u8>,
-    timeout: Option<String>,
-    api: Option<String>,
-    allow: Vec<String>,
-    deny: Vec<String>,
-    jwt: Option<RawJwt>,
-    paths: Option<paths::RawPaths>,
-    rules: Vec<rule::RawRule>,
-}
-
-impl FromTree for RawConfig {
-    fn from_tree(value: Value) -> Result<RawConfig, tree::Error> {
-        const NAMES: &[&str] = &[
-            "prefix",
-            "origin",
-            "origin_auth",
-            "keep_headers",
-            "ipv6_prefix",
-            "timeout",
-            "api",
-            "allow",
-            "deny",
-            "jwt",
-            "paths",
-            "rules",
-        ];
-        let mut f = Fields::new(value, "struct RawConfig", NAMES)?;
-        let raw = RawConfig {
-            prefix: f.optional("prefix"),
-            origin: f.optional("origin"),
-            origin_auth: f.optional("origin_auth"),
-            keep_headers: f.or_default("keep_headers"),
-            ipv6_prefix: f.optional("ipv6_prefix"),
-            timeout: f.optional("timeout"),
-            api: f.optional("api"),
-            allow: f.or_default("allow"),
-            deny: f.or_default("deny"),
-            jwt: f.optional("jwt"),
-            paths: f.optional("paths"),
-            rules: f.or_default("rules"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    struct RawConfig {
+        prefix: Option<String> = optional "prefix",
+        origin: Option<String> = optional "origin",
+        origin_auth: Option<RawOriginAuth> = optional "origin_auth",
+        keep_headers: Vec<String> = or_default "keep_headers",
+        ipv6_prefix: Option<u8> = optional "ipv6_prefix",
+        timeout: Option<String> = optional "timeout",
+        api: Option<String> = optional "api",
+        allow: Vec<String> = or_default "allow",
+        deny: Vec<String> = or_default "deny",
+        jwt: Option<RawJwt> = optional "jwt",
+        paths: Option<paths::RawPaths> = optional "paths",
+        rules: Vec<rule::RawRule> = or_default "rules",
     }
 }
 
-struct RawOriginAuth {
-    header: Option<String>,
-    secret: Option<String>,
-}
-
-impl FromTree for RawOriginAuth {
-    fn from_tree(value: Value) -> Result<RawOriginAuth, tree::Error> {
-        let mut f = Fields::new(value, "struct RawOriginAuth", &["header", "secret"])?;
-        let raw = RawOriginAuth {
-            header: f.optional("header"),
-            secret: f.optional("secret"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    struct RawOriginAuth {
+        header: Option<String> = optional "header",
+        secret: Option<String> = optional "secret",
     }
 }
 
-struct RawJwt {
-    secret: Option<String>,
-    leeway: Option<String>,
-    on_invalid: Option<String>,
-    require_exp: Option<bool>,
-    aud: Option<String>,
-    iss: Option<String>,
-}
-
-impl FromTree for RawJwt {
-    fn from_tree(value: Value) -> Result<RawJwt, tree::Error> {
-        const NAMES: &[&str] = &[
-            "secret",
-            "leeway",
-            "on_invalid",
-            "require_exp",
-            "aud",
-            "iss",
-        ];
-        let mut f = Fields::new(value, "struct RawJwt", NAMES)?;
-        let raw = RawJwt {
-            secret: f.optional("secret"),
-            leeway: f.optional("leeway"),
-            on_invalid: f.optional("on_invalid"),
-            require_exp: f.optional("require_exp"),
-            aud: f.optional("aud"),
-            iss: f.optional("iss"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    struct RawJwt {
+        secret: Option<String> = optional "secret",
+        leeway: Option<String> = optional "leeway",
+        on_invalid: Option<String> = optional "on_invalid",
+        require_exp: Option<bool> = optional "require_exp",
+        aud: Option<String> = optional "aud",
+        iss: Option<String> = optional "iss",
     }
 }
 

@@ -1,27 +1,15 @@
 //! `paths = { case = "...", trailing_slash = "..." }`: how strictly rules
 //! compare request paths, at the top level and per rule.
 
-use serde_json::Value;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::http::path::PathOptions;
-use crate::input::tree::{self, Fields, FromTree};
 
-#[derive(Default)]
-pub(super) struct RawPaths {
-    case: Option<String>,
-    trailing_slash: Option<String>,
-}
-
-impl FromTree for RawPaths {
-    fn from_tree(value: Value) -> Result<RawPaths, tree::Error> {
-        const NAMES: &[&str] = &["case", "trailing_slash"];
-        let mut f = Fields::new(value, "struct RawPaths", NAMES)?;
-        let raw = RawPaths {
-            case: f.optional("case"),
-            trailing_slash: f.optional("trailing_slash"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    #[derive(Default)]
+    pub(super) struct RawPaths {
+        case: Option<String> = optional "case",
+        trailing_slash: Option<String> = optional "trailing_slash",
     }
 }
 

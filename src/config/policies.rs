@@ -1,12 +1,10 @@
 //! A rule's or tier's policies: one in shorthand (`limit`, `window`) or
 //! several (`policies`), each an algorithm with its limit and window.
 
-use serde_json::Value;
-
 use super::names::validate_part_name;
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::{Policy, Spec};
 use crate::limits::MAX_POLICIES;
@@ -23,26 +21,13 @@ pub(super) struct RawLimits {
     pub(super) no_gcra: Option<&'static str>,
 }
 
-pub(super) struct RawPolicy {
-    name: Option<String>,
-    limit: u64,
-    window: String,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-}
-
-impl FromTree for RawPolicy {
-    fn from_tree(value: Value) -> Result<RawPolicy, tree::Error> {
-        const NAMES: &[&str] = &["name", "limit", "window", "algorithm", "burst"];
-        let mut f = Fields::new(value, "struct RawPolicy", NAMES)?;
-        let raw = RawPolicy {
-            name: f.optional("name"),
-            limit: f.required("limit"),
-            window: f.required("window"),
-            algorithm: f.optional("algorithm"),
-            burst: f.optional("burst"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawPolicy {
+        name: Option<String> = optional "name",
+        limit: u64 = required "limit",
+        window: String = required "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
     }
 }
 

@@ -1,10 +1,8 @@
 //! `waiting_room`: a rule that queues visitors in front of its paths
 //! instead of refusing them (see `crate::room`).
 
-use serde_json::Value;
-
 use super::{error, validate_secret_name, ConfigError};
-use crate::input::tree::{self, Fields, FromTree};
+use crate::from_tree;
 use crate::input::{duration, instant};
 use crate::limit::MAX_LIMIT;
 
@@ -53,38 +51,15 @@ pub struct WaitingRoom {
     pub secret: String,
 }
 
-pub(super) struct RawRoom {
-    active: u64,
-    per_minute: u64,
-    session: Option<String>,
-    shards: Option<u64>,
-    refresh: Option<String>,
-    opens_at: Option<String>,
-    secret: Option<String>,
-}
-
-impl FromTree for RawRoom {
-    fn from_tree(value: Value) -> Result<RawRoom, tree::Error> {
-        const NAMES: &[&str] = &[
-            "active",
-            "per_minute",
-            "session",
-            "shards",
-            "refresh",
-            "opens_at",
-            "secret",
-        ];
-        let mut f = Fields::new(value, "struct RawRoom", NAMES)?;
-        let raw = RawRoom {
-            active: f.required("active"),
-            per_minute: f.required("per_minute"),
-            session: f.optional("session"),
-            shards: f.optional("shards"),
-            refresh: f.optional("refresh"),
-            opens_at: f.optional("opens_at"),
-            secret: f.optional("secret"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawRoom {
+        active: u64 = required "active",
+        per_minute: u64 = required "per_minute",
+        session: Option<String> = optional "session",
+        shards: Option<u64> = optional "shards",
+        refresh: Option<String> = optional "refresh",
+        opens_at: Option<String> = optional "opens_at",
+        secret: Option<String> = optional "secret",
     }
 }
 

@@ -16,11 +16,11 @@ use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::room::{validate_room, RawRoom, WaitingRoom};
 use super::tier::{validate_tiers, RawTier, Tier, When};
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathOptions, RequestPath};
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::objects::name::Scope;
 
@@ -142,110 +142,41 @@ pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
     tier.or_else(layer)
 }
 
-pub(super) struct RawRule {
-    id: String,
-    matcher: RawMatch,
-    paths: Option<RawPaths>,
-    key: Option<String>,
-    action: Option<String>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    tiers: Option<Vec<RawTier>>,
-    ban: Option<RawBan>,
-    allow: Vec<String>,
-    deny: Vec<String>,
-    shadow: bool,
-    local: Option<bool>,
-    on_error: Option<String>,
-    concurrency: Option<u64>,
-    lease_ttl: Option<String>,
-    queue: Option<RawQueue>,
-    scope: Option<String>,
-    split: Option<u64>,
-    count: Option<Value>,
-    waiting_room: Option<RawRoom>,
-    also: Option<Vec<RawLayer>>,
-}
-
-impl FromTree for RawRule {
-    fn from_tree(value: Value) -> Result<RawRule, tree::Error> {
-        const NAMES: &[&str] = &[
-            "id",
-            "match",
-            "paths",
-            "key",
-            "action",
-            "limit",
-            "window",
-            "algorithm",
-            "burst",
-            "policies",
-            "tiers",
-            "ban",
-            "allow",
-            "deny",
-            "shadow",
-            "local",
-            "on_error",
-            "concurrency",
-            "lease_ttl",
-            "queue",
-            "scope",
-            "split",
-            "count",
-            "waiting_room",
-            "also",
-        ];
-        let mut f = Fields::new(value, "struct RawRule", NAMES)?;
-        let raw = RawRule {
-            id: f.required("id"),
-            matcher: f.or_default("match"),
-            paths: f.optional("paths"),
-            key: f.optional("key"),
-            action: f.optional("action"),
-            limit: f.optional("limit"),
-            window: f.optional("window"),
-            algorithm: f.optional("algorithm"),
-            burst: f.optional("burst"),
-            policies: f.optional("policies"),
-            tiers: f.optional("tiers"),
-            ban: f.optional("ban"),
-            allow: f.or_default("allow"),
-            deny: f.or_default("deny"),
-            shadow: f.or_default("shadow"),
-            local: f.optional("local"),
-            on_error: f.optional("on_error"),
-            concurrency: f.optional("concurrency"),
-            lease_ttl: f.optional("lease_ttl"),
-            queue: f.optional("queue"),
-            scope: f.optional("scope"),
-            split: f.optional("split"),
-            count: f.optional("count"),
-            waiting_room: f.optional("waiting_room"),
-            also: f.optional("also"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawRule {
+        id: String = required "id",
+        matcher: RawMatch = or_default "match",
+        paths: Option<RawPaths> = optional "paths",
+        key: Option<String> = optional "key",
+        action: Option<String> = optional "action",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        tiers: Option<Vec<RawTier>> = optional "tiers",
+        ban: Option<RawBan> = optional "ban",
+        allow: Vec<String> = or_default "allow",
+        deny: Vec<String> = or_default "deny",
+        shadow: bool = or_default "shadow",
+        local: Option<bool> = optional "local",
+        on_error: Option<String> = optional "on_error",
+        concurrency: Option<u64> = optional "concurrency",
+        lease_ttl: Option<String> = optional "lease_ttl",
+        queue: Option<RawQueue> = optional "queue",
+        scope: Option<String> = optional "scope",
+        split: Option<u64> = optional "split",
+        count: Option<Value> = optional "count",
+        waiting_room: Option<RawRoom> = optional "waiting_room",
+        also: Option<Vec<RawLayer>> = optional "also",
     }
 }
 
-#[derive(Default)]
-struct RawMatch {
-    path: Option<String>,
-    methods: Option<Vec<String>>,
-}
-
-impl FromTree for RawMatch {
-    fn from_tree(value: Value) -> Result<RawMatch, tree::Error> {
-        const NAMES: &[&str] = &["path", "methods"];
-        let mut f = Fields::new(value, "struct RawMatch", NAMES)?;
-        let raw = RawMatch {
-            path: f.optional("path"),
-            methods: f.optional("methods"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    #[derive(Default)]
+    struct RawMatch {
+        path: Option<String> = optional "path",
+        methods: Option<Vec<String>> = optional "methods",
     }
 }
 

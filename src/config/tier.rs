@@ -6,9 +6,9 @@ use serde_json::Value;
 use super::names::validate_part_name;
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::{error, json_text, ConfigError};
+use crate::from_tree;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::Spec;
 use crate::objects::name::Scope;
 
@@ -55,41 +55,16 @@ impl When {
     }
 }
 
-pub(super) struct RawTier {
-    name: String,
-    when: Option<Value>,
-    key: Option<String>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-}
-
-impl FromTree for RawTier {
-    fn from_tree(value: Value) -> Result<RawTier, tree::Error> {
-        const NAMES: &[&str] = &[
-            "name",
-            "when",
-            "key",
-            "limit",
-            "window",
-            "algorithm",
-            "burst",
-            "policies",
-        ];
-        let mut f = Fields::new(value, "struct RawTier", NAMES)?;
-        let raw = RawTier {
-            name: f.required("name"),
-            when: f.optional("when"),
-            key: f.optional("key"),
-            limit: f.optional("limit"),
-            window: f.optional("window"),
-            algorithm: f.optional("algorithm"),
-            burst: f.optional("burst"),
-            policies: f.optional("policies"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    pub(super) struct RawTier {
+        name: String = required "name",
+        when: Option<Value> = optional "when",
+        key: Option<String> = optional "key",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
     }
 }
 

@@ -2,15 +2,13 @@
 
 use std::net::IpAddr;
 
-use serde_json::Value;
-
 use super::body;
 use super::cidr::{client_network, Cidr};
 use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
+use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,21 +250,11 @@ pub struct ManualBan {
     pub reason: String,
 }
 
-/// A manual ban's body as sent.
-struct RawManualBan {
-    lasts: Option<String>,
-    reason: Option<String>,
-}
-
-impl FromTree for RawManualBan {
-    fn from_tree(value: Value) -> Result<RawManualBan, tree::Error> {
-        const NAMES: &[&str] = &["for", "reason"];
-        let mut f = Fields::new(value, "struct RawManualBan", NAMES)?;
-        let raw = RawManualBan {
-            lasts: f.optional("for"),
-            reason: f.optional("reason"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// A manual ban's body as sent.
+    struct RawManualBan {
+        lasts: Option<String> = optional "for",
+        reason: Option<String> = optional "reason",
     }
 }
 

@@ -105,39 +105,21 @@ fn shape_problem(e: tree::Error) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::tree::Fields;
+    use crate::from_tree;
 
-    #[derive(Debug)]
-    struct Outer {
-        name: String,
-        count: Option<u32>,
-        items: Option<Vec<Inner>>,
-    }
-
-    impl FromTree for Outer {
-        fn from_tree(value: Value) -> Result<Outer, tree::Error> {
-            let mut f = Fields::new(value, "struct Outer", &["name", "count", "items"])?;
-            let outer = Outer {
-                name: f.required("name"),
-                count: f.optional("count"),
-                items: f.optional("items"),
-            };
-            f.finish().map(|()| outer)
+    from_tree! {
+        #[derive(Debug)]
+        struct Outer {
+            name: String = required "name",
+            count: Option<u32> = optional "count",
+            items: Option<Vec<Inner>> = optional "items",
         }
     }
 
-    #[derive(Debug)]
-    struct Inner {
-        size: u64,
-    }
-
-    impl FromTree for Inner {
-        fn from_tree(value: Value) -> Result<Inner, tree::Error> {
-            let mut f = Fields::new(value, "struct Inner", &["size"])?;
-            let inner = Inner {
-                size: f.required("size"),
-            };
-            f.finish().map(|()| inner)
+    from_tree! {
+        #[derive(Debug)]
+        struct Inner {
+            size: u64 = required "size",
         }
     }
 

@@ -2,7 +2,8 @@
 //! error (`rules[0].also[1].limit`), for the config and the API bodies.
 //!
 //! Each type is read by hand ([`FromTree`]) with [`Fields`], which takes
-//! an object's fields by name. serde's derived readers, over a
+//! an object's fields by name; [`from_tree!`](crate::from_tree!) writes
+//! that reader for a struct from one list of its fields and keys. serde's derived readers, over a
 //! `Deserializer` of our own that added the path, cost the wasm a
 //! visitor, a field-name matcher and a `MapAccess` loop per type, all
 //! inlined into the config's reader and each endpoint's (BENCHMARKS.md);
@@ -190,6 +191,51 @@ impl<T: FromTree> FromTree for Vec<T> {
     }
 }
 
+/// A struct and its [`FromTree`], each field named once with its key and
+/// how [`Fields`] takes it (`optional`, `required` or `or_default`):
+///
+/// ```ignore
+/// from_tree! {
+///     struct RawBan {
+///         after: u64 = required "after",
+///         duration: String = required "for",
+///         max: Option<String> = optional "max",
+///     }
+/// }
+/// ```
+///
+/// serde's name for the type (`struct RawBan`) is what an error says was
+/// expected where the value is not an object.
+#[macro_export]
+macro_rules! from_tree {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $($(#[$field_meta:meta])* $field_vis:vis $field:ident: $ty:ty = $how:ident $key:literal),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($(#[$field_meta])* $field_vis $field: $ty),*
+        }
+
+        impl $crate::input::tree::FromTree for $name {
+            fn from_tree(value: ::serde_json::Value) -> Result<$name, $crate::input::tree::Error> {
+                const NAMES: &[&str] = &[$($key),*];
+                let mut fields = $crate::input::tree::Fields::new(
+                    value,
+                    concat!("struct ", stringify!($name)),
+                    NAMES,
+                )?;
+                let read = $name {
+                    $($field: fields.$how($key)),*
+                };
+                fields.finish().map(|()| read)
+            }
+        }
+    };
+}
+
 /// An object's fields, taken one by one by name as a type reads itself.
 /// An error is kept, not returned, until [`Fields::finish`], which
 /// answers the one serde would have met first.
@@ -321,61 +367,34 @@ mod tests {
 
     use super::*;
 
-    /// Read by hand here, and by serde's derived reader (`serde_json::
-    /// from_value`) to compare: the same fields and defaults.
-    #[derive(Debug, Default, Deserialize, PartialEq)]
-    #[serde(deny_unknown_fields)]
-    struct Config {
-        id: String,
-        #[serde(default)]
-        rules: Vec<Rule>,
-        tags: Option<Vec<String>>,
-        on: Option<bool>,
-        #[serde(default)]
-        strict: bool,
-        small: Option<u8>,
-        any: Option<Value>,
-    }
-
-    #[derive(Debug, Default, Deserialize, PartialEq)]
-    #[serde(deny_unknown_fields)]
-    struct Rule {
-        limit: u32,
-        also: Option<Vec<Rule>>,
-        scope: Option<String>,
-        big: Option<u64>,
-        port: Option<u16>,
-    }
-
-    impl FromTree for Config {
-        fn from_tree(value: Value) -> Result<Config, Error> {
-            let names = &["id", "rules", "tags", "on", "strict", "small", "any"];
-            let mut f = Fields::new(value, "struct Config", names)?;
-            let config = Config {
-                id: f.required("id"),
-                rules: f.or_default("rules"),
-                tags: f.optional("tags"),
-                on: f.optional("on"),
-                strict: f.or_default("strict"),
-                small: f.optional("small"),
-                any: f.optional("any"),
-            };
-            f.finish().map(|()| config)
+    from_tree! {
+        /// Read by [`from_tree!`] here, and by serde's derived reader
+        /// (`serde_json::from_value`) to compare: the same fields and
+        /// defaults.
+        #[derive(Debug, Default, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields)]
+        struct Config {
+            id: String = required "id",
+            #[serde(default)]
+            rules: Vec<Rule> = or_default "rules",
+            tags: Option<Vec<String>> = optional "tags",
+            on: Option<bool> = optional "on",
+            #[serde(default)]
+            strict: bool = or_default "strict",
+            small: Option<u8> = optional "small",
+            any: Option<Value> = optional "any",
         }
     }
 
-    impl FromTree for Rule {
-        fn from_tree(value: Value) -> Result<Rule, Error> {
-            let names = &["limit", "also", "scope", "big", "port"];
-            let mut f = Fields::new(value, "struct Rule", names)?;
-            let rule = Rule {
-                limit: f.required("limit"),
-                also: f.optional("also"),
-                scope: f.optional("scope"),
-                big: f.optional("big"),
-                port: f.optional("port"),
-            };
-            f.finish().map(|()| rule)
+    from_tree! {
+        #[derive(Debug, Default, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields)]
+        struct Rule {
+            limit: u32 = required "limit",
+            also: Option<Vec<Rule>> = optional "also",
+            scope: Option<String> = optional "scope",
+            big: Option<u64> = optional "big",
+            port: Option<u16> = optional "port",
         }
     }
 

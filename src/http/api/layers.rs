@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
 use super::{check_policy_name, checked_key_at, wait_ms};
+use crate::from_tree;
 use crate::http::problem::Problem;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::json;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
@@ -37,29 +37,15 @@ pub struct KeyLayer {
     pub request: LimitRequest,
 }
 
-/// One of `layers` as sent.
-pub(super) struct RawLayer {
-    name: Option<String>,
-    key: String,
-    limit: Option<u64>,
-    window_ms: Option<u64>,
-    algorithm: Option<String>,
-    policies: Option<Vec<RawPolicy>>,
-}
-
-impl FromTree for RawLayer {
-    fn from_tree(value: Value) -> Result<RawLayer, tree::Error> {
-        const NAMES: &[&str] = &["name", "key", "limit", "window_ms", "algorithm", "policies"];
-        let mut f = Fields::new(value, "struct RawLayer", NAMES)?;
-        let raw = RawLayer {
-            name: f.optional("name"),
-            key: f.required("key"),
-            limit: f.optional("limit"),
-            window_ms: f.optional("window_ms"),
-            algorithm: f.optional("algorithm"),
-            policies: f.optional("policies"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// One of `layers` as sent.
+    pub(super) struct RawLayer {
+        name: Option<String> = optional "name",
+        key: String = required "key",
+        limit: Option<u64> = optional "limit",
+        window_ms: Option<u64> = optional "window_ms",
+        algorithm: Option<String> = optional "algorithm",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
     }
 }
 

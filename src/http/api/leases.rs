@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::{checked_key, wait_ms};
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
-use crate::input::tree::{self, Fields, FromTree};
 use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::lease::LeaseError;
@@ -28,27 +28,14 @@ pub struct LeaseCall {
     pub lease_id: Option<String>,
 }
 
-/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
-struct RawLease {
-    key: String,
-    limit: Option<u64>,
-    ttl_ms: Option<u64>,
-    owner: Option<String>,
-    lease_id: Option<String>,
-}
-
-impl FromTree for RawLease {
-    fn from_tree(value: Value) -> Result<RawLease, tree::Error> {
-        const NAMES: &[&str] = &["key", "limit", "ttl_ms", "owner", "lease_id"];
-        let mut f = Fields::new(value, "struct RawLease", NAMES)?;
-        let raw = RawLease {
-            key: f.required("key"),
-            limit: f.optional("limit"),
-            ttl_ms: f.optional("ttl_ms"),
-            owner: f.optional("owner"),
-            lease_id: f.optional("lease_id"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
+    struct RawLease {
+        key: String = required "key",
+        limit: Option<u64> = optional "limit",
+        ttl_ms: Option<u64> = optional "ttl_ms",
+        owner: Option<String> = optional "owner",
+        lease_id: Option<String> = optional "lease_id",
     }
 }
 
@@ -96,19 +83,10 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
     })
 }
 
-/// A renewal's body, `{"ttl_ms"?}` as sent.
-struct RawRenew {
-    ttl_ms: Option<u64>,
-}
-
-impl FromTree for RawRenew {
-    fn from_tree(value: Value) -> Result<RawRenew, tree::Error> {
-        const NAMES: &[&str] = &["ttl_ms"];
-        let mut f = Fields::new(value, "struct RawRenew", NAMES)?;
-        let raw = RawRenew {
-            ttl_ms: f.optional("ttl_ms"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// A renewal's body, `{"ttl_ms"?}` as sent.
+    struct RawRenew {
+        ttl_ms: Option<u64> = optional "ttl_ms",
     }
 }
 

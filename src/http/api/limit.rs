@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
@@ -48,51 +48,22 @@ pub enum LimitCall {
     Layers(LayeredRequest),
 }
 
-/// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
-/// are the one-policy form, `policies` the named form, `layers` several
-/// keys; which one was used is checked after reading, so the error can say
-/// what to do.
-struct RawLimitRequest {
-    key: Option<String>,
-    limit: Option<u64>,
-    window_ms: Option<u64>,
-    algorithm: Option<String>,
-    policies: Option<Vec<RawPolicy>>,
-    cost: Option<u64>,
-    reserve: bool,
-    reservation_ttl_ms: Option<u64>,
-    layers: Option<Vec<RawLayer>>,
-    local: Option<bool>,
-}
-
-impl FromTree for RawLimitRequest {
-    fn from_tree(value: Value) -> Result<RawLimitRequest, tree::Error> {
-        const NAMES: &[&str] = &[
-            "key",
-            "limit",
-            "window_ms",
-            "algorithm",
-            "policies",
-            "cost",
-            "reserve",
-            "reservation_ttl_ms",
-            "layers",
-            "local",
-        ];
-        let mut f = Fields::new(value, "struct RawLimitRequest", NAMES)?;
-        let raw = RawLimitRequest {
-            key: f.optional("key"),
-            limit: f.optional("limit"),
-            window_ms: f.optional("window_ms"),
-            algorithm: f.optional("algorithm"),
-            policies: f.optional("policies"),
-            cost: f.optional("cost"),
-            reserve: f.or_default("reserve"),
-            reservation_ttl_ms: f.optional("reservation_ttl_ms"),
-            layers: f.optional("layers"),
-            local: f.optional("local"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
+    /// are the one-policy form, `policies` the named form, `layers` several
+    /// keys; which one was used is checked after reading, so the error can say
+    /// what to do.
+    struct RawLimitRequest {
+        key: Option<String> = optional "key",
+        limit: Option<u64> = optional "limit",
+        window_ms: Option<u64> = optional "window_ms",
+        algorithm: Option<String> = optional "algorithm",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        cost: Option<u64> = optional "cost",
+        reserve: bool = or_default "reserve",
+        reservation_ttl_ms: Option<u64> = optional "reservation_ttl_ms",
+        layers: Option<Vec<RawLayer>> = optional "layers",
+        local: Option<bool> = optional "local",
     }
 }
 
@@ -106,25 +77,13 @@ pub(super) struct KeyLimits {
     pub(super) policies: Option<Vec<RawPolicy>>,
 }
 
-/// One of `policies`.
-pub(super) struct RawPolicy {
-    name: String,
-    limit: u64,
-    window_ms: u64,
-    algorithm: Option<String>,
-}
-
-impl FromTree for RawPolicy {
-    fn from_tree(value: Value) -> Result<RawPolicy, tree::Error> {
-        const NAMES: &[&str] = &["name", "limit", "window_ms", "algorithm"];
-        let mut f = Fields::new(value, "struct RawPolicy", NAMES)?;
-        let raw = RawPolicy {
-            name: f.required("name"),
-            limit: f.required("limit"),
-            window_ms: f.required("window_ms"),
-            algorithm: f.optional("algorithm"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// One of `policies`.
+    pub(super) struct RawPolicy {
+        name: String = required "name",
+        limit: u64 = required "limit",
+        window_ms: u64 = required "window_ms",
+        algorithm: Option<String> = optional "algorithm",
     }
 }
 

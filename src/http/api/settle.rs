@@ -1,12 +1,10 @@
 //! `POST {prefix}/v1/limit/settle`: keep or refund a reservation that
 //! `POST {prefix}/v1/limit` made.
 
-use serde_json::Value;
-
 use super::checked_key;
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limits::MAX_RESERVATION_ID_BYTES;
 
 /// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
@@ -17,24 +15,13 @@ pub struct SettleCall {
     pub keep: bool,
 }
 
-/// `{"key", "reservation", "keep"}` as sent; the last two are checked by
-/// hand so that a missing one says what it is for.
-struct RawSettle {
-    key: String,
-    reservation: Option<String>,
-    keep: Option<bool>,
-}
-
-impl FromTree for RawSettle {
-    fn from_tree(value: Value) -> Result<RawSettle, tree::Error> {
-        const NAMES: &[&str] = &["key", "reservation", "keep"];
-        let mut f = Fields::new(value, "struct RawSettle", NAMES)?;
-        let raw = RawSettle {
-            key: f.required("key"),
-            reservation: f.optional("reservation"),
-            keep: f.optional("keep"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// `{"key", "reservation", "keep"}` as sent; the last two are checked by
+    /// hand so that a missing one says what it is for.
+    struct RawSettle {
+        key: String = required "key",
+        reservation: Option<String> = optional "reservation",
+        keep: Option<bool> = optional "keep",
     }
 }
 

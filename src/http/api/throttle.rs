@@ -1,11 +1,9 @@
 //! `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
 
-use serde_json::Value;
-
 use super::checked_key;
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
-use crate::input::tree::{self, Fields, FromTree};
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
 
 /// `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE key max_burst
@@ -17,28 +15,15 @@ pub struct ThrottleCall {
     pub quantity: u32,
 }
 
-/// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
-/// `quantity` defaults to 1, and 0 only peeks.
-struct RawThrottle {
-    key: String,
-    max_burst: u64,
-    count: u64,
-    period_s: u64,
-    quantity: Option<u32>,
-}
-
-impl FromTree for RawThrottle {
-    fn from_tree(value: Value) -> Result<RawThrottle, tree::Error> {
-        const NAMES: &[&str] = &["key", "max_burst", "count", "period_s", "quantity"];
-        let mut f = Fields::new(value, "struct RawThrottle", NAMES)?;
-        let raw = RawThrottle {
-            key: f.required("key"),
-            max_burst: f.required("max_burst"),
-            count: f.required("count"),
-            period_s: f.required("period_s"),
-            quantity: f.optional("quantity"),
-        };
-        f.finish().map(|()| raw)
+from_tree! {
+    /// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
+    /// `quantity` defaults to 1, and 0 only peeks.
+    struct RawThrottle {
+        key: String = required "key",
+        max_burst: u64 = required "max_burst",
+        count: u64 = required "count",
+        period_s: u64 = required "period_s",
+        quantity: Option<u32> = optional "quantity",
     }
 }
 
