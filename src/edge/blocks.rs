@@ -11,6 +11,7 @@ use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
 use crate::gate::local::{Local, LocalBlocks};
 use crate::ledger::Outcome;
+use crate::objects::name::Scope;
 use crate::objects::protocol::CheckRequest;
 
 thread_local! {
@@ -50,6 +51,17 @@ pub async fn check(
         }
         None => objects.check_request(request).await,
     }
+}
+
+/// The part of `scope`'s split quota (of `parts`) that a block this
+/// isolate holds can admit into at `now_ms`, if any.
+pub fn usable_part(scope: &Scope, parts: u32, now_ms: u64) -> Option<u32> {
+    BLOCKS.with(|blocks| {
+        let blocks = blocks.borrow();
+        blocks.as_ref()?.usable(now_ms, |object| {
+            scope.part_of(object).filter(|&part| part < parts)
+        })
+    })
 }
 
 /// Reports the blocks spent or lapsed, each object's in one call, in the

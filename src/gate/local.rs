@@ -82,10 +82,13 @@ impl LocalBlocks {
     }
 
     /// What `request` becomes at `now_ms`; `local` says whether the gate
-    /// lets the isolate decide it.
+    /// lets the isolate decide it. A check that takes a lease or a
+    /// reservation is never admitted here: a block's admission is plain,
+    /// and neither can be given back from it.
     pub fn decide(&mut self, request: &CheckRequest, local: bool, now_ms: u64) -> Local {
         let mut block = None;
-        if local && request.cost > 0 {
+        let plain = request.lease.is_none() && request.reserve.is_none();
+        if local && plain && request.cost > 0 {
             let rate = self.heat.record(&request.key, now_ms);
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
@@ -109,6 +112,13 @@ impl LocalBlocks {
             request: call,
             sent_ms: now_ms,
         }
+    }
+
+    /// The first of the objects `pick` accepts that a block held can admit
+    /// one more request into at `now_ms`: a split quota's part to try
+    /// first, so that a hot quota is decided here.
+    pub fn usable<T>(&self, now_ms: u64, pick: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        self.holder.usable(now_ms).find_map(pick)
     }
 
     /// Whether to ask `key`'s object for blocks now: not while an ask of

@@ -89,6 +89,15 @@ impl BlockHolder {
         self.held.iter().any(|h| h.object == object)
     }
 
+    /// The objects it holds a block of that can take one more admission
+    /// at `now_ms`.
+    pub fn usable(&self, now_ms: u64) -> impl Iterator<Item = &str> {
+        self.held
+            .iter()
+            .filter(move |h| h.usable(1, now_ms))
+            .map(|h| h.object.as_str())
+    }
+
     /// How many blocks it holds.
     pub fn count(&self) -> usize {
         self.held.len()
@@ -233,7 +242,9 @@ mod tests {
             "e itself is usable"
         );
         assert!(holder.due(5_100).is_empty());
+        assert_eq!(holder.usable(5_100).collect::<Vec<_>>(), ["k"]);
         assert_eq!(holder.admit("k", &["p"], 1, 5_101), None, "past e");
+        assert_eq!(holder.usable(5_101).count(), 0);
         let due = holder.due(5_101);
         assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
         // A local clock behind the call's send time stamps at the grant.

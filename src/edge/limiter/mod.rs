@@ -180,6 +180,10 @@ impl Limiter {
                 parsed.ban.as_ref(),
                 now,
             );
+            self.inner
+                .borrow_mut()
+                .seconds
+                .count_reported(now, taken.admitted);
             self.persist(taken.writes, now).await?;
             self.delete(taken.expired).await?;
         }

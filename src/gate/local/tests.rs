@@ -113,6 +113,33 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
 }
 
 #[test]
+fn a_reservation_or_a_lease_is_never_admitted_here_though_a_block_is_held() {
+    use crate::objects::protocol::ReserveAsk;
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    for i in 0..6 {
+        decide(&mut blocks, &mut ledger, &request, T0 + i);
+    }
+    assert!(matches!(
+        blocks.decide(&request, true, T0 + 6),
+        Local::Admitted(_)
+    ));
+    // Its refund would reach an object that never saw it: a call.
+    let mut reserving = request.clone();
+    reserving.reserve = Some(ReserveAsk {
+        id: "r1".into(),
+        ttl_ms: 10_000,
+    });
+    let Local::Call { request: call, .. } = blocks.decide(&reserving, true, T0 + 7) else {
+        panic!("a reservation goes to the object");
+    };
+    assert!(call.block.is_none(), "and asks for no block");
+    assert!(call.reserve.is_some());
+}
+
+#[test]
 fn a_burst_before_the_first_grant_asks_once() {
     let specs = specs(1_000, 10_000);
     let request = CheckRequest::new("k", &specs, 1, None);
