@@ -12,7 +12,7 @@ use super::clock::now_ms;
 use crate::gate::local::{Local, LocalBlocks};
 use crate::ledger::Outcome;
 use crate::objects::name::Scope;
-use crate::objects::protocol::CheckRequest;
+use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
@@ -78,9 +78,18 @@ fn report_due(objects: &Objects, ctx: &Context, now: u64) {
     }
 }
 
+/// Keeps or refunds `settle`'s reservation in the isolate's blocks where
+/// they hold it pending; false when they do not (the settle goes to the
+/// object).
+pub fn settle(settle: &SettleRequest) -> bool {
+    with(|blocks| blocks.settle(settle)).unwrap_or(false)
+}
+
 /// What the isolate's blocks hold and did, for operators.
 pub fn figures() -> serde_json::Value {
     BLOCKS
         .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
-        .unwrap_or_else(|| serde_json::json!({"held": 0, "granted": 0, "admitted": 0}))
+        .unwrap_or_else(
+            || serde_json::json!({"held": 0, "granted": 0, "admitted": 0, "settled": 0}),
+        )
 }

@@ -175,6 +175,10 @@ async fn pass_on(
 /// answer already (or, for a layer, will have it without waiting). A
 /// settle that never arrives lapses into a kept reservation.
 pub fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
+    // Held pending in this isolate's blocks: settled here, no call.
+    if blocks::settle(&request) {
+        return;
+    }
     let objects = objects.clone();
     ctx.wait_until(async move {
         if let Err(e) = objects.settle(&request).await {

@@ -114,17 +114,17 @@ impl<L: Layered> Climb<L> {
     }
 
     /// Whether the isolate may decide the call [`next_call`](Self::next_call)
-    /// names from an admission block, as its try says: in a climb of
-    /// several layers, only a layer that takes no reservation (the last,
-    /// unless it counts by answer), since an admission from a block is
-    /// plain and cannot be given back.
+    /// names from an admission block, as its try says: any layer may, a
+    /// reserving one as a reservation pending in the block, which
+    /// [`settle_now`](Self::settle_now)'s keep or refund then settles in
+    /// the isolate.
     pub fn next_local(&self) -> bool {
         self.stop.is_none()
             && self
                 .layers
                 .get(self.passed.len())
                 .and_then(|layer| layer.tries().get(self.tried))
-                .is_some_and(|t| t.local && t.request.reserve.is_none())
+                .is_some_and(|t| t.local)
     }
 
     /// Takes the answer to the call [`next_call`](Self::next_call) named
@@ -426,7 +426,6 @@ pub fn key_climb(
         } else {
             None
         };
-        attempt.local &= reservation.is_none();
         attempt.request.reserve = reservation.as_ref().map(|id| ReserveAsk {
             id: id.clone(),
             ttl_ms: RESERVATION_TTL_MS,

@@ -138,10 +138,9 @@ pub struct Try {
     pub object: ObjectName,
     pub request: CheckRequest,
     /// Whether the isolate may decide it from an admission block
-    /// (`crate::ledger::blocks`): only a plain check of one key, asked
-    /// alone, whose every answer the object would give a block's holder
-    /// too. Off for shadow rules, concurrency, counting by answer
-    /// (reservations), global quotas and stacked layers.
+    /// (`crate::ledger::blocks`): a check whose every answer the object
+    /// would give a block's holder too, a reservation included (held
+    /// pending in the block). Off for shadow rules and concurrency.
     pub local: bool,
 }
 
@@ -408,10 +407,11 @@ impl<'a> Ask<'a> {
     }
 
     /// Whether this layer's admission may come from a block: the rule
-    /// allows it, and the admission is plain (no reservation to hold: a
-    /// layer a later one may refuse, or one counted by the answer).
+    /// allows it. A reservation (a layer a later one may refuse, or one
+    /// counted by the answer) is then held pending in the block, and its
+    /// settle made in the isolate (`gate::local`).
     fn local(&self) -> bool {
-        self.rule.local && !self.rule.shadow && self.reservation.is_none()
+        self.rule.local && !self.rule.shadow
     }
 
     /// A split quota: a random part, and one other when that part is full

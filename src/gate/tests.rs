@@ -388,7 +388,7 @@ fn one_call_to_the_keys_object_with_the_rules_policies_by_the_timeout() {
 }
 
 #[test]
-fn only_a_plain_admission_may_be_decided_from_a_block() {
+fn a_rule_may_be_decided_from_a_block_unless_shadow_concurrency_or_off() {
     let local = |rule: Value| {
         let config = one_rule(rule);
         let ask = asked(plan_of(&config, &from(CLIENT)));
@@ -403,7 +403,10 @@ fn only_a_plain_admission_may_be_decided_from_a_block() {
         "refusals never come from a block: they reach the object and count"
     );
     assert!(!local(json!({"concurrency": 2})));
-    assert!(!local(json!({"count": {"status": ["5xx"]}})));
+    assert!(
+        local(json!({"count": {"status": ["5xx"]}})),
+        "a reservation, held pending in the block"
+    );
     assert!(local(json!({"scope": "global"})), "a global quota's object");
     let split = |rule: Value| {
         let config = one_rule(rule);
@@ -421,8 +424,7 @@ fn only_a_plain_admission_may_be_decided_from_a_block() {
     );
     assert_eq!(
         split(json!({"scope": "global", "split": 2, "count": {"status": ["5xx"]}})),
-        [false, false],
-        "a reservation is held by the part, not by a block"
+        [true, true]
     );
 }
 

@@ -8,12 +8,25 @@
 use super::layers::{buyer, Objects};
 use super::*;
 use crate::gate::local::{Local, LocalBlocks};
-use crate::objects::protocol::CheckRequest;
+use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 /// One isolate: its blocks, as the plan reads them, and its randomness.
 struct Isolate {
     blocks: LocalBlocks,
     dice: Dice,
+}
+
+impl Isolate {
+    /// Isolate `i`, whose reservation ids no other isolate draws.
+    fn new(i: usize) -> Isolate {
+        Isolate {
+            blocks: LocalBlocks::new(format!("iso{i}")),
+            dice: Dice {
+                ids: u32::try_from(i).unwrap() * 1_000_000,
+                ..Dice::new()
+            },
+        }
+    }
 }
 
 /// The plan's memory: nothing remembered but the blocks held.
@@ -55,6 +68,8 @@ struct Tally {
     calls: u64,
     /// Layers admitted from a block.
     from_blocks: u64,
+    /// Reservations kept or refunded in the isolate, with no call.
+    settled_here: u64,
 }
 
 /// A check of `isolate`'s at `now`, from its blocks or by a call.
@@ -82,12 +97,30 @@ fn check(
     }
 }
 
-/// `user`'s request through `isolate` at `now`: whether it was admitted.
+/// A settle, in the isolate's blocks where they hold its reservation
+/// pending, else by a call to its object (as `edge/gate.rs` settles).
+fn settle(
+    isolate: &mut Isolate,
+    objects: &mut Objects,
+    settle: &SettleRequest,
+    now: u64,
+    tally: &mut Tally,
+) {
+    if isolate.blocks.settle(settle) {
+        tally.settled_here += 1;
+    } else {
+        tally.calls += 1;
+        objects.settle(settle, now);
+    }
+}
+
+/// `user`'s request through `isolate` at `now`, answered `status` by the
+/// origin when forwarded: whether it was admitted.
 fn buy(
     config: &Config,
     isolate: &mut Isolate,
     objects: &mut Objects,
-    user: &str,
+    (user, status): (&str, u16),
     now: u64,
     tally: &mut Tally,
 ) -> bool {
@@ -123,11 +156,21 @@ fn buy(
         stack.answer(answer);
     }
     let conclusion = stack.conclude(now);
-    for settle in &conclusion.settle_now {
-        tally.calls += 1;
-        objects.settle(settle, now);
+    for request in &conclusion.settle_now {
+        settle(isolate, objects, request, now, tally);
     }
-    matches!(conclusion.reply, Reply::Forward(_))
+    let Reply::Forward(pass) = conclusion.reply else {
+        return false;
+    };
+    for by_answer in &pass.settle {
+        let request = SettleRequest {
+            key: by_answer.object.to_string(),
+            reservation: by_answer.reservation.clone(),
+            keep: by_answer.keeps(status),
+        };
+        settle(isolate, objects, &request, now, tally);
+    }
+    true
 }
 
 /// 1 per user under `total`, the global layer split into `split` parts
@@ -148,12 +191,7 @@ fn flash_sale(total: u64, split: u32) -> Config {
 fn run(total: u64, split: u32, isolates: usize, buyers: u64, seed: u64) -> (Vec<String>, Tally) {
     let config = flash_sale(total, split);
     let mut objects = Objects::default();
-    let mut isolates: Vec<Isolate> = (0..isolates)
-        .map(|i| Isolate {
-            blocks: LocalBlocks::new(format!("iso{i}")),
-            dice: Dice::new(),
-        })
-        .collect();
+    let mut isolates: Vec<Isolate> = (0..isolates).map(Isolate::new).collect();
     let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -169,17 +207,20 @@ fn run(total: u64, split: u32, isolates: usize, buyers: u64, seed: u64) -> (Vec<
         let n = isolates.len() as u64;
         let isolate = &mut isolates[(next() % n) as usize];
         isolate.dice.pair = Some(((next() >> 8) as u32, (next() >> 8) as u32));
-        if buy(&config, isolate, &mut objects, &user, now, &mut tally) {
+        if buy(
+            &config,
+            isolate,
+            &mut objects,
+            (&user, 200),
+            now,
+            &mut tally,
+        ) {
             admitted.push(user);
         }
     }
     // Every block reported: the objects count exactly what was admitted.
     let end = NOW + buyers * 2 + 2_000;
-    for isolate in &mut isolates {
-        for due in isolate.blocks.due(end) {
-            objects.call(&due, end).unwrap();
-        }
-    }
+    report_all(&mut isolates, &mut objects, end);
     let global: u64 = objects
         .ledgers
         .iter_mut()
@@ -232,4 +273,52 @@ fn a_sold_out_sale_never_admits_one_more_however_the_isolates_interleave() {
         let (admitted, _) = run(100, 4, 3, 400, seed);
         exact(&admitted, 100);
     }
+}
+
+/// Every isolate reports what it holds, at `at`.
+fn report_all(isolates: &mut [Isolate], objects: &mut Objects, at: u64) {
+    for isolate in isolates {
+        for due in isolate.blocks.due(at) {
+            objects.call(&due, at).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_hot_rule_counted_by_answer_reserves_from_blocks_and_settles_in_the_isolate() {
+    // 100 failed logins a minute; a success gives its unit back.
+    let config = config(json!([{
+        "id": "login", "key": "header:x-user", "limit": 100, "window": "1m",
+        "count": {"status": [401]},
+    }]));
+    let mut objects = Objects::default();
+    let mut isolates: Vec<Isolate> = (0..2).map(Isolate::new).collect();
+    let mut tally = Tally::default();
+    let mut failed = 0;
+    for i in 0..600u64 {
+        // Every third attempt fails: it counts.
+        let status = if i % 3 == 0 { 401 } else { 200 };
+        let isolate = &mut isolates[(i % 2) as usize];
+        let admitted = buy(
+            &config,
+            isolate,
+            &mut objects,
+            ("mallory", status),
+            NOW + i,
+            &mut tally,
+        );
+        failed += u64::from(admitted && status == 401);
+    }
+    assert!(failed <= 100, "{failed} failures counted of 100");
+    assert!(failed >= 90, "only {failed} failures admitted: {tally:?}");
+    println!("login: {failed} failures counted, {tally:?}");
+    assert!(tally.from_blocks > 0 && tally.settled_here > 0, "{tally:?}");
+    // Once every block is reported (pending reservations lapsing into
+    // kept ones where a settle never came), the object counts exactly the
+    // failures.
+    let end = NOW + 600 + 2_000;
+    report_all(&mut isolates, &mut objects, end);
+    let ledger = objects.ledgers.get_mut("rule:login:mallory").unwrap();
+    let used = ledger.peek(end).0[0].used;
+    assert_eq!(used, failed, "{tally:?}");
 }

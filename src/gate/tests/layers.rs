@@ -54,7 +54,7 @@ impl Objects {
             (None, Some(r)) => ledger.reserve(&question, &r.id, now + r.ttl_ms, now),
             (None, None) => ledger.check(&question, now),
         };
-        let plain = request.reserve.is_none() && request.lease.is_none();
+        let plain = request.lease.is_none();
         if let Some(ask) = request.block.as_ref().filter(|_| plain && outcome.allowed) {
             outcome.blocks = ledger.grant_blocks(&specs, &ask.holder, ask.rate, now).0;
         }
@@ -172,7 +172,7 @@ fn a_user_layer_reserves_then_the_global_part_checks_and_the_reservation_is_kept
 }
 
 #[test]
-fn in_a_climb_only_a_layer_that_reserves_nothing_may_come_from_a_block() {
+fn in_a_climb_every_layer_may_come_from_a_block_unless_the_rule_says_not() {
     let locals = |config: &Config| {
         let mut objects = Objects::default();
         let mut stack = match objects.plan(config, "ann") {
@@ -189,20 +189,20 @@ fn in_a_climb_only_a_layer_that_reserves_nothing_may_come_from_a_block() {
     };
     assert_eq!(
         locals(&checkout(json!({}))),
-        [false, true],
-        "the user layer reserves; the global one, last, admits plainly"
+        [true, true],
+        "the user layer reserves (pending in a block), the global one admits"
     );
     assert_eq!(locals(&checkout(json!({"local": false}))), [false, false]);
     assert_eq!(
         locals(&checkout(json!({"count": {"status": ["5xx"]}}))),
-        [false, false],
-        "counted by answer, every layer reserves"
+        [true, true]
     );
+    assert_eq!(locals(&checkout(json!({"shadow": true}))), [false, false]);
     let one_object = config(json!([{
         "id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m",
         "also": [{"id": "all", "scope": "global", "limit": 3, "window": "1m"}],
     }]));
-    assert_eq!(locals(&one_object), [false, true]);
+    assert_eq!(locals(&one_object), [true, true]);
 }
 
 #[test]
@@ -701,7 +701,7 @@ fn a_layered_api_call_reserves_every_key_but_the_last_and_is_all_or_nothing() {
 }
 
 #[test]
-fn only_a_layered_api_calls_last_key_may_come_from_a_block() {
+fn a_layered_api_calls_keys_may_come_from_blocks_unless_it_says_not() {
     use crate::http::api::{parse_limit_request, LimitCall};
     let locals = |body: &str| {
         let Ok(LimitCall::Layers(request)) =
@@ -719,7 +719,7 @@ fn only_a_layered_api_calls_last_key_may_come_from_a_block() {
         }
         locals
     };
-    assert_eq!(locals(API_SALE), [false, true]);
+    assert_eq!(locals(API_SALE), [true, true]);
     let off = API_SALE.replace("\"layers\"", "\"local\": false, \"layers\"");
     assert_eq!(locals(&off), [false, false]);
 }

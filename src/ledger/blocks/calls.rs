@@ -16,7 +16,8 @@ pub struct Taken {
     pub expired: Vec<Expired>,
     /// A ban the reports' strikes started.
     pub ban: Option<BanNotice>,
-    /// Admissions the accepted reports carried.
+    /// Admissions the accepted reports carried, pending reservations
+    /// included.
     pub admitted: u32,
     /// Reports refused (unknown, lapsed, not the reporter's, out of the
     /// lease): their blocks, if any, stay counted until they lapse.
@@ -48,8 +49,8 @@ impl Ledger {
                     taken.writes.extend(reported.times.map(Write::Times));
                     taken.expired.push(Expired::Block { id: report.id });
                     taken.ban = taken.ban.or(reported.ban);
-                    let times = u32::try_from(report.times.len()).unwrap_or(u32::MAX);
-                    taken.admitted = taken.admitted.saturating_add(times);
+                    let units = u32::try_from(report.units()).unwrap_or(u32::MAX);
+                    taken.admitted = taken.admitted.saturating_add(units);
                 }
                 Err(_) => taken.refused += 1,
             }
@@ -136,6 +137,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1, T0 + 2],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(std::slice::from_ref(&report), &specs, None, T0 + 5);
@@ -169,6 +171,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(&[report], &[], None, T0 + 1);
@@ -200,6 +203,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1],
+            pending: Vec::new(),
             strikes: 0,
         };
         ledger.take_reports(&[report], &specs, None, T0 + 2);
@@ -228,6 +232,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(&[report], &specs, None, T0 + 2);
