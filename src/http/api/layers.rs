@@ -48,8 +48,9 @@ pub(super) struct RawLayer {
     policies: Option<Vec<RawPolicy>>,
 }
 
-/// `local`: the call's `"local"`, which only its last key can use (every
-/// other key reserves, `gate::key_climb`).
+/// `local`: the call's `"local"`, for every key (a key before the last
+/// reserves, held pending in a block and settled in the isolate that
+/// climbs, `gate::key_climb`).
 pub(super) fn parse_layers(
     raw: Vec<RawLayer>,
     cost: Option<u64>,

@@ -28,8 +28,9 @@ pub struct LimitRequest {
     /// before it lapses into a kept admission, in ms.
     pub reserve: Option<u64>,
     /// Whether a hot key may be decided in the isolate from an admission
-    /// block (`"local"`, on unless `false`; never for a reservation, nor
-    /// for any key of a call with `layers` but the last).
+    /// block (`"local"`, on unless `false`; never for a reservation, whose
+    /// settle may reach another isolate; every key of a call with
+    /// `layers`, those that reserve held pending in the block).
     pub local: bool,
 }
 

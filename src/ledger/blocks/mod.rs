@@ -26,7 +26,9 @@
 //! **Storage.** A grant is one row (the block), plus the slot's state for
 //! the algorithms it charges; a report deletes the block's row and writes
 //! one: the real times, delta-encoded together (`times`), or the slot's
-//! state. Both read back exactly after a restart.
+//! state; and for each reservation it carries still pending (`pending`)
+//! what a reservation taken by a call writes. All read back exactly after
+//! a restart.
 
 mod calls;
 mod charge;
