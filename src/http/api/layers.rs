@@ -48,9 +48,13 @@ pub(super) struct RawLayer {
     policies: Option<Vec<RawPolicy>>,
 }
 
+/// `local`: the call's `"local"`, for every key (a key before the last
+/// reserves, held pending in a block and settled in the isolate that
+/// climbs, `gate::key_climb`).
 pub(super) fn parse_layers(
     raw: Vec<RawLayer>,
     cost: Option<u64>,
+    local: bool,
 ) -> Result<LayeredRequest, Problem> {
     if raw.is_empty() || raw.len() > MAX_LAYERS {
         return Err(Problem::invalid(
@@ -99,7 +103,7 @@ pub(super) fn parse_layers(
             cost: 1,
             named,
             reserve: None,
-            local: false,
+            local,
         };
         layers.push(KeyLayer { name, request });
     }
