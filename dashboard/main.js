@@ -722,7 +722,8 @@ function renderRules(rules, viewed) {
           line(`for ${duration(rule.ban.for_ms)}${rule.ban.multiplier > 1 ? ` ×${rule.ban.multiplier} up to ${duration(rule.ban.max_ms)}` : ""}`),
           line(`answers ${rule.ban.status}`)]
         : "–"),
-      el("td", {}, rule.shadow ? el("span", { class: "tag warn" }, "shadow") : "enforcing"),
+      el("td", {}, line(rule.shadow ? el("span", { class: "tag warn" }, "shadow") : "enforcing"),
+        rule.local ? null : line("one object call per decision")),
       el("td", {}, rule.on_error === "allow" ? "allow (fail open)" : "deny (fail closed)"));
   }));
 }

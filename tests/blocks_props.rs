@@ -4,8 +4,13 @@
 //! millisecond), decisions by the object, reports (spent, lapsed, taken
 //! with a call, at the edge of the lease), lapses, isolates that die
 //! holding blocks and never report, limits lowered and raised, restarts
-//! of the object from its rows, and clock steps. Every admission's real
-//! time is kept, and the promise is checked by brute force over them:
+//! of the object from its rows, and clock steps; and reservations admitted
+//! from blocks (a later layer, or the origin's answer, may give them
+//! back), kept or refunded in the isolate while its block holds them, or
+//! at the object once a report carried them there pending (across
+//! restarts), or never settled at all. Every admission's real time is
+//! kept (a refunded reservation's is dropped), and the promise is checked
+//! by brute force over them:
 //!
 //! - sliding log: no window of W holds more units than the highest limit
 //!   in force at a decision that admitted one of them (a lowered limit
@@ -23,7 +28,7 @@
 mod support;
 
 use proptest::prelude::*;
-use sluice::isolate::blocks::BlockHolder;
+use sluice::isolate::blocks::{BlockHolder, Reserve};
 use sluice::ledger::blocks::{Block, BlockAsk};
 use sluice::ledger::{Ask, Ledger};
 use sluice::limit::gcra::GcraPolicy;
@@ -58,6 +63,21 @@ enum Step {
         iso: usize,
         n: u32,
     },
+    /// Isolate `iso` admits up to `n` reservations now from its blocks,
+    /// each kept unless settled within `ttl_ms`.
+    Reserve {
+        iso: usize,
+        n: u32,
+        ttl_ms: u64,
+    },
+    /// A reservation isolate `iso` admitted (the `pick`-th still unsettled)
+    /// is kept or refunded: in its blocks if they still hold it, else by
+    /// its object.
+    Settle {
+        iso: usize,
+        pick: usize,
+        keep: bool,
+    },
     /// `n` requests decided by the object now.
     Direct {
         n: u32,
@@ -90,6 +110,10 @@ fn step(isolates: usize) -> impl Strategy<Value = Step> {
         4 => (iso.clone(), prop_oneof![Just(5u32), 5u32..2_000]).prop_map(|(iso, rate)| Step::Grant { iso, rate }),
         4 => (iso.clone(), 1u32..30).prop_map(|(iso, n)| Step::Local { iso, n }),
         3 => (iso.clone(), 1u32..30).prop_map(|(iso, n)| Step::Edge { iso, n }),
+        3 => (iso.clone(), 1u32..10, prop_oneof![Just(1u64), 1u64..500, 500u64..5_000])
+            .prop_map(|(iso, n, ttl_ms)| Step::Reserve { iso, n, ttl_ms }),
+        4 => (iso.clone(), any::<usize>(), any::<bool>())
+            .prop_map(|(iso, pick, keep)| Step::Settle { iso, pick, keep }),
         3 => (1u32..20).prop_map(|n| Step::Direct { n }),
         3 => (iso.clone(), any::<bool>()).prop_map(|(iso, all)| Step::Report { iso, all }),
         1 => iso.prop_map(|iso| Step::Die { iso }),
@@ -141,6 +165,11 @@ struct World {
     generation: usize,
     /// Every admitted unit: (real time, the limit its decision was made under).
     admitted: Vec<(u64, u64)>,
+    /// Reservations admitted from blocks and not refunded: id, the
+    /// isolate that admitted it, and its unit (in `admitted` too).
+    reserved: Vec<(String, usize, (u64, u64))>,
+    /// Reservation ids drawn.
+    ids: u64,
     /// The last moment anything could still count: leases' ends and
     /// admissions.
     last: u64,
@@ -173,11 +202,59 @@ impl World {
     fn local(&mut self, iso: usize, n: u32) {
         let limit = self.isolates[iso].limit();
         for _ in 0..n {
-            let admitted = self.isolates[iso].holder.admit(OBJECT, &["p"], 1, self.now);
+            let admitted = self.isolates[iso]
+                .holder
+                .admit(OBJECT, &["p"], 1, None, self.now);
             match admitted {
                 Some(_) => self.admitted.push((self.now, limit)),
                 None => break,
             }
+        }
+    }
+
+    fn reserve(&mut self, iso: usize, n: u32, ttl_ms: u64) {
+        let limit = self.isolates[iso].limit();
+        for _ in 0..n {
+            self.ids += 1;
+            let id = format!("r{}", self.ids);
+            let reserve = Reserve { id: &id, ttl_ms };
+            let holder = &mut self.isolates[iso].holder;
+            if holder
+                .admit(OBJECT, &["p"], 1, Some(reserve), self.now)
+                .is_none()
+            {
+                break;
+            }
+            self.admitted.push((self.now, limit));
+            self.reserved.push((id, iso, (self.now, limit)));
+        }
+    }
+
+    /// A refund takes its unit out of what was admitted only where it
+    /// landed: in the blocks that hold it, or at an object that still
+    /// holds it pending (not lapsed into a kept one, not lost with a dead
+    /// isolate's block).
+    fn settle(&mut self, iso: usize, pick: usize, keep: bool) {
+        let mine: Vec<usize> = (0..self.reserved.len())
+            .filter(|&i| self.reserved[i].1 == iso)
+            .collect();
+        if mine.is_empty() {
+            return;
+        }
+        let at = mine[pick % mine.len()];
+        let (id, _, unit) = self.reserved.swap_remove(at);
+        let refunded = if self.isolates[iso].holder.settle(OBJECT, &id, keep) {
+            !keep
+        } else {
+            let (settled, writes, expired) = self.ledger.settle(&id, keep, self.now);
+            self.rows.write(writes);
+            self.rows.delete(expired);
+            settled.is_some_and(|s| !s.kept && !s.repeated)
+        };
+        if refunded {
+            let gone = self.admitted.iter().position(|&u| u == unit);
+            self.admitted
+                .swap_remove(gone.expect("a refunded unit was admitted"));
         }
     }
 
@@ -245,6 +322,8 @@ impl World {
         match step {
             Step::Grant { iso, rate } => self.grant(iso, rate),
             Step::Local { iso, n } => self.local(iso, n),
+            Step::Reserve { iso, n, ttl_ms } => self.reserve(iso, n, ttl_ms),
+            Step::Settle { iso, pick, keep } => self.settle(iso, pick, keep),
             Step::Edge { iso, n } => {
                 let edge = self.isolates[iso]
                     .blocks
@@ -376,6 +455,8 @@ proptest! {
             isolates: (0..isolates).map(|i| Isolate::new(format!("iso-{i}"))).collect(),
             generation: isolates,
             admitted: Vec::new(),
+            reserved: Vec::new(),
+            ids: 0,
             last: T0,
             widest_window: spec(kind, limit).window_ms(),
         };

@@ -33,7 +33,7 @@ use sluice::isolate::banlist::BanRecord;
 use sluice::isolate::refusals::RefusalCache;
 use sluice::ledger::{Ask, Ledger, Outcome, Settled};
 use sluice::limit::split::share;
-use sluice::objects::name::ObjectName;
+use sluice::objects::name::{ObjectName, Scope};
 use sluice::objects::protocol::{CheckRequest, SettleRequest};
 use support::Rows;
 
@@ -117,6 +117,10 @@ impl Memory for Isolate {
     }
 
     fn rule_state(&self, _: &str, _: u64) -> Option<Control> {
+        None
+    }
+
+    fn block_part(&self, _: &Scope, _: u32, _: u64) -> Option<u32> {
         None
     }
 }

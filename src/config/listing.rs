@@ -42,6 +42,10 @@ struct Listed<'a> {
     allow: Vec<String>,
     deny: Vec<String>,
     shadow: bool,
+    /// Whether the rule lets hot keys be decided from admission blocks:
+    /// an operator reading a refusal count needs to know when decisions
+    /// were made in the isolate.
+    local: bool,
     on_error: &'static str,
     also: Vec<ListedLayer<'a>>,
     /// Only on a waiting room's rule, which has no tiers.
@@ -178,6 +182,7 @@ impl<'a> Listed<'a> {
             allow: rule.allow.iter().map(ToString::to_string).collect(),
             deny: rule.deny.iter().map(ToString::to_string).collect(),
             shadow: rule.shadow,
+            local: rule.local,
             on_error: match rule.on_error {
                 OnError::Allow => "allow",
                 OnError::Deny => "deny",
@@ -307,6 +312,7 @@ mod tests {
                 "allow": ["10.0.0.0/8"],
                 "deny": [],
                 "shadow": false,
+                "local": true,
                 "on_error": "deny",
                 "also": [],
             })
@@ -347,18 +353,19 @@ mod tests {
     }
 
     #[test]
-    fn bans_concurrency_shadow_and_on_error_are_listed() {
+    fn bans_concurrency_shadow_local_and_on_error_are_listed() {
         let rules = listed(json!({
             "origin": "demo",
             "rules": [
                 {"id": "login", "match": {"path": "/login"}, "limit": 5, "window": "15m",
                  "ban": {"after": 3, "within": "1h", "for": "10m", "multiplier": 2, "max": "1d", "status": 403},
-                 "shadow": true, "on_error": "allow"},
+                 "shadow": true, "local": false, "on_error": "allow"},
                 {"id": "report", "match": {"path": "/report"}, "concurrency": 10, "lease_ttl": "1m",
                  "queue": {"max_wait": "5s", "max_len": 20}},
             ]
         }));
         let login = &rules["rules"][0];
+        assert_eq!(login["local"], false);
         assert_eq!(
             login["ban"],
             json!({"after": 3, "within_ms": 3_600_000, "for_ms": 600_000, "multiplier": 2,

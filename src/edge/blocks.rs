@@ -11,7 +11,8 @@ use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
 use crate::gate::local::{Local, LocalBlocks};
 use crate::ledger::Outcome;
-use crate::objects::protocol::CheckRequest;
+use crate::objects::name::Scope;
+use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
@@ -52,6 +53,17 @@ pub async fn check(
     }
 }
 
+/// The part of `scope`'s split quota (of `parts`) that a block this
+/// isolate holds can admit into at `now_ms`, if any.
+pub fn usable_part(scope: &Scope, parts: u32, now_ms: u64) -> Option<u32> {
+    BLOCKS.with(|blocks| {
+        let blocks = blocks.borrow();
+        blocks.as_ref()?.usable(now_ms, |object| {
+            scope.part_of(object).filter(|&part| part < parts)
+        })
+    })
+}
+
 /// Reports the blocks spent or lapsed, each object's in one call, in the
 /// background. A report lost on the way leaves its block counted at the
 /// object until it lapses there: refusals possible, never more admitted.
@@ -66,9 +78,16 @@ fn report_due(objects: &Objects, ctx: &Context, now: u64) {
     }
 }
 
+/// Keeps or refunds `settle`'s reservation in the isolate's blocks where
+/// they hold it pending; false when they do not (the settle goes to the
+/// object).
+pub fn settle(settle: &SettleRequest) -> bool {
+    with(|blocks| blocks.settle(settle)).unwrap_or(false)
+}
+
 /// What the isolate's blocks hold and did, for operators.
 pub fn figures() -> serde_json::Value {
     BLOCKS
         .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
-        .unwrap_or_else(|| crate::json!({"held": 0, "granted": 0, "admitted": 0}))
+        .unwrap_or_else(|| crate::json!({"held": 0, "granted": 0, "admitted": 0, "settled": 0}))
 }

@@ -216,7 +216,8 @@ async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> R
 }
 
 /// Several keys' decision, all or nothing: each key's object in turn,
-/// every one but the last reserving; the reservations are kept once all
+/// every one but the last reserving (the last from the isolate's
+/// admission blocks when hot); the reservations are kept once all
 /// admitted and refunded when one refused or failed, in the background.
 async fn limit_layers(
     request: LayeredRequest,
@@ -227,7 +228,8 @@ async fn limit_layers(
         return unavailable();
     };
     while let Some(check) = climb.next_call() {
-        let answer = objects.check_request(check).await;
+        let local = climb.next_local();
+        let answer = blocks::check(objects, ctx, check, local).await;
         climb.answer(answer.map_err(|e| e.to_string()));
     }
     for settle in climb.settle_now() {

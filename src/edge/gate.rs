@@ -19,7 +19,7 @@ use crate::control::Control;
 use crate::gate::{self, Arrival, Conclusion, Known, Log, Matched, Pass, Plan, Reply, Stack};
 use crate::isolate::banlist::BanRecord;
 use crate::ledger::Outcome;
-use crate::objects::name::ObjectName;
+use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::SettleRequest;
 
 /// The isolate's memory, as the plan reads it.
@@ -44,6 +44,10 @@ impl gate::Memory for Isolate {
 
     fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control> {
         controls::rule_state(rule, now_ms)
+    }
+
+    fn block_part(&self, scope: &Scope, parts: u32, now_ms: u64) -> Option<u32> {
+        blocks::usable_part(scope, parts, now_ms)
     }
 }
 
@@ -171,6 +175,10 @@ async fn pass_on(
 /// answer already (or, for a layer, will have it without waiting). A
 /// settle that never arrives lapses into a kept reservation.
 pub fn settle_later(ctx: &Context, objects: &Objects, request: SettleRequest) {
+    // Held pending in this isolate's blocks: settled here, no call.
+    if blocks::settle(&request) {
+        return;
+    }
     let objects = objects.clone();
     ctx.wait_until(async move {
         if let Err(e) = objects.settle(&request).await {

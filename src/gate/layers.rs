@@ -114,13 +114,16 @@ impl<L: Layered> Climb<L> {
     }
 
     /// Whether the isolate may decide the call [`next_call`](Self::next_call)
-    /// names from an admission block: only a climb of one layer may.
+    /// names from an admission block, as its try says: any layer may, a
+    /// reserving one as a reservation pending in the block, which
+    /// [`settle_now`](Self::settle_now)'s keep or refund then settles in
+    /// the isolate.
     pub fn next_local(&self) -> bool {
         self.stop.is_none()
-            && self.layers.len() == 1
-            && self.layers[0]
-                .tries()
-                .get(self.tried)
+            && self
+                .layers
+                .get(self.passed.len())
+                .and_then(|layer| layer.tries().get(self.tried))
                 .is_some_and(|t| t.local)
     }
 

@@ -12,6 +12,11 @@
 //! spent or lapsed is reported by a call of its own ([`LocalBlocks::due`],
 //! in the background): a check of cost 0, which decides nothing.
 //!
+//! An admission a later layer or the origin's answer may give back (a
+//! check with a reservation) is admitted as a reservation pending in its
+//! blocks; its settle ([`LocalBlocks::settle`]) is then made here, with no
+//! call, unless the block was reported meanwhile.
+//!
 //! Only admissions come from blocks, never refusals: a request no block
 //! can take is decided as without blocks (under a ban policy, by the
 //! object, which counts the refusal toward the ban).
@@ -23,11 +28,11 @@
 
 use std::collections::HashMap;
 
-use crate::isolate::blocks::BlockHolder;
+use crate::isolate::blocks::{BlockHolder, Reserve};
 use crate::isolate::heat::Heat;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::{Decision, Retry, Spec};
-use crate::objects::protocol::{BlockAskWire, CheckRequest, WireReport};
+use crate::objects::protocol::{BlockAskWire, CheckRequest, SettleRequest, WireReport};
 
 /// How long an ask for blocks stands in for the next ones of its key: a
 /// call's answer comes much sooner, or it failed.
@@ -66,6 +71,8 @@ pub struct LocalBlocks {
     admitted: u64,
     /// Blocks granted to this isolate since it started.
     granted: u64,
+    /// Reservations kept or refunded here since it started, with no call.
+    settled: u64,
 }
 
 impl LocalBlocks {
@@ -78,14 +85,18 @@ impl LocalBlocks {
             asking: HashMap::new(),
             admitted: 0,
             granted: 0,
+            settled: 0,
         }
     }
 
     /// What `request` becomes at `now_ms`; `local` says whether the gate
-    /// lets the isolate decide it.
+    /// lets the isolate decide it. A check that takes a lease is never
+    /// admitted here (leases stay per call); one that reserves is admitted
+    /// as a reservation pending in its blocks, for
+    /// [`settle`](Self::settle) to keep or refund.
     pub fn decide(&mut self, request: &CheckRequest, local: bool, now_ms: u64) -> Local {
         let mut block = None;
-        if local && request.cost > 0 {
+        if local && request.lease.is_none() && request.cost > 0 {
             let rate = self.heat.record(&request.key, now_ms);
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
@@ -109,6 +120,13 @@ impl LocalBlocks {
             request: call,
             sent_ms: now_ms,
         }
+    }
+
+    /// The first of the objects `pick` accepts that a block held can admit
+    /// one more request into at `now_ms`: a split quota's part to try
+    /// first, so that a hot quota is decided here.
+    pub fn usable<T>(&self, now_ms: u64, pick: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        self.holder.usable(now_ms).find_map(pick)
     }
 
     /// Whether to ask `key`'s object for blocks now: not while an ask of
@@ -135,9 +153,13 @@ impl LocalBlocks {
             return None;
         }
         let names: Vec<&str> = specs.iter().map(|(name, _)| name.as_str()).collect();
+        let reserve = request.reserve.as_ref().map(|r| Reserve {
+            id: &r.id,
+            ttl_ms: r.ttl_ms,
+        });
         let remaining = self
             .holder
-            .admit(&request.key, &names, request.cost, now_ms)?;
+            .admit(&request.key, &names, request.cost, reserve, now_ms)?;
         self.admitted += 1;
         let policies = specs
             .iter()
@@ -165,6 +187,17 @@ impl LocalBlocks {
             spread: None,
             blocks: Vec::new(),
         })
+    }
+
+    /// Keeps or refunds `settle`'s reservation where this isolate's blocks
+    /// hold it pending, with no call: whether they did (otherwise the
+    /// settle goes to its object, which holds it).
+    pub fn settle(&mut self, settle: &SettleRequest) -> bool {
+        let settled = self
+            .holder
+            .settle(&settle.key, &settle.reservation, settle.keep);
+        self.settled += u64::from(settled);
+        settled
     }
 
     /// Keeps the blocks the object granted with its answer to `request`
@@ -211,13 +244,15 @@ impl LocalBlocks {
         calls
     }
 
-    /// For operators: `{"held", "granted", "admitted"}` since the isolate
-    /// started (`GET {prefix}/admin/stats`, under `isolate.blocks`).
+    /// For operators: `{"held", "granted", "admitted", "settled"}` since
+    /// the isolate started (`GET {prefix}/admin/stats`, under
+    /// `isolate.blocks`).
     pub fn figures(&self) -> serde_json::Value {
         serde_json::json!({
             "held": self.holder.count(),
             "granted": self.granted,
             "admitted": self.admitted,
+            "settled": self.settled,
         })
     }
 }

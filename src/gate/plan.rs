@@ -21,7 +21,7 @@ use crate::isolate::banlist::BanRecord;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::{split, Spec};
-use crate::objects::name::{ObjectName, GLOBAL_KEY};
+use crate::objects::name::{ObjectName, Scope, GLOBAL_KEY};
 use crate::objects::protocol::{CheckRequest, QueueAsk, ReserveAsk};
 
 /// The rule a request matched, and what the match gave keys to use.
@@ -72,6 +72,10 @@ pub trait Memory {
     /// theirs) when an operator paused or closed it, as this isolate last
     /// read it.
     fn rule_state(&self, rule: &str, now_ms: u64) -> Option<Control>;
+    /// A part of `scope`'s split quota (of `parts`) that an admission
+    /// block the isolate holds can admit one more request into at
+    /// `now_ms`, if any.
+    fn block_part(&self, scope: &Scope, parts: u32, now_ms: u64) -> Option<u32>;
 }
 
 /// Randomness: ids nobody can guess (leases, reservations) and the draw
@@ -134,10 +138,9 @@ pub struct Try {
     pub object: ObjectName,
     pub request: CheckRequest,
     /// Whether the isolate may decide it from an admission block
-    /// (`crate::ledger::blocks`): only a plain check of one key, asked
-    /// alone, whose every answer the object would give a block's holder
-    /// too. Off for shadow rules, concurrency, counting by answer
-    /// (reservations), global quotas and stacked layers.
+    /// (`crate::ledger::blocks`): a check whose every answer the object
+    /// would give a block's holder too, a reservation included (held
+    /// pending in the block). Off for shadow rules and concurrency.
     pub local: bool,
 }
 
@@ -394,12 +397,7 @@ impl<'a> Ask<'a> {
         // A rule with a ban may: an isolate admits from a block but never
         // refuses from one, so every refusal still reaches the object (or
         // the isolate's copy of a ban it answered) and counts there.
-        let local = rule.local
-            && !rule.shadow
-            && request.lease.is_none()
-            && request.reserve.is_none()
-            && !request.watched
-            && rule.also.is_empty();
+        let local = self.local() && request.lease.is_none();
         self.tries.push(Try {
             object,
             request,
@@ -408,11 +406,22 @@ impl<'a> Ask<'a> {
         Ok(self)
     }
 
+    /// Whether this layer's admission may come from a block: the rule
+    /// allows it. A reservation (a layer a later one may refuse, or one
+    /// counted by the answer) is then held pending in the block, and its
+    /// settle made in the isolate (`gate::local`).
+    fn local(&self) -> bool {
+        self.rule.local && !self.rule.shadow
+    }
+
     /// A split quota: a random part, and one other when that part is full
     /// (`route`, drawn when the layers were ordered; `None` when the
-    /// platform had no randomness). A part the isolate knows is full is
-    /// skipped without a call, so a flood after a sell-out costs no calls. Both parts are asked for the
-    /// same reservation; only the one that admits holds it.
+    /// platform had no randomness). A part that a block the isolate holds
+    /// can admit into goes first instead of the random one, so that a hot
+    /// quota is decided in the isolate; the random part is then the second
+    /// chance. A part the isolate knows is full is skipped without a call,
+    /// so a flood after a sell-out costs no calls. Both parts are asked for
+    /// the same reservation; only the one that admits holds it.
     #[allow(clippy::result_large_err)]
     fn split(
         mut self,
@@ -424,7 +433,7 @@ impl<'a> Ask<'a> {
         reserve: bool,
     ) -> Result<Ask<'a>, Conclusion> {
         let scope = self.level.scope;
-        let Some((first, second)) = route else {
+        let Some((mut first, mut second)) = route else {
             return Err(self.failed(&scope.part(0), "no randomness to route a split quota"));
         };
         if reserve {
@@ -432,6 +441,17 @@ impl<'a> Ask<'a> {
                 return Err(self.failed(&scope.part(0), "no randomness for a reservation id"));
             };
             self.reservation = Some(id);
+        }
+        let local = self.local();
+        let count = u32::try_from(parts.len()).unwrap_or(split::MAX_PARTS);
+        if let Some(held) = local
+            .then(|| memory.block_part(scope, count, now_ms))
+            .flatten()
+        {
+            if held != first {
+                second = Some(first);
+                first = held;
+            }
         }
         for part in [Some(first), second].into_iter().flatten() {
             let object = scope.part(part);
@@ -457,7 +477,7 @@ impl<'a> Ask<'a> {
                 self.tries.push(Try {
                     object,
                     request,
-                    local: false,
+                    local,
                 });
             }
         }

@@ -18,12 +18,20 @@
 //! isolate answered itself for the key meanwhile, which count toward a
 //! ban.
 //!
+//! **Reservations.** An admission a layer or the origin's answer may give
+//! back is taken as a reservation: held in its block as pending, at its
+//! real time. A settle of it ([`settle`](BlockHolder::settle)) keeps it (a
+//! time like any other) or refunds it (gone from the block, its unit free
+//! again), with no call. A block reported while a reservation is pending
+//! carries it as such: the object holds it as a reservation of its own,
+//! and the settle goes there.
+//!
 //! **Remaining.** A request admitted here is told the least of its blocks'
 //! unused admissions as its RateLimit `r`: the object counts them as this
 //! isolate's and nobody else's, so at least that many remain, a lower
 //! bound of the truth.
 
-use crate::ledger::blocks::{BlockGrant, BlockReport};
+use crate::ledger::blocks::{BlockGrant, BlockReport, Pending};
 
 #[derive(Debug, Clone)]
 struct Held {
@@ -37,6 +45,8 @@ struct Held {
     /// it (see the module's note on clocks).
     shift_ms: i64,
     times: Vec<u64>,
+    /// Reservations admitted from it and not settled yet.
+    pending: Vec<Pending>,
     strikes: u32,
 }
 
@@ -50,7 +60,8 @@ impl Held {
     }
 
     fn left(&self) -> u32 {
-        self.admissions - self.times.len() as u32
+        let pending: u32 = self.pending.iter().map(|p| p.cost).sum();
+        self.admissions - self.times.len() as u32 - pending
     }
 
     fn usable(&self, cost: u32, now_ms: u64) -> bool {
@@ -63,9 +74,18 @@ impl Held {
             holder: holder.to_string(),
             policy: self.policy,
             times: self.times,
+            pending: self.pending,
             strikes: self.strikes,
         }
     }
+}
+
+/// An admission from a block taken as a reservation: its id, and how long
+/// it waits for its settle before it is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Reserve<'a> {
+    pub id: &'a str,
+    pub ttl_ms: u64,
 }
 
 /// The blocks one isolate holds.
@@ -87,6 +107,15 @@ impl BlockHolder {
     /// Whether it holds a block of `object`.
     pub fn holds(&self, object: &str) -> bool {
         self.held.iter().any(|h| h.object == object)
+    }
+
+    /// The objects it holds a block of that can take one more admission
+    /// at `now_ms`.
+    pub fn usable(&self, now_ms: u64) -> impl Iterator<Item = &str> {
+        self.held
+            .iter()
+            .filter(move |h| h.usable(1, now_ms))
+            .map(|h| h.object.as_str())
     }
 
     /// How many blocks it holds.
@@ -112,6 +141,7 @@ impl BlockHolder {
             until_ms: block.until_ms,
             shift_ms: i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX }),
             times: Vec::new(),
+            pending: Vec::new(),
             strikes: 0,
         });
     }
@@ -120,12 +150,14 @@ impl BlockHolder {
     /// the blocks held, or none: `Some(r)`, the least of the blocks'
     /// unused admissions after it (a lower bound of the RateLimit `r`),
     /// or `None` when a policy has no usable block (the request goes to
-    /// the object).
+    /// the object). With `reserve`, the units are a reservation, pending
+    /// until [`settle`](Self::settle)d or reported.
     pub fn admit(
         &mut self,
         object: &str,
         policies: &[&str],
         cost: u32,
+        reserve: Option<Reserve<'_>>,
         now_ms: u64,
     ) -> Option<u64> {
         let picks: Vec<usize> = policies
@@ -142,9 +174,38 @@ impl BlockHolder {
         for &i in &picks {
             let held = &mut self.held[i];
             let at = held.object_ms(now_ms);
-            held.times.extend(std::iter::repeat_n(at, cost as usize));
+            match reserve {
+                Some(Reserve { id, ttl_ms }) => held.pending.push(Pending {
+                    id: id.to_string(),
+                    at_ms: at,
+                    cost,
+                    lapses_ms: at.saturating_add(ttl_ms),
+                }),
+                None => held.times.extend(std::iter::repeat_n(at, cost as usize)),
+            }
         }
         picks.iter().map(|&i| u64::from(self.held[i].left())).min()
+    }
+
+    /// Keeps or refunds reservation `id` of `object` where blocks held
+    /// admitted it: kept, its units are admissions at their time; refunded,
+    /// they are gone and the blocks may admit them again. False when no
+    /// block held has it pending (never admitted here, or reported since:
+    /// the settle goes to the object).
+    pub fn settle(&mut self, object: &str, id: &str, keep: bool) -> bool {
+        let mut found = false;
+        for held in self.held.iter_mut().filter(|h| h.object == object) {
+            let Some(at) = held.pending.iter().position(|p| p.id == id) else {
+                continue;
+            };
+            let pending = held.pending.swap_remove(at);
+            if keep {
+                let units = std::iter::repeat_n(pending.at_ms, pending.cost as usize);
+                held.times.extend(units);
+            }
+            found = true;
+        }
+        found
     }
 
     /// Counts a refusal this isolate answered for `object` toward its
@@ -203,17 +264,26 @@ mod tests {
         let mut holder = BlockHolder::new("iso".into());
         holder.hold("k", &grant(1, "minute", 5, T0, T0 + 500), T0);
         holder.hold("k", &grant(2, "second", 2, T0, T0 + 500), T0);
-        assert_eq!(holder.admit("k", &["minute", "second"], 1, T0 + 1), Some(1));
-        assert_eq!(holder.admit("k", &["minute"], 3, T0 + 2), Some(1));
         assert_eq!(
-            holder.admit("k", &["minute", "second"], 2, T0 + 3),
+            holder.admit("k", &["minute", "second"], 1, None, T0 + 1),
+            Some(1)
+        );
+        assert_eq!(holder.admit("k", &["minute"], 3, None, T0 + 2), Some(1));
+        assert_eq!(
+            holder.admit("k", &["minute", "second"], 2, None, T0 + 3),
             None,
             "second has 1"
         );
-        assert_eq!(holder.admit("k", &["minute", "hour"], 1, T0 + 3), None);
-        assert_eq!(holder.admit("other", &["minute"], 1, T0 + 3), None);
-        assert_eq!(holder.admit("k", &[], 1, T0 + 3), None);
-        assert_eq!(holder.admit("k", &["minute", "second"], 1, T0 + 4), Some(0));
+        assert_eq!(
+            holder.admit("k", &["minute", "hour"], 1, None, T0 + 3),
+            None
+        );
+        assert_eq!(holder.admit("other", &["minute"], 1, None, T0 + 3), None);
+        assert_eq!(holder.admit("k", &[], 1, None, T0 + 3), None);
+        assert_eq!(
+            holder.admit("k", &["minute", "second"], 1, None, T0 + 4),
+            Some(0)
+        );
         let due = holder.due(T0 + 4);
         assert_eq!(due.len(), 2, "both spent");
         assert_eq!(due[0].1.times, [T0 + 1, T0 + 2, T0 + 2, T0 + 2, T0 + 4]);
@@ -226,19 +296,21 @@ mod tests {
         let mut holder = BlockHolder::new("iso".into());
         // Sent at local 5_000, granted at object time T0: shift T0 - 5_000.
         holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), 5_000);
-        assert_eq!(holder.admit("k", &["p"], 1, 5_040), Some(9));
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_040), Some(9));
         assert_eq!(
-            holder.admit("k", &["p"], 1, 5_100),
+            holder.admit("k", &["p"], 1, None, 5_100),
             Some(8),
             "e itself is usable"
         );
         assert!(holder.due(5_100).is_empty());
-        assert_eq!(holder.admit("k", &["p"], 1, 5_101), None, "past e");
+        assert_eq!(holder.usable(5_100).collect::<Vec<_>>(), ["k"]);
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_101), None, "past e");
+        assert_eq!(holder.usable(5_101).count(), 0);
         let due = holder.due(5_101);
         assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
         // A local clock behind the call's send time stamps at the grant.
         holder.hold("k", &grant(2, "p", 10, T0, T0 + 100), 5_000);
-        holder.admit("k", &["p"], 1, 4_000);
+        holder.admit("k", &["p"], 1, None, 4_000);
         assert_eq!(holder.take("k")[0].times, [T0]);
     }
 

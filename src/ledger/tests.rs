@@ -925,6 +925,27 @@ fn a_refund_past_the_lapse_comes_too_late_even_before_the_alarm() {
     assert_eq!(ledger.peek(1_000).0[0].used, 1, "kept");
 }
 
+#[test]
+fn a_refund_keeps_a_slot_whose_oldest_unit_expired_but_a_newer_one_counts() {
+    let mut ledger = Ledger::new();
+    let p = [log("login", 3, 200)];
+    let ask = one(&p, None);
+    assert!(ledger.check(&ask, 0).0.allowed);
+    assert!(ledger.reserve(&ask, "r1", 10_000, 150).0.allowed);
+    assert!(ledger.check(&ask, 180).0.allowed);
+    // Nothing decided since 180: the log's oldest unit expired at 200
+    // without a decision to drop it. Refunding r1 must leave 180 counted.
+    let (settled, _, expired) = ledger.settle("r1", false, 250);
+    assert!(settled.is_some());
+    assert!(!expired.contains(&Expired::Slot {
+        name: "login".into()
+    }));
+    assert_eq!(ledger.peek(250).0[0].used, 1, "180 still counts");
+    assert!(ledger.check(&ask, 251).0.allowed);
+    assert!(ledger.check(&ask, 252).0.allowed);
+    assert!(!ledger.check(&ask, 253).0.allowed, "180, 251, 252: full");
+}
+
 /// The README's login rule (5 per 15 min, ban after 3 refusals), eight
 /// attempts at once: five take reservations, three are refused while the
 /// five are in flight. Those three are caused by pending reservations only:

@@ -200,10 +200,15 @@ impl Algorithm {
         }
     }
 
-    /// Whether nothing counts any more, so the slot can be forgotten.
+    /// Whether nothing counts any more, so the slot can be forgotten. A
+    /// log is idle once its newest unit expired: its oldest may have
+    /// expired with newer ones still counting when nothing was decided
+    /// since (a refund, a report).
     pub fn is_idle(&self, now_ms: u64) -> bool {
         match self {
-            Algorithm::Log(log) => log.oldest_expiry().is_none_or(|expiry| expiry <= now_ms),
+            Algorithm::Log(log) => log
+                .newest()
+                .is_none_or(|newest| newest.saturating_add(log.policy().window_ms()) <= now_ms),
             Algorithm::Window(window) => window.is_idle(now_ms),
             Algorithm::Cell(cell) => cell.is_idle(now_ms),
         }

@@ -63,6 +63,20 @@ impl Scope {
     pub fn part(&self, part: u32) -> ObjectName {
         self.object(&format!("{GLOBAL_KEY}#{part}"))
     }
+
+    /// Which part of this scope's split quota `object` names, if any: the
+    /// inverse of [`part`](Self::part).
+    pub fn part_of(&self, object: &str) -> Option<u32> {
+        let key = match self {
+            Scope::Rule(id) => object.strip_prefix("rule:")?.strip_prefix(id.as_str())?,
+            Scope::Api => object.strip_prefix("api")?,
+        };
+        key.strip_prefix(':')?
+            .strip_prefix(GLOBAL_KEY)?
+            .strip_prefix('#')?
+            .parse()
+            .ok()
+    }
 }
 
 /// The label a ban record carries for the scope that started it
@@ -104,6 +118,23 @@ impl fmt::Display for ObjectName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parts_number_reads_back_from_its_name_in_its_scope_only() {
+        let sale = Scope::rule("sale", None);
+        assert_eq!(sale.part_of(sale.part(7).as_str()), Some(7));
+        assert_eq!(Scope::Api.part_of(Scope::Api.part(3).as_str()), Some(3));
+        assert_eq!(
+            sale.part_of(Scope::rule("sales", None).part(7).as_str()),
+            None
+        );
+        assert_eq!(
+            Scope::rule("sal", None).part_of(sale.part(7).as_str()),
+            None
+        );
+        assert_eq!(sale.part_of(sale.object(GLOBAL_KEY).as_str()), None);
+        assert_eq!(sale.part_of("rule:sale:*#x"), None);
+    }
 
     #[test]
     fn names_are_the_ones_objects_already_hold() {

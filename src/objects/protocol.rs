@@ -33,7 +33,7 @@ mod read;
 use serde::Serialize;
 
 use crate::control::Control;
-use crate::ledger::blocks::{times, BlockReport};
+use crate::ledger::blocks::{times, BlockReport, Pending};
 use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
@@ -230,6 +230,8 @@ pub struct WireReport {
     pub holder: String,
     pub policy: String,
     pub times: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Pending>,
     #[serde(skip_serializing_if = "is_zero")]
     pub strikes: u32,
 }
@@ -245,6 +247,7 @@ impl WireReport {
             holder: report.holder.clone(),
             policy: report.policy.clone(),
             times: times::encode(&report.times),
+            pending: report.pending.clone(),
             strikes: report.strikes,
         }
     }
@@ -257,6 +260,7 @@ impl WireReport {
             holder: self.holder.clone(),
             policy: self.policy.clone(),
             times,
+            pending: self.pending.clone(),
             strikes: self.strikes,
         })
     }
@@ -563,6 +567,12 @@ mod tests {
             holder: "iso".into(),
             policy: "api".into(),
             times: vec![1_700_000_000_100, 1_700_000_000_100, 1_700_000_000_350],
+            pending: vec![Pending {
+                id: "r\"2".into(),
+                at_ms: 1_700_000_000_200,
+                cost: 1,
+                lapses_ms: 1_700_000_060_200,
+            }],
             strikes: 2,
         };
         request.reports = vec![WireReport::encode(&report)];

@@ -54,13 +54,36 @@ impl Seconds {
         if self.buckets.is_empty() {
             self.buckets = vec![Bucket::default(); SPAN_S as usize];
         }
-        let at_s = now_ms / 1000;
-        let Some(bucket) = usize::try_from(at_s % SPAN_S)
-            .ok()
-            .and_then(|i| self.buckets.get_mut(i))
-        else {
+        let Some(bucket) = self.bucket(now_ms) else {
             return;
         };
+        if admitted {
+            bucket.admitted = bucket.admitted.saturating_add(1);
+        } else {
+            bucket.refused = bucket.refused.saturating_add(1);
+        }
+    }
+
+    /// Counts `admitted` admissions an isolate made from admission blocks
+    /// (`ledger::blocks`) in the second their report reached the part, at
+    /// `now_ms`: at most a lease (1 s) and a call after they happened. Only
+    /// where decisions are counted already: a part's first admission from
+    /// a block came with a counted decision, the one that granted it.
+    pub fn count_reported(&mut self, now_ms: u64, admitted: u32) {
+        if admitted == 0 || self.buckets.is_empty() {
+            return;
+        }
+        if let Some(bucket) = self.bucket(now_ms) {
+            bucket.admitted = bucket.admitted.saturating_add(admitted);
+        }
+    }
+
+    /// The bucket of `now_ms`'s second, emptied if it held an older one.
+    fn bucket(&mut self, now_ms: u64) -> Option<&mut Bucket> {
+        let at_s = now_ms / 1000;
+        let bucket = usize::try_from(at_s % SPAN_S)
+            .ok()
+            .and_then(|i| self.buckets.get_mut(i))?;
         if bucket.at_s != at_s {
             *bucket = Bucket {
                 at_s,
@@ -68,11 +91,7 @@ impl Seconds {
                 refused: 0,
             };
         }
-        if admitted {
-            bucket.admitted = bucket.admitted.saturating_add(1);
-        } else {
-            bucket.refused = bucket.refused.saturating_add(1);
-        }
+        Some(bucket)
     }
 
     /// The seconds of the last [`SPAN_S`] (the current one included) that
@@ -127,5 +146,22 @@ mod tests {
         );
         // A clock that steps back reports nothing from the future.
         assert!(seconds.recent(t0 - 10_000).is_empty());
+    }
+
+    #[test]
+    fn reported_admissions_count_in_their_reports_second_where_decisions_do() {
+        let t0 = 1_700_000_000_000;
+        let mut unwatched = Seconds::new();
+        unwatched.count_reported(t0, 5);
+        assert!(unwatched.buckets.is_empty(), "no ring for an unwatched key");
+        let mut seconds = Seconds::new();
+        seconds.count(t0, true);
+        seconds.count_reported(t0 + 1_200, 40);
+        seconds.count_reported(t0 + 1_300, 0);
+        let at = t0 / 1000;
+        assert_eq!(
+            seconds.recent(t0 + 1_500),
+            [Second(at, 1, 0), Second(at + 1, 40, 0)]
+        );
     }
 }

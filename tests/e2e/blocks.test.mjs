@@ -13,9 +13,8 @@
 // after the first send.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
 import { parseList } from "structured-headers";
-import { Sluice, anotherIsolate } from "./harness.mjs";
+import { isolates as startIsolates, isolateStats, okOrigin } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-admission-blocks-0123456789";
 const LIMIT = 300;
@@ -30,42 +29,24 @@ const arrivals = new Map();
 let isolates;
 
 before(async () => {
-  origin = createServer((req, res) => {
-    arrivals.set(req.headers["x-request"], Date.now());
-    res.writeHead(200, { "content-type": "text/plain" });
-    res.end("ok");
-  });
-  await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
+  let url;
+  ({ server: origin, url } = await okOrigin((req) => arrivals.set(req.headers["x-request"], Date.now())));
   const config = {
-    origin: `http://127.0.0.1:${origin.address().port}`,
+    origin: url,
     rules: [
       { id: "hot", match: { path: "/hot" }, key: "header:x-user", limit: LIMIT, window: "3s" },
       { id: "gcra", match: { path: "/gcra" }, key: "header:x-user", algorithm: "gcra", limit: 100, window: "10s", burst: 49 },
       { id: "fixed", match: { path: "/fixed" }, key: "header:x-user", algorithm: "fixed_window", limit: 100, window: "10s" },
     ],
   };
-  const names = ["sluice-b", "sluice-c", "sluice-d"];
-  sluice = await Sluice.start({
-    sluice: config,
-    secrets: { ADMIN_TOKEN },
-    workers: names.map((name) => anotherIsolate(name, { ADMIN_TOKEN, SLUICE: config })),
-  });
-  const others = await Promise.all(names.map((name) => sluice.worker(name)));
-  isolates = [
-    (path, init) => sluice.fetch(path, init),
-    ...others.map((worker, i) => (path, init) => worker.fetch(`http://${names[i]}${path}`, init)),
-  ];
+  ({ sluice, fetchers: isolates } = await startIsolates(4, { config, secrets: { ADMIN_TOKEN } }));
 });
 after(async () => {
   await sluice?.stop();
   origin?.close();
 });
 
-const stats = async (fetcher) => {
-  const response = await fetcher("/_sluice/admin/stats", { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
-  assert.equal(response.status, 200);
-  return (await response.json()).isolate;
-};
+const stats = (fetcher) => isolateStats(fetcher, ADMIN_TOKEN);
 
 test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, few object calls", async () => {
   const before = await Promise.all(isolates.map(stats));

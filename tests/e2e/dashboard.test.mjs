@@ -20,7 +20,7 @@ const config = {
       id: "login", match: { path: "/login" }, limit: 1, window: "1m",
       ban: { after: 2, within: "1m", for: "10m", multiplier: 2, max: "1h" },
     },
-    { id: "search", match: { path: "/search" }, key: "header:x-user", limit: 1, window: "1m", shadow: false },
+    { id: "search", match: { path: "/search" }, key: "header:x-user", limit: 1, window: "1m", shadow: false, local: false },
     { id: "sale", match: { path: "/buy" }, scope: "global", split: 2, limit: 1000, window: "1s", algorithm: "fixed_window" },
     { id: "report", match: { path: "/report" }, concurrency: 2, on_error: "allow" },
     { id: "tiers", match: { path: "/tiers" }, tiers: [
@@ -181,6 +181,8 @@ describe("the dashboard", { skip }, () => {
     assert.equal(ruleRows.length, 9);
     assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
     assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
+    assert.match(ruleRows[2], /enforcing.*one object call per decision/);
+    assert.doesNotMatch(ruleRows[0], /one object call per decision/);
     assert.match(ruleRows[3], /everyone \(shared\).*1,000 \/ 1s · fixed_window.*global, split 2/);
     assert.match(ruleRows[4], /2 at once.*allow \(fail open\)/);
 

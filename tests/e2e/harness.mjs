@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { devNull, tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
-import { request as httpRequest } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 
 const root = new URL("../../", import.meta.url).pathname;
 
@@ -277,6 +277,43 @@ export class Sluice {
 function withOrigin(sluice) {
   const object = typeof sluice === "object" && sluice !== null && !Array.isArray(sluice);
   return object && !("origin" in sluice) ? { origin: "demo", ...sluice } : sluice;
+}
+
+/** Sluice's worker as `count` isolates bound to the same objects, each run
+ * with `config` and `secrets`: the runtime (the first isolate's), and a
+ * fetch per isolate (`(path, init) => Response`). */
+export async function isolates(count, { config, secrets }) {
+  const names = Array.from({ length: count - 1 }, (_, i) => `sluice-${i + 2}`);
+  const sluice = await Sluice.start({
+    sluice: config,
+    secrets,
+    workers: names.map((name) => anotherIsolate(name, { ...secrets, SLUICE: config })),
+  });
+  const others = await Promise.all(names.map((name) => sluice.worker(name)));
+  const fetchers = [
+    (path, init) => sluice.fetch(path, init),
+    ...others.map((worker, i) => (path, init) => worker.fetch(`http://${names[i]}${path}`, init)),
+  ];
+  return { sluice, fetchers };
+}
+
+/** An origin on 127.0.0.1 that answers every request `200 ok` after
+ * `seen(req)`: the server and its URL. */
+export async function okOrigin(seen) {
+  const server = createServer((req, res) => {
+    seen(req);
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("ok");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${server.address().port}` };
+}
+
+/** What an isolate says of itself (`isolate` in `GET /admin/stats`). */
+export async function isolateStats(fetcher, adminToken) {
+  const response = await fetcher("/_sluice/admin/stats", { headers: { Authorization: `Bearer ${adminToken}` } });
+  if (response.status !== 200) throw new Error(`admin stats answered ${response.status}`);
+  return (await response.json()).isolate;
 }
 
 /** A key no other test (or earlier run) has used. */

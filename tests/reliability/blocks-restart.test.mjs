@@ -56,3 +56,62 @@ test("a block outstanding across a hard restart is still counted", { timeout: 12
     remove();
   }
 });
+
+// Reservations from a block across a hard restart: a hot login rule that
+// counts only failures takes each request as a reservation pending in the
+// isolate's block; three requests the origin holds for seconds are still
+// pending when their block lapses, so its report, sent with the isolate's
+// next request, carries them and the object stores them as reservations.
+// The runtime is killed before the origin answers them (their settles
+// never come) and started again: they still count, exactly. Lost, the key
+// would admit three more; a report lost, the whole block would count.
+test("reservations a block's report carried pending still count after a hard restart", { timeout: 120_000 }, async () => {
+  const { dir, remove } = tempDir();
+  const secrets = { ADMIN_TOKEN };
+  const config = {
+    origin: "demo",
+    rules: [{ id: "login", match: { path: "/login" }, key: "header:x-user", limit: LIMIT, window: "30s", count: { status: [401] } }],
+  };
+  let current = null;
+  const attempt = (query = "") =>
+    fetch(`${current.url}/login?status=401${query}`, { headers: { "x-user": "mallory" } });
+  const blocks = async () => {
+    const response = await fetch(`${current.url}/_sluice/admin/stats`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+    return (await response.json()).isolate.blocks;
+  };
+  try {
+    current = await runtime(dir, { secrets, sluice: config });
+    const started = Date.now();
+    // Hot: the fifth attempt within a second asks for a block.
+    for (let i = 0; i < 5; i++) assert.equal((await attempt()).status, 401);
+    assert.equal((await blocks()).held, 1, "a block held");
+    // Three held at the origin: pending in the block, never answered.
+    const held = [0, 1, 2].map(() => attempt("&hold_ms=10000").catch(() => null));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const during = await blocks();
+    assert.equal(during.admitted, 3, `the three came from the block: ${JSON.stringify(during)}`);
+    // The block lapses (its lease is at most 1 s, and the key is no longer
+    // hot: no new one); the next attempt reports it, the three pending.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    assert.equal((await attempt()).status, 401);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await blocks()).held, 0, "reported, and none granted since");
+
+    await current.kill();
+    await Promise.all(held);
+    current = await runtime(dir, { secrets, sluice: config });
+
+    let after = 0;
+    for (let i = 0; i < LIMIT + 10; i++) {
+      const response = await attempt();
+      await response.arrayBuffer();
+      if (response.status === 401) after += 1;
+    }
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed < 30_000, `all within one window (${elapsed} ms)`);
+    assert.equal(after, LIMIT - 5 - 3 - 1, "the three pending reservations still count, and only they");
+  } finally {
+    await current?.kill();
+    remove();
+  }
+});

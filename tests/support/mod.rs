@@ -71,7 +71,12 @@ impl Rows {
                         hit.2 -= count;
                     }
                 }
-                Write::Reservation(r) => self.reservations.push(r),
+                // INSERT OR REPLACE: a reservation another block's report
+                // adds a run to is written again.
+                Write::Reservation(r) => {
+                    self.reservations.retain(|held| held.id != r.id);
+                    self.reservations.push(r);
+                }
                 Write::Override(o) => self.overridden = Some(o),
                 Write::Control(c) => self.control = Some(c),
                 Write::Block(block) => self.blocks.push(block),

@@ -157,12 +157,10 @@ impl Limiter {
             Ok(reports) => reports,
             Err(e) => return Ok(Err(Problem::invalid("body", e.0))),
         };
-        // Blocks go with plain checks only: a lease or a reservation is
-        // decided call by call.
-        let block = check
-            .block
-            .as_ref()
-            .filter(|_| check.lease.is_none() && check.reserve.is_none());
+        // A lease is decided call by call: no block goes with one. A
+        // reservation's may (the isolate holds its own reservations from
+        // blocks pending until they are settled).
+        let block = check.block.as_ref().filter(|_| check.lease.is_none());
         let parsed = match (check.policies(), check.ban()) {
             (Ok(specs), Ok(ban)) => Parsed {
                 specs,
@@ -180,6 +178,10 @@ impl Limiter {
                 parsed.ban.as_ref(),
                 now,
             );
+            self.inner
+                .borrow_mut()
+                .seconds
+                .count_reported(now, taken.admitted);
             self.persist(taken.writes, now).await?;
             self.delete(taken.expired).await?;
         }

@@ -27,7 +27,10 @@ fn serve(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> Outcome {
         ban: None,
         lease: None,
     };
-    let (mut outcome, _) = ledger.check(&ask, now);
+    let (mut outcome, _) = match &call.reserve {
+        Some(r) => ledger.reserve(&ask, &r.id, now + r.ttl_ms, now),
+        None => ledger.check(&ask, now),
+    };
     if let Some(block) = call.block.as_ref().filter(|_| outcome.allowed) {
         outcome.blocks = ledger
             .grant_blocks(&specs, &block.holder, block.rate, now)
@@ -110,6 +113,80 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     serve(&mut ledger, &due[0], T0 + 60_000);
     assert!(ledger.blocks().is_empty());
     assert_eq!(blocks.figures()["held"], 0);
+}
+
+#[test]
+fn a_reservation_is_pending_in_its_block_and_settled_here_until_reported() {
+    use crate::ledger::LeaseAsk;
+    use crate::objects::protocol::{ReserveAsk, SettleRequest};
+    let specs = specs(1_000, 10_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    // Five decided by the object (the fifth brings a block of 5), one
+    // admitted from the block.
+    for i in 0..6 {
+        decide(&mut blocks, &mut ledger, &request, T0 + i);
+    }
+    let reserving = |id: &str| CheckRequest {
+        reserve: Some(ReserveAsk {
+            id: id.into(),
+            ttl_ms: 10_000,
+        }),
+        ..request.clone()
+    };
+    for id in ["r1", "r2", "r3"] {
+        let decided = blocks.decide(&reserving(id), true, T0 + 7);
+        assert!(matches!(decided, Local::Admitted(_)), "{id}: {decided:?}");
+    }
+    let settle = |id: &str, keep| SettleRequest {
+        key: "k".into(),
+        reservation: id.into(),
+        keep,
+    };
+    assert!(blocks.settle(&settle("r1", false)), "refunded here");
+    assert!(blocks.settle(&settle("r2", true)), "kept here");
+    assert!(!blocks.settle(&settle("r1", true)), "settled once");
+    assert!(!blocks.settle(&settle("r9", false)), "never admitted here");
+    assert_eq!(blocks.figures()["settled"], 2);
+    // A lease stays per call, block or not; the call carries the block's
+    // report, r3 pending in it, which the object holds as a reservation,
+    // counted until its settle.
+    let leased = CheckRequest {
+        lease: Some(LeaseAsk {
+            name: "c".into(),
+            limit: 2,
+            ttl_ms: 1_000,
+            owner: None,
+            reenter: None,
+            strict_limit: false,
+            new_id: "l1".into(),
+        }),
+        ..request.clone()
+    };
+    let Local::Call { request: call, .. } = blocks.decide(&leased, true, T0 + 8) else {
+        panic!("a lease goes to the object");
+    };
+    let reports = call.reports().unwrap();
+    assert_eq!(reports[0].pending.len(), 1);
+    assert_eq!(
+        (reports[0].pending[0].id.as_str(), reports[0].times.len()),
+        ("r3", 2)
+    );
+    serve(&mut ledger, &call, T0 + 8);
+    let used = |ledger: &mut Ledger| ledger.peek(T0 + 9).0[0].used;
+    assert_eq!(
+        used(&mut ledger),
+        5 + 2 + 1 + 1,
+        "direct, the block's time and kept r2, pending r3, the leased call"
+    );
+    assert!(
+        !blocks.settle(&settle("r3", false)),
+        "reported: the object's"
+    );
+    let (settled, _, _) = ledger.settle("r3", false, T0 + 9);
+    assert!(settled.is_some_and(|s| !s.kept));
+    assert_eq!(used(&mut ledger), 8, "r3 refunded at the object");
 }
 
 #[test]

@@ -10,12 +10,12 @@ use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 /// The key objects a climb calls, each a real ledger.
 #[derive(Default)]
-struct Objects {
-    ledgers: HashMap<String, Ledger>,
+pub(super) struct Objects {
+    pub(super) ledgers: HashMap<String, Ledger>,
     /// Objects whose answers are lost (after they decided).
     down: Vec<String>,
     /// Every call, in order: the object and whether it asked to reserve.
-    calls: Vec<(String, bool)>,
+    pub(super) calls: Vec<(String, bool)>,
     /// The randomness plans draw from: reservation ids never repeat.
     dice: Option<Dice>,
 }
@@ -27,35 +27,44 @@ impl Objects {
         plan_with(config, &Remembered::default(), &buyer(user), dice)
     }
 
-    /// What the object `request` names answers, as the key object does.
-    fn call(&mut self, request: &CheckRequest, now: u64) -> Result<Outcome, String> {
+    /// What the object `request` names answers, as the key object does
+    /// (`edge/limiter`): the blocks it reports first, then the decision,
+    /// then the blocks it asks for.
+    pub(super) fn call(&mut self, request: &CheckRequest, now: u64) -> Result<Outcome, String> {
         self.calls
             .push((request.key.clone(), request.reserve.is_some()));
         let specs = request.policies().unwrap();
         let ban = request.ban().unwrap();
+        let reports = request.reports().unwrap();
+        let ledger = self.ledgers.entry(request.key.clone()).or_default();
+        let taken = ledger.take_reports(&reports, &specs, ban.as_ref(), now);
+        assert_eq!(taken.refused, 0, "every report is accepted");
         let question = Question {
             specs: &specs,
             cost: request.cost,
             ban: ban.as_ref(),
             lease: request.lease.as_ref(),
         };
-        let ledger = self.ledgers.entry(request.key.clone()).or_default();
         let conflict = request
             .refuse_conflicts
             .then(|| ledger.conflict(&specs, now))
             .flatten();
-        let (outcome, _) = match (conflict, &request.reserve) {
+        let (mut outcome, _) = match (conflict, &request.reserve) {
             (Some(name), _) => (Outcome::conflicting(name), Vec::new()),
             (None, Some(r)) => ledger.reserve(&question, &r.id, now + r.ttl_ms, now),
             (None, None) => ledger.check(&question, now),
         };
+        let plain = request.lease.is_none();
+        if let Some(ask) = request.block.as_ref().filter(|_| plain && outcome.allowed) {
+            outcome.blocks = ledger.grant_blocks(&specs, &ask.holder, ask.rate, now).0;
+        }
         if self.down.contains(&request.key) {
             return Err("timed out".into());
         }
         Ok(outcome)
     }
 
-    fn settle(&mut self, settle: &SettleRequest, now: u64) {
+    pub(super) fn settle(&mut self, settle: &SettleRequest, now: u64) {
         if let Some(ledger) = self.ledgers.get_mut(&settle.key) {
             ledger.settle(&settle.reservation, settle.keep, now);
         }
@@ -105,7 +114,7 @@ impl Objects {
 }
 
 /// 1 per user under a global 3, split in two parts.
-fn checkout(extra: Value) -> Config {
+pub(super) fn checkout(extra: Value) -> Config {
     let mut rule = json!({
         "id": "checkout",
         "key": "header:x-user",
@@ -119,7 +128,7 @@ fn checkout(extra: Value) -> Config {
     config(json!([rule]))
 }
 
-fn buyer(user: &str) -> FakeRequest {
+pub(super) fn buyer(user: &str) -> FakeRequest {
     from(CLIENT).with("x-user", user)
 }
 
@@ -160,6 +169,40 @@ fn a_user_layer_reserves_then_the_global_part_checks_and_the_reservation_is_kept
     assert!(pass.settle.is_empty() && pass.release.is_none());
     assert_eq!(objects.used("rule:checkout:ann"), 1);
     assert_eq!(objects.used("rule:checkout.all:*#0"), 1);
+}
+
+#[test]
+fn in_a_climb_every_layer_may_come_from_a_block_unless_the_rule_says_not() {
+    let locals = |config: &Config| {
+        let mut objects = Objects::default();
+        let mut stack = match objects.plan(config, "ann") {
+            Plan::Stack(stack) => stack,
+            other => panic!("a stacked rule climbs: {other:?}"),
+        };
+        let mut locals = Vec::new();
+        while let Some(request) = stack.next_call() {
+            locals.push(stack.next_local());
+            let answer = objects.call(&request.clone(), NOW);
+            stack.answer(answer);
+        }
+        locals
+    };
+    assert_eq!(
+        locals(&checkout(json!({}))),
+        [true, true],
+        "the user layer reserves (pending in a block), the global one admits"
+    );
+    assert_eq!(locals(&checkout(json!({"local": false}))), [false, false]);
+    assert_eq!(
+        locals(&checkout(json!({"count": {"status": ["5xx"]}}))),
+        [true, true]
+    );
+    assert_eq!(locals(&checkout(json!({"shadow": true}))), [false, false]);
+    let one_object = config(json!([{
+        "id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m",
+        "also": [{"id": "all", "scope": "global", "limit": 3, "window": "1m"}],
+    }]));
+    assert_eq!(locals(&one_object), [true, true]);
 }
 
 #[test]
@@ -655,6 +698,30 @@ fn a_layered_api_call_reserves_every_key_but_the_last_and_is_all_or_nothing() {
     let (passed, stop, settles) = api_climb(&mut objects, &peek);
     assert_eq!((passed.len(), stop.is_none(), settles), (2, true, 0));
     assert!(objects.calls.iter().all(|(_, reserve)| !reserve));
+}
+
+#[test]
+fn a_layered_api_calls_keys_may_come_from_blocks_unless_it_says_not() {
+    use crate::http::api::{parse_limit_request, LimitCall};
+    let locals = |body: &str| {
+        let Ok(LimitCall::Layers(request)) =
+            parse_limit_request(Some("application/json"), body.as_bytes())
+        else {
+            panic!("a layered body");
+        };
+        let mut objects = Objects::default();
+        let mut climb = key_climb(&request, || Some("r".into())).unwrap();
+        let mut locals = Vec::new();
+        while let Some(check) = climb.next_call() {
+            locals.push(climb.next_local());
+            let answer = objects.call(&check.clone(), NOW);
+            climb.answer(answer);
+        }
+        locals
+    };
+    assert_eq!(locals(API_SALE), [true, true]);
+    let off = API_SALE.replace("\"layers\"", "\"local\": false, \"layers\"");
+    assert_eq!(locals(&off), [false, false]);
 }
 
 #[test]

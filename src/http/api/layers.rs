@@ -49,9 +49,13 @@ from_tree! {
     }
 }
 
+/// `local`: the call's `"local"`, for every key (a key before the last
+/// reserves, held pending in a block and settled in the isolate that
+/// climbs, `gate::key_climb`).
 pub(super) fn parse_layers(
     raw: Vec<RawLayer>,
     cost: Option<u64>,
+    local: bool,
 ) -> Result<LayeredRequest, Problem> {
     if raw.is_empty() || raw.len() > MAX_LAYERS {
         return Err(Problem::invalid(
@@ -100,7 +104,7 @@ pub(super) fn parse_layers(
             cost: 1,
             named,
             reserve: None,
-            local: false,
+            local,
         };
         layers.push(KeyLayer { name, request });
     }

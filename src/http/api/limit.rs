@@ -29,8 +29,9 @@ pub struct LimitRequest {
     /// before it lapses into a kept admission, in ms.
     pub reserve: Option<u64>,
     /// Whether a hot key may be decided in the isolate from an admission
-    /// block (`"local"`, on unless `false`; never for a reservation or a
-    /// call with `layers`).
+    /// block (`"local"`, on unless `false`; never for a reservation, whose
+    /// settle may reach another isolate; every key of a call with
+    /// `layers`, those that reserve held pending in the block).
     pub local: bool,
 }
 
@@ -112,7 +113,8 @@ pub fn parse_limit_request(content_type: Option<&str>, body: &[u8]) -> Result<Li
                 "a call with \"layers\" cannot be a reservation: reserve one key at a time",
             ));
         }
-        return parse_layers(layers, raw.cost).map(LimitCall::Layers);
+        let local = raw.local.unwrap_or(true);
+        return parse_layers(layers, raw.cost, local).map(LimitCall::Layers);
     }
     let key = raw
         .key

@@ -16,6 +16,9 @@ pub struct Taken {
     pub expired: Vec<Expired>,
     /// A ban the reports' strikes started.
     pub ban: Option<BanNotice>,
+    /// Admissions the accepted reports carried, pending reservations
+    /// included.
+    pub admitted: u32,
     /// Reports refused (unknown, lapsed, not the reporter's, out of the
     /// lease): their blocks, if any, stay counted until they lapse.
     pub refused: u32,
@@ -46,6 +49,8 @@ impl Ledger {
                     taken.writes.extend(reported.times.map(Write::Times));
                     taken.expired.push(Expired::Block { id: report.id });
                     taken.ban = taken.ban.or(reported.ban);
+                    let units = u32::try_from(report.units()).unwrap_or(u32::MAX);
+                    taken.admitted = taken.admitted.saturating_add(units);
                 }
                 Err(_) => taken.refused += 1,
             }
@@ -132,10 +137,11 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1, T0 + 2],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(std::slice::from_ref(&report), &specs, None, T0 + 5);
-        assert_eq!(taken.refused, 0);
+        assert_eq!((taken.refused, taken.admitted), (0, 2));
         assert_eq!(taken.expired, [Expired::Block { id: grant.id }]);
         let rows: Vec<_> = taken
             .writes
@@ -149,7 +155,10 @@ mod tests {
         assert_eq!(times::decode(&rows[0].times), Some(vec![T0 + 1, T0 + 2]));
         // Reported twice, or by another: refused, nothing changes.
         let again = ledger.take_reports(&[report], &specs, None, T0 + 6);
-        assert_eq!((again.refused, again.writes.len()), (1, 0));
+        assert_eq!(
+            (again.refused, again.writes.len(), again.admitted),
+            (1, 0, 0)
+        );
     }
 
     #[test]
@@ -162,6 +171,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(&[report], &[], None, T0 + 1);
@@ -193,6 +203,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1],
+            pending: Vec::new(),
             strikes: 0,
         };
         ledger.take_reports(&[report], &specs, None, T0 + 2);
@@ -221,6 +232,7 @@ mod tests {
             holder: "iso".into(),
             policy: "p".into(),
             times: vec![T0 + 1],
+            pending: Vec::new(),
             strikes: 0,
         };
         let taken = ledger.take_reports(&[report], &specs, None, T0 + 2);

@@ -26,15 +26,19 @@
 //! **Storage.** A grant is one row (the block), plus the slot's state for
 //! the algorithms it charges; a report deletes the block's row and writes
 //! one: the real times, delta-encoded together (`times`), or the slot's
-//! state. Both read back exactly after a restart.
+//! state; and for each reservation it carries still pending (`pending`)
+//! what a reservation taken by a call writes. All read back exactly after
+//! a restart.
 
 mod calls;
 mod charge;
+mod pending;
 pub mod size;
 pub mod times;
 mod worst;
 
 pub use calls::Taken;
+pub use pending::Pending;
 
 use serde::{Deserialize, Serialize};
 
@@ -109,15 +113,26 @@ pub struct BlockAsk<'a> {
 }
 
 /// What a holder reports: the real times of the admissions it made from
-/// block `id`, and the refusals it answered for the key meanwhile.
+/// block `id`, the reservations it admitted from it and has not settled
+/// yet, and the refusals it answered for the key meanwhile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockReport {
     pub id: u64,
     pub holder: String,
     pub policy: String,
     pub times: Vec<u64>,
+    /// Reservations still waiting for their settle ([`pending`]).
+    pub pending: Vec<Pending>,
     /// Refusals the isolate answered for the key, counted toward a ban.
     pub strikes: u32,
+}
+
+impl BlockReport {
+    /// The units it admitted, pending reservations' included.
+    pub fn units(&self) -> u64 {
+        let pending: u64 = self.pending.iter().map(|p| u64::from(p.cost)).sum();
+        self.times.len() as u64 + pending
+    }
 }
 
 /// Why a report was refused. The block it names (if any) stays counted
@@ -252,8 +267,9 @@ impl Ledger {
     }
 
     /// Replaces block `report.id` by its real times, giving back what it
-    /// did not use as its algorithm allows (`charge`), and counts the
-    /// report's strikes toward `ban`. `spec` is the policy as the caller
+    /// did not use as its algorithm allows (`charge`), holds its pending
+    /// reservations as reservations of the key ([`pending`]), and counts
+    /// the report's strikes toward `ban`. `spec` is the policy as the caller
     /// asks it now. Anything but a valid report of a block the reporter
     /// holds is refused, and changes nothing.
     pub fn report_block(
@@ -272,11 +288,17 @@ impl Ledger {
         if block.holder != report.holder {
             return Err(BlockError::Holder);
         }
-        if report.times.len() > block.admissions as usize {
+        if report.units() > u64::from(block.admissions) {
             return Err(BlockError::TooMany);
         }
         let lease = block.granted_ms..=block.until_ms;
-        if !report.times.iter().all(|t| lease.contains(t)) {
+        let pending = report.pending.iter().map(|p| &p.at_ms);
+        if !report
+            .times
+            .iter()
+            .chain(pending)
+            .all(|t| lease.contains(t))
+        {
             return Err(BlockError::OutsideLease);
         }
         let block = self.blocks.swap_remove(at);
@@ -293,6 +315,7 @@ impl Ledger {
         let i = slot_for(&mut self.slots, &name, spec);
         let mut writes = Vec::new();
         let same_algorithm = std::mem::discriminant(&block.spec) == std::mem::discriminant(&spec);
+        let used = usize::try_from(report.units()).unwrap_or(usize::MAX);
         let changed = match &mut self.slots[i].limiter {
             _ if !same_algorithm => Changed::Nothing,
             Algorithm::Log(log) => {
@@ -301,10 +324,15 @@ impl Ledger {
                 }
                 Changed::Log
             }
-            Algorithm::Window(w) => {
-                Changed::state(charge::return_tokens(w, &block, times.len()) > 0)
+            Algorithm::Window(w) => Changed::state(charge::return_tokens(w, &block, used) > 0),
+            Algorithm::Cell(cell) => {
+                let mut all = times.clone();
+                for p in &report.pending {
+                    all.extend(std::iter::repeat_n(p.at_ms, p.cost as usize));
+                }
+                all.sort_unstable();
+                Changed::state(charge::replay_schedule(cell, &block, &all))
             }
-            Algorithm::Cell(cell) => Changed::state(charge::replay_schedule(cell, &block, &times)),
         };
         let slot = &mut self.slots[i];
         let times_row = match changed {
@@ -323,6 +351,11 @@ impl Ledger {
             }
             Changed::Nothing => None,
         };
+        // A slot restarted under another algorithm counts none of the
+        // block's units: nothing to hold, a settle finds nothing.
+        if same_algorithm {
+            self.hold_pending(i, &report.pending, &mut writes);
+        }
         let ban = ban.and_then(|policy| {
             (0..report.strikes).find_map(|_| self.strike(policy, now_ms, &mut writes))
         });

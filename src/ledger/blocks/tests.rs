@@ -41,6 +41,7 @@ fn report(block: &Block, times: Vec<u64>) -> BlockReport {
         holder: block.holder.clone(),
         policy: block.policy.clone(),
         times,
+        pending: Vec::new(),
         strikes: 0,
     }
 }

@@ -7,6 +7,7 @@ use super::super::{
 };
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
+use crate::ledger::blocks::Pending;
 use crate::ledger::LeaseAsk;
 
 impl LimiterCall {
@@ -89,6 +90,7 @@ fn block_ask(scan: &mut Scan) -> Read<BlockAskWire> {
 
 fn report(scan: &mut Scan) -> Read<WireReport> {
     let (mut id, mut holder, mut policy, mut times, mut strikes) = (None, None, None, None, 0);
+    let mut held = Vec::new();
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
         match &*field {
@@ -96,6 +98,7 @@ fn report(scan: &mut Scan) -> Read<WireReport> {
             "holder" => holder = Some(scan.string()?),
             "policy" => policy = Some(scan.string()?),
             "times" => times = Some(scan.string()?),
+            "pending" => held = list(scan, pending)?,
             "strikes" => strikes = scan.u32()?,
             _ => scan.skip()?,
         }
@@ -105,7 +108,28 @@ fn report(scan: &mut Scan) -> Read<WireReport> {
         holder: need(holder)?,
         policy: need(policy)?,
         times: need(times)?,
+        pending: held,
         strikes,
+    })
+}
+
+fn pending(scan: &mut Scan) -> Read<Pending> {
+    let (mut id, mut at_ms, mut cost, mut lapses_ms) = (None, None, None, None);
+    let mut object = scan.object()?;
+    while let Some(field) = object.key(scan)? {
+        match &*field {
+            "id" => id = Some(scan.string()?),
+            "at_ms" => at_ms = Some(scan.u64()?),
+            "cost" => cost = Some(scan.u32()?),
+            "lapses_ms" => lapses_ms = Some(scan.u64()?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(Pending {
+        id: need(id)?,
+        at_ms: need(at_ms)?,
+        cost: need(cost)?,
+        lapses_ms: need(lapses_ms)?,
     })
 }
 
