@@ -9,6 +9,7 @@ pub mod gate;
 pub mod http;
 pub mod input;
 pub mod isolate;
+pub mod json;
 pub mod ledger;
 pub mod limit;
 pub mod limits;

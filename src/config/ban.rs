@@ -1,8 +1,7 @@
 //! A rule's escalating bans (`ban`).
 
-use serde::Deserialize;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::ledger::BanPolicy;
 
@@ -13,16 +12,15 @@ pub struct RuleBan {
     pub status: u16,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBan {
-    after: u64,
-    within: String,
-    #[serde(rename = "for")]
-    duration: String,
-    multiplier: Option<u64>,
-    max: Option<String>,
-    status: Option<u16>,
+from_tree! {
+    pub(super) struct RawBan {
+        after: u64 = required "after",
+        within: String = required "within",
+        duration: String = required "for",
+        multiplier: Option<u64> = optional "multiplier",
+        max: Option<String> = optional "max",
+        status: Option<u16> = optional "status",
+    }
 }
 
 pub(super) fn validate_ban(raw: RawBan, at: &str) -> Result<RuleBan, ConfigError> {

@@ -1,9 +1,8 @@
 //! `concurrency`: at most N of a key's requests at the origin at once,
 //! with leases that lapse and an optional queue.
 
-use serde::Deserialize;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limits::{DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS};
 
@@ -20,11 +19,11 @@ pub struct Concurrency {
     pub max_queue: u32,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawQueue {
-    max_wait: String,
-    max_len: Option<u64>,
+from_tree! {
+    pub(super) struct RawQueue {
+        max_wait: String = required "max_wait",
+        max_len: Option<u64> = optional "max_len",
+    }
 }
 
 pub(super) fn validate_concurrency(

@@ -15,7 +15,7 @@
 //! status. GCRA cannot give a unit back, so only a last layer that counts
 //! every request may use it.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::count::{parse_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope};
@@ -25,6 +25,7 @@ use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::rule::{check_key_parts, Rule};
 use super::tier::Tier;
 use super::{error, ConfigError, RuleBan};
+use crate::from_tree;
 use crate::http::key::KeySpec;
 use crate::limit::Spec;
 use crate::limits::MAX_LAYERS;
@@ -130,19 +131,19 @@ pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
 /// able to give its unit back.
 pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawLayer {
-    id: String,
-    key: Option<String>,
-    scope: Option<String>,
-    split: Option<u64>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    count: Option<serde_json::Value>,
+from_tree! {
+    pub(super) struct RawLayer {
+        id: String = required "id",
+        key: Option<String> = optional "key",
+        scope: Option<String> = optional "scope",
+        split: Option<u64> = optional "split",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        count: Option<Value> = optional "count",
+    }
 }
 
 impl RawLayer {

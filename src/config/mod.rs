@@ -22,9 +22,9 @@ pub mod tier;
 
 use std::fmt;
 
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::from_tree;
 use crate::http::auth::ApiAccess;
 use crate::http::cidr::CidrList;
 use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
@@ -175,43 +175,39 @@ impl Default for Config {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    prefix: Option<String>,
-    origin: Option<String>,
-    origin_auth: Option<RawOriginAuth>,
-    #[serde(default)]
-    keep_headers: Vec<String>,
-    ipv6_prefix: Option<u8>,
-    timeout: Option<String>,
-    api: Option<String>,
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    deny: Vec<String>,
-    jwt: Option<RawJwt>,
-    paths: Option<paths::RawPaths>,
-    #[serde(default)]
-    rules: Vec<rule::RawRule>,
+from_tree! {
+    struct RawConfig {
+        prefix: Option<String> = optional "prefix",
+        origin: Option<String> = optional "origin",
+        origin_auth: Option<RawOriginAuth> = optional "origin_auth",
+        keep_headers: Vec<String> = or_default "keep_headers",
+        ipv6_prefix: Option<u8> = optional "ipv6_prefix",
+        timeout: Option<String> = optional "timeout",
+        api: Option<String> = optional "api",
+        allow: Vec<String> = or_default "allow",
+        deny: Vec<String> = or_default "deny",
+        jwt: Option<RawJwt> = optional "jwt",
+        paths: Option<paths::RawPaths> = optional "paths",
+        rules: Vec<rule::RawRule> = or_default "rules",
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawOriginAuth {
-    header: Option<String>,
-    secret: Option<String>,
+from_tree! {
+    struct RawOriginAuth {
+        header: Option<String> = optional "header",
+        secret: Option<String> = optional "secret",
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawJwt {
-    secret: Option<String>,
-    leeway: Option<String>,
-    on_invalid: Option<String>,
-    require_exp: Option<bool>,
-    aud: Option<String>,
-    iss: Option<String>,
+from_tree! {
+    struct RawJwt {
+        secret: Option<String> = optional "secret",
+        leeway: Option<String> = optional "leeway",
+        on_invalid: Option<String> = optional "on_invalid",
+        require_exp: Option<bool> = optional "require_exp",
+        aud: Option<String> = optional "aud",
+        iss: Option<String> = optional "iss",
+    }
 }
 
 impl Config {
@@ -426,22 +422,17 @@ fn validate_origin_auth(raw: RawOriginAuth) -> Result<OriginAuthConfig, ConfigEr
 /// `keep_headers`: each a forwarding claim Sluice would drop, named in
 /// any case. Any other field passes (or is Sluice's to set) whatever this
 /// says, so naming one is a mistake worth reporting.
-fn validate_keep_headers(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
-    names
-        .into_iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let name = name.to_ascii_lowercase();
-            if may_keep(&name) {
-                Ok(name)
-            } else {
-                Err(error(
-                    &format!("SLUICE.keep_headers[{i}]"),
-                    format!("{name:?} is not a field Sluice drops from what a client sends: name one of {}, or a cf- field; every other field passes to the origin anyway, and the client's address is always Sluice's to state (X-Forwarded-For)", FORWARDING_CLAIMS.join(", ")),
-                ))
-            }
-        })
-        .collect()
+fn validate_keep_headers(mut names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for (i, name) in names.iter_mut().enumerate() {
+        name.make_ascii_lowercase();
+        if !may_keep(name) {
+            return Err(error(
+                &format!("SLUICE.keep_headers[{i}]"),
+                format!("{name:?} is not a field Sluice drops from what a client sends: name one of {}, or a cf- field; every other field passes to the origin anyway, and the client's address is always Sluice's to state (X-Forwarded-For)", FORWARDING_CLAIMS.join(", ")),
+            ));
+        }
+    }
+    Ok(names)
 }
 
 fn validate_jwt(raw: RawJwt) -> Result<JwtConfig, ConfigError> {

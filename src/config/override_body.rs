@@ -1,33 +1,31 @@
 //! An operator's override of one key's limits, as the admin API takes it
 //! and validated like the config.
 
-use serde::Deserialize;
-
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::tier::Tier;
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limit::Spec;
 use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
-/// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
-/// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
-/// like any API body; [`parse_override`] checks it against the tier. A
-/// global quota's override (`PUT {prefix}/admin/rules/{rule}/override`)
-/// is read as the same body and takes `limit`, `window` and `reason` only
-/// (`super::quota_override`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OverrideRequest {
-    pub(super) limit: Option<u64>,
-    pub(super) window: Option<String>,
-    pub(super) algorithm: Option<String>,
-    pub(super) burst: Option<u64>,
-    pub(super) policies: Option<Vec<RawPolicy>>,
-    pub(super) unlimited: Option<bool>,
-    #[serde(rename = "for")]
-    pub(super) lasts: Option<String>,
-    pub(super) reason: Option<String>,
+from_tree! {
+    /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
+    /// or `"unlimited": true`, with `for` and `reason`. The admin API reads it
+    /// like any API body; [`parse_override`] checks it against the tier. A
+    /// global quota's override (`PUT {prefix}/admin/rules/{rule}/override`)
+    /// is read as the same body and takes `limit`, `window` and `reason` only
+    /// (`super::quota_override`).
+    pub struct OverrideRequest {
+        pub(super) limit: Option<u64> = optional "limit",
+        pub(super) window: Option<String> = optional "window",
+        pub(super) algorithm: Option<String> = optional "algorithm",
+        pub(super) burst: Option<u64> = optional "burst",
+        pub(super) policies: Option<Vec<RawPolicy>> = optional "policies",
+        pub(super) unlimited: Option<bool> = optional "unlimited",
+        pub(super) lasts: Option<String> = optional "for",
+        pub(super) reason: Option<String> = optional "reason",
+    }
 }
 
 /// An override as the admin API takes it, validated like the config.

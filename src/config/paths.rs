@@ -1,16 +1,16 @@
 //! `paths = { case = "...", trailing_slash = "..." }`: how strictly rules
 //! compare request paths, at the top level and per rule.
 
-use serde::Deserialize;
-
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::http::path::PathOptions;
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawPaths {
-    case: Option<String>,
-    trailing_slash: Option<String>,
+from_tree! {
+    #[derive(Default)]
+    pub(super) struct RawPaths {
+        case: Option<String> = optional "case",
+        trailing_slash: Option<String> = optional "trailing_slash",
+    }
 }
 
 /// `raw` over `base`: each field the config sets replaces the base's.

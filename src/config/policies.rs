@@ -1,10 +1,9 @@
 //! A rule's or tier's policies: one in shorthand (`limit`, `window`) or
 //! several (`policies`), each an algorithm with its limit and window.
 
-use serde::Deserialize;
-
 use super::names::validate_part_name;
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limit::gcra::{GcraPolicy, MAX_BURST};
 use crate::limit::{Policy, Spec};
@@ -22,14 +21,14 @@ pub(super) struct RawLimits {
     pub(super) no_gcra: Option<&'static str>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawPolicy {
-    name: Option<String>,
-    limit: u64,
-    window: String,
-    algorithm: Option<String>,
-    burst: Option<u64>,
+from_tree! {
+    pub(super) struct RawPolicy {
+        name: Option<String> = optional "name",
+        limit: u64 = required "limit",
+        window: String = required "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+    }
 }
 
 /// The policies of a rule or tier, named for the RateLimit headers:

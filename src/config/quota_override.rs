@@ -173,7 +173,7 @@ mod tests {
     }
 
     fn parse(rule: usize, body: Value) -> Result<QuotaOverride, ConfigError> {
-        let raw: OverrideRequest = serde_json::from_value(body).unwrap();
+        let raw: OverrideRequest = crate::input::tree::from_value(body).unwrap();
         let config = config();
         let quota = global_quota(&config, &config.rules[rule].id)
             .map_err(|problem| error("rule", problem.to_json()))?;

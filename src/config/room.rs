@@ -1,9 +1,8 @@
 //! `waiting_room`: a rule that queues visitors in front of its paths
 //! instead of refusing them (see `crate::room`).
 
-use serde::Deserialize;
-
 use super::{error, validate_secret_name, ConfigError};
+use crate::from_tree;
 use crate::input::{duration, instant};
 use crate::limit::MAX_LIMIT;
 
@@ -52,16 +51,16 @@ pub struct WaitingRoom {
     pub secret: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRoom {
-    active: u64,
-    per_minute: u64,
-    session: Option<String>,
-    shards: Option<u64>,
-    refresh: Option<String>,
-    opens_at: Option<String>,
-    secret: Option<String>,
+from_tree! {
+    pub(super) struct RawRoom {
+        active: u64 = required "active",
+        per_minute: u64 = required "per_minute",
+        session: Option<String> = optional "session",
+        shards: Option<u64> = optional "shards",
+        refresh: Option<String> = optional "refresh",
+        opens_at: Option<String> = optional "opens_at",
+        secret: Option<String> = optional "secret",
+    }
 }
 
 /// Validates a rule's `waiting_room`. `set` names the rule's other fields

@@ -2,7 +2,7 @@
 //! and what it allows them (policies, bans, lists, shadow mode, failure
 //! policy).
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::ban::{validate_ban, RawBan, RuleBan};
 use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
@@ -16,6 +16,7 @@ use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::room::{validate_room, RawRoom, WaitingRoom};
 use super::tier::{validate_tiers, RawTier, Tier, When};
 use super::{error, ConfigError};
+use crate::from_tree;
 use crate::http::cidr::CidrList;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
@@ -141,45 +142,42 @@ pub(super) fn needs_jwt(rule: &Rule, at: &str) -> Option<String> {
     tier.or_else(layer)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRule {
-    id: String,
-    #[serde(rename = "match", default)]
-    matcher: RawMatch,
-    paths: Option<RawPaths>,
-    key: Option<String>,
-    action: Option<String>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
-    tiers: Option<Vec<RawTier>>,
-    ban: Option<RawBan>,
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    deny: Vec<String>,
-    #[serde(default)]
-    shadow: bool,
-    local: Option<bool>,
-    on_error: Option<String>,
-    concurrency: Option<u64>,
-    lease_ttl: Option<String>,
-    queue: Option<RawQueue>,
-    scope: Option<String>,
-    split: Option<u64>,
-    count: Option<serde_json::Value>,
-    waiting_room: Option<RawRoom>,
-    also: Option<Vec<RawLayer>>,
+from_tree! {
+    pub(super) struct RawRule {
+        id: String = required "id",
+        matcher: RawMatch = or_default "match",
+        paths: Option<RawPaths> = optional "paths",
+        key: Option<String> = optional "key",
+        action: Option<String> = optional "action",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        tiers: Option<Vec<RawTier>> = optional "tiers",
+        ban: Option<RawBan> = optional "ban",
+        allow: Vec<String> = or_default "allow",
+        deny: Vec<String> = or_default "deny",
+        shadow: bool = or_default "shadow",
+        local: Option<bool> = optional "local",
+        on_error: Option<String> = optional "on_error",
+        concurrency: Option<u64> = optional "concurrency",
+        lease_ttl: Option<String> = optional "lease_ttl",
+        queue: Option<RawQueue> = optional "queue",
+        scope: Option<String> = optional "scope",
+        split: Option<u64> = optional "split",
+        count: Option<Value> = optional "count",
+        waiting_room: Option<RawRoom> = optional "waiting_room",
+        also: Option<Vec<RawLayer>> = optional "also",
+    }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawMatch {
-    path: Option<String>,
-    methods: Option<Vec<String>>,
+from_tree! {
+    #[derive(Default)]
+    struct RawMatch {
+        path: Option<String> = optional "path",
+        methods: Option<Vec<String>> = optional "methods",
+    }
 }
 
 pub(super) fn validate_rule(
@@ -401,20 +399,17 @@ pub(super) fn check_key_parts(
     Ok(())
 }
 
-fn validate_methods(methods: Vec<String>) -> Result<Vec<String>, String> {
+fn validate_methods(mut methods: Vec<String>) -> Result<Vec<String>, String> {
     if methods.is_empty() {
         return Err(
             "methods must list at least one method, or be left out to match every method".into(),
         );
     }
-    methods
-        .into_iter()
-        .map(|m| {
-            if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                Ok(m.to_ascii_uppercase())
-            } else {
-                Err(format!("{m:?} is not an HTTP method"))
-            }
-        })
-        .collect()
+    for m in &mut methods {
+        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(format!("{m:?} is not an HTTP method"));
+        }
+        m.make_ascii_uppercase();
+    }
+    Ok(methods)
 }

@@ -1,11 +1,12 @@
 //! Tiers: which callers a rule's limits are for (registered, anonymous, a
 //! plan from a JWT claim), and the key and policies each tier has.
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::names::validate_part_name;
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::{error, json_text, ConfigError};
+use crate::from_tree;
 use crate::http::jwt::Claims;
 use crate::http::key::{KeySpec, Part};
 use crate::limit::Spec;
@@ -54,17 +55,17 @@ impl When {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTier {
-    name: String,
-    when: Option<serde_json::Value>,
-    key: Option<String>,
-    limit: Option<u64>,
-    window: Option<String>,
-    algorithm: Option<String>,
-    burst: Option<u64>,
-    policies: Option<Vec<RawPolicy>>,
+from_tree! {
+    pub(super) struct RawTier {
+        name: String = required "name",
+        when: Option<Value> = optional "when",
+        key: Option<String> = optional "key",
+        limit: Option<u64> = optional "limit",
+        window: Option<String> = optional "window",
+        algorithm: Option<String> = optional "algorithm",
+        burst: Option<u64> = optional "burst",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+    }
 }
 
 /// The tiers of rule `rule_id`; `no_gcra` says why their policies may not
@@ -141,7 +142,7 @@ pub(super) fn validate_tiers(
 
 /// `when`: `"registered"`, `"anonymous"`, or a claim's values:
 /// `{ claim = "plan", in = ["pro", "team"] }` or `{ claim = "plan", equals = "pro" }`.
-fn validate_when(raw: Option<serde_json::Value>, field: &str) -> Result<When, ConfigError> {
+fn validate_when(raw: Option<Value>, field: &str) -> Result<When, ConfigError> {
     use serde_json::Value;
     let classes = "use \"registered\" (a valid JWT), \"anonymous\", or a claim's values such as { claim = \"plan\", in = [\"pro\", \"team\"] }";
     let object = match raw {

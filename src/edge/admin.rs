@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use serde_json::json;
+use crate::json;
 use worker::{console_error, Env, Headers, Method, Response, Result};
 
 use super::client::Objects;

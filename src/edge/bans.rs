@@ -4,8 +4,8 @@
 //! one key on one rule, held in that key's own object; and
 //! `GET {prefix}/admin/bans`, the bans the hubs list.
 
+use crate::json;
 use serde::Serialize;
-use serde_json::json;
 use worker::{Headers, Response, Result};
 
 use super::client::Objects;

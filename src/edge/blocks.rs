@@ -89,7 +89,5 @@ pub fn settle(settle: &SettleRequest) -> bool {
 pub fn figures() -> serde_json::Value {
     BLOCKS
         .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
-        .unwrap_or_else(
-            || serde_json::json!({"held": 0, "granted": 0, "admitted": 0, "settled": 0}),
-        )
+        .unwrap_or_else(|| crate::json!({"held": 0, "granted": 0, "admitted": 0, "settled": 0}))
 }

@@ -3,8 +3,8 @@
 //! is routed beside them), and the helpers both answer with. Everything
 //! under `/v1` (decisions, throttle, leases) sits behind the API token.
 
+use crate::json;
 use futures_util::StreamExt;
-use serde_json::json;
 use worker::{console_error, Context, Env, Headers, Method, Response, Result};
 
 use super::client::{new_lease_id, Objects};

@@ -73,7 +73,7 @@ pub fn figures() -> serde_json::Value {
     let manual_bans = BANS.with(|bans| bans.borrow().len());
     let (pending_stats, followed_rules, pending_bans) =
         OUTBOX.with(|outbox| outbox.borrow().pending());
-    serde_json::json!({
+    crate::json!({
         "refusal_cache": refusals,
         "refusal_cache_capacity": CAPACITY,
         "manual_bans": manual_bans,

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use serde_json::json;
+use crate::json;
 use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, js_sys, web_sys, Delay, Headers, Response, Result};

@@ -5,8 +5,8 @@
 //! watch it, `{prefix}/admin/rules/{rule}`: totals, the rate per second
 //! and the time to sell out ([`sale`]).
 
+use crate::json;
 use serde::Serialize;
-use serde_json::json;
 use worker::{console_error, Headers, Response, Result};
 
 use super::client::Objects;

@@ -4,7 +4,7 @@
 //! rule's most refused keys, a page at a time). A hub that does not answer
 //! is named in `unreachable`, and the rest still count.
 
-use serde_json::json;
+use crate::json;
 use worker::{console_error, Headers, Response, Result};
 
 use super::client::{hub_name, Objects};

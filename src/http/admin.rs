@@ -2,13 +2,12 @@
 
 use std::net::IpAddr;
 
-use serde::Deserialize;
-
 use super::body;
 use super::cidr::{client_network, Cidr};
 use super::params::{Whole, CURSOR};
 use super::path::escape_at;
 use super::problem::Problem;
+use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
@@ -251,13 +250,12 @@ pub struct ManualBan {
     pub reason: String,
 }
 
-/// A manual ban's body as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawManualBan {
-    #[serde(rename = "for")]
-    lasts: Option<String>,
-    reason: Option<String>,
+from_tree! {
+    /// A manual ban's body as sent.
+    struct RawManualBan {
+        lasts: Option<String> = optional "for",
+        reason: Option<String> = optional "reason",
+    }
 }
 
 pub fn parse_manual_ban(content_type: Option<&str>, body: &[u8]) -> Result<ManualBan, Problem> {

@@ -4,18 +4,17 @@
 //! type cannot say (ranges, names, fields that go together) each endpoint
 //! checks next, on the struct.
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
-use crate::input::tree;
+use crate::input::tree::{self, FromTree};
 use crate::input::unique_keys::repeated_key;
 use crate::input::words::{self, Dialect};
 use crate::limits::MAX_BODY_BYTES;
 
 /// The body as a `T`, or the problem that says why not: the content type,
 /// the size, then the JSON and its shape, in that order.
-pub fn read<T: DeserializeOwned>(content_type: Option<&str>, body: &[u8]) -> Result<T, Problem> {
+pub fn read<T: FromTree>(content_type: Option<&str>, body: &[u8]) -> Result<T, Problem> {
     tree::from_value(json_object(content_type, body)?).map_err(shape_problem)
 }
 
@@ -105,22 +104,23 @@ fn shape_problem(e: tree::Error) -> Problem {
 
 #[cfg(test)]
 mod tests {
-    use serde::Deserialize;
-
     use super::*;
+    use crate::from_tree;
 
-    #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Outer {
-        name: String,
-        count: Option<u32>,
-        items: Option<Vec<Inner>>,
+    from_tree! {
+        #[derive(Debug)]
+        struct Outer {
+            name: String = required "name",
+            count: Option<u32> = optional "count",
+            items: Option<Vec<Inner>> = optional "items",
+        }
     }
 
-    #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Inner {
-        size: u64,
+    from_tree! {
+        #[derive(Debug)]
+        struct Inner {
+            size: u64 = required "size",
+        }
     }
 
     const JSON: Option<&str> = Some("application/json");

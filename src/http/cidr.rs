@@ -93,12 +93,11 @@ pub struct CidrList(Vec<Cidr>);
 impl CidrList {
     /// Fails on the first bad item, with its index so the error can name it.
     pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<CidrList, (usize, String)> {
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| Cidr::parse(item.as_ref()).map_err(|why| (i, why)))
-            .collect::<Result<Vec<_>, _>>()
-            .map(CidrList)
+        let mut cidrs = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            cidrs.push(Cidr::parse(item.as_ref()).map_err(|why| (i, why))?);
+        }
+        Ok(CidrList(cidrs))
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {

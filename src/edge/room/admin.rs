@@ -3,8 +3,8 @@
 //! sums them); and a room's state, written to and read from its shards for
 //! the rule state routes (`edge::rules`).
 
+use crate::json;
 use serde::Serialize;
-use serde_json::json;
 use worker::{Headers, Response, Result};
 
 use super::super::client::Objects;

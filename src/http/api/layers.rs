@@ -12,12 +12,13 @@
 //! layer asked, under its `name` (given, or its key when that is a valid
 //! name, else `layers[i]`).
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
 use super::{check_policy_name, checked_key_at, wait_ms};
+use crate::from_tree;
 use crate::http::problem::Problem;
+use crate::json;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
 use crate::limits::MAX_LAYERS;
@@ -36,16 +37,16 @@ pub struct KeyLayer {
     pub request: LimitRequest,
 }
 
-/// One of `layers` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawLayer {
-    name: Option<String>,
-    key: String,
-    limit: Option<u64>,
-    window_ms: Option<u64>,
-    algorithm: Option<String>,
-    policies: Option<Vec<RawPolicy>>,
+from_tree! {
+    /// One of `layers` as sent.
+    pub(super) struct RawLayer {
+        name: Option<String> = optional "name",
+        key: String = required "key",
+        limit: Option<u64> = optional "limit",
+        window_ms: Option<u64> = optional "window_ms",
+        algorithm: Option<String> = optional "algorithm",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+    }
 }
 
 /// `local`: the call's `"local"`, for every key (a key before the last
@@ -202,6 +203,8 @@ pub fn layers_response(request: &LayeredRequest, answers: &[Outcome]) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::http::api::tests::{problem_field, JSON};
     use crate::http::api::{parse_limit_request, LimitCall};

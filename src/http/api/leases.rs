@@ -1,12 +1,13 @@
 //! `POST {prefix}/v1/leases` and its renewals: leases under a
 //! concurrency limit, and locks; and the answers to an acquire.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{checked_key, wait_ms};
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
+use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::lease::LeaseError;
 use crate::limits::{
@@ -27,15 +28,15 @@ pub struct LeaseCall {
     pub lease_id: Option<String>,
 }
 
-/// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLease {
-    key: String,
-    limit: Option<u64>,
-    ttl_ms: Option<u64>,
-    owner: Option<String>,
-    lease_id: Option<String>,
+from_tree! {
+    /// `{"key", "limit", "ttl_ms", "owner"?, "lease_id"?}` as sent.
+    struct RawLease {
+        key: String = required "key",
+        limit: Option<u64> = optional "limit",
+        ttl_ms: Option<u64> = optional "ttl_ms",
+        owner: Option<String> = optional "owner",
+        lease_id: Option<String> = optional "lease_id",
+    }
 }
 
 pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<LeaseCall, Problem> {
@@ -82,11 +83,11 @@ pub fn parse_lease_request(content_type: Option<&str>, body: &[u8]) -> Result<Le
     })
 }
 
-/// A renewal's body, `{"ttl_ms"?}` as sent.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRenew {
-    ttl_ms: Option<u64>,
+from_tree! {
+    /// A renewal's body, `{"ttl_ms"?}` as sent.
+    struct RawRenew {
+        ttl_ms: Option<u64> = optional "ttl_ms",
+    }
 }
 
 /// A renewal's `ttl_ms`: optional, [`DEFAULT_LEASE_TTL_MS`] by default. An

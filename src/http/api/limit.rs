@@ -4,13 +4,14 @@
 //! optionally as a reservation (`"reserve": true`), and the answer; or
 //! several keys at once (`layers`, in `layers.rs`).
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
+use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
 use crate::limits::{MAX_POLICIES, MAX_RESERVATION_TTL_MS};
@@ -48,24 +49,23 @@ pub enum LimitCall {
     Layers(LayeredRequest),
 }
 
-/// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
-/// are the one-policy form, `policies` the named form, `layers` several
-/// keys; which one was used is checked after reading, so the error can say
-/// what to do.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimitRequest {
-    key: Option<String>,
-    limit: Option<u64>,
-    window_ms: Option<u64>,
-    algorithm: Option<String>,
-    policies: Option<Vec<RawPolicy>>,
-    cost: Option<u64>,
-    #[serde(default)]
-    reserve: bool,
-    reservation_ttl_ms: Option<u64>,
-    layers: Option<Vec<RawLayer>>,
-    local: Option<bool>,
+from_tree! {
+    /// `POST {prefix}/v1/limit` as sent. `limit`, `window_ms` and `algorithm`
+    /// are the one-policy form, `policies` the named form, `layers` several
+    /// keys; which one was used is checked after reading, so the error can say
+    /// what to do.
+    struct RawLimitRequest {
+        key: Option<String> = optional "key",
+        limit: Option<u64> = optional "limit",
+        window_ms: Option<u64> = optional "window_ms",
+        algorithm: Option<String> = optional "algorithm",
+        policies: Option<Vec<RawPolicy>> = optional "policies",
+        cost: Option<u64> = optional "cost",
+        reserve: bool = or_default "reserve",
+        reservation_ttl_ms: Option<u64> = optional "reservation_ttl_ms",
+        layers: Option<Vec<RawLayer>> = optional "layers",
+        local: Option<bool> = optional "local",
+    }
 }
 
 /// One key's limits as sent, in a body or in one of its `layers`: the
@@ -78,14 +78,14 @@ pub(super) struct KeyLimits {
     pub(super) policies: Option<Vec<RawPolicy>>,
 }
 
-/// One of `policies`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawPolicy {
-    name: String,
-    limit: u64,
-    window_ms: u64,
-    algorithm: Option<String>,
+from_tree! {
+    /// One of `policies`.
+    pub(super) struct RawPolicy {
+        name: String = required "name",
+        limit: u64 = required "limit",
+        window_ms: u64 = required "window_ms",
+        algorithm: Option<String> = optional "algorithm",
+    }
 }
 
 /// Checks the content type and size, then reads and validates the body.

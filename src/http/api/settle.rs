@@ -1,9 +1,8 @@
 //! `POST {prefix}/v1/limit/settle`: keep or refund a reservation that
 //! `POST {prefix}/v1/limit` made.
 
-use serde::Deserialize;
-
 use super::checked_key;
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
 use crate::limits::MAX_RESERVATION_ID_BYTES;
@@ -16,14 +15,14 @@ pub struct SettleCall {
     pub keep: bool,
 }
 
-/// `{"key", "reservation", "keep"}` as sent; the last two are checked by
-/// hand so that a missing one says what it is for.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSettle {
-    key: String,
-    reservation: Option<String>,
-    keep: Option<bool>,
+from_tree! {
+    /// `{"key", "reservation", "keep"}` as sent; the last two are checked by
+    /// hand so that a missing one says what it is for.
+    struct RawSettle {
+        key: String = required "key",
+        reservation: Option<String> = optional "reservation",
+        keep: Option<bool> = optional "keep",
+    }
 }
 
 pub fn parse_settle_request(

@@ -1,8 +1,7 @@
 //! `POST {prefix}/v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
 
-use serde::Deserialize;
-
 use super::checked_key;
+use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
 use crate::limit::gcra::{GcraPolicy, MAX_PERIOD_MS};
@@ -16,16 +15,16 @@ pub struct ThrottleCall {
     pub quantity: u32,
 }
 
-/// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
-/// `quantity` defaults to 1, and 0 only peeks.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawThrottle {
-    key: String,
-    max_burst: u64,
-    count: u64,
-    period_s: u64,
-    quantity: Option<u32>,
+from_tree! {
+    /// `{"key", "max_burst", "count", "period_s", "quantity"?}` as sent;
+    /// `quantity` defaults to 1, and 0 only peeks.
+    struct RawThrottle {
+        key: String = required "key",
+        max_burst: u64 = required "max_burst",
+        count: u64 = required "count",
+        period_s: u64 = required "period_s",
+        quantity: Option<u32> = optional "quantity",
+    }
 }
 
 pub fn parse_throttle_request(

@@ -108,7 +108,11 @@ pub fn encode_all(policies: &[(String, Spec)]) -> Vec<WirePolicy> {
 
 /// Policies as sent, validated: the first invalid one is the error.
 pub fn decode_all(policies: &[WirePolicy]) -> Result<Vec<(String, Spec)>, Invalid> {
-    policies.iter().map(WirePolicy::decode).collect()
+    let mut decoded = Vec::with_capacity(policies.len());
+    for policy in policies {
+        decoded.push(policy.decode()?);
+    }
+    Ok(decoded)
 }
 
 #[cfg(test)]
