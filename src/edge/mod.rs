@@ -21,6 +21,7 @@ mod proxy;
 mod quota;
 mod respond;
 mod room;
+mod rpc;
 mod rules;
 mod settings;
 mod stats;

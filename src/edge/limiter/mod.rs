@@ -23,7 +23,7 @@ use futures_util::future::{select, Either};
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::clock::now_ms;
-use super::respond;
+use super::rpc::{self, served_by_rpc, Served};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
@@ -98,28 +98,8 @@ impl DurableObject for Limiter {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        meter::count(|m| m.requests += 1);
-        self.load().await?;
-        let Some(call) = read_call(&mut req).await else {
-            return respond::problem(&Problem::invalid("body", "malformed key object call"));
-        };
-        let answer = match call {
-            LimiterCall::Check(check) => self.check(check).await?,
-            LimiterCall::Throttle(request) => self.throttle(request).await?,
-            LimiterCall::Renew(request) => self.renew(request).await?,
-            LimiterCall::Release(request) => self.release(request).await?,
-            LimiterCall::Peek(request) => self.peek(&request),
-            LimiterCall::Reset(_) => self.reset().await?,
-            LimiterCall::Settle(request) => self.settle(request).await?,
-            LimiterCall::Override(request) => self.set_override(request).await?,
-            LimiterCall::Ban(request) => self.set_ban(request).await?,
-            LimiterCall::Control(request) => self.set_control(request).await?,
-            LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
-        };
-        match answer {
-            Ok(reply) => Response::from_json(&reply),
-            Err(problem) => respond::problem(&problem),
-        }
+        let text = req.text().await.unwrap_or_default();
+        rpc::response(self.serve_text(&text).await)
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -143,15 +123,38 @@ impl DurableObject for Limiter {
 /// A call's reply, or the problem that says why it cannot be served.
 type Answer = std::result::Result<LimiterReply, Problem>;
 
-/// The call a request carries; `None` if it is none. Read as text and
-/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
-/// the result back into Rust with a wasm↔JS call per field and value.
-async fn read_call(req: &mut Request) -> Option<LimiterCall> {
-    let text = req.text().await.ok()?;
-    LimiterCall::from_json(&text).ok()
-}
+served_by_rpc!(Limiter);
 
 impl Limiter {
+    /// One call from the worker, by RPC or by `fetch`: parsed in Rust
+    /// from its text (`Request::json` would have JavaScript parse it and
+    /// then walk the result back into Rust with a wasm↔JS call per field
+    /// and value).
+    async fn serve_text(&self, text: &str) -> Result<Served> {
+        meter::count(|m| m.requests += 1);
+        self.load().await?;
+        let Ok(call) = LimiterCall::from_json(text) else {
+            return Ok(Err(Problem::invalid("body", "malformed key object call")));
+        };
+        let answer = match call {
+            LimiterCall::Check(check) => self.check(check).await?,
+            LimiterCall::Throttle(request) => self.throttle(request).await?,
+            LimiterCall::Renew(request) => self.renew(request).await?,
+            LimiterCall::Release(request) => self.release(request).await?,
+            LimiterCall::Peek(request) => self.peek(&request),
+            LimiterCall::Reset(_) => self.reset().await?,
+            LimiterCall::Settle(request) => self.settle(request).await?,
+            LimiterCall::Override(request) => self.set_override(request).await?,
+            LimiterCall::Ban(request) => self.set_ban(request).await?,
+            LimiterCall::Control(request) => self.set_control(request).await?,
+            LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
+        };
+        Ok(match answer {
+            Ok(reply) => Ok(serde_json::to_string(&reply)?),
+            Err(problem) => Err(problem),
+        })
+    }
+
     async fn check(&self, check: CheckRequest) -> Result<Answer> {
         let reports = match check.reports() {
             Ok(reports) => reports,

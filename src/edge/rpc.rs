@@ -1,0 +1,84 @@
+//! How the worker calls its Durable Objects (key objects, hubs, room
+//! shards): by the runtime's RPC, one method `serve` on each object that
+//! takes the call's JSON and answers the reply's. A `Request`/`Response`
+//! pair per call cost more: a `Request` built in the worker, its body
+//! read in the object, a `Response` built there and its body read back
+//! in the worker, each a crossing of the wasm boundary and an await
+//! (BENCHMARKS.md, "The call itself"). The runtime serves RPC only on a
+//! class that derives from `DurableObject`, which `src/entry.mjs`
+//! makes of each object.
+//!
+//! Each object still answers the same calls by `fetch`, so that a worker
+//! of the version before, still running while a deploy rolls out, reaches
+//! the new objects.
+
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use worker::{js_sys, Response, Result};
+
+use super::respond;
+use crate::http::problem::Problem;
+
+/// What an object answers a call with: the reply's JSON, or the problem
+/// that refuses the call.
+pub type Served = std::result::Result<String, Problem>;
+
+/// `fetch`'s answer: a 200 with the reply, or the problem.
+pub fn response(served: Result<Served>) -> Result<Response> {
+    match served? {
+        Ok(reply) => Response::ok(reply),
+        Err(problem) => respond::problem(&problem),
+    }
+}
+
+/// `serve`'s answer: the reply's text, or an error. The worker takes a
+/// problem as the call failing, as it took a `fetch` answered with
+/// anything but a 200.
+pub fn answer(served: Result<Served>) -> std::result::Result<JsValue, JsValue> {
+    match served {
+        Ok(Ok(reply)) => Ok(JsValue::from_str(&reply)),
+        Ok(Err(problem)) => Err(js_sys::Error::new(&problem.to_json()).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Gives an object the RPC method `serve`, answering each call with what
+/// its `serve_text` serves.
+macro_rules! served_by_rpc {
+    ($object:ty) => {
+        #[worker::wasm_bindgen::prelude::wasm_bindgen(
+            wasm_bindgen = ::worker::wasm_bindgen,
+            wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+            js_sys = ::worker::js_sys
+        )]
+        impl $object {
+            /// One call by RPC: the call's JSON in, the reply's out.
+            pub async fn serve(
+                &self,
+                text: String,
+            ) -> std::result::Result<
+                ::worker::wasm_bindgen::JsValue,
+                ::worker::wasm_bindgen::JsValue,
+            > {
+                $crate::edge::rpc::answer(self.serve_text(&text).await)
+            }
+        }
+    };
+}
+pub(crate) use served_by_rpc;
+
+#[wasm_bindgen]
+extern "C" {
+    /// A Durable Object's stub, as far as `serve` goes.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    pub type ServingStub;
+
+    /// Calls the object's `serve`; the runtime's promise of its answer.
+    #[wasm_bindgen(method, catch)]
+    pub fn serve(this: &ServingStub, text: &str) -> std::result::Result<js_sys::Promise, JsValue>;
+
+    /// The runtime's `scheduler.wait`: a promise that resolves, to
+    /// nothing, after `ms`.
+    #[wasm_bindgen(js_namespace = scheduler, js_name = wait)]
+    pub fn wait(ms: f64) -> js_sys::Promise;
+}
