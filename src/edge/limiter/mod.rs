@@ -16,14 +16,16 @@ mod sql;
 use sql::Tables;
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
+use worker::wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::clock::now_ms;
-use super::rpc::{self, served_by_rpc, Served};
+use super::rpc::{self, Served};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
@@ -41,6 +43,12 @@ use crate::sale::Seconds;
 
 #[durable_object]
 pub struct Limiter {
+    key: Rc<Key>,
+}
+
+/// The object's state and its work; shared, so that an RPC call's future
+/// can own it (`rpc::answer_now`).
+struct Key {
     state: State,
     inner: RefCell<Inner>,
 }
@@ -92,16 +100,39 @@ struct Inner {
 impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
-            state,
-            inner: RefCell::new(Inner::default()),
+            key: Rc::new(Key {
+                state,
+                inner: RefCell::new(Inner::default()),
+            }),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let text = req.text().await.unwrap_or_default();
-        rpc::response(self.serve_text(&text).await)
+        rpc::response(self.key.serve_text(&text).await)
     }
 
+    async fn alarm(&self) -> Result<Response> {
+        self.key.alarm().await
+    }
+}
+
+#[worker::wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+impl Limiter {
+    /// One call by RPC: the call's JSON in, the reply's out. A decision
+    /// on a loaded object awaits nothing, so it is answered at once,
+    /// without a promise and a turn of the event loop
+    /// (`rpc::answer_now`).
+    pub fn serve(&self, text: String) -> std::result::Result<JsValue, JsValue> {
+        let key = Rc::clone(&self.key);
+        rpc::answer_now(async move { key.serve_text(&text).await })
+    }
+}
+
+/// A call's reply, or the problem that says why it cannot be served.
+type Answer = std::result::Result<LimiterReply, Problem>;
+
+impl Key {
     async fn alarm(&self) -> Result<Response> {
         meter::count(|m| m.alarms += 1);
         self.load().await?;
@@ -118,14 +149,7 @@ impl DurableObject for Limiter {
         }
         Response::empty()
     }
-}
 
-/// A call's reply, or the problem that says why it cannot be served.
-type Answer = std::result::Result<LimiterReply, Problem>;
-
-served_by_rpc!(Limiter);
-
-impl Limiter {
     /// One call from the worker, by RPC or by `fetch`: parsed in Rust
     /// from its text (`Request::json` would have JavaScript parse it and
     /// then walk the result back into Rust with a wasm↔JS call per field
