@@ -13,6 +13,7 @@
 //! the new objects.
 
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -27,6 +28,10 @@ use crate::http::problem::Problem;
 /// What an object answers a call with: the reply's JSON, or the problem
 /// that refuses the call.
 pub type Served = std::result::Result<String, Problem>;
+
+/// A call being served. Boxed, so that the object's code for it is in the
+/// wasm once, not once inlined into `fetch` and again into `serve`.
+pub type Serving<'a> = Pin<Box<dyn Future<Output = Result<Served>> + 'a>>;
 
 /// `fetch`'s answer: a 200 with the reply, or the problem.
 pub fn response(served: Result<Served>) -> Result<Response> {

@@ -25,7 +25,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::clock::now_ms;
-use super::rpc::{self, Served};
+use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
@@ -150,11 +150,17 @@ impl Key {
         Response::empty()
     }
 
+    /// [`Self::serve_call`], boxed: `fetch` and `serve` share one copy of
+    /// its code in the wasm.
+    fn serve_text<'a>(&'a self, text: &'a str) -> Serving<'a> {
+        Box::pin(self.serve_call(text))
+    }
+
     /// One call from the worker, by RPC or by `fetch`: parsed in Rust
     /// from its text (`Request::json` would have JavaScript parse it and
     /// then walk the result back into Rust with a wasm↔JS call per field
     /// and value).
-    async fn serve_text(&self, text: &str) -> Result<Served> {
+    async fn serve_call(&self, text: &str) -> Result<Served> {
         meter::count(|m| m.requests += 1);
         self.load().await?;
         let Ok(call) = LimiterCall::from_json(text) else {
