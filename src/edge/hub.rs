@@ -21,7 +21,7 @@ use worker::{
 
 use super::client::Objects;
 use super::clock::now_ms;
-use super::rpc::{self, served_by_rpc, Served, Serving};
+use super::rpc::{self, served_by_rpc, Served};
 use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
 use crate::input::scan::whole;
@@ -154,12 +154,6 @@ impl DurableObject for Hub {
 served_by_rpc!(Hub);
 
 impl Hub {
-    /// [`Self::serve_call`], boxed: `fetch` and `serve` share one copy of
-    /// its code in the wasm.
-    fn serve_text<'a>(&'a self, text: &'a str) -> Serving<'a> {
-        Box::pin(self.serve_call(text))
-    }
-
     /// One call from the worker, by RPC or by `fetch`: parsed in Rust by
     /// the hand-written reader, as a key object reads its calls and as the
     /// worker reads every hub's reply (`Request::json` would have

@@ -107,9 +107,16 @@ impl Wake for Forward {
 }
 
 /// Gives an object the RPC method `serve`, answering each call with what
-/// its `serve_text` serves.
+/// its `serve_call` serves, and `serve_text`, the same call boxed for
+/// `fetch` and `serve` to share.
 macro_rules! served_by_rpc {
     ($object:ty) => {
+        impl $object {
+            fn serve_text<'a>(&'a self, text: &'a str) -> $crate::edge::rpc::Serving<'a> {
+                Box::pin(self.serve_call(text))
+            }
+        }
+
         #[worker::wasm_bindgen::prelude::wasm_bindgen(
             wasm_bindgen = ::worker::wasm_bindgen,
             wasm_bindgen_futures = ::worker::wasm_bindgen_futures,

@@ -12,7 +12,7 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, Stat
 
 use super::super::client::random_pair;
 use super::super::clock::now_ms;
-use super::super::rpc::{self, served_by_rpc, Served, Serving};
+use super::super::rpc::{self, served_by_rpc, Served};
 use super::super::storage::set_alarm_at;
 use super::sql;
 use crate::http::problem::Problem;
@@ -65,12 +65,6 @@ impl DurableObject for Room {
 served_by_rpc!(Room);
 
 impl Room {
-    /// [`Self::serve_call`], boxed: `fetch` and `serve` share one copy of
-    /// its code in the wasm.
-    fn serve_text<'a>(&'a self, text: &'a str) -> Serving<'a> {
-        Box::pin(self.serve_call(text))
-    }
-
     /// One call from the worker, by RPC or by `fetch`.
     async fn serve_call(&self, text: &str) -> Result<Served> {
         self.calls.set(self.calls.get() + 1);
