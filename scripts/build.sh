@@ -50,14 +50,15 @@ staging=target/sluice-staging
 rm -rf "$staging"
 mkdir -p "$staging"
 # The env var has wasm-bindgen's macros drive futures with js_sys, as
-# worker-build builds.
+# worker-build builds. Cargo's output is under CARGO_TARGET_DIR when set
+# (the quick-start test shares the repository's).
 WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown
 # The `web` target's glue leaves instantiating to src/entry.mjs, which
 # imports the wasm as a module the runtime compiles (the `module` target's
 # `import source` would have to be rewritten for wrangler). The reset
 # function and the abort handler are what src/entry.mjs uses to replace the
 # wasm instance after a panic or a trap.
-"$wasm_bindgen" target/wasm32-unknown-unknown/release/sluice.wasm --out-dir "$staging" \
+"$wasm_bindgen" "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/sluice.wasm" --out-dir "$staging" \
   --out-name index --no-typescript --target web \
   --experimental-reset-state-function --force-enable-abort-handler
 # The features rustc's wasm32 target uses, and wasm-bindgen's exception
