@@ -13,7 +13,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "fuzzing the parsers (${FUZZ_CASES:=2000000} cases per target)"
 FUZZ_CASES="$FUZZ_CASES" cargo test --release --test fuzz
 
-step "release build (worker-build)"
+step "release build"
 bash scripts/build.sh
 
 step "reliability suite on workerd, full size"

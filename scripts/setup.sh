@@ -3,12 +3,11 @@
 # already there, so running it again costs a few seconds.
 #
 # Everything comes from registries this machine can reach: rustup for the
-# wasm32 target, crates.io for worker-build and wasm-bindgen-cli, npm for
+# wasm32 target, crates.io for wasm-bindgen-cli, npm for
 # wrangler, miniflare, binaryen (wasm-opt) and esbuild.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WORKER_BUILD_VERSION=0.8.7
 # The CLI must match the wasm-bindgen library in Cargo.lock exactly.
 WASM_BINDGEN_VERSION=$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -28,11 +27,6 @@ for component in rustfmt clippy; do
     rustup component add "$component"
   fi
 done
-
-if [ "$(worker-build --version 2>/dev/null)" != "$WORKER_BUILD_VERSION" ]; then
-  say "installing worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
-  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
-fi
 
 if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes, once)"

@@ -22,7 +22,7 @@ cargo test
 step "the JavaScript client (client/), against a fake binding"
 node --test --test-reporter=spec client/test/*.test.mjs
 
-step "release build (worker-build)"
+step "release build"
 bash scripts/build.sh
 
 step "end-to-end and reliability tests on workerd (fast size)"

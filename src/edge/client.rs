@@ -8,11 +8,10 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use serde::Serialize;
-use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::DurableObject;
-use worker::{web_sys, Env, Method, Result};
+use worker::{js_sys, Env, Result};
 
+use super::rpc::{wait, ServingStub};
 use crate::control::Control;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::calls::ObjectCalls;
@@ -357,55 +356,34 @@ impl Objects {
         read(&text).ok_or_else(|| worker::Error::RustError(format!("{binding} answered no reply")))
     }
 
-    /// Sends `body` to an object within the deadline and answers the text
-    /// of its 200. Apart from [`exchange`](Self::exchange), which is
-    /// generic, so that the key objects' and the hubs' calls share one
-    /// copy of it.
+    /// Sends `body` to an object's `serve` within the deadline and
+    /// answers the text of its reply. Apart from
+    /// [`exchange`](Self::exchange), which is generic, so that the key
+    /// objects', the hubs' and the rooms' calls share one copy of it.
     ///
-    /// Built and read through the runtime's own Request and Response, not
-    /// `worker`'s wrappers: those read the object's answer as a stream (a
-    /// call per chunk and per reader) and copy every request's method, URL,
-    /// headers and `cf` across the wasm boundary on construction, which on a
-    /// new key's first request cost more than the object's own work (CPU
-    /// profile in BENCHMARKS.md). The deadline is the runtime's own
-    /// `AbortSignal.timeout`, which also ends the call, rather than a timer
-    /// raced from Rust, which cost a timer, a closure and a clear per call.
+    /// By the runtime's RPC (`edge::rpc`): a string in, a string out, where
+    /// a `Request` and a `Response` cost a wasm↔JS call per part and an
+    /// await for each body. The deadline races the call against the
+    /// runtime's `scheduler.wait`, which needs no closure: a call that
+    /// loses is left to finish unheard. An object that fails, or refuses
+    /// the call with a problem, rejects it.
     async fn post(&self, binding: &'static str, object: &str, body: &str) -> Result<String> {
         CALLS.with(|calls| calls.borrow_mut().count(binding));
-        let deadline = web_sys::AbortSignal::timeout_with_f64(self.timeout_ms as f64);
-        let init = web_sys::RequestInit::new();
-        init.set_method(Method::Post.as_ref());
-        init.set_body(&JsValue::from_str(body));
-        init.set_signal(Some(&deadline));
-        let request = web_sys::Request::new_with_str_and_init("https://object/", &init)?;
-        let stub: DurableObject = self
+        let stub: ServingStub = self
             .env
             .durable_object(binding)?
             .id_from_name(object)?
             .get_stub()?
             .into_rpc();
-        let late = || {
+        let (reply, deadline) = (stub.serve(body)?, wait(self.timeout_ms as f64));
+        let calls = js_sys::Array::of2(reply.as_ref(), deadline.as_ref());
+        let answered = JsFuture::from(js_sys::Promise::race(&calls)).await?;
+        answered.as_string().ok_or_else(|| {
             worker::Error::RustError(format!(
                 "{binding} did not answer within {} ms",
                 self.timeout_ms
             ))
-        };
-        let answered = JsFuture::from(stub.fetch_with_request(&request)?).await;
-        let response: web_sys::Response = match answered {
-            Err(_) if deadline.aborted() => return Err(late()),
-            answered => answered?.dyn_into()?,
-        };
-        if response.status() != 200 {
-            return Err(worker::Error::RustError(format!(
-                "{binding} answered {}",
-                response.status()
-            )));
-        }
-        let text = match JsFuture::from(response.text()?).await {
-            Err(_) if deadline.aborted() => return Err(late()),
-            text => text?.as_string(),
-        };
-        text.ok_or_else(|| worker::Error::RustError(format!("{binding} answered no text")))
+        })
     }
 }
 

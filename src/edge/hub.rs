@@ -21,7 +21,7 @@ use worker::{
 
 use super::client::Objects;
 use super::clock::now_ms;
-use super::respond;
+use super::rpc::{self, served_by_rpc, Served};
 use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
 use crate::input::scan::whole;
@@ -129,9 +129,40 @@ impl DurableObject for Hub {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let text = req.text().await.unwrap_or_default();
+        rpc::response(self.serve_text(&text).await)
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let sql = self.sql()?;
+        let now = now_ms();
+        self.hand_over_legacy_bans(&sql, now).await?;
+        sql.exec("DELETE FROM hub_bans WHERE until_ms <= ?", vec![int(now)])?;
+        sql.exec(
+            "DELETE FROM hub_minutes WHERE minute_ms < ?",
+            vec![int(now.saturating_sub(KEEP_STATS_MS))],
+        )?;
+        sql.exec(
+            "DELETE FROM hub_top WHERE minute_ms < ?",
+            vec![int(now.saturating_sub(KEEP_TOP_MS))],
+        )?;
+        self.rearm(&sql).await?;
+        Response::empty()
+    }
+}
+
+served_by_rpc!(Hub);
+
+impl Hub {
+    /// One call from the worker, by RPC or by `fetch`: parsed in Rust by
+    /// the hand-written reader, as a key object reads its calls and as the
+    /// worker reads every hub's reply (`Request::json` would have
+    /// JavaScript parse it and `serde_wasm_bindgen` walk the result back
+    /// into Rust, a second reader of every call type, about 8 KB of wasm).
+    async fn serve_call(&self, text: &str) -> Result<Served> {
         self.requests.set(self.requests.get() + 1);
-        let Some(call) = read_call(&mut req).await else {
-            return respond::problem(&Problem::invalid("body", "malformed hub call"));
+        let Ok(call) = HubCall::from_json(text) else {
+            return Ok(Err(Problem::invalid("body", "malformed hub call")));
         };
         let sql = self.sql()?;
         let now = now_ms();
@@ -164,28 +195,9 @@ impl DurableObject for Hub {
                 HubReply::Bans(bans_page(&sql, limit, after.as_ref(), now)?)
             }
         };
-        Response::from_json(&reply)
+        Ok(Ok(serde_json::to_string(&reply)?))
     }
 
-    async fn alarm(&self) -> Result<Response> {
-        let sql = self.sql()?;
-        let now = now_ms();
-        self.hand_over_legacy_bans(&sql, now).await?;
-        sql.exec("DELETE FROM hub_bans WHERE until_ms <= ?", vec![int(now)])?;
-        sql.exec(
-            "DELETE FROM hub_minutes WHERE minute_ms < ?",
-            vec![int(now.saturating_sub(KEEP_STATS_MS))],
-        )?;
-        sql.exec(
-            "DELETE FROM hub_top WHERE minute_ms < ?",
-            vec![int(now.saturating_sub(KEEP_TOP_MS))],
-        )?;
-        self.rearm(&sql).await?;
-        Response::empty()
-    }
-}
-
-impl Hub {
     fn sql(&self) -> Result<SqlStorage> {
         let sql = self.state.storage().sql();
         if !self.ready.get() {
@@ -343,16 +355,6 @@ impl Hub {
             None => self.state.storage().delete_alarm().await,
         }
     }
-}
-
-/// The call a request carries; `None` if it is none. Read as text and
-/// parsed in Rust by the hand-written reader, as a key object reads its
-/// calls and as the worker reads every hub's reply: `Request::json` would
-/// have JavaScript parse it and `serde_wasm_bindgen` walk the result back
-/// into Rust, a second reader of every call type (about 8 KB of wasm).
-async fn read_call(req: &mut Request) -> Option<HubCall> {
-    let text = req.text().await.ok()?;
-    HubCall::from_json(&text).ok()
 }
 
 /// Brings a hub's tables to the current layout: `hub_bans` gained the

@@ -21,6 +21,7 @@ mod proxy;
 mod quota;
 mod respond;
 mod room;
+mod rpc;
 mod rules;
 mod settings;
 mod stats;
@@ -70,7 +71,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     let path = req.path().to_string();
     if let Some(own) = config.own_path(&path) {
         // So does an operator's ban on the client's address or network.
-        if let Some(ip) = ip {
+        if let Some(ip) = ip.filter(|_| isolate::any_manual_ban()) {
             let network = client_network(ip, config.ipv6_prefix);
             let now = clock::now_ms();
             if let Some(ban) = isolate::manual_ban(Some(ip), &[&network], now) {

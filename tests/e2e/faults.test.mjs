@@ -1,5 +1,5 @@
 // Failure policies with injected faults: LIMITER is bound to a fixture that
-// passes calls through to the real key object or fails them (exception, 500,
+// passes calls through to the real key object or fails them (exception, a storage error,
 // hang past the timeout, a garbled answer). on_error = "allow" fails open,
 // "deny" fails closed; every failure is logged and counted; the worker
 // recovers when the fault stops, and no fault ever panics the wasm instance.

@@ -13,6 +13,10 @@ const config = {
       id: "queued", match: { path: "/queued" }, key: "header:x-team", concurrency: 10,
       queue: { max_wait: "3s", max_len: 100 },
     },
+    {
+      id: "brief", match: { path: "/brief" }, key: "header:x-team", concurrency: 1,
+      queue: { max_wait: "300ms", max_len: 10 },
+    },
   ],
 };
 
@@ -65,6 +69,25 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
       assert.deepEqual(new Set(answers.map((r) => r.status)), new Set([200]));
       assert.equal(Math.max(...bodies.map((b) => b.peak_in_flight)), 10, "full, and never more");
       assert.ok(Date.now() - started >= 850, "three waves of 300 ms");
+    } finally {
+      await sluice.stop();
+    }
+  });
+
+  // The wait's timer wakes a call the key object first tried to answer at
+  // once (src/edge/rpc.rs, `answer_now`): it must still end the wait.
+  test("a queued request whose wait runs out is refused when it does, not left waiting", async () => {
+    const sluice = await Sluice.start({ sluice: config });
+    try {
+      const team = freshKey("team");
+      const holding = sluice.fetch("/brief?hold_ms=2500", { headers: { "X-Team": team } });
+      await sleepUntil(Date.now() + 200);
+      const started = Date.now();
+      const queued = await sluice.fetch("/brief", { headers: { "X-Team": team } });
+      const waited = Date.now() - started;
+      assert.equal(queued.status, 429);
+      assert.ok(waited >= 250 && waited < 2000, `refused after ${waited} ms`);
+      assert.equal((await holding).status, 200);
     } finally {
       await sluice.stop();
     }

@@ -16,14 +16,16 @@ mod sql;
 use sql::Tables;
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
+use worker::wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::clock::now_ms;
-use super::respond;
+use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
@@ -41,6 +43,12 @@ use crate::sale::Seconds;
 
 #[durable_object]
 pub struct Limiter {
+    key: Rc<Key>,
+}
+
+/// The object's state and its work; shared, so that an RPC call's future
+/// can own it (`rpc::answer_now`).
+struct Key {
     state: State,
     inner: RefCell<Inner>,
 }
@@ -92,36 +100,39 @@ struct Inner {
 impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
-            state,
-            inner: RefCell::new(Inner::default()),
+            key: Rc::new(Key {
+                state,
+                inner: RefCell::new(Inner::default()),
+            }),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        meter::count(|m| m.requests += 1);
-        self.load().await?;
-        let Some(call) = read_call(&mut req).await else {
-            return respond::problem(&Problem::invalid("body", "malformed key object call"));
-        };
-        let answer = match call {
-            LimiterCall::Check(check) => self.check(check).await?,
-            LimiterCall::Throttle(request) => self.throttle(request).await?,
-            LimiterCall::Renew(request) => self.renew(request).await?,
-            LimiterCall::Release(request) => self.release(request).await?,
-            LimiterCall::Peek(request) => self.peek(&request),
-            LimiterCall::Reset(_) => self.reset().await?,
-            LimiterCall::Settle(request) => self.settle(request).await?,
-            LimiterCall::Override(request) => self.set_override(request).await?,
-            LimiterCall::Ban(request) => self.set_ban(request).await?,
-            LimiterCall::Control(request) => self.set_control(request).await?,
-            LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
-        };
-        match answer {
-            Ok(reply) => Response::from_json(&reply),
-            Err(problem) => respond::problem(&problem),
-        }
+        let text = req.text().await.unwrap_or_default();
+        rpc::response(self.key.serve_text(&text).await)
     }
 
+    async fn alarm(&self) -> Result<Response> {
+        self.key.alarm().await
+    }
+}
+
+#[worker::wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+impl Limiter {
+    /// One call by RPC: the call's JSON in, the reply's out. A decision
+    /// on a loaded object awaits nothing, so it is answered at once,
+    /// without a promise and a turn of the event loop
+    /// (`rpc::answer_now`).
+    pub fn serve(&self, text: String) -> std::result::Result<JsValue, JsValue> {
+        let key = Rc::clone(&self.key);
+        rpc::answer_now(async move { key.serve_text(&text).await })
+    }
+}
+
+/// A call's reply, or the problem that says why it cannot be served.
+type Answer = std::result::Result<LimiterReply, Problem>;
+
+impl Key {
     async fn alarm(&self) -> Result<Response> {
         meter::count(|m| m.alarms += 1);
         self.load().await?;
@@ -138,20 +149,42 @@ impl DurableObject for Limiter {
         }
         Response::empty()
     }
-}
 
-/// A call's reply, or the problem that says why it cannot be served.
-type Answer = std::result::Result<LimiterReply, Problem>;
+    /// [`Self::serve_call`], boxed: `fetch` and `serve` share one copy of
+    /// its code in the wasm.
+    fn serve_text<'a>(&'a self, text: &'a str) -> Serving<'a> {
+        Box::pin(self.serve_call(text))
+    }
 
-/// The call a request carries; `None` if it is none. Read as text and
-/// parsed in Rust: `Request::json` has JavaScript parse it and then walks
-/// the result back into Rust with a wasm↔JS call per field and value.
-async fn read_call(req: &mut Request) -> Option<LimiterCall> {
-    let text = req.text().await.ok()?;
-    LimiterCall::from_json(&text).ok()
-}
+    /// One call from the worker, by RPC or by `fetch`: parsed in Rust
+    /// from its text (`Request::json` would have JavaScript parse it and
+    /// then walk the result back into Rust with a wasm↔JS call per field
+    /// and value).
+    async fn serve_call(&self, text: &str) -> Result<Served> {
+        meter::count(|m| m.requests += 1);
+        self.load().await?;
+        let Ok(call) = LimiterCall::from_json(text) else {
+            return Ok(Err(Problem::invalid("body", "malformed key object call")));
+        };
+        let answer = match call {
+            LimiterCall::Check(check) => self.check(check).await?,
+            LimiterCall::Throttle(request) => self.throttle(request).await?,
+            LimiterCall::Renew(request) => self.renew(request).await?,
+            LimiterCall::Release(request) => self.release(request).await?,
+            LimiterCall::Peek(request) => self.peek(&request),
+            LimiterCall::Reset(_) => self.reset().await?,
+            LimiterCall::Settle(request) => self.settle(request).await?,
+            LimiterCall::Override(request) => self.set_override(request).await?,
+            LimiterCall::Ban(request) => self.set_ban(request).await?,
+            LimiterCall::Control(request) => self.set_control(request).await?,
+            LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
+        };
+        Ok(match answer {
+            Ok(reply) => Ok(serde_json::to_string(&reply)?),
+            Err(problem) => Err(problem),
+        })
+    }
 
-impl Limiter {
     async fn check(&self, check: CheckRequest) -> Result<Answer> {
         let reports = match check.reports() {
             Ok(reports) => reports,

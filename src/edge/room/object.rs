@@ -12,7 +12,7 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, Stat
 
 use super::super::client::random_pair;
 use super::super::clock::now_ms;
-use super::super::respond;
+use super::super::rpc::{self, served_by_rpc, Served};
 use super::super::storage::set_alarm_at;
 use super::sql;
 use crate::http::problem::Problem;
@@ -45,18 +45,35 @@ impl DurableObject for Room {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let text = req.text().await.unwrap_or_default();
+        rpc::response(self.serve_text(&text).await)
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.alarm_ms.set(None);
+        self.load(None).await?;
+        let seed = fresh_seed()?;
+        let now = now_ms();
+        if let Some(done) = self.operate(|shard| ((), shard.tick(now, &mut || seed))) {
+            done?;
+            self.rearm().await?;
+        }
+        Response::empty()
+    }
+}
+
+served_by_rpc!(Room);
+
+impl Room {
+    /// One call from the worker, by RPC or by `fetch`.
+    async fn serve_call(&self, text: &str) -> Result<Served> {
         self.calls.set(self.calls.get() + 1);
-        let call = req
-            .text()
-            .await
-            .ok()
-            .and_then(|text| RoomCall::from_json(&text).ok());
-        let Some(call) = call else {
-            return respond::problem(&Problem::invalid("body", "malformed room call"));
+        let Ok(call) = RoomCall::from_json(text) else {
+            return Ok(Err(Problem::invalid("body", "malformed room call")));
         };
         let terms = call.terms();
         if let Err(e) = terms.check() {
-            return respond::problem(&Problem::invalid("terms", e));
+            return Ok(Err(Problem::invalid("terms", e)));
         }
         self.load(Some(terms)).await?;
         let seed = fresh_seed()?;
@@ -96,26 +113,12 @@ impl DurableObject for Room {
             Some(reply) => {
                 let reply = reply?;
                 self.rearm().await?;
-                Response::from_json(&reply)
+                Ok(Ok(serde_json::to_string(&reply)?))
             }
-            None => respond::problem(&Problem::invalid("terms", "no shard to call")),
+            None => Ok(Err(Problem::invalid("terms", "no shard to call"))),
         }
     }
 
-    async fn alarm(&self) -> Result<Response> {
-        self.alarm_ms.set(None);
-        self.load(None).await?;
-        let seed = fresh_seed()?;
-        let now = now_ms();
-        if let Some(done) = self.operate(|shard| ((), shard.tick(now, &mut || seed))) {
-            done?;
-            self.rearm().await?;
-        }
-        Response::empty()
-    }
-}
-
-impl Room {
     /// Reads the shard back once per instance; a shard that stored nothing
     /// yet starts under `terms` (an alarm brings none, and then there is
     /// nothing to do).
