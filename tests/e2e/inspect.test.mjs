@@ -1,5 +1,8 @@
 // The key view of a split global quota over HTTP on workerd: `*` shows the
-// whole quota (every part, summed) and each part; `*#i` one part.
+// whole quota (every part, summed) and each part; `*#i` one part. The rule
+// makes one call per decision (`local: false`), so that what the view
+// counts is what was admitted: with admission blocks a part also counts a
+// block outstanding at its worst, which the blocks tests check.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice } from "./harness.mjs";
@@ -10,7 +13,7 @@ const admin = { Authorization: `Bearer ${TOKEN}` };
 let sluice;
 before(async () => {
   sluice = await Sluice.start({
-    sluice: { rules: [{ id: "sale", match: { path: "/sale" }, scope: "global", split: 4, limit: 40, window: "1m" }] },
+    sluice: { rules: [{ id: "sale", match: { path: "/sale" }, scope: "global", split: 4, limit: 40, window: "1m", local: false }] },
     secrets: { ADMIN_TOKEN: TOKEN },
   });
 });
