@@ -17,6 +17,7 @@ mod hub;
 mod incoming;
 mod isolate;
 mod limiter;
+mod now;
 mod proxy;
 mod quota;
 mod respond;
@@ -53,8 +54,8 @@ use proxy::Forward;
 /// otherwise (`now::or_promise`). An error is logged and answered with a
 /// bare 500, as `worker`'s `#[event(fetch)]` did; a panic traps, and the
 /// entry replaces the wasm instance before the next call.
-#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
-pub async fn fetch(
+#[wasm_bindgen]
+pub fn fetch(
     raw: web_sys::Request,
     env: Env,
     ctx: worker_sys::Context,
@@ -62,14 +63,16 @@ pub async fn fetch(
 ) -> std::result::Result<JsValue, JsValue> {
     let req = ClientRequest::new(raw, body);
     let ctx = Context::new(ctx);
-    let response = match handle(req, env, ctx).await {
-        Ok(response) => response,
-        Err(e) => {
-            console_error!("{e}");
-            Response::error("INTERNAL SERVER ERROR", 500)?
-        }
-    };
-    Ok(web_sys::Response::from(response).into())
+    now::or_promise(async move {
+        let response = match handle(req, env, ctx).await {
+            Ok(response) => response,
+            Err(e) => {
+                console_error!("{e}");
+                Response::error("INTERNAL SERVER ERROR", 500)?
+            }
+        };
+        Ok(web_sys::Response::from(response).into())
+    })
 }
 
 /// The prefix of Sluice's own paths, which `src/entry.mjs` asks once per
