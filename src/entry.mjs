@@ -56,7 +56,6 @@ const maxBodyBytes = wasm.maxBodyBytes();
  * and a chunked one is read by the handler as a stream, up to the limit.
  */
 function readsFirst(request, env) {
-  if (request.body === null) return false;
   const length = request.headers.get("content-length");
   if (length === null || !/^[0-9]+$/.test(length) || Number(length) > maxBodyBytes) return false;
   if (ownPrefix === undefined) {
