@@ -40,53 +40,10 @@ addEventListener("error", (e) => {
   }
 });
 
-// The prefix of Sluice's own paths, asked of the wasm on the first request
-// (the config cannot change while an isolate lives); null while the config
-// is invalid, and then no body is read here.
-let ownPrefix;
-const maxBodyBytes = wasm.maxBodyBytes();
-
-/**
- * Whether the entry reads `request`'s body before calling the wasm: a body
- * of a declared length Sluice reads whole (at most maxBodyBytes) sent to
- * one of its own paths. Read here, the handler awaits nothing in Rust, and
- * a decision from an admission block is answered at once, with no promise
- * of the wasm's. Everything else goes in unread: a proxied body streams to
- * the origin untouched, a larger one is refused by its declared length,
- * and a chunked one is read by the handler as a stream, up to the limit.
- */
-function readsFirst(request, env) {
-  const length = request.headers.get("content-length");
-  if (length === null || !/^[0-9]+$/.test(length) || Number(length) > maxBodyBytes) return false;
-  if (ownPrefix === undefined) {
-    checkReinitialize();
-    ownPrefix = wasm.ownPrefix(env) ?? null;
-  }
-  if (ownPrefix === null) return false;
-  // The path as src/http/url.rs takes it from the serialised URL.
-  const url = request.url;
-  const scheme = url.indexOf("://");
-  const slash = url.indexOf("/", scheme < 0 ? 0 : scheme + 3);
-  if (slash < 0 || !url.startsWith(ownPrefix, slash)) return false;
-  const after = url[slash + ownPrefix.length];
-  return after === undefined || after === "/" || after === "?" || after === "#";
-}
-
-/** The wasm's answer to `request`: a `Response`, or a promise of one. */
-function answer(request, env, ctx, body) {
-  checkReinitialize();
-  return wasm.fetch(request, env, ctx, body);
-}
-
 export default {
   fetch(request, env, ctx) {
-    if (!readsFirst(request, env)) return answer(request, env, ctx, undefined);
-    // A body that cannot be read goes in unread, and the handler's own
-    // read answers 400 for it, as for any body it cannot read.
-    return request.arrayBuffer().then(
-      (body) => answer(request, env, ctx, new Uint8Array(body)),
-      () => answer(request, env, ctx, undefined),
-    );
+    checkReinitialize();
+    return wasm.fetch(request, env, ctx);
   },
 };
 

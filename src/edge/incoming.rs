@@ -29,15 +29,10 @@ pub struct ClientRequest {
     /// Whether the body has been read or handed on: a second reader would
     /// find the stream locked, and making a stream of a locked one panics.
     body_taken: Cell<bool>,
-    /// The body as `src/entry.mjs` read it before the call, for a request
-    /// to Sluice's own paths with a small declared length: read there, it
-    /// costs the handler no await (`read_first`).
-    read: Cell<Option<Vec<u8>>>,
 }
 
 impl ClientRequest {
-    /// The request; `read` its body if the entry read it already.
-    pub fn new(raw: web_sys::Request, read: Option<Vec<u8>>) -> ClientRequest {
+    pub fn new(raw: web_sys::Request) -> ClientRequest {
         let sent = raw.method();
         let method = sent.to_ascii_uppercase();
         let named = Method::from(method.clone());
@@ -48,7 +43,6 @@ impl ClientRequest {
             url: raw.url(),
             headers: Headers(raw.headers()),
             body_taken: Cell::new(false),
-            read: Cell::new(read),
             raw,
         }
     }
@@ -87,14 +81,10 @@ impl ClientRequest {
         self.raw.body()
     }
 
-    /// The whole body: as the entry read it, else in one call to the
-    /// runtime.
+    /// The whole body, in one call to the runtime.
     pub async fn bytes(&self) -> Result<Vec<u8>> {
         if self.body_taken.replace(true) {
             return Err(worker::Error::BodyUsed);
-        }
-        if let Some(read) = self.read.take() {
-            return Ok(read);
         }
         let buffer = JsFuture::from(self.raw.array_buffer()?).await?;
         Ok(js_sys::Uint8Array::new(&buffer).to_vec())

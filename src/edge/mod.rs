@@ -17,7 +17,6 @@ mod hub;
 mod incoming;
 mod isolate;
 mod limiter;
-mod now;
 mod proxy;
 mod quota;
 mod respond;
@@ -32,9 +31,7 @@ pub use hub::Hub;
 pub use limiter::Limiter;
 pub use room::Room;
 
-use wasm_bindgen::prelude::wasm_bindgen;
-use wasm_bindgen::JsValue;
-use worker::{console_error, web_sys, worker_sys, Context, Env, Response, Result};
+use worker::{event, web_sys, Context, Env, Response, Result};
 
 use crate::gate::Matched;
 use crate::http::admin::admin_path;
@@ -47,51 +44,9 @@ use client::Objects;
 use incoming::ClientRequest;
 use proxy::Forward;
 
-/// The worker's fetch handler, called by `src/entry.mjs` with the body
-/// when the entry read it first (a request to Sluice's own paths with a
-/// small declared length). Answered at once when the handler awaits
-/// nothing, as a decision from an admission block does; as a promise
-/// otherwise (`now::or_promise`). An error is logged and answered with a
-/// bare 500, as `worker`'s `#[event(fetch)]` did; a panic traps, and the
-/// entry replaces the wasm instance before the next call.
-#[wasm_bindgen]
-pub fn fetch(
-    raw: web_sys::Request,
-    env: Env,
-    ctx: worker_sys::Context,
-    body: Option<Vec<u8>>,
-) -> std::result::Result<JsValue, JsValue> {
-    let req = ClientRequest::new(raw, body);
-    let ctx = Context::new(ctx);
-    now::or_promise(async move {
-        let response = match handle(req, env, ctx).await {
-            Ok(response) => response,
-            Err(e) => {
-                console_error!("{e}");
-                Response::error("INTERNAL SERVER ERROR", 500)?
-            }
-        };
-        Ok(web_sys::Response::from(response).into())
-    })
-}
-
-/// The prefix of Sluice's own paths, which `src/entry.mjs` asks once per
-/// isolate to know whose bodies it may read first; `None` while the
-/// config is invalid (every request is then answered with its error).
-#[wasm_bindgen(js_name = ownPrefix)]
-pub fn own_prefix(env: Env) -> Option<String> {
-    settings::settings(&env)
-        .ok()
-        .map(|s| s.config.prefix.clone())
-}
-
-/// The largest body Sluice's own paths read, for `src/entry.mjs`.
-#[wasm_bindgen(js_name = maxBodyBytes)]
-pub fn max_body_bytes() -> usize {
-    crate::limits::MAX_BODY_BYTES
-}
-
-async fn handle(req: ClientRequest, env: Env, ctx: Context) -> Result<Response> {
+#[event(fetch)]
+async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
+    let req = ClientRequest::new(raw);
     let settings = match settings::settings(&env) {
         Ok(settings) => settings,
         Err(e) => {

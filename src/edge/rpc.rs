@@ -12,14 +12,17 @@
 //! of the version before, still running while a deploy rolls out, reaches
 //! the new objects.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
+use worker::wasm_bindgen_futures::future_to_promise;
 use worker::{js_sys, Response, Result};
 
-use super::{now, respond};
+use super::respond;
 use crate::http::problem::Problem;
 
 /// What an object answers a call with: the reply's JSON, or the problem
@@ -53,11 +56,54 @@ pub fn answer(served: Result<Served>) -> std::result::Result<JsValue, JsValue> {
 /// nothing (a decision on a loaded key object) is answered at once,
 /// without the promise, the closures and the turn of the event loop that
 /// handing it to the runtime as a promise costs. Only a call that waits
-/// goes on as a promise (`now::or_promise`).
+/// goes on as a promise.
+///
+/// The first poll's waker forwards to the waker of each later poll: a
+/// future may keep the waker it was first polled with (`worker::Delay`
+/// does), and that one must still reach the promise's task.
 pub fn answer_now(
     served: impl Future<Output = Result<Served>> + 'static,
 ) -> std::result::Result<JsValue, JsValue> {
-    now::or_promise(async move { answer(served.await) })
+    let forward = Arc::new(Forward::default());
+    let mut served = Box::pin(served);
+    let waker = Waker::from(Arc::clone(&forward));
+    match served.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(done) => answer(done),
+        Poll::Pending => Ok(future_to_promise(async move {
+            let done = poll_fn(|cx| {
+                forward.to(cx.waker());
+                served.as_mut().poll(cx)
+            })
+            .await;
+            answer(done)
+        })
+        .into()),
+    }
+}
+
+/// A waker that wakes whichever waker it was last told to.
+#[derive(Default)]
+struct Forward(Mutex<Option<Waker>>);
+
+impl Forward {
+    fn to(&self, waker: &Waker) {
+        if let Ok(mut target) = self.0.lock() {
+            target.clone_from(&Some(waker.clone()));
+        }
+    }
+}
+
+impl Wake for Forward {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let target = self.0.lock().ok().and_then(|target| target.clone());
+        if let Some(target) = target {
+            target.wake();
+        }
+    }
 }
 
 /// Gives an object the RPC method `serve`, answering each call with what

@@ -1,10 +1,9 @@
 // Request bodies, end to end on workerd: a chunked body larger than any
 // endpoint needs is refused with 413 as soon as the limit is passed, and the
 // runtime's memory does not grow with what the client keeps sending. A
-// small body of a declared length is read by the entry (src/entry.mjs)
-// before the wasm is called, any other by the handler: both meet the same
-// answers, and a decision answered at once from an admission block carries
-// the same fields as one from the key's object.
+// body of a declared length (read in one call) and a chunked one (read as
+// a stream) meet the same answers, and a decision from an admission block
+// carries the same fields as one from the key's object.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
@@ -223,7 +222,7 @@ test("a body of a declared length and a chunked one meet the same answers at the
   assert.equal((await peek.json()).remaining, 3, "the two bodies at the limit were the only calls counted");
 });
 
-test("decisions answered at once from a block and from the key's object carry valid RateLimit fields, r never above the truth", async () => {
+test("decisions from a block and from the key's object carry valid RateLimit fields, r never above the truth", async () => {
   const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
   const stats = () => isolateStats((path, init) => sluice.fetch(path, { ...init, headers: ADMIN }), ADMIN_TOKEN);
   const before = (await stats()).blocks.admitted;

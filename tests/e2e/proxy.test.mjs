@@ -193,8 +193,9 @@ describe("in front of a real origin", () => {
   });
 
   test("a proxied body reaches the origin byte for byte, beside the prefix too, declared or chunked", async () => {
-    // Every byte value, so not UTF-8: Sluice's own paths' small bodies are
-    // read before the handler runs (src/entry.mjs); the origin's never are.
+    // Every byte value, so not UTF-8, to paths beside the prefix
+    // (/_limits): Sluice reads the bodies sent to its own paths, never
+    // those it forwards.
     const bytes = Buffer.from(Array.from({ length: 3 * 256 }, (_, i) => (i * 7) % 256));
     for (const path of ["/api/upload", "/_limitsx/upload", "/static/_limits/upload", "/upload?to=/_limits"]) {
       for (const chunked of [false, true]) {
