@@ -17,6 +17,7 @@
 //! conclusions a rule of one layer reaches. [`key_climb`] is a
 //! decision-API call's, over the keys of its `layers`.
 
+use super::order;
 use super::{sooner, unavailable};
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
 use crate::config::{OnError, Rule};
@@ -317,7 +318,7 @@ impl<'a> Stack<'a> {
                         (position, concluded)
                     })
                     .collect();
-                admitted.sort_by_key(|(position, _)| *position);
+                order::sort_by_key(&mut admitted, |(position, _)| *position);
                 admitted.into_iter().map(|(_, c)| c).reduce(merge)
             }
         };

@@ -9,6 +9,7 @@ mod conclude;
 mod halt;
 mod layers;
 pub mod local;
+mod order;
 mod plan;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use super::conclude::{manually_banned, refusal};
 use super::halt::halted;
 use super::layers::Stack;
+use super::order;
 use super::{Answer, Conclusion, Reply};
 use crate::config::lookup::state_in_parts;
 use crate::config::{Config, Level, OnInvalid, Rule};
@@ -261,7 +262,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .enumerate()
         .collect();
     if layers.len() > 1 {
-        layers.sort_by_key(|(_, (level, key, route))| {
+        order::sort_by_key(&mut layers, |(_, (level, key, route))| {
             !known_refused(known.memory, level, key, *route, now_ms)
         });
     }
