@@ -17,7 +17,6 @@
 //! conclusions a rule of one layer reaches. [`key_climb`] is a
 //! decision-API call's, over the keys of its `layers`.
 
-use super::order;
 use super::{sooner, unavailable};
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
 use crate::config::{OnError, Rule};
@@ -26,6 +25,7 @@ use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
+use crate::order;
 
 /// One layer as a climb asks it.
 pub trait Layered {

@@ -9,7 +9,6 @@ mod conclude;
 mod halt;
 mod layers;
 pub mod local;
-mod order;
 mod plan;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,6 @@ use std::net::IpAddr;
 use super::conclude::{manually_banned, refusal};
 use super::halt::halted;
 use super::layers::Stack;
-use super::order;
 use super::{Answer, Conclusion, Reply};
 use crate::config::lookup::state_in_parts;
 use crate::config::{Config, Level, OnInvalid, Rule};
@@ -24,6 +23,7 @@ use crate::ledger::{LeaseAsk, Outcome};
 use crate::limit::{split, Spec};
 use crate::objects::name::{ObjectName, Scope, GLOBAL_KEY};
 use crate::objects::protocol::{CheckRequest, QueueAsk, ReserveAsk};
+use crate::order;
 
 /// The rule a request matched, and what the match gave keys to use.
 pub struct Matched<'a> {
