@@ -22,6 +22,9 @@ cargo test
 step "the JavaScript client (client/), against a fake binding"
 node --test --test-reporter=spec client/test/*.test.mjs
 
+step "the worker's entry module (src/entry.mjs): recovery after a panic, against fakes"
+node --test --test-reporter=spec tests/entry/*.test.mjs
+
 step "release build"
 bash scripts/build.sh
 

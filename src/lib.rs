@@ -14,6 +14,7 @@ pub mod ledger;
 pub mod limit;
 pub mod limits;
 pub mod objects;
+pub mod order;
 pub mod room;
 pub mod sale;
 

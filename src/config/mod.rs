@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use crate::from_tree;
 use crate::http::auth::ApiAccess;
+use crate::http::case::lowercase;
 use crate::http::cidr::CidrList;
 use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
@@ -358,7 +359,7 @@ impl Config {
 fn lies_below(rule: &Rule, prefix: &str) -> bool {
     let head = rule.path.literal_head();
     let prefix = if rule.paths.case_insensitive {
-        prefix.to_lowercase()
+        lowercase(prefix)
     } else {
         prefix.to_string()
     };

@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use crate::http::case::lowercase;
 use crate::http::path::{PathForm, PathOptions, RequestPath};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +95,7 @@ impl Pattern {
     pub fn folded(mut self) -> Pattern {
         for token in &mut self.tokens {
             if let Token::Literal(text) = token {
-                *text = text.to_lowercase();
+                *text = lowercase(text);
             }
         }
         self

@@ -9,9 +9,9 @@ use std::task::Poll;
 
 use serde::Serialize;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{js_sys, Env, Result};
+use worker::{Env, Result};
 
-use super::rpc::{wait, ServingStub};
+use super::rpc;
 use crate::control::Control;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::calls::ObjectCalls;
@@ -369,15 +369,14 @@ impl Objects {
     /// the call with a problem, rejects it.
     async fn post(&self, binding: &'static str, object: &str, body: &str) -> Result<String> {
         CALLS.with(|calls| calls.borrow_mut().count(binding));
-        let stub: ServingStub = self
-            .env
-            .durable_object(binding)?
-            .id_from_name(object)?
-            .get_stub()?
-            .into_rpc();
-        let (reply, deadline) = (stub.serve(body)?, wait(self.timeout_ms as f64));
-        let calls = js_sys::Array::of2(reply.as_ref(), deadline.as_ref());
-        let answered = JsFuture::from(js_sys::Promise::race(&calls)).await?;
+        let reply = rpc::call(
+            self.env.as_ref(),
+            binding,
+            object,
+            body,
+            self.timeout_ms as f64,
+        )?;
+        let answered = JsFuture::from(reply).await?;
         answered.as_string().ok_or_else(|| {
             worker::Error::RustError(format!(
                 "{binding} did not answer within {} ms",

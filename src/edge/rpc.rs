@@ -138,18 +138,27 @@ macro_rules! served_by_rpc {
 }
 pub(crate) use served_by_rpc;
 
-#[wasm_bindgen]
+/// One call to an object, in JavaScript: the namespace looked up in the
+/// worker's `env`, the object's stub, its `serve`, and the race against the
+/// runtime's `scheduler.wait(ms)`, which resolves to nothing. One crossing
+/// of the wasm boundary for what took eight from Rust (the binding and its
+/// type check, the id, the stub, the call, the timer, the array, the race).
+#[wasm_bindgen(inline_js = "export function call(env, binding, name, text, ms) {
+  const namespace = env[binding];
+  const stub = namespace.get(namespace.idFromName(name));
+  return Promise.race([stub.serve(text), scheduler.wait(ms)]);
+}")]
 extern "C" {
-    /// A Durable Object's stub, as far as `serve` goes.
-    #[wasm_bindgen(extends = js_sys::Object)]
-    pub type ServingStub;
-
-    /// Calls the object's `serve`; the runtime's promise of its answer.
-    #[wasm_bindgen(method, catch)]
-    pub fn serve(this: &ServingStub, text: &str) -> std::result::Result<js_sys::Promise, JsValue>;
-
-    /// The runtime's `scheduler.wait`: a promise that resolves, to
-    /// nothing, after `ms`.
-    #[wasm_bindgen(js_namespace = scheduler, js_name = wait)]
-    pub fn wait(ms: f64) -> js_sys::Promise;
+    /// Calls object `name` of namespace `binding` with `text`; a promise of
+    /// its reply's text, or of nothing if `ms` passed first. Throws if the
+    /// binding is missing; the promise rejects if the object fails or
+    /// refuses the call.
+    #[wasm_bindgen(catch)]
+    pub fn call(
+        env: &JsValue,
+        binding: &str,
+        name: &str,
+        text: &str,
+        ms: f64,
+    ) -> std::result::Result<js_sys::Promise, JsValue>;
 }

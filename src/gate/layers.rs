@@ -25,6 +25,7 @@ use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
+use crate::order;
 
 /// One layer as a climb asks it.
 pub trait Layered {
@@ -317,7 +318,7 @@ impl<'a> Stack<'a> {
                         (position, concluded)
                     })
                     .collect();
-                admitted.sort_by_key(|(position, _)| *position);
+                order::sort_by_key(&mut admitted, |(position, _)| *position);
                 admitted.into_iter().map(|(_, c)| c).reduce(merge)
             }
         };

@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod base64url;
 pub mod body;
+pub mod case;
 pub mod cidr;
 pub mod control;
 pub mod forward;

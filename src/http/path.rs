@@ -24,6 +24,8 @@
 //! origin. Matching the broadest reading is what makes that safe: every
 //! spelling an origin might treat as the protected path is counted.
 
+use super::case::lowercase;
+
 /// How a rule compares paths, beyond the canonical form every rule uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathOptions {
@@ -105,7 +107,7 @@ impl RequestPath {
                 path.to_string()
             }
         };
-        let folded = bare.to_lowercase();
+        let folded = lowercase(&bare);
         RequestPath {
             slashed: with_slash(&bare),
             folded_slashed: with_slash(&folded),

@@ -75,14 +75,15 @@ fn expectation(expected: &str, dialect: Dialect) -> &str {
     }
 }
 
-/// The largest value of an unsigned type serde names.
-fn unsigned_max(expected: &str) -> Option<u128> {
+/// The largest value of an unsigned type serde names. A `u64`, so that
+/// writing it takes no `u128` formatting into the wasm.
+fn unsigned_max(expected: &str) -> Option<u64> {
     match expected {
         "u8" => Some(u8::MAX.into()),
         "u16" => Some(u16::MAX.into()),
         "u32" => Some(u32::MAX.into()),
-        "u64" => Some(u64::MAX.into()),
-        "usize" => u128::try_from(usize::MAX).ok(),
+        "u64" => Some(u64::MAX),
+        "usize" => u64::try_from(usize::MAX).ok(),
         _ => None,
     }
 }
@@ -90,12 +91,12 @@ fn unsigned_max(expected: &str) -> Option<u128> {
 /// What a field of an unsigned type takes, said about what was given: a
 /// whole number that is too large hears its bound, anything else that the
 /// number must be whole and not negative.
-fn whole_number(got: &str, max: u128) -> String {
+fn whole_number(got: &str, max: u64) -> String {
     let too_large = got
         .strip_prefix("integer `")
         .and_then(|n| n.strip_suffix('`'))
         .and_then(|n| n.parse::<u128>().ok())
-        .is_some_and(|n| n > max);
+        .is_some_and(|n| n > u128::from(max));
     if too_large {
         format!("a whole number up to {max}")
     } else {

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::order;
+
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's
 /// memory.
@@ -186,7 +188,7 @@ pub fn summarize(
     }
     let mut rules: Vec<RuleStats> = rules.into_values().take(MAX_STAT_RULES).collect();
     for stats in &mut rules {
-        stats.per_minute.sort_by_key(|row| row.minute_ms);
+        order::sort_by_key(&mut stats.per_minute, |row| row.minute_ms);
     }
     StatsAnswer {
         since_ms,

@@ -1,11 +1,15 @@
 // Request bodies, end to end on workerd: a chunked body larger than any
 // endpoint needs is refused with 413 as soon as the limit is passed, and the
-// runtime's memory does not grow with what the client keeps sending.
+// runtime's memory does not grow with what the client keeps sending. A
+// body of a declared length (read in one call) and a chunked one (read as
+// a stream) meet the same answers, and a decision from an admission block
+// carries the same fields as one from the key's object.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 import { readdirSync, readFileSync } from "node:fs";
-import { Sluice, API_TOKEN } from "./harness.mjs";
+import { parseList } from "structured-headers";
+import { Sluice, API_TOKEN, freshKey, isolateStats } from "./harness.mjs";
 
 const ADMIN_TOKEN = "bodies-test-admin-token-0123456789abcdef";
 const MiB = 1024 * 1024;
@@ -160,4 +164,82 @@ test("a key twice in one object is refused with 400 naming it, and changes nothi
   assert.equal(peek.remaining, 1, "no duplicate-key call took a unit");
   const bans = await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json();
   assert.ok(!JSON.stringify(bans).includes("198.51.100.77"), "nor set a ban");
+});
+
+/** A problem+json answer's status and the field it names. */
+async function problem(response) {
+  assert.equal(response.headers.get("content-type"), "application/problem+json");
+  const body = await response.json();
+  assert.equal(body.status, response.status);
+  return { status: response.status, field: body.field, detail: body.detail };
+}
+
+/** A body sent chunked (no Content-Length), as a stream of `parts`. */
+function streamed(parts) {
+  const encoder = new TextEncoder();
+  return new ReadableStream({
+    start(controller) {
+      for (const part of parts) controller.enqueue(typeof part === "string" ? encoder.encode(part) : part);
+      controller.close();
+    },
+  });
+}
+
+test("a body of a declared length and a chunked one meet the same answers at the limit and when malformed", async () => {
+  const call = { key: freshKey("edge"), limit: 5, window_ms: 60_000 };
+  const text = JSON.stringify(call);
+  const atLimit = text + " ".repeat(LIMIT - text.length);
+  const limit = (body, init = {}) => sluice.fetch("/_sluice/v1/limit", { method: "POST", headers: { "content-type": "application/json" }, body, ...init });
+
+  for (const [label, send] of [
+    ["declared", (body) => limit(body)],
+    ["chunked", (body) => limit(streamed([body]), { duplex: "half" })],
+  ]) {
+    const ok = await send(atLimit);
+    assert.equal(ok.status, 200, `${label}: a body of exactly the limit is read`);
+    assert.equal((await ok.json()).allowed, true);
+    const tooLarge = await problem(await send(atLimit + " "));
+    assert.equal(tooLarge.status, 413, `${label}: one byte over the limit`);
+    assert.match(tooLarge.detail, new RegExp(`at most ${LIMIT} bytes`));
+    const empty = await problem(await send(""));
+    assert.deepEqual([empty.status, empty.field], [400, "body"], `${label}: empty`);
+    assert.equal((await problem(await send('{"key":'))).field, "body", `${label}: not JSON`);
+    assert.equal((await problem(await send("[1]"))).field, "body", `${label}: not an object`);
+    // Bytes that are not UTF-8 inside a string: read as bytes, not as text
+    // (which would replace them and admit the call), so not JSON.
+    const notUtf8 = new Uint8Array([...new TextEncoder().encode('{"key":"'), 0xff, 0xfe, ...new TextEncoder().encode('","limit":5,"window_ms":60000}')]);
+    const refused = await problem(await send(notUtf8));
+    assert.deepEqual([refused.status, refused.field], [400, "body"], `${label}: not UTF-8`);
+    assert.equal((await problem(await send('{"key":"a","limit":"5","window_ms":1000}'))).field, "limit", `${label}: a field of the wrong type`);
+  }
+  const declaredOver = await problem(await limit(atLimit + "x".repeat(10 * LIMIT)));
+  assert.equal(declaredOver.status, 413, "a declared length over the limit");
+  const untyped = await problem(await limit(text, { headers: {} }));
+  assert.deepEqual([untyped.status, untyped.field], [400, "content-type"]);
+  const noToken = await sluice.fetch("/_sluice/v1/limit", { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer wrong" }, body: text });
+  assert.equal(noToken.status, 401);
+  const peek = await sluice.post("/_sluice/v1/limit", { ...call, cost: 0 });
+  assert.equal((await peek.json()).remaining, 3, "the two bodies at the limit were the only calls counted");
+});
+
+test("decisions from a block and from the key's object carry valid RateLimit fields, r never above the truth", async () => {
+  const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  const stats = () => isolateStats((path, init) => sluice.fetch(path, { ...init, headers: ADMIN }), ADMIN_TOKEN);
+  const before = (await stats()).blocks.admitted;
+  const LIMIT_CALLS = 1_000;
+  const key = freshKey("fields");
+  let admitted = 0;
+  for (let i = 0; i < 40; i++) {
+    const local = i % 4 !== 3;
+    const response = await sluice.post("/_sluice/v1/limit", { key, limit: LIMIT_CALLS, window_ms: 600_000, ...(local ? {} : { local: false }) });
+    assert.equal(response.status, 200);
+    assert.equal((await response.json()).allowed, true);
+    admitted += 1;
+    const [[policy, policyParams]] = parseList(response.headers.get("ratelimit-policy")).map(([name, params]) => [name, Object.fromEntries(params)]);
+    const [[name, params]] = parseList(response.headers.get("ratelimit")).map(([name, params]) => [name, Object.fromEntries(params)]);
+    assert.equal(name, policy);
+    assert.deepEqual([policyParams.q, policyParams.w], [LIMIT_CALLS, 600]);
+    assert.ok(Number.isInteger(params.r) && params.r <= LIMIT_CALLS - admitted, `call ${i} (local ${local}): r=${params.r} after ${admitted} admitted`);
+  }
+  assert.ok((await stats()).blocks.admitted > before, "some of the decisions came from a block");
 });
