@@ -82,6 +82,15 @@ enum Step {
     Direct {
         n: u32,
     },
+    /// Isolate `iso`'s call as `edge/limiter` serves it: every block it
+    /// holds reported, one request decided, a block asked for (with
+    /// `rate`), the call's rows merged (`Taken::rows`: the decision's hit
+    /// in the report's times row, the grant over the reported block's
+    /// row).
+    Call {
+        iso: usize,
+        rate: u32,
+    },
     /// Isolate `iso` reports what is due, or everything (with a call).
     Report {
         iso: usize,
@@ -116,6 +125,7 @@ fn step(isolates: usize) -> impl Strategy<Value = Step> {
             .prop_map(|(iso, pick, keep)| Step::Settle { iso, pick, keep }),
         3 => (1u32..20).prop_map(|n| Step::Direct { n }),
         3 => (iso.clone(), any::<bool>()).prop_map(|(iso, all)| Step::Report { iso, all }),
+        4 => (iso.clone(), prop_oneof![Just(5u32), 5u32..2_000]).prop_map(|(iso, rate)| Step::Call { iso, rate }),
         1 => iso.prop_map(|iso| Step::Die { iso }),
         1 => (4u64..60).prop_map(|limit| Step::Limit { limit }),
         4 => prop_oneof![Just(0u64), Just(1u64), 1u64..50, 50u64..400].prop_map(|ms| Step::Tick { ms }),
@@ -262,7 +272,7 @@ impl World {
         let reports = if all {
             self.isolates[iso].holder.take(OBJECT)
         } else {
-            let due = self.isolates[iso].holder.due(self.now);
+            let due = self.isolates[iso].holder.due(self.now, "");
             due.into_iter().map(|(_, report)| report).collect()
         };
         for report in reports {
@@ -311,6 +321,60 @@ impl World {
         }
     }
 
+    fn call(&mut self, iso: usize, rate: u32) {
+        let reports = self.isolates[iso].holder.take(OBJECT);
+        let specs = [("p".to_string(), self.spec())];
+        let taken = self.ledger.take_reports(&reports, &specs, None, self.now);
+        let mut lapsed = 0;
+        for report in &reports {
+            let gone = self.isolates[iso]
+                .blocks
+                .iter()
+                .position(|(b, _)| b.id == report.id);
+            let (block, _) = self.isolates[iso].blocks.swap_remove(gone.expect("held"));
+            lapsed += u32::from(self.now >= block.lapses_ms());
+        }
+        // Only a block that lapsed before its report is unknown.
+        assert!(
+            taken.refused <= lapsed,
+            "a valid report refused at {}",
+            self.now
+        );
+        let ask = Ask {
+            specs: &specs,
+            cost: 1,
+            ban: None,
+            lease: None,
+        };
+        let (outcome, mut writes) = self.ledger.check(&ask, self.now);
+        if outcome.allowed {
+            self.admitted.push((self.now, self.limit));
+            self.last = self.last.max(self.now);
+            let name = self.isolates[iso].holder.holder().to_string();
+            let (grants, granted) = self.ledger.grant_blocks(&specs, &name, rate, self.now);
+            writes.extend(granted);
+            for grant in grants {
+                let block = self.ledger.blocks().iter().find(|b| b.id == grant.id);
+                let block = block.expect("granted").clone();
+                self.last = self.last.max(block.until_ms);
+                self.isolates[iso].holder.hold(OBJECT, &grant, self.now);
+                self.isolates[iso].blocks.push((block, self.limit));
+            }
+        }
+        let (writes, expired) = taken.rows(writes);
+        self.rows.write(writes);
+        self.rows.delete(expired);
+        // Read back, the rows hold the very blocks the object counts (the
+        // grant written over the reported block's row); the times, the
+        // Restart steps check: one lost would let too many in.
+        let ids = |blocks: &[Block]| {
+            let mut ids: Vec<u64> = blocks.iter().map(|b| b.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(ids(self.rows.load().blocks()), ids(self.ledger.blocks()));
+    }
+
     fn sweep(&mut self) {
         let lapsed = self.ledger.lapse_blocks(self.now);
         self.rows.blocks.retain(|b| !lapsed.contains(&b.id));
@@ -337,6 +401,7 @@ impl World {
             }
             Step::Direct { n } => self.direct(n),
             Step::Report { iso, all } => self.report(iso, all),
+            Step::Call { iso, rate } => self.call(iso, rate),
             Step::Die { iso } => {
                 self.generation += 1;
                 self.isolates[iso] = Isolate::new(format!("iso-{}", self.generation));

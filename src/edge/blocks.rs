@@ -1,7 +1,7 @@
 //! The isolate's admission blocks (`gate::local`): one per isolate, with a
 //! holder id drawn at random when the isolate first needs it, and the
-//! calls a check becomes. A block spent or lapsed is reported in the
-//! background, from the next request this isolate serves.
+//! calls a check becomes. A block lapsed before its key's next call is
+//! reported in the background, from the next request this isolate serves.
 
 use std::cell::RefCell;
 
@@ -41,8 +41,12 @@ pub async fn check(
     local: bool,
 ) -> Result<Outcome> {
     let now = now_ms();
-    report_due(objects, ctx, now);
-    match with(|blocks| blocks.decide(request, local, now)) {
+    // Decided first: a call to this key's object takes its blocks, lapsed
+    // ones included, so they are reported with it, not by a call of their
+    // own.
+    let decided = with(|blocks| blocks.decide(request, local, now));
+    report_due(objects, ctx, now, &request.key);
+    match decided {
         Some(Local::Admitted(outcome)) => Ok(outcome),
         Some(Local::Call { request, sent_ms }) => {
             let answer = objects.check_request(&request).await;
@@ -64,11 +68,11 @@ pub fn usable_part(scope: &Scope, parts: u32, now_ms: u64) -> Option<u32> {
     })
 }
 
-/// Reports the blocks spent or lapsed, each object's in one call, in the
-/// background. A report lost on the way leaves its block counted at the
+/// Reports the blocks lapsed, or spent and not of `deciding`, each
+/// object's in one call, in the background. A report lost on the way leaves its block counted at the
 /// object until it lapses there: refusals possible, never more admitted.
-fn report_due(objects: &Objects, ctx: &Context, now: u64) {
-    for call in with(|blocks| blocks.due(now)).unwrap_or_default() {
+fn report_due(objects: &Objects, ctx: &Context, now: u64, deciding: &str) {
+    for call in with(|blocks| blocks.due(now, deciding)).unwrap_or_default() {
         let objects = objects.clone();
         ctx.wait_until(async move {
             if let Err(e) = objects.check_request(&call).await {

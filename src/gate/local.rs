@@ -8,9 +8,13 @@
 //! asks now, can take its cost: no call. Otherwise it goes to the object
 //! as before, carrying the reports of every block the isolate holds of
 //! that object (taken out, so a new block is asked for only with the old
-//! ones reported) and an ask for new blocks with the key's heat. A block
-//! spent or lapsed is reported by a call of its own ([`LocalBlocks::due`],
-//! in the background): a check of cost 0, which decides nothing.
+//! ones reported) and an ask for new blocks with the key's heat: while a
+//! key stays hot, one call per block reports the last and brings the next.
+//! A block that lapses before its key's next call, or is spent while the
+//! isolate decides for other objects, is reported by a call of its own
+//! ([`LocalBlocks::due`], in the background, made after the check so that
+//! the checked key's reports ride with its call): a check of cost 0, which
+//! decides nothing.
 //!
 //! An admission a later layer or the origin's answer may give back (a
 //! check with a reservation) is admitted as a reservation pending in its
@@ -220,11 +224,12 @@ impl LocalBlocks {
         self.specs.insert(request.key.clone(), specs);
     }
 
-    /// The blocks spent or lapsed at `now_ms`, as calls that report them
-    /// (cost 0: they decide nothing), one per object.
-    pub fn due(&mut self, now_ms: u64) -> Vec<CheckRequest> {
+    /// The blocks lapsed at `now_ms`, or spent and not of `deciding` (the
+    /// object of the check just decided), as calls that report them (cost
+    /// 0: they decide nothing), one per object.
+    pub fn due(&mut self, now_ms: u64, deciding: &str) -> Vec<CheckRequest> {
         let mut calls: Vec<CheckRequest> = Vec::new();
-        for (object, report) in self.holder.due(now_ms) {
+        for (object, report) in self.holder.due(now_ms, deciding) {
             let report = WireReport::encode(&report);
             match calls.iter_mut().find(|c| c.key == object) {
                 Some(call) => call.reports.push(report),

@@ -10,13 +10,22 @@
 //! times it records lean late by at most the call's round trip (see the
 //! note in `ledger::blocks` for the wiring).
 //!
-//! **When to report.** A block is due when it is spent (reported at once,
-//! so its rest, none, and its times reach the object before the next block
-//! is asked for) or has lapsed (in the background); any other block of a
-//! key rides with the isolate's next call to that key's object
-//! ([`take`](BlockHolder::take)). A report carries the refusals the
-//! isolate answered itself for the key meanwhile, which count toward a
-//! ban.
+//! **When to report.** Every block of a key rides with the isolate's next
+//! call to that key's object ([`take`](BlockHolder::take)): a block spent
+//! or lapsed sends the key's next request to the object, and that one call
+//! reports it and asks for the next block (the object takes the reports
+//! before it sizes a grant, so the old block's rest and times are back
+//! first). A block is due on its own ([`due`](BlockHolder::due), reported
+//! in the background) once it has lapsed with no such call (the key went
+//! quiet: its unused rest goes back), or once it is spent while the
+//! isolate decides for another object (a split quota's other part: the
+//! spent one may not be called again soon, and the object shares the
+//! headroom among the holders it counts). A spent block waiting for its
+//! key's next call holds nothing the isolate did not use: its `b` units
+//! are real admissions, counted at their worst placement within the lease
+//! instead of at their real times, for at most one lease. A report carries
+//! the refusals the isolate answered itself for the key meanwhile, which
+//! count toward a ban.
 //!
 //! **Reservations.** An admission a layer or the origin's answer may give
 //! back is taken as a reservation: held in its block as pending, at its
@@ -220,12 +229,15 @@ impl BlockHolder {
         }
     }
 
-    /// The blocks spent or lapsed at `now_ms`, taken out to be reported:
-    /// `(object, report)`.
-    pub fn due(&mut self, now_ms: u64) -> Vec<(String, BlockReport)> {
+    /// The blocks lapsed at `now_ms`, or spent and not of `deciding` (the
+    /// object the isolate decides for now, whose spent blocks wait for its
+    /// next call), taken out to be reported: `(object, report)`.
+    pub fn due(&mut self, now_ms: u64, deciding: &str) -> Vec<(String, BlockReport)> {
         let (due, kept) = std::mem::take(&mut self.held)
             .into_iter()
-            .partition::<Vec<_>, _>(|h| h.left() == 0 || h.object_ms(now_ms) > h.until_ms);
+            .partition::<Vec<_>, _>(|h| {
+                h.object_ms(now_ms) > h.until_ms || (h.left() == 0 && h.object != deciding)
+            });
         self.held = kept;
         due.into_iter()
             .map(|h| (h.object.clone(), h.report(&self.holder)))
@@ -284,8 +296,13 @@ mod tests {
             holder.admit("k", &["minute", "second"], 1, None, T0 + 4),
             Some(0)
         );
-        let due = holder.due(T0 + 4);
-        assert_eq!(due.len(), 2, "both spent");
+        assert!(
+            holder.due(T0 + 4, "k").is_empty(),
+            "spent: they wait for k's next call"
+        );
+        assert_eq!(holder.usable(T0 + 4).count(), 0);
+        let due = holder.due(T0 + 4, "other");
+        assert_eq!(due.len(), 2, "spent, and another object decided");
         assert_eq!(due[0].1.times, [T0 + 1, T0 + 2, T0 + 2, T0 + 2, T0 + 4]);
         assert_eq!(due[1].1.times, [T0 + 1, T0 + 4]);
         assert_eq!((due[0].1.holder.as_str(), due[0].0.as_str()), ("iso", "k"));
@@ -302,11 +319,11 @@ mod tests {
             Some(8),
             "e itself is usable"
         );
-        assert!(holder.due(5_100).is_empty());
+        assert!(holder.due(5_100, "").is_empty());
         assert_eq!(holder.usable(5_100).collect::<Vec<_>>(), ["k"]);
         assert_eq!(holder.admit("k", &["p"], 1, None, 5_101), None, "past e");
         assert_eq!(holder.usable(5_101).count(), 0);
-        let due = holder.due(5_101);
+        let due = holder.due(5_101, "k");
         assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
         // A local clock behind the call's send time stamps at the grant.
         holder.hold("k", &grant(2, "p", 10, T0, T0 + 100), 5_000);
@@ -327,6 +344,6 @@ mod tests {
         assert_eq!((reports[0].strikes, reports[0].id), (2, 1));
         assert!(holder.take("k").is_empty());
         assert_eq!(holder.holder(), "iso");
-        assert_eq!(holder.due(T0 + 101)[0].0, "j");
+        assert_eq!(holder.due(T0 + 101, "j")[0].0, "j", "lapsed");
     }
 }

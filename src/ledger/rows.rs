@@ -51,8 +51,11 @@ pub enum Write {
     /// key's leases are held under.
     Lease { lease: Lease, limit: Option<u32> },
     /// An admission block granted to an isolate, one row until it is
-    /// reported or lapses ([`super::blocks`]).
-    Block(Block),
+    /// reported or lapses ([`super::blocks`]); written over the row of
+    /// block `replaces`, reported by the same call, when there is one, so
+    /// that a hot key's report and next grant cost one block row, not an
+    /// insert and a delete.
+    Block { block: Block, replaces: Option<u64> },
     /// A reported block's real times, one row for the whole report.
     Times(TimesRow),
 }

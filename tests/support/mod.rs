@@ -79,7 +79,17 @@ impl Rows {
                 }
                 Write::Override(o) => self.overridden = Some(o),
                 Write::Control(c) => self.control = Some(c),
-                Write::Block(block) => self.blocks.push(block),
+                // UPDATE of the reported block's row, or INSERT.
+                Write::Block { block, replaces } => {
+                    let row = self
+                        .blocks
+                        .iter_mut()
+                        .find(|b| replaces.is_some_and(|id| b.id == id));
+                    match row {
+                        Some(row) => *row = block,
+                        None => self.blocks.push(block),
+                    }
+                }
                 Write::Times(row) => self.times.push(row),
                 other => panic!("not written by these tests: {other:?}"),
             }

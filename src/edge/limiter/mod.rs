@@ -29,6 +29,7 @@ use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
+use crate::ledger::blocks::Taken;
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
@@ -204,8 +205,9 @@ impl Key {
             (Err(e), _) | (_, Err(e)) => return Ok(Err(Problem::invalid("body", e.0))),
         };
         let now = now_ms();
+        let mut taken = Taken::default();
         if !reports.is_empty() {
-            let taken = self.inner.borrow_mut().ledger.take_reports(
+            taken = self.inner.borrow_mut().ledger.take_reports(
                 &reports,
                 &parsed.specs,
                 parsed.ban.as_ref(),
@@ -215,10 +217,8 @@ impl Key {
                 .borrow_mut()
                 .seconds
                 .count_reported(now, taken.admitted);
-            self.persist(taken.writes, now).await?;
-            self.delete(taken.expired).await?;
         }
-        let (mut outcome, writes) = {
+        let (mut outcome, mut writes) = {
             let mut inner = self.inner.borrow_mut();
             inner.checks += 1;
             let conflict = check
@@ -240,16 +240,21 @@ impl Key {
             }
             decided
         };
-        self.persist(writes, now).await?;
         if let Some(ask) = block.filter(|_| outcome.allowed) {
-            let (grants, writes) = self.inner.borrow_mut().ledger.grant_blocks(
+            let (grants, granted) = self.inner.borrow_mut().ledger.grant_blocks(
                 &parsed.specs,
                 &ask.holder,
                 ask.rate,
                 now,
             );
-            self.persist(writes, now).await?;
+            writes.extend(granted);
             outcome.blocks = grants;
+        }
+        // The reports', the decision's and the grants' rows, merged.
+        let (writes, expired) = taken.rows(writes);
+        self.persist(writes, now).await?;
+        if !reports.is_empty() {
+            self.delete(expired).await?;
         }
         let queue = check
             .queue

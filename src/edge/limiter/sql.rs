@@ -671,7 +671,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Lease { .. } => Some(Table::Leases),
         Write::Reservation(_) => Some(Table::Reservations),
         Write::Control(_) => Some(Table::Controls),
-        Write::Block(_) => Some(Table::Blocks),
+        Write::Block { .. } => Some(Table::Blocks),
         Write::Times(_) => Some(Table::Times),
         // A refund changes rows its admission wrote: no table to create.
         Write::Refund { .. } => None,
@@ -714,7 +714,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             count,
             in_slot_row,
         } => refund(sql, *tables, (name, at_ms, count), in_slot_row),
-        Write::Block(block) => put_block(sql, block),
+        Write::Block { block, replaces } => put_block(sql, block, replaces),
         Write::Times(row) => run(
             sql,
             "INSERT INTO times (policy, newest_ms, times) VALUES (?, ?, ?)",
@@ -723,28 +723,49 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
     }
 }
 
-fn put_block(sql: &SqlStorage, block: Block) -> Result<()> {
-    let (kind, a, b, c) = block.spec.encode();
-    let (before, after) = block.tat.unzip();
+/// A block's row, written over block `replaces`'s row when that is there
+/// (one row written, where a delete and an insert are two), else new.
+fn put_block(sql: &SqlStorage, block: Block, replaces: Option<u64>) -> Result<()> {
+    if let Some(old) = replaces {
+        let mut bindings = block_values(&block);
+        bindings.push(int(old));
+        let cursor = sql.exec(
+            "UPDATE blocks SET id = ?, holder = ?, policy = ?, kind = ?, a = ?, b = ?, c = ?,
+             admissions = ?, granted_ms = ?, until_ms = ?, tat_before = ?, tat_after = ?
+             WHERE id = ?",
+            bindings,
+        )?;
+        count_rows(&cursor);
+        if cursor.rows_written() > 0 {
+            return Ok(());
+        }
+    }
     run(
         sql,
         "INSERT OR REPLACE INTO blocks (id, holder, policy, kind, a, b, c, admissions, granted_ms, until_ms, tat_before, tat_after)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        vec![
-            int(block.id),
-            block.holder.into(),
-            block.policy.into(),
-            int(kind),
-            int(a),
-            int(b),
-            int(c),
-            int(u64::from(block.admissions)),
-            int(block.granted_ms),
-            int(block.until_ms),
-            before.map(int).into(),
-            after.map(int).into(),
-        ],
+        block_values(&block),
     )
+}
+
+/// A block's columns, in the blocks table's order.
+fn block_values(block: &Block) -> Vec<SqlStorageValue> {
+    let (kind, a, b, c) = block.spec.encode();
+    let (before, after) = block.tat.unzip();
+    vec![
+        int(block.id),
+        block.holder.clone().into(),
+        block.policy.clone().into(),
+        int(kind),
+        int(a),
+        int(b),
+        int(c),
+        int(u64::from(block.admissions)),
+        int(block.granted_ms),
+        int(block.until_ms),
+        before.map(int).into(),
+        after.map(int).into(),
+    ]
 }
 
 fn put_reservation(sql: &SqlStorage, reservation: Reservation) -> Result<()> {

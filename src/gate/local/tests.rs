@@ -17,6 +17,12 @@ fn specs(limit: u64, window_ms: u64) -> Vec<(String, Spec)> {
 /// The key object, as `edge/limiter` serves a check: reports first, then
 /// the decision, then the blocks asked for.
 fn serve(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> Outcome {
+    serve_counting(ledger, call, now).0
+}
+
+/// [`serve`], and the SQLite rows the call writes (one each of the merged
+/// writes and deletes, as `edge/limiter/sql.rs` runs them).
+fn serve_counting(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> (Outcome, usize) {
     let specs = call.policies().unwrap();
     let reports = call.reports().unwrap();
     let taken = ledger.take_reports(&reports, &specs, None, now);
@@ -27,16 +33,17 @@ fn serve(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> Outcome {
         ban: None,
         lease: None,
     };
-    let (mut outcome, _) = match &call.reserve {
+    let (mut outcome, mut writes) = match &call.reserve {
         Some(r) => ledger.reserve(&ask, &r.id, now + r.ttl_ms, now),
         None => ledger.check(&ask, now),
     };
     if let Some(block) = call.block.as_ref().filter(|_| outcome.allowed) {
-        outcome.blocks = ledger
-            .grant_blocks(&specs, &block.holder, block.rate, now)
-            .0;
+        let (grants, granted) = ledger.grant_blocks(&specs, &block.holder, block.rate, now);
+        outcome.blocks = grants;
+        writes.extend(granted);
     }
-    outcome
+    let (writes, expired) = taken.rows(writes);
+    (outcome, writes.len() + expired.len())
 }
 
 /// One decision of isolate `blocks` at `now`: the answer, and whether it
@@ -47,10 +54,12 @@ fn decide(
     request: &CheckRequest,
     now: u64,
 ) -> (Outcome, bool) {
-    for due in blocks.due(now) {
+    // As `edge/blocks` does: the check first, then the lapsed blocks.
+    let decided = blocks.decide(request, true, now);
+    for due in blocks.due(now, &request.key) {
         serve(ledger, &due, now);
     }
-    match blocks.decide(request, true, now) {
+    match decided {
         Local::Admitted(outcome) => (outcome, false),
         Local::Call { request, sent_ms } => {
             let outcome = serve(ledger, &request, now);
@@ -59,6 +68,8 @@ fn decide(
         }
     }
 }
+
+mod costs;
 
 #[test]
 fn a_hot_key_is_admitted_here_once_a_block_came() {
@@ -102,12 +113,12 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     assert!(call.block.is_none());
     assert!(!call.reports.is_empty(), "what it held goes with the call");
     serve(&mut ledger, &call, T0 + 20);
-    assert!(blocks.due(T0 + 60_000).is_empty());
+    assert!(blocks.due(T0 + 60_000, "k").is_empty());
     // A block that lapses is reported by a call of cost 0.
     for i in 0..10 {
         decide(&mut blocks, &mut ledger, &request, T0 + 100 + i);
     }
-    let due = blocks.due(T0 + 60_000);
+    let due = blocks.due(T0 + 60_000, "k");
     assert_eq!(due.len(), 1);
     assert_eq!((due[0].cost, due[0].policies().unwrap()), (0, specs));
     serve(&mut ledger, &due[0], T0 + 60_000);

@@ -81,7 +81,13 @@ fn check(
     now: u64,
     tally: &mut Tally,
 ) -> Result<Outcome, String> {
-    match isolate.blocks.decide(request, local, now) {
+    // As `edge/blocks` does: the check first, then the blocks due.
+    let decided = isolate.blocks.decide(request, local, now);
+    for due in isolate.blocks.due(now, &request.key) {
+        tally.calls += 1;
+        objects.call(&due, now).unwrap();
+    }
+    match decided {
         Local::Admitted(outcome) => {
             tally.from_blocks += 1;
             Ok(outcome)
@@ -125,10 +131,6 @@ fn buy(
     tally: &mut Tally,
 ) -> bool {
     tally.decisions += 1;
-    for due in isolate.blocks.due(now) {
-        tally.calls += 1;
-        objects.call(&due, now).unwrap();
-    }
     let request = buyer(user);
     let known = Known {
         config,
@@ -278,7 +280,7 @@ fn a_sold_out_sale_never_admits_one_more_however_the_isolates_interleave() {
 /// Every isolate reports what it holds, at `at`.
 fn report_all(isolates: &mut [Isolate], objects: &mut Objects, at: u64) {
     for isolate in isolates {
-        for due in isolate.blocks.due(at) {
+        for due in isolate.blocks.due(at, "") {
             objects.call(&due, at).unwrap();
         }
     }

@@ -2,8 +2,15 @@
 //! runs: the reports it carries are taken first (so that their unused
 //! rest is back before anything is decided), then, after its decision, the
 //! blocks it asks for are granted.
+//!
+//! **Rows.** A hot key's isolate makes one call per block: it reports the
+//! block spent (or lapsed), is decided, and asks for the next. Its rows
+//! are merged ([`Taken::rows`]) so that the cycle writes two: the report's
+//! times with the call's own admission among them (one times row, not a
+//! times row and a hit row), and the new block written over the reported
+//! block's row (one update, not a delete and an insert).
 
-use super::{BlockAsk, BlockGrant, BlockReport};
+use super::{times, BlockAsk, BlockGrant, BlockReport};
 use crate::ledger::ban::{BanNotice, BanPolicy};
 use crate::ledger::{Expired, Ledger, Write};
 use crate::limit::Spec;
@@ -22,6 +29,59 @@ pub struct Taken {
     /// Reports refused (unknown, lapsed, not the reporter's, out of the
     /// lease): their blocks, if any, stay counted until they lapse.
     pub refused: u32,
+}
+
+impl Taken {
+    /// The rows of the call that took these reports: theirs, then
+    /// `writes` (the decision's and the grants', in that order), merged
+    /// (see the module's note). A decision that reserves keeps its hit
+    /// rows, which its settle may take units back out of.
+    pub fn rows(self, writes: Vec<Write>) -> (Vec<Write>, Vec<Expired>) {
+        let mut expired = self.expired;
+        let mut all = self.writes;
+        let reserving = writes
+            .iter()
+            .any(|w| matches!(w, Write::Reservation(_) | Write::Refund { .. }));
+        for write in writes {
+            match write {
+                Write::Hit { name, at_ms, count }
+                    if !reserving && fold_hit(&mut all, &name, at_ms, count) => {}
+                Write::Block {
+                    block,
+                    replaces: None,
+                } => {
+                    let replaces = expired.iter().find_map(|e| match e {
+                        Expired::Block { id } => Some(*id),
+                        _ => None,
+                    });
+                    expired
+                        .retain(|e| !matches!(e, Expired::Block { id } if Some(*id) == replaces));
+                    all.push(Write::Block { block, replaces });
+                }
+                other => all.push(other),
+            }
+        }
+        (all, expired)
+    }
+}
+
+/// Adds `count` admissions at `at_ms` to the times row of policy `name`
+/// among `writes`, if there is one.
+fn fold_hit(writes: &mut [Write], name: &str, at_ms: u64, count: u32) -> bool {
+    let row = writes.iter_mut().find_map(|w| match w {
+        Write::Times(row) if row.policy == name => Some(row),
+        _ => None,
+    });
+    let Some(row) = row else {
+        return false;
+    };
+    let Some(mut all) = times::decode(&row.times) else {
+        return false;
+    };
+    all.extend(std::iter::repeat_n(at_ms, count as usize));
+    row.times = times::encode(&all);
+    row.newest_ms = row.newest_ms.max(at_ms);
+    true
 }
 
 impl Ledger {
@@ -89,7 +149,10 @@ impl Ledger {
             if let Some((block, charged)) = self.grant_block(&ask, now_ms) {
                 grants.push(block.grant());
                 writes.extend(charged);
-                writes.push(Write::Block(block));
+                writes.push(Write::Block {
+                    block,
+                    replaces: None,
+                });
             }
         }
         (grants, writes)
@@ -131,7 +194,7 @@ mod tests {
         assert_eq!(grants.len(), 1);
         let grant = &grants[0];
         assert!(grant.admissions >= 2);
-        assert!(matches!(writes.last(), Some(Write::Block(b)) if b.id == grant.id));
+        assert!(matches!(writes.last(), Some(Write::Block { block, .. }) if block.id == grant.id));
         let report = BlockReport {
             id: grant.id,
             holder: "iso".into(),

@@ -6,8 +6,9 @@
 //!
 //! - hot: the asking isolate saw at least [`HOT_RATE`] decisions for the
 //!   key within the last second (`isolate::heat`; it sends the figure with
-//!   its call). A key decided once in a while gains nothing from a block
-//!   and would hold capacity it never uses.
+//!   its call, at the key's pace so far while the key has been deciding
+//!   for less than a second). A key decided once in a while gains nothing
+//!   from a block and would hold capacity it never uses.
 //! - far: the headroom `H` (the limit, less what counts in the worst
 //!   window the block could touch, outstanding blocks counted in full) is
 //!   at least a quarter of the limit, and the asker's share of it (below) is
@@ -22,10 +23,18 @@
 //! and never more than it would use in one lease at the rate it saw.
 //! Lease `d = min(cap, max(MIN_LEASE_MS, 2·b / rate))`: twice the time the
 //! observed rate takes to spend `b`, so that ordinary jitter spends a block
-//! (reported at once) rather than lapses it, and
+//! rather than lapses it, and
 //! `cap = min(MAX_LEASE_MS, W / 2, what the caller allows)` (a fixed
 //! window's block ends with its window; a block counts in every window its
 //! lease overlaps, so a lease much shorter than W wastes little).
+//!
+//! **What it costs the object.** A hot key's isolate makes one call per
+//! block, which reports the last block and asks for the next, and writes
+//! two rows (`calls`). A block lasts at most one lease, and a lease at
+//! most `cap ≤ 1 s`: at `R` decisions a second, about `1 000 / R` calls
+//! and `2 000 / R` rows per 1 000 decisions (10 and 20 at 100 a second;
+//! fewer at higher rates while the share of the headroom allows a lease's
+//! worth; `gate::local::tests::costs` states it).
 //!
 //! **What it can cost (refusals, never over-admission).** With `I`
 //! isolates holding blocks, each share is taken from what the others left,
