@@ -63,8 +63,13 @@ WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-un
   --experimental-reset-state-function --force-enable-abort-handler
 # The features rustc's wasm32 target uses, and wasm-bindgen's exception
 # handling, named one by one as worker-build does, so that binaryen emits no
-# encoding the runtime does not read yet.
-"$wasm_opt" "$staging/index_bg.wasm" -o "$staging/index_bg.wasm" -O --debuginfo \
+# encoding the runtime does not read yet. Without `--debuginfo` binaryen
+# drops the name section, which the release profile keeps for wasm-bindgen
+# (Cargo.toml); a build for profiling (CARGO_PROFILE_RELEASE_STRIP=false,
+# BENCHMARKS.md) keeps it.
+names=()
+if [ "${CARGO_PROFILE_RELEASE_STRIP:-}" = false ]; then names=(--debuginfo); fi
+"$wasm_opt" "$staging/index_bg.wasm" -o "$staging/index_bg.wasm" -O ${names[@]+"${names[@]}"} \
   --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int \
   --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling
 cp src/entry.mjs "$staging/entry.mjs"
