@@ -69,8 +69,9 @@ pub fn usable_part(scope: &Scope, parts: u32, now_ms: u64) -> Option<u32> {
 }
 
 /// Reports the blocks lapsed, or spent and not of `deciding`, each
-/// object's in one call, in the background. A report lost on the way leaves its block counted at the
-/// object until it lapses there: refusals possible, never more admitted.
+/// object's in one call, in the background. A report lost on the way
+/// leaves its block counted at the object until it lapses there: refusals
+/// possible, never more admitted.
 fn report_due(objects: &Objects, ctx: &Context, now: u64, deciding: &str) {
     for call in with(|blocks| blocks.due(now, deciding)).unwrap_or_default() {
         let objects = objects.clone();
