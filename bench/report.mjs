@@ -86,7 +86,8 @@ taskset -c 0 node bench/workerd.mjs workerd.json   # wrk runs pinned to core 1
 \`\`\`
 
 ${wrkVersion.replace(/ Copyright.*/, "")}; 1 thread, ${process.env.BENCH_CONNECTIONS ?? 32} connections, ${process.env.BENCH_SECONDS ?? 6} s per target
-and round, ${process.env.BENCH_ROUNDS ?? 3} rounds that load every target in turn (all runtimes stay up),
+and round, ${process.env.BENCH_ROUNDS ?? 3} rounds that load every target in turn, each target in a
+runtime of its own (all stay up),
 each figure the median of its rounds; the runtime (Node and workerd) on core 0,
 wrk on core 1. Runs of the same target can differ several-fold from one
 round to the next on this shared machine; the last column shows each round.
@@ -98,9 +99,9 @@ The baseline that frees idle keys is \`bench/js-sliding-log.mjs\` with
 that an idle key costs 0 bytes; the committed baseline keeps every key's
 rows forever. Keys ask for a ten-minute window, so no sweep fires inside
 the run: what differs is arming the alarm. A runtime's CPU is counted over
-each of its targets' rounds, so work one target leaves behind (eviction,
-garbage collection) is booked to the next target on the same runtime:
-Sluice's runtime serves three targets, the committed baseline's two.
+its target's rounds, and no runtime serves two targets, so work one target
+leaves behind (evicting its objects, collecting its garbage) is not booked
+to another.
 
 ${workerd.load}
 

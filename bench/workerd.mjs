@@ -39,8 +39,8 @@ const BANNED_RULES = {
 };
 
 /** Runs wrk against `url`; answers requests per second, p50 and p99 in ms. */
-function wrk(url, { script, headers = [], args: scriptArgs = [] } = {}) {
-  const args = ["-t1", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "--timeout", "10s"];
+function wrk(url, { script, headers = [], args: scriptArgs = [], seconds = SECONDS } = {}) {
+  const args = ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "--timeout", "10s"];
   for (const header of headers) args.push("-H", header);
   if (script) args.push("-s", here + script);
   args.push(url);
@@ -76,45 +76,54 @@ async function jsWorker(workerOptions) {
 
 const fmt = (n, digits = 2) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-/** Every target up at once, then BENCH_ROUNDS rounds that load each in
- * turn, so slow and fast moments of a shared machine fall on all of them;
- * each figure is the median of its rounds. */
+/** Every target up at once, each in a runtime of its own, then
+ * BENCH_ROUNDS rounds that load each in turn, so slow and fast moments of
+ * a shared machine fall on all of them; each figure is the median of its
+ * rounds. A runtime of its own per target, because a runtime's CPU time is
+ * read around each target's rounds: work one target leaves behind
+ * (evicting its objects, collecting its garbage) would otherwise be booked
+ * to the next target on the same runtime. */
 async function load() {
   // Each runtime's workerd processes, so that every round also measures
   // the CPU time each target costs per request (bench/cpu.mjs).
-  const passthrough = await tracked(() =>
-    jsWorker({ name: "passthrough", modules: true, scriptPath: here + "passthrough.mjs", compatibilityDate: COMPAT }),
-  );
+  const passthrough = () =>
+    tracked(() => jsWorker({ name: "passthrough", modules: true, scriptPath: here + "passthrough.mjs", compatibilityDate: COMPAT }));
   // Sluice without the dashboard's assets: for them Miniflare puts two
   // JavaScript workers (its emulation of the platform's asset router) in
   // front of every request, which the baselines do not have and which a
-  // deployment does not run in the worker. The last target measures Sluice
-  // behind them, as `wrangler dev` runs it.
-  const sluice = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN }, assetRouter: false }));
-  const routed = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN } }));
-  const js = await tracked(() => jsWorker(baselineWorker({ compatibilityDate: COMPAT })));
-  const swept = await tracked(() => jsWorker(baselineWorker({ compatibilityDate: COMPAT, sweep: true })));
-  for (let i = 0; i < 3; i++) await (await sluice.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
-  const banned = await sluice.fetch("/banned", { headers: { "X-Key": "villain" } });
-  if (banned.status !== 429 || !(await banned.text()).includes("banned")) throw new Error("the bench key is not banned");
+  // deployment does not run in the worker. The routed target measures
+  // Sluice behind them, as `wrangler dev` runs it.
+  const sluice = async ({ assetRouter = false } = {}) => {
+    const runtime = await tracked(() => Sluice.start({ sluice: BANNED_RULES, secrets: { API_TOKEN }, assetRouter }));
+    return Object.assign(runtime, { url: runtime.base });
+  };
+  const js = (sweep = false) => tracked(() => jsWorker(baselineWorker({ compatibilityDate: COMPAT, sweep })));
+  const banned = await sluice();
+  for (let i = 0; i < 3; i++) await (await banned.fetch("/banned", { headers: { "X-Key": "villain" } })).arrayBuffer();
+  const refusal = await banned.fetch("/banned", { headers: { "X-Key": "villain" } });
+  if (refusal.status !== 429 || !(await refusal.text()).includes("banned")) throw new Error("the bench key is not banned");
 
+  const decide = (script) => ({ path: "/_sluice/v1/limit", script, headers: [API_AUTH] });
   const targets = [
-    ["pass-through worker, no limiter (the ceiling)", passthrough.url, {}, passthrough],
-    ["Sluice, decision API, a new key per request", `${sluice.base}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, sluice],
-    ["Sluice, decision API, one hot key", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, sluice],
-    ["Sluice, proxy rule, a banned key (isolate cache; 429s)", `${sluice.base}/banned`, { headers: ["X-Key: villain"], refusals: true }, sluice],
-    ["JavaScript Durable Object baseline, a new key per request", `${js.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, js],
-    ["JavaScript Durable Object baseline, one hot key", `${js.url}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, js],
-    ["JavaScript baseline that also frees an idle key's storage (one alarm per key), a new key per request", `${swept.url}/_sluice/v1/limit`, { script: "many-keys.lua", headers: [API_AUTH] }, swept],
-    ["Sluice behind Miniflare's asset router (as `wrangler dev` runs it), decision API, one hot key", `${routed.base}/_sluice/v1/limit`, { script: "hot-key.lua", headers: [API_AUTH] }, routed],
-    ["Sluice, decision API, one hot key, one object call per decision (`\"local\": false`)", `${sluice.base}/_sluice/v1/limit`, { script: "hot-key-per-call.lua", headers: [API_AUTH] }, sluice],
+    ["pass-through worker, no limiter (the ceiling)", await passthrough(), { path: "" }],
+    ["Sluice, decision API, a new key per request", await sluice(), decide("many-keys.lua")],
+    ["Sluice, decision API, one hot key", await sluice(), decide("hot-key.lua")],
+    ["Sluice, proxy rule, a banned key (isolate cache; 429s)", banned, { path: "/banned", headers: ["X-Key: villain"], refusals: true }],
+    ["JavaScript Durable Object baseline, a new key per request", await js(), decide("many-keys.lua")],
+    ["JavaScript Durable Object baseline, one hot key", await js(), decide("hot-key.lua")],
+    ["JavaScript baseline that also frees an idle key's storage (one alarm per key), a new key per request", await js(true), decide("many-keys.lua")],
+    ["Sluice behind Miniflare's asset router (as `wrangler dev` runs it), decision API, one hot key", await sluice({ assetRouter: true }), decide("hot-key.lua")],
+    ["Sluice, decision API, one hot key, one object call per decision (`\"local\": false`)", await sluice(), decide("hot-key-per-call.lua")],
   ];
-  wrk(passthrough.url, {});
+  // A second of each target's load before the rounds, not counted: a new
+  // runtime compiles the wasm and makes its first objects on its first
+  // requests.
+  for (const [, runtime, { path, ...options }] of targets) wrk(runtime.url + path, { ...options, args: ["warm-up"], seconds: 1 });
   const results = targets.map(() => []);
   for (let round = 0; round < ROUNDS; round++) {
-    targets.forEach(([name, url, options, runtime], i) => {
+    targets.forEach(([name, runtime, { path, ...options }], i) => {
       const before = cpuMs(runtime.pids);
-      const result = wrk(url, { ...options, args: [`${round}`] });
+      const result = wrk(runtime.url + path, { ...options, args: [`${round}`] });
       result.cpu = (cpuMs(runtime.pids) - before) / result.requests;
       // Every answer must be the one the target exists to measure: 200s,
       // or for the banned key, 429s only.
@@ -125,7 +134,7 @@ async function load() {
       process.stderr.write(`bench: round ${round + 1}: ${name}: ${fmt(result.rps, 0)} req/s, ${fmt(result.cpu)} ms CPU per request\n`);
     });
   }
-  await Promise.all([passthrough.stop(), sluice.stop(), routed.stop(), js.stop(), swept.stop()]);
+  await Promise.all(targets.map(([, runtime]) => runtime.stop()));
 
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const rows = targets.map(([name], i) => ({
