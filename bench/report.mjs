@@ -115,6 +115,17 @@ to any shared object.
 
 ${workerd.costs}
 
+### Several isolates on one hot key
+
+Sluice's worker as four isolates bound to the same key objects (Miniflare
+runs each worker in an isolate of its own), with 50 clients in node sending
+decisions for one key through the proxy, spread over the isolates. The
+origin records each admission's arrival: an admission was decided between
+its send and its arrival, so the last column counts the admissions that
+certainly fell in one 3 s window, which must never exceed the limit.
+
+${workerd.isolates}
+
 ### Shared objects
 
 The hubs sit behind the fault fixture (\`tests/e2e/fixtures/faulty-limiter.mjs\`),

@@ -5,12 +5,12 @@
 // belongs to wrangler, Miniflare and workerd and their chatter).
 //   taskset -c 0 node bench/workerd.mjs <out.json>   (the runtime on core 0)
 // wrk is pinned to the other core when the machine has two.
-// BENCH_SECTIONS=load,costs,cold,wasm picks sections (default: all).
+// BENCH_SECTIONS=load,costs,isolates,cold,wasm picks sections (default: all).
 import { Miniflare } from "miniflare";
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
-import { Sluice, API_TOKEN } from "../tests/e2e/harness.mjs";
+import { Sluice, API_TOKEN, anotherIsolate, certainlyInOneWindow, isolateStats, okOrigin } from "../tests/e2e/harness.mjs";
 import { baselineWorker } from "./baseline.mjs";
 import { cpuMs, tracked } from "./cpu.mjs";
 
@@ -252,6 +252,83 @@ async function costs() {
   return lines.join("\n");
 }
 
+/** Four isolates of Sluice's worker deciding for one key (issue 30), 50
+ * clients for BENCH_SECONDS per phase: far from its limit, where the
+ * isolates admit from blocks, and at its limit (300 per 3 s, as
+ * tests/e2e/blocks.test.mjs), where the origin's clock judges exactness.
+ * The key-object calls are the isolates' own counters (`GET
+ * /admin/stats`), read before and after each phase. */
+async function severalIsolates() {
+  const LIMIT = 300;
+  const WINDOW_MS = 3_000;
+  const CLIENTS = 50;
+  const arrivals = new Map();
+  const { server, url } = await okOrigin((req) => arrivals.set(req.headers["x-request"], Date.now()));
+  const config = {
+    origin: url,
+    rules: [
+      { id: "far", match: { path: "/far" }, key: "header:x-user", limit: 1_000_000, window: "10m" },
+      { id: "hot", match: { path: "/hot" }, key: "header:x-user", limit: LIMIT, window: "3s" },
+    ],
+  };
+  // Four isolates beside the one that runs the objects, each on a socket
+  // of its own (not through Miniflare's entry worker), as a deployment's
+  // isolates call the objects' isolate.
+  const names = ["isolate-1", "isolate-2", "isolate-3", "isolate-4"];
+  const direct = { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] };
+  const sluice = await Sluice.start({
+    sluice: config,
+    assetRouter: false,
+    workers: names.map((name) => ({ ...anotherIsolate(name, { ADMIN_TOKEN, SLUICE: config }), ...direct })),
+  });
+  const urls = await Promise.all(names.map(async (name) => (await sluice.mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "")));
+  const fetchers = urls.map((base) => (path, init) => fetch(base + path, init));
+  const totals = async () => {
+    const stats = await Promise.all(fetchers.map((fetcher) => isolateStats(fetcher, ADMIN_TOKEN)));
+    return {
+      calls: stats.reduce((n, s) => n + (s.object_calls.LIMITER ?? 0), 0),
+      local: stats.reduce((n, s) => n + s.blocks.admitted, 0),
+    };
+  };
+  let next = 0;
+  const phase = async (path) => {
+    const before = await totals();
+    const answers = [];
+    const started = Date.now();
+    const end = started + SECONDS * 1_000;
+    await Promise.all(
+      Array.from({ length: CLIENTS }, async () => {
+        while (Date.now() < end) {
+          const id = String(next++);
+          const sent = Date.now();
+          const response = await fetchers[Number(id) % fetchers.length](path, { headers: { "x-user": "flash-sale", "x-request": id } });
+          await response.arrayBuffer();
+          answers.push({ sent, status: response.status, arrived: arrivals.get(id) });
+        }
+      }),
+    );
+    const seconds = (Date.now() - started) / 1_000;
+    const after = await totals();
+    const admitted = answers.filter((a) => a.status === 200);
+    if (admitted.some((a) => a.arrived === undefined)) throw new Error(`${path}: an admission never reached the origin`);
+    return { answers, admitted, seconds, calls: after.calls - before.calls, local: after.local - before.local };
+  };
+  const far = await phase("/far");
+  const hot = await phase("/hot");
+  await sluice.stop();
+  server.close();
+
+  const row = (name, { answers, admitted, seconds, calls, local }, most) =>
+    `| ${name} | ${answers.length.toLocaleString("en-US")} (${fmt(answers.length / seconds, 0)} a second) | ` +
+    `${admitted.length.toLocaleString("en-US")} (${local.toLocaleString("en-US")} from blocks) | ${fmt((calls * 1_000) / answers.length, 0)} | ${most} |`;
+  return [
+    `| one key, 4 isolates, ${CLIENTS} clients, ${SECONDS} s | decisions | admitted | key-object calls per 1 000 decisions | most admissions certainly in one window |`,
+    "|---|---|---|---|---|",
+    row("far from its limit (1 000 000 per 10 min)", far, "–"),
+    row(`at its limit (${LIMIT} per 3 s)`, hot, `${certainlyInOneWindow(hot.admitted, WINDOW_MS)} of ${LIMIT}`),
+  ].join("\n");
+}
+
 /** Milliseconds from starting the runtime to the first answer, best of 3. */
 async function coldStart() {
   const health = [];
@@ -374,7 +451,7 @@ if (!out) {
   process.stderr.write("usage: node bench/workerd.mjs <out.json>\n");
   process.exit(2);
 }
-const all = { load, costs, cold: coldStart, shared, room, wasm: wasmSize };
+const all = { load, costs, isolates: severalIsolates, cold: coldStart, shared, room, wasm: wasmSize };
 const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(all).join(",")).split(",");
 const unknown = chosen.filter((name) => !(name in all));
 if (unknown.length > 0) throw new Error(`BENCH_SECTIONS: no section ${unknown.join(", ")}; there are ${Object.keys(all).join(", ")}`);

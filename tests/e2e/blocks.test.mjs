@@ -14,7 +14,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { parseList } from "structured-headers";
-import { isolates as startIsolates, isolateStats, okOrigin } from "./harness.mjs";
+import { certainlyInOneWindow, isolates as startIsolates, isolateStats, okOrigin } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-admission-blocks-0123456789";
 const LIMIT = 300;
@@ -75,13 +75,7 @@ test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, f
   assert.equal(arrivals.size, admitted.length, "every admission reached the origin, once");
   for (const a of admitted) a.arrived = arrivals.get(a.id);
   assert.ok(admitted.every((a) => a.arrived >= a.sent), "each admission's arrival is known");
-  const bySent = [...admitted].sort((a, b) => a.sent - b.sent);
-  let most = 0;
-  for (let i = 0; i < bySent.length; i++) {
-    const from = bySent[i].sent;
-    const within = bySent.slice(i).filter((a) => a.arrived < from + WINDOW_MS).length;
-    most = Math.max(most, within);
-  }
+  const most = certainlyInOneWindow(admitted, WINDOW_MS);
   const times = admitted.map((a) => a.arrived).sort((a, b) => a - b);
   let byArrival = 0;
   for (let i = 0, j = 0; i < times.length; i++) {

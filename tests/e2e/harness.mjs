@@ -297,6 +297,22 @@ export async function isolates(count, { config, secrets }) {
   return { sluice, fetchers };
 }
 
+/** The most admissions that certainly fell in one window of `windowMs`,
+ * by the origin's clock. Each admission (`{ sent, arrived }`, the client's
+ * send and the origin's arrival, in ms) was decided between the two, and
+ * forwarding takes a variable time on a loaded machine: so `k` admissions
+ * certainly share a window when the last arrival came less than `windowMs`
+ * after the first send. */
+export function certainlyInOneWindow(admitted, windowMs) {
+  const bySent = [...admitted].sort((a, b) => a.sent - b.sent);
+  let most = 0;
+  for (let i = 0; i < bySent.length; i++) {
+    const from = bySent[i].sent;
+    most = Math.max(most, bySent.slice(i).filter((a) => a.arrived < from + windowMs).length);
+  }
+  return most;
+}
+
 /** An origin on 127.0.0.1 that answers every request `200 ok` after
  * `seen(req)`: the server and its URL. */
 export async function okOrigin(seen) {
