@@ -4,6 +4,7 @@
 // surviving a runtime restart.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
 import { Sluice, freshKey, tempDir, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
 
 const config = {
@@ -77,11 +78,20 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
   // The wait's timer wakes a call the key object first tried to answer at
   // once (src/edge/rpc.rs, `answer_now`): it must still end the wait.
   test("a queued request whose wait runs out is refused when it does, not left waiting", async () => {
-    const sluice = await Sluice.start({ sluice: config });
+    // An origin that holds each request 2.5 s and says when the first has
+    // arrived: a request at the origin has taken the rule's one lease.
+    let reached;
+    const arrived = new Promise((resolve) => (reached = resolve));
+    const slow = createServer((req, res) => {
+      reached();
+      setTimeout(() => res.end("ok"), 2_500);
+    });
+    await new Promise((resolve) => slow.listen(0, "127.0.0.1", resolve));
+    const sluice = await Sluice.start({ sluice: { ...config, origin: `http://127.0.0.1:${slow.address().port}` } });
     try {
       const team = freshKey("team");
-      const holding = sluice.fetch("/brief?hold_ms=2500", { headers: { "X-Team": team } });
-      await sleepUntil(Date.now() + 200);
+      const holding = sluice.fetch("/brief", { headers: { "X-Team": team } });
+      await arrived;
       const started = Date.now();
       const queued = await sluice.fetch("/brief", { headers: { "X-Team": team } });
       const waited = Date.now() - started;
@@ -90,6 +100,7 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
       assert.equal((await holding).status, 200);
     } finally {
       await sluice.stop();
+      slow.close();
     }
   });
 });
