@@ -62,14 +62,22 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
     let objects = Objects::new(&env, config.timeout_ms);
     isolate::upkeep(&objects, &ctx);
     controls::upkeep(&env, &ctx, config);
+    let path = req.path().to_string();
+    let own = config.own_path(&path);
+    // The client's address, a header parsed: Sluice's own paths read it
+    // only when a deny list or a manual ban could hold it (it cost a hot
+    // decision about 5 % of its samples, BENCHMARKS.md); rules need it.
+    let ip = if own.is_none() || !config.deny.is_empty() || isolate::any_manual_ban() {
+        client_ip(&req)
+    } else {
+        None
+    };
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    let ip = client_ip(&req);
     if ip.is_some_and(|ip| config.deny.contains(ip)) {
         return respond::problem(&crate::gate::denied("*"));
     }
-    let path = req.path().to_string();
-    if let Some(own) = config.own_path(&path) {
+    if let Some(own) = own {
         // So does an operator's ban on the client's address or network.
         if let Some(ip) = ip.filter(|_| isolate::any_manual_ban()) {
             let network = client_network(ip, config.ipv6_prefix);
