@@ -81,7 +81,7 @@ pub async fn serve(
 fn api_refusal(req: &ClientRequest, env: &Env, path: &str) -> Result<Option<Response>> {
     let settings = settings(env).ok();
     let access = settings.as_ref().map_or(ApiAccess::Token, |s| s.config.api);
-    let token = settings.as_ref().and_then(|s| s.api_token.as_deref());
+    let token = settings.as_ref().and_then(|s| s.api_token.as_ref());
     let authorization = req.headers().get("authorization")?;
     match api_gate(access, token, authorization.as_deref()) {
         ApiGate::Pass => Ok(None),
