@@ -65,9 +65,10 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     controls::upkeep(&env, &ctx, config);
     let path = req.path().to_string();
     let own = config.own_path(&path);
-    // The client's address, a header parsed: Sluice's own paths read it
-    // only when a deny list or a manual ban could hold it (it cost a hot
-    // decision about 5 % of its samples, BENCHMARKS.md); rules need it.
+    // The client's address, a header read and parsed: Sluice's own paths
+    // read it only when a deny list or a manual ban could hold it (its
+    // parse was about 1.4 % of a hot decision's samples, BENCHMARKS.md);
+    // rules need it.
     let ip = if own.is_none() || !config.deny.is_empty() || isolate::any_manual_ban() {
         client_ip(&req)
     } else {
