@@ -64,6 +64,10 @@ targets.push({
   name: "JavaScript baseline that frees idle keys (one alarm per key)",
   ...(await start(baselineWorker({ compatibilityDate, sweep: true }))),
 });
+if (process.env.BENCH_FLOOR === "1") {
+  const floor = { name: "floor", modules: true, scriptPath: here + "floor.mjs", compatibilityDate, bindings: { API_TOKEN } };
+  targets.push({ name: "floor: the answer, no decision (bench/floor.mjs)", ...(await start(floor)) });
+}
 
 for (const target of targets) {
   const probe = await fetch(`${target.url}/_sluice/v1/limit`, {

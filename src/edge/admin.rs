@@ -24,7 +24,7 @@ use crate::config::lookup::{overridden_tier, override_tier, targets, whole_quota
 use crate::config::override_body::{parse_override, OverrideRequest};
 use crate::config::Config;
 use crate::http::admin::AdminRoute;
-use crate::http::auth::authorized;
+use crate::http::auth::Token;
 use crate::http::body;
 use crate::http::cidr::client_network;
 use crate::http::headers::retry_after;
@@ -52,7 +52,7 @@ pub async fn serve(
     let settings = settings(env).ok();
     let Some((settings, token)) = settings
         .as_deref()
-        .and_then(|s| Some((s, s.admin_token.as_deref()?)))
+        .and_then(|s| Some((s, s.admin_token.as_ref()?)))
     else {
         return endpoints::not_found(&format!("/admin{path}"));
     };
@@ -75,7 +75,7 @@ async fn api(
     objects: &Objects,
     path: &str,
     settings: &Settings,
-    token: &str,
+    token: &Token,
     route: Option<AdminRoute>,
 ) -> Result<Response> {
     if let Some(refusal) = unauthorized(&req, settings, token)? {
@@ -93,7 +93,11 @@ async fn api(
 
 /// The refusal for a caller without the admin token, or one locked out
 /// after too many failures; `None` lets the call through.
-fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result<Option<Response>> {
+fn unauthorized(
+    req: &ClientRequest,
+    settings: &Settings,
+    token: &Token,
+) -> Result<Option<Response>> {
     // Requests without a usable address (only seen locally: Cloudflare
     // always sets one) share one count.
     let client = client_ip(req)
@@ -110,7 +114,7 @@ fn unauthorized(req: &ClientRequest, settings: &Settings, token: &str) -> Result
         return respond::problem_with(&problem, headers).map(Some);
     }
     let authorization = req.headers().get("authorization")?;
-    if authorized(authorization.as_deref(), token) {
+    if token.admits(authorization.as_deref()) {
         return Ok(None);
     }
     LOCKOUT.with(|lockout| lockout.borrow_mut().fail(&client, now));

@@ -10,8 +10,9 @@ use worker::{console_error, Context, Env, Headers, Method, Response, Result};
 use super::client::{new_lease_id, Objects};
 use super::gate::settle_later;
 use super::incoming::ClientRequest;
+use super::respond::{self, Reply};
 use super::settings::settings;
-use super::{blocks, isolate, respond};
+use super::{blocks, isolate};
 use crate::gate::{self, Passed, Stop, Try};
 use crate::http::api::{
     self, key_param, layers_response, lease_response, limit_response, parse_lease_request,
@@ -20,6 +21,7 @@ use crate::http::api::{
 };
 use crate::http::auth::{api_gate, ApiAccess, ApiGate};
 use crate::http::body::too_large;
+use crate::http::headers::limit_fields;
 use crate::http::problem::{Code, Problem};
 use crate::http::url;
 use crate::isolate::stats::Verdict;
@@ -37,24 +39,26 @@ pub async fn serve(
     ctx: &Context,
     objects: &Objects,
     path: &str,
-) -> Result<Response> {
+) -> Result<Reply> {
     let method = req.known_method();
     if path == "/v1" || path.starts_with("/v1/") {
         if let Some(refused) = api_refusal(&req, env, path)? {
-            return Ok(refused);
+            return Ok(refused.into());
         }
     }
-    match path {
+    // The decision API's answers are built in one crossing (`Reply`), so
+    // it is routed before the rest.
+    if path == "/v1/limit" && method == Some(Method::Post) {
+        return limit(req, ctx, objects).await;
+    }
+    let response = match path {
         "/health" => match method {
             Some(Method::Get | Method::Head) => {
                 respond::json(&json!({"status": "ok"}), Headers::new())
             }
             _ => not_allowed("GET, HEAD"),
         },
-        "/v1/limit" => match method {
-            Some(Method::Post) => limit(req, ctx, objects).await,
-            _ => not_allowed("POST"),
-        },
+        "/v1/limit" => not_allowed("POST"),
         "/v1/limit/settle" => match method {
             Some(Method::Post) => settle(req, objects).await,
             _ => not_allowed("POST"),
@@ -71,7 +75,8 @@ pub async fn serve(
             Some(rest) => lease_route(req, objects, rest).await,
             None => not_found(path),
         },
-    }
+    };
+    response.map(Reply::from)
 }
 
 /// The answer to a call under `/v1` that may not go on: a 404 when the API
@@ -81,7 +86,7 @@ pub async fn serve(
 fn api_refusal(req: &ClientRequest, env: &Env, path: &str) -> Result<Option<Response>> {
     let settings = settings(env).ok();
     let access = settings.as_ref().map_or(ApiAccess::Token, |s| s.config.api);
-    let token = settings.as_ref().and_then(|s| s.api_token.as_deref());
+    let token = settings.as_ref().and_then(|s| s.api_token.as_ref());
     let authorization = req.headers().get("authorization")?;
     match api_gate(access, token, authorization.as_deref()) {
         ApiGate::Pass => Ok(None),
@@ -173,17 +178,17 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
 }
 
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
-async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Result<Response> {
+async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Result<Reply> {
     match parsed_body(&req, parse_limit_request).await? {
         Ok(LimitCall::One(request)) => limit_one(request, ctx, objects).await,
         Ok(LimitCall::Layers(request)) => limit_layers(request, ctx, objects).await,
-        Err(problem) => respond::problem(&problem),
+        Err(problem) => respond::problem(&problem).map(Reply::from),
     }
 }
 
 /// One key's decision, a reservation if asked; a hot key's from the
 /// isolate's admission blocks unless the call says `"local": false`.
-async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> Result<Response> {
+async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> Result<Reply> {
     let Try {
         request: mut check,
         local,
@@ -199,18 +204,17 @@ async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> R
         Ok(Outcome {
             conflict: Some(name),
             ..
-        }) => respond::problem(&api::policy_conflict(&name)),
+        }) => respond::problem(&api::policy_conflict(&name)).map(Reply::from),
         Ok(outcome) => {
             isolate::record(API_SCOPE, &request.key, Verdict::of(outcome.allowed));
-            let headers = Headers::new();
-            respond::limit_headers(&headers, &outcome)?;
             let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
-            respond::json(&limit_response(&request, &outcome, reservation), headers)
+            let answer = limit_response(&request, &outcome, reservation);
+            respond::json_with(&answer, &limit_fields(&outcome))
         }
         Err(e) => {
             isolate::record(API_SCOPE, &request.key, Verdict::Failed);
             console_error!("sluice: decision for the API failed: {e}");
-            unavailable()
+            unavailable().map(Reply::from)
         }
     }
 }
@@ -219,13 +223,9 @@ async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> R
 /// every one but the last reserving (the last from the isolate's
 /// admission blocks when hot); the reservations are kept once all
 /// admitted and refunded when one refused or failed, in the background.
-async fn limit_layers(
-    request: LayeredRequest,
-    ctx: &Context,
-    objects: &Objects,
-) -> Result<Response> {
+async fn limit_layers(request: LayeredRequest, ctx: &Context, objects: &Objects) -> Result<Reply> {
     let Some(mut climb) = gate::key_climb(&request, || new_lease_id().ok()) else {
-        return unavailable();
+        return unavailable().map(Reply::from);
     };
     while let Some(check) = climb.next_call() {
         let local = climb.next_local();
@@ -251,7 +251,7 @@ async fn limit_layers(
         Some(Stop::Failed { object, error }) => {
             isolate::record(API_SCOPE, key, Verdict::Failed);
             console_error!("sluice: decision for the API failed at {object}: {error}");
-            return unavailable();
+            return unavailable().map(Reply::from);
         }
         Some(Stop::Refused { outcome, .. }) => {
             if let Some(name) = &outcome.conflict {
@@ -259,7 +259,8 @@ async fn limit_layers(
                     .layers
                     .get(answers.len())
                     .map_or("", |l| l.name.as_str());
-                return respond::problem(&api::policy_conflict(name).with("layer", layer));
+                let problem = api::policy_conflict(name).with("layer", layer);
+                return respond::problem(&problem).map(Reply::from);
             }
             answers.push(outcome);
         }
@@ -267,9 +268,8 @@ async fn limit_layers(
     }
     let announced = request.announced(&answers);
     isolate::record(API_SCOPE, key, Verdict::of(announced.allowed));
-    let headers = Headers::new();
-    respond::limit_headers(&headers, &announced)?;
-    respond::json(&layers_response(&request, &answers), headers)
+    let answer = layers_response(&request, &answers);
+    respond::json_with(&answer, &limit_fields(&announced))
 }
 
 /// `POST /v1/limit/settle`: keep or refund a reservation.

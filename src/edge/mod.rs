@@ -31,7 +31,7 @@ pub use hub::Hub;
 pub use limiter::Limiter;
 pub use room::Room;
 
-use worker::{event, web_sys, Context, Env, Response, Result};
+use worker::{event, web_sys, Context, Env, Result};
 
 use crate::gate::Matched;
 use crate::http::admin::admin_path;
@@ -43,9 +43,10 @@ use crate::http::Incoming;
 use client::Objects;
 use incoming::ClientRequest;
 use proxy::Forward;
+use respond::Reply;
 
 #[event(fetch)]
-async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     let req = ClientRequest::new(raw);
     let settings = match settings::settings(&env) {
         Ok(settings) => settings,
@@ -55,52 +56,66 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Response
                 format!("Sluice's configuration is invalid: {e}"),
             )
             .with("field", e.field.as_str());
-            return respond::problem(&problem);
+            return respond::problem(&problem).map(Reply::from);
         }
     };
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
     isolate::upkeep(&objects, &ctx);
     controls::upkeep(&env, &ctx, config);
+    let path = req.path().to_string();
+    let own = config.own_path(&path);
+    // The client's address, a header read and parsed: Sluice's own paths
+    // read it only when a deny list or a manual ban could hold it (its
+    // parse was about 1.4 % of a hot decision's samples, BENCHMARKS.md);
+    // rules need it.
+    let ip = if own.is_none() || !config.deny.is_empty() || isolate::any_manual_ban() {
+        client_ip(&req)
+    } else {
+        None
+    };
     // The deny list holds on every path, Sluice's own endpoints included:
     // a denied client gets no decisions, no health answer, no admin API.
-    let ip = client_ip(&req);
     if ip.is_some_and(|ip| config.deny.contains(ip)) {
-        return respond::problem(&crate::gate::denied("*"));
+        return respond::problem(&crate::gate::denied("*")).map(Reply::from);
     }
-    let path = req.path().to_string();
-    if let Some(own) = config.own_path(&path) {
+    if let Some(own) = own {
         // So does an operator's ban on the client's address or network.
         if let Some(ip) = ip.filter(|_| isolate::any_manual_ban()) {
             let network = client_network(ip, config.ipv6_prefix);
             let now = clock::now_ms();
             if let Some(ban) = isolate::manual_ban(Some(ip), &[&network], now) {
-                return respond::answer(&crate::gate::manually_banned(429, &ban, now));
+                let banned = crate::gate::manually_banned(429, &ban, now);
+                return respond::answer(&banned).map(Reply::from);
             }
         }
         return match admin_path(own) {
-            Some(below) => admin::serve(req, &env, &objects, below).await,
+            Some(below) => admin::serve(req, &env, &objects, below)
+                .await
+                .map(Reply::from),
             None => endpoints::serve(req, &env, &ctx, &objects, own).await,
         };
     }
     if proxy::has_looped(&req) {
-        return proxy::loop_detected();
+        return proxy::loop_detected().map(Reply::from);
     }
     let method = Incoming::method(&req).to_string();
     let path = RequestPath::new(&path);
-    match config.rule_for(&method, &path) {
+    let response = match config.rule_for(&method, &path) {
         None => proxy::forward(req, &settings, Forward::untouched()).await,
         Some((rule, params)) => {
             if let Some(room) = &rule.room {
-                return room::serve(req, &objects, &settings, rule, room, ip).await;
+                room::serve(req, &objects, &settings, rule, room, ip).await
+            } else {
+                let matched = Matched {
+                    rule,
+                    path: path.form(rule.paths).text(),
+                    params: &params,
+                    ip,
+                };
+                gate::limited(req, &ctx, &objects, &settings, matched).await
             }
-            let matched = Matched {
-                rule,
-                path: path.form(rule.paths).text(),
-                params: &params,
-                ip,
-            };
-            gate::limited(req, &ctx, &objects, &settings, matched).await
         }
-    }
+    };
+    response.map(Reply::from)
 }

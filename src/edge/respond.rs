@@ -1,7 +1,10 @@
-//! Turning problems, decisions and JSON into `worker::Response`s.
+//! Turning problems, decisions and JSON into `worker::Response`s, and a
+//! decision's answer into the runtime's `Response` in one crossing.
 
 use serde::Serialize;
-use worker::{Headers, Response, Result};
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use worker::{web_sys, Headers, IntoResponse, Response, Result};
 
 use crate::gate::Answer;
 use crate::http::headers::{limit_fields, Fields};
@@ -72,4 +75,80 @@ pub fn with_mutable_headers(response: Response) -> Response {
         let _ = copy.append(&name, &value);
     }
     response.with_headers(copy)
+}
+
+/// What the worker answers the runtime with: a `worker::Response`, or a
+/// `Response` the runtime already holds, built whole by [`json_with`].
+pub enum Reply {
+    Built(web_sys::Response),
+    Worker(Response),
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Reply {
+        Reply::Worker(response)
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_raw(
+        self,
+    ) -> std::result::Result<web_sys::Response, impl Into<Box<dyn std::error::Error>>> {
+        Ok::<_, worker::Error>(match self {
+            Reply::Built(response) => response,
+            Reply::Worker(response) => response.into(),
+        })
+    }
+}
+
+/// `value` as a JSON answer (200) with `fields` set in order, then its
+/// content type: the same answer as `json` given a header set holding
+/// `fields`, but made by one call into JavaScript, where `json`'s took a
+/// dozen crossings of the wasm boundary (two header sets, a `set` per
+/// field, the body's `Uint8Array` and its copy, the `ResponseInit`, the
+/// `Response`), each with its strings decoded (BENCHMARKS.md).
+pub fn json_with(value: &impl Serialize, fields: &Fields) -> Result<Reply> {
+    json_text_with(serde_json::to_string(value)?, fields)
+}
+
+/// `json_with`'s answer once the value is written, once for every type.
+#[inline(never)]
+fn json_text_with(body: String, fields: &Fields) -> Result<Reply> {
+    let fields = fields
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .chain([("content-type", "application/json")]);
+    // Names and values go over as one string, each ended by a NUL, which
+    // no field may hold: a value that held one would have failed `set`.
+    let mut joined = String::new();
+    for (name, value) in fields {
+        if value.contains('\0') {
+            return Err(worker::Error::RustError(format!(
+                "the {name} field holds a NUL"
+            )));
+        }
+        for text in [name, value] {
+            joined.push_str(text);
+            joined.push('\0');
+        }
+    }
+    Ok(Reply::Built(built(200, &joined, &body)?))
+}
+
+#[wasm_bindgen(inline_js = "export function built(status, fields, body) {
+  const headers = new Headers();
+  const texts = fields.split('\\0');
+  for (let i = 0; i + 1 < texts.length; i += 2) headers.set(texts[i], texts[i + 1]);
+  return new Response(body, { status, headers });
+}")]
+extern "C" {
+    /// A `Response` of `status` with `body`, and the header fields in
+    /// `fields`: each name and value ended by a NUL, set in order. Throws
+    /// as `Headers.set` does on a field it refuses.
+    #[wasm_bindgen(catch)]
+    fn built(
+        status: u16,
+        fields: &str,
+        body: &str,
+    ) -> std::result::Result<web_sys::Response, JsValue>;
 }

@@ -15,6 +15,7 @@ use worker::{console_error, Env};
 
 use super::client::ROOM_BINDING;
 use crate::config::{check_secret_strength, Config, ConfigError};
+use crate::http::auth::Token;
 use crate::http::jwt::Hs256Key;
 
 /// The secret that holds the admin token.
@@ -28,10 +29,10 @@ pub struct Settings {
     /// The HS256 key, when the config verifies JWTs.
     pub jwt_key: Option<Hs256Key>,
     /// The admin token; the admin API exists only when it is set.
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Token>,
     /// The decision API's token; without it the API exists only when the
     /// config says `api = "open"`.
-    pub api_token: Option<String>,
+    pub api_token: Option<Token>,
     /// The value sent in `origin_auth.header`, when the config has one.
     pub origin_secret: Option<String>,
     /// The key each waiting room's cookies are signed with, by rule id.
@@ -77,14 +78,8 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
             required_secret(env, &jwt.secret, "SLUICE.jwt.secret")?.as_bytes(),
         )),
     };
-    let admin_token = secret(env, ADMIN_TOKEN);
-    if let Some(token) = &admin_token {
-        check_secret_strength(ADMIN_TOKEN, ADMIN_TOKEN, token)?;
-    }
-    let api_token = secret(env, API_TOKEN);
-    if let Some(token) = &api_token {
-        check_secret_strength(API_TOKEN, API_TOKEN, token)?;
-    }
+    let admin_token = token(env, ADMIN_TOKEN)?;
+    let api_token = token(env, API_TOKEN)?;
     let origin_secret = match &config.origin_auth {
         None => None,
         Some(auth) => {
@@ -129,6 +124,15 @@ fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, Conf
             Ok((rule.id.clone(), Hs256Key::new(value.as_bytes())))
         })
         .collect()
+}
+
+/// The token in secret `name`, if set, checked for strength.
+fn token(env: &Env, name: &str) -> Result<Option<Token>, ConfigError> {
+    let Some(token) = secret(env, name) else {
+        return Ok(None);
+    };
+    check_secret_strength(name, name, &token)?;
+    Ok(Some(Token::new(&token)))
 }
 
 /// A secret's value; an empty one counts as unset.

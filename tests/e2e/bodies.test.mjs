@@ -3,10 +3,11 @@
 // runtime's memory does not grow with what the client keeps sending. A
 // body of a declared length (read in one call) and a chunked one (read as
 // a stream) meet the same answers, and a decision from an admission block
-// carries the same fields as one from the key's object.
+// carries the same fields as one from the key's object, sent the same way.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
+import { request } from "node:http";
 import { readdirSync, readFileSync } from "node:fs";
 import { parseList } from "structured-headers";
 import { Sluice, API_TOKEN, freshKey, isolateStats } from "./harness.mjs";
@@ -242,4 +243,58 @@ test("decisions from a block and from the key's object carry valid RateLimit fie
     assert.ok(Number.isInteger(params.r) && params.r <= LIMIT_CALLS - admitted, `call ${i} (local ${local}): r=${params.r} after ${admitted} admitted`);
   }
   assert.ok((await stats()).blocks.admitted > before, "some of the decisions came from a block");
+});
+
+/** POSTs `call` to the decision API with node's own client, which asks for
+ * no compression and keeps the header fields as the runtime sent them:
+ * answers the status, the fields as `[name, value]` in order (but `Date`)
+ * and the body's text. */
+function rawDecision(call) {
+  const url = new URL("/_sluice/v1/limit", sluice.base);
+  const headers = { "content-type": "application/json", authorization: `Bearer ${API_TOKEN}` };
+  return new Promise((resolve, reject) => {
+    const sent = request(url, { method: "POST", headers }, (response) => {
+      let body = "";
+      response.setEncoding("utf8");
+      response.on("data", (chunk) => (body += chunk));
+      response.on("end", () => {
+        const fields = [];
+        for (let i = 0; i < response.rawHeaders.length; i += 2) fields.push([response.rawHeaders[i], response.rawHeaders[i + 1]]);
+        resolve({ status: response.statusCode, fields: fields.filter(([name]) => name.toLowerCase() !== "date"), body });
+      });
+    });
+    sent.on("error", reject);
+    sent.end(JSON.stringify(call));
+  });
+}
+
+test("an answer from a block is sent as one from the key's object: the same fields in the same order, the same framing and body", async () => {
+  const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  const admitted = async () => (await isolateStats((path, init) => sluice.fetch(path, { ...init, headers: ADMIN }), ADMIN_TOKEN)).blocks.admitted;
+  const key = freshKey("sent");
+  const call = { key, limit: 1_000, window_ms: 600_000 };
+  const fromObject = await rawDecision({ ...call, local: false });
+  let fromBlock;
+  for (let i = 0; i < 40 && !fromBlock; i++) {
+    const before = await admitted();
+    const answer = await rawDecision(call);
+    if ((await admitted()) > before) fromBlock = answer;
+  }
+  assert.ok(fromBlock, "a decision came from a block");
+  // `r` (what remains) differs between the two, and with it the body's
+  // length: everything else is the same, byte for byte.
+  const same = ({ status, fields, body }) => ({
+    status,
+    fields: fields.map(([name, value]) => [name, name === "Content-Length" ? "(length)" : value.replace(/;r=\d+;/, ";r=(r);")]),
+    body: body.replace(/"remaining":\d+/, '"remaining":(r)'),
+  });
+  assert.deepEqual(same(fromBlock), same(fromObject));
+  assert.deepEqual(
+    fromObject.fields.map(([name]) => name),
+    ["Content-Length", "Content-Type", "ratelimit", "ratelimit-policy"],
+  );
+  for (const { fields, body } of [fromBlock, fromObject]) {
+    assert.equal(Number(new Map(fields).get("Content-Length")), Buffer.byteLength(body), "the length is declared, not chunked");
+    assert.equal(new Map(fields).get("Content-Type"), "application/json");
+  }
 });
