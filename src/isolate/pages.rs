@@ -23,6 +23,12 @@ use crate::isolate::top::Counted;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BanCursor(pub u64, pub String, pub String);
 
+impl crate::json::Write for BanCursor {
+    fn write(&self, out: &mut crate::json::Text) {
+        (self.0, &self.1, &self.2).write(out);
+    }
+}
+
 impl BanCursor {
     pub fn of(ban: &BanRecord) -> BanCursor {
         BanCursor(ban.started_ms, ban.key.clone(), ban.source.clone())

@@ -7,8 +7,12 @@
 //! each field is one call, [`Object::put`], with one copy per type of
 //! value. Tests keep `serde_json::json!`, whose nested literals they use.
 
+mod write;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+pub use write::{to_string, Fields, Text, Write};
 
 /// An object being written by [`json!`](crate::json!).
 #[derive(Default)]
@@ -31,6 +35,15 @@ impl Object {
     pub fn into_value(self) -> Value {
         Value::Object(self.0)
     }
+}
+
+/// `value` as [`Write`] writes it, checked against what serde's derive of
+/// the same type writes.
+#[cfg(test)]
+pub fn written<T: Write + Serialize + ?Sized>(value: &T) -> String {
+    let ours = to_string(value);
+    assert_eq!(ours, serde_json::to_string(value).unwrap());
+    ours
 }
 
 /// A JSON object of literal keys: `json!({"allowed": true, "ban": null})`.
@@ -59,6 +72,33 @@ macro_rules! json_fields {
     ($object:ident; $key:literal : $value:expr $(, $($rest:tt)*)?) => {
         $object.put($key, &$value);
         $crate::json_fields!($object; $($($rest)*)?);
+    };
+}
+
+/// [`Write`] for a struct, its fields written in the order listed, as
+/// serde's derive writes them: `field`, `field as "key"` for a field
+/// renamed on the wire, `field if skip` for one left out when
+/// `skip(&self.field)` holds (serde's `skip_serializing_if`).
+#[macro_export]
+macro_rules! write_json {
+    ($type:ty { $($field:ident $(as $key:literal)? $(if $skip:path)?),* $(,)? }) => {
+        impl $crate::json::Write for $type {
+            fn write(&self, out: &mut $crate::json::Text) {
+                let mut fields = out.object();
+                $(
+                    if !($($skip(&self.$field) ||)? false) {
+                        fields.field($crate::write_json!(@key $field $($key)?), &self.$field);
+                    }
+                )*
+                fields.end();
+            }
+        }
+    };
+    (@key $field:ident) => {
+        stringify!($field)
+    };
+    (@key $field:ident $key:literal) => {
+        $key
     };
 }
 
