@@ -44,7 +44,7 @@ thread_local! {
 
 /// The object calls this isolate has made since it started, by binding
 /// (`GET {prefix}/admin/stats`, under `isolate`).
-pub fn object_calls() -> serde_json::Value {
+pub fn object_calls() -> crate::json::Json {
     CALLS.with(|calls| calls.borrow().figures())
 }
 

@@ -1,6 +1,5 @@
 //! Turning problems, decisions and JSON into `worker::Response`s.
 
-use serde::Serialize;
 use worker::{Headers, Response, Result};
 
 use crate::gate::Answer;
@@ -27,8 +26,8 @@ pub fn bearer_challenge(realm: &str, message: &str) -> Result<Response> {
     problem_with(&Problem::new(Code::Unauthorized, message), headers)
 }
 
-pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
-    json_text(serde_json::to_string(value)?, headers)
+pub fn json(value: &impl crate::json::Write, headers: Headers) -> Result<Response> {
+    json_text(crate::json::to_string(value), headers)
 }
 
 /// `json`'s answer once the value is written: one copy for every type

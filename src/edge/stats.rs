@@ -31,7 +31,7 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
     isolate::report(objects).await;
     let (mut totals, mut recent) = (Vec::new(), Vec::new());
     let (mut manual_bans, mut rule_bans) = (0, 0);
-    let mut shared = serde_json::Map::new();
+    let mut shared = std::collections::BTreeMap::new();
     let mut unreachable = Vec::new();
     for (n, stats) in (0..HUBS).zip(objects.hub_stats(since).await) {
         match stats {
@@ -50,11 +50,16 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
             }
         }
     }
-    let mut body = serde_json::to_value(summarize(&totals, &recent, since, now_ms()))?;
-    body["bans"] = json!({"manual": manual_bans, "rule": rule_bans});
-    body["shared"] = shared.into();
-    body["unreachable"] = unreachable.into();
-    body["isolate"] = isolate::figures();
+    let answer = summarize(&totals, &recent, since, now_ms());
+    let body = json!({
+        "since_ms": answer.since_ms,
+        "now_ms": answer.now_ms,
+        "rules": answer.rules,
+        "bans": json!({"manual": manual_bans, "rule": rule_bans}),
+        "shared": shared,
+        "unreachable": unreachable,
+        "isolate": isolate::figures(),
+    });
     respond::json(&body, Headers::new())
 }
 

@@ -23,12 +23,13 @@ impl ObjectCalls {
     }
 
     /// `{"LIMITER": n, "HUB": n, …}`; a binding never called is absent.
-    pub fn figures(&self) -> serde_json::Value {
-        self.counts
+    pub fn figures(&self) -> crate::json::Json {
+        let counts: std::collections::BTreeMap<String, u64> = self
+            .counts
             .iter()
-            .map(|&(name, calls)| (name.to_owned(), calls.into()))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+            .map(|&(name, calls)| (name.to_owned(), calls))
+            .collect();
+        crate::json::sorted(&counts)
     }
 }
 
@@ -39,10 +40,13 @@ mod tests {
     #[test]
     fn counts_each_binding_apart() {
         let mut calls = ObjectCalls::default();
-        assert_eq!(calls.figures(), serde_json::json!({}));
+        assert_eq!(calls.figures().value(), serde_json::json!({}));
         for binding in ["LIMITER", "HUB", "LIMITER", "LIMITER"] {
             calls.count(binding);
         }
-        assert_eq!(calls.figures(), serde_json::json!({"LIMITER": 3, "HUB": 1}));
+        assert_eq!(
+            calls.figures().value(),
+            serde_json::json!({"LIMITER": 3, "HUB": 1})
+        );
     }
 }

@@ -86,6 +86,12 @@ pub fn merge_bans(hubs: Vec<Vec<BanRecord>>, limit: usize) -> (Vec<BanRecord>, O
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopCursor(pub u64, pub String);
 
+impl crate::json::Write for TopCursor {
+    fn write(&self, out: &mut crate::json::Text) {
+        (self.0, &self.1).write(out);
+    }
+}
+
 impl TopCursor {
     /// `[count, key]`, read as [`BanCursor::read`] reads its cursor.
     pub fn read(scan: &mut Scan) -> Read<TopCursor> {

@@ -8,7 +8,9 @@
 //! escapes them), which the tests check against the types' serde derives,
 //! kept for that.
 
-use serde_json::{Number, Value};
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Number, Value};
 
 /// A value that writes itself as JSON.
 pub trait Write {
@@ -17,15 +19,44 @@ pub trait Write {
 
 /// `value` as compact JSON.
 pub fn to_string<T: Write + ?Sized>(value: &T) -> String {
-    let mut out = Text(String::with_capacity(128));
+    let mut out = Text::with_capacity(128);
     value.write(&mut out);
     out.0
 }
 
-/// JSON being written.
-pub struct Text(String);
+/// JSON being written. A text made by [`Text::sorted`] writes every
+/// object's fields in the order of their keys, as `serde_json` writes a
+/// value first made into a `Value` (whose map keeps its keys sorted): the
+/// values [`crate::json!`] holds.
+#[derive(Default)]
+pub struct Text(String, bool);
 
 impl Text {
+    pub fn with_capacity(bytes: usize) -> Text {
+        Text(String::with_capacity(bytes), false)
+    }
+
+    /// A text whose objects' fields are sorted by key.
+    pub fn sorted() -> Text {
+        Text(String::new(), true)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
     /// A string, quoted and escaped as `serde_json` does: `"`, `\` and
     /// the control characters, nothing else.
     #[inline(never)]
@@ -91,6 +122,7 @@ impl Text {
         Fields {
             out: self,
             first: true,
+            placed: Vec::new(),
         }
     }
 
@@ -108,7 +140,7 @@ impl Text {
 
     /// An enum's variant with values, as serde tags it by default: an
     /// object whose one key is the variant's name.
-    pub fn tagged<T: Write + ?Sized>(&mut self, name: &str, value: &T) {
+    pub fn tagged<T: Write + ?Sized>(&mut self, name: &'static str, value: &T) {
         let mut fields = self.object();
         fields.field(name, value);
         fields.end();
@@ -119,40 +151,76 @@ impl Text {
 pub struct Fields<'a> {
     out: &'a mut Text,
     first: bool,
+    /// In a sorted text: each field's key and where it is in the text
+    /// (its key's quote to its value's end; the end is 0 until the field
+    /// after it starts).
+    placed: Vec<(&'static str, usize, usize)>,
 }
 
 impl Fields<'_> {
-    pub fn field<T: Write + ?Sized>(&mut self, key: &str, value: &T) {
+    pub fn field<T: Write + ?Sized>(&mut self, key: &'static str, value: &T) {
         self.key(key);
         value.write(self.out);
     }
 
-    /// A field left out when it is `None`, as `skip_serializing_if =
-    /// "Option::is_none"` does.
-    pub fn some<T: Write>(&mut self, key: &str, value: &Option<T>) {
-        if let Some(value) = value {
-            self.field(key, value);
-        }
-    }
-
     /// The text to write field `key`'s value into.
-    pub fn at(&mut self, key: &str) -> &mut Text {
+    pub fn at(&mut self, key: &'static str) -> &mut Text {
         self.key(key);
         self.out
     }
 
     /// The comma before any but the first field, and the key.
     #[inline(never)]
-    pub fn key(&mut self, key: &str) {
-        if !self.first {
-            self.out.raw(",");
+    pub fn key(&mut self, key: &'static str) {
+        self.comma();
+        if self.out.1 {
+            self.placed.push((key, self.out.len(), 0));
         }
-        self.first = false;
         self.out.str(key);
         self.out.raw(":");
     }
 
-    pub fn end(self) {
+    /// A key written where it comes, never moved: a `Value`'s map, whose
+    /// keys come in order already.
+    fn key_in_place(&mut self, key: &str) {
+        self.comma();
+        self.out.str(key);
+        self.out.raw(":");
+    }
+
+    fn comma(&mut self) {
+        self.close();
+        if !self.first {
+            self.out.raw(",");
+        }
+        self.first = false;
+    }
+
+    /// Marks where the last placed field ends.
+    fn close(&mut self) {
+        let at = self.out.len();
+        if let Some(last) = self.placed.last_mut().filter(|last| last.2 == 0) {
+            last.2 = at;
+        }
+    }
+
+    /// Closes the object; in a sorted text, with its fields put in the
+    /// order of their keys first.
+    #[inline(never)]
+    pub fn end(mut self) {
+        self.close();
+        if self.placed.windows(2).any(|pair| pair[0].0 > pair[1].0) {
+            let (from, to) = (self.placed[0].1, self.placed[self.placed.len() - 1].2);
+            crate::order::sort_by_key(&mut self.placed, |&(key, _, _)| key);
+            let mut sorted = String::with_capacity(to - from);
+            for &(_, start, end) in &self.placed {
+                if !sorted.is_empty() {
+                    sorted.push(',');
+                }
+                sorted.push_str(&self.out.0[start..end]);
+            }
+            self.out.0.replace_range(from..to, &sorted);
+        }
         self.out.raw("}");
     }
 }
@@ -198,6 +266,19 @@ impl Write for i64 {
     }
 }
 
+/// `null`, as serde writes `()`.
+impl Write for () {
+    fn write(&self, out: &mut Text) {
+        out.null();
+    }
+}
+
+impl Write for i32 {
+    fn write(&self, out: &mut Text) {
+        out.i64(i64::from(*self));
+    }
+}
+
 impl<T: Write> Write for Option<T> {
     fn write(&self, out: &mut Text) {
         match self {
@@ -208,6 +289,12 @@ impl<T: Write> Write for Option<T> {
 }
 
 impl<T: Write> Write for Vec<T> {
+    fn write(&self, out: &mut Text) {
+        out.list(self);
+    }
+}
+
+impl<T: Write, const N: usize> Write for [T; N] {
     fn write(&self, out: &mut Text) {
         out.list(self);
     }
@@ -257,6 +344,29 @@ impl Write for Number {
     }
 }
 
+/// A map, as serde writes one: its keys in the map's order.
+impl<T: Write> Write for BTreeMap<String, T> {
+    fn write(&self, out: &mut Text) {
+        let mut fields = out.object();
+        for (key, value) in self {
+            fields.key_in_place(key);
+            value.write(fields.out);
+        }
+        fields.end();
+    }
+}
+
+impl Write for Map<String, Value> {
+    fn write(&self, out: &mut Text) {
+        let mut fields = out.object();
+        for (key, value) in self {
+            fields.key_in_place(key);
+            value.write(fields.out);
+        }
+        fields.end();
+    }
+}
+
 impl Write for Value {
     fn write(&self, out: &mut Text) {
         match self {
@@ -265,13 +375,7 @@ impl Write for Value {
             Value::Number(n) => n.write(out),
             Value::String(s) => out.str(s),
             Value::Array(items) => out.list(items),
-            Value::Object(map) => {
-                let mut fields = out.object();
-                for (key, value) in map {
-                    fields.field(key, value);
-                }
-                fields.end();
-            }
+            Value::Object(map) => map.write(out),
         }
     }
 }

@@ -25,7 +25,12 @@ impl Write for LimiterCall {
 }
 
 /// A struct variant's one field: `{"variant":{"field":value}}`.
-fn one_field<T: Write + ?Sized>(out: &mut Text, variant: &str, field: &str, value: &T) {
+fn one_field<T: Write + ?Sized>(
+    out: &mut Text,
+    variant: &'static str,
+    field: &'static str,
+    value: &T,
+) {
     let mut outer = out.object();
     outer.at(variant).tagged(field, value);
     outer.end();
