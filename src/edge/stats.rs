@@ -4,6 +4,8 @@
 //! rule's most refused keys, a page at a time). A hub that does not answer
 //! is named in `unreachable`, and the rest still count.
 
+use serde_json::Value;
+
 use crate::json;
 use worker::{console_error, Headers, Response, Result};
 
@@ -31,12 +33,13 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
     isolate::report(objects).await;
     let (mut totals, mut recent) = (Vec::new(), Vec::new());
     let (mut manual_bans, mut rule_bans) = (0, 0);
-    let mut shared = std::collections::BTreeMap::new();
+    let mut shared = serde_json::Map::new();
     let mut unreachable = Vec::new();
     for (n, stats) in (0..HUBS).zip(objects.hub_stats(since).await) {
         match stats {
             Ok(stats) => {
-                shared.insert(hub_name(n), json!({"requests": stats.requests}));
+                let requests = [("requests".to_string(), stats.requests.into())];
+                shared.insert(hub_name(n), Value::Object(requests.into_iter().collect()));
                 totals.extend(stats.totals);
                 recent.extend(stats.recent);
                 // Every hub holds every manual ban; each lists the rules'

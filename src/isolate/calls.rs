@@ -24,12 +24,19 @@ impl ObjectCalls {
 
     /// `{"LIMITER": n, "HUB": n, …}`; a binding never called is absent.
     pub fn figures(&self) -> crate::json::Json {
-        let counts: std::collections::BTreeMap<String, u64> = self
-            .counts
-            .iter()
-            .map(|&(name, calls)| (name.to_owned(), calls))
-            .collect();
-        crate::json::sorted(&counts)
+        crate::json::sorted(self)
+    }
+}
+
+/// Written in a sorted text ([`crate::json::sorted`]), the bindings come
+/// in the order of their names.
+impl crate::json::Write for ObjectCalls {
+    fn write(&self, out: &mut crate::json::Text) {
+        let mut fields = out.object();
+        for (name, calls) in &self.counts {
+            fields.field(name, calls);
+        }
+        fields.end();
     }
 }
 

@@ -8,8 +8,6 @@
 //! escapes them), which the tests check against the types' serde derives,
 //! kept for that.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Number, Value};
 
 /// A value that writes itself as JSON.
@@ -341,18 +339,6 @@ impl Write for Number {
         // `Number`'s `Display` is its JSON: itoa for integers, and for a
         // float the shortest text that reads back, as serde_json writes.
         out.raw(&self.to_string());
-    }
-}
-
-/// A map, as serde writes one: its keys in the map's order.
-impl<T: Write> Write for BTreeMap<String, T> {
-    fn write(&self, out: &mut Text) {
-        let mut fields = out.object();
-        for (key, value) in self {
-            fields.key_in_place(key);
-            value.write(fields.out);
-        }
-        fields.end();
     }
 }
 
