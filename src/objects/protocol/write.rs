@@ -36,6 +36,21 @@ fn one_field<T: Write + ?Sized>(
     outer.end();
 }
 
+/// A struct variant's two fields: `{"variant":{"a":..,"b":..}}`.
+fn two_fields<A: Write, B: Write>(
+    out: &mut Text,
+    variant: &'static str,
+    (a, a_value): (&'static str, &A),
+    (b, b_value): (&'static str, &B),
+) {
+    let mut outer = out.object();
+    let mut fields = outer.at(variant).object();
+    fields.field(a, a_value);
+    fields.field(b, b_value);
+    fields.end();
+    outer.end();
+}
+
 impl Write for LimiterReply {
     fn write(&self, out: &mut Text) {
         let name = self.name();
@@ -189,20 +204,10 @@ impl Write for HubCall {
             HubCall::Unban(u) => out.tagged(name, u),
             HubCall::Stats { since_ms } => one_field(out, name, "since_ms", since_ms),
             HubCall::Top { rule, since_ms } => {
-                let mut outer = out.object();
-                let mut fields = outer.at(name).object();
-                fields.field("rule", rule);
-                fields.field("since_ms", since_ms);
-                fields.end();
-                outer.end();
+                two_fields(out, name, ("rule", rule), ("since_ms", since_ms));
             }
             HubCall::Bans { limit, after } => {
-                let mut outer = out.object();
-                let mut fields = outer.at(name).object();
-                fields.field("limit", limit);
-                fields.field("after", after);
-                fields.end();
-                outer.end();
+                two_fields(out, name, ("limit", limit), ("after", after));
             }
         }
     }
@@ -214,12 +219,7 @@ impl Write for HubReply {
         match self {
             HubReply::Report(r) => out.tagged(name, r),
             HubReply::Ban { banned, replaced } => {
-                let mut outer = out.object();
-                let mut fields = outer.at(name).object();
-                fields.field("banned", banned);
-                fields.field("replaced", replaced);
-                fields.end();
-                outer.end();
+                two_fields(out, name, ("banned", banned), ("replaced", replaced));
             }
             HubReply::Unban { removed } => one_field(out, name, "removed", removed),
             HubReply::Stats(s) => out.tagged(name, s),
