@@ -408,6 +408,15 @@ mod tests {
             prop_assert_eq!(ours, theirs);
         }
 
+        /// Strings made mostly of what escaping is about: every control
+        /// character, quotes, backslashes, DEL, and multi-byte characters
+        /// beside ASCII.
+        #[test]
+        fn strings_to_escape_are_written_as_serde_json_writes_them(text in "[\\x00-\\x1f\"\\\\\\x7fa/é\u{2028}🦀]{0,24}") {
+            let (ours, theirs) = both(text.as_str());
+            prop_assert_eq!(ours, theirs);
+        }
+
         #[test]
         fn any_number_is_written_as_serde_json_writes_it(u in any::<u64>(), i in any::<i64>(), f in any::<f64>()) {
             prop_assert_eq!(to_string(&u), serde_json::to_string(&u).unwrap());
