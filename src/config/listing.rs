@@ -20,6 +20,8 @@ pub struct Listing<'a> {
     api_rule: &'static str,
 }
 
+crate::write_json!(Listing<'_> { rules, api_rule });
+
 pub fn of(config: &Config) -> Listing<'_> {
     Listing {
         rules: config.rules.iter().map(Listed::of).collect(),
@@ -53,6 +55,25 @@ struct Listed<'a> {
     waiting_room: Option<ListedRoom>,
 }
 
+crate::write_json!(Listed<'_> {
+    id,
+    matcher as "match",
+    paths,
+    action,
+    tiers,
+    scope,
+    split,
+    concurrency,
+    ban,
+    allow,
+    deny,
+    shadow,
+    local,
+    on_error,
+    also,
+    waiting_room if Option::is_none,
+});
+
 #[derive(Serialize)]
 struct ListedRoom {
     active: u32,
@@ -62,6 +83,15 @@ struct ListedRoom {
     refresh_ms: u64,
     opens_at: Option<String>,
 }
+
+crate::write_json!(ListedRoom {
+    active,
+    per_minute,
+    session_ms,
+    shards,
+    refresh_ms,
+    opens_at
+});
 
 impl ListedRoom {
     fn of(room: &WaitingRoom) -> ListedRoom {
@@ -89,11 +119,15 @@ struct ListedLayer<'a> {
     policies: Vec<ListedPolicy<'a>>,
 }
 
+crate::write_json!(ListedLayer<'_> { id, key, scope, split, lookup, policies });
+
 #[derive(Serialize)]
 struct Match<'a> {
     path: String,
     methods: Option<&'a [String]>,
 }
+
+crate::write_json!(Match<'_> { path, methods });
 
 /// How the rule compares paths, in the config's words.
 #[derive(Serialize)]
@@ -103,6 +137,11 @@ struct Paths {
     /// `ignore` or `strict`.
     trailing_slash: &'static str,
 }
+
+crate::write_json!(Paths {
+    case,
+    trailing_slash
+});
 
 /// A tier: who it is for, its key (none for a global quota, which every
 /// caller shares), its policies, and the rule name its keys are looked up
@@ -117,6 +156,8 @@ struct ListedTier<'a> {
     policies: Vec<ListedPolicy<'a>>,
 }
 
+crate::write_json!(ListedTier<'_> { name, when, key, lookup, policies });
+
 /// A policy as the config spells it: for GCRA, `limit` per `window` with
 /// a `burst` (not the bucket's capacity and refill time, which the
 /// RateLimit fields announce).
@@ -130,6 +171,8 @@ struct ListedPolicy<'a> {
     burst: Option<u64>,
 }
 
+crate::write_json!(ListedPolicy<'_> { name, limit, window_ms, algorithm, burst if Option::is_none });
+
 #[derive(Serialize)]
 struct ListedConcurrency {
     limit: u32,
@@ -137,6 +180,13 @@ struct ListedConcurrency {
     max_wait_ms: u64,
     max_queue: u32,
 }
+
+crate::write_json!(ListedConcurrency {
+    limit,
+    lease_ttl_ms,
+    max_wait_ms,
+    max_queue
+});
 
 #[derive(Serialize)]
 struct ListedBan {
@@ -147,6 +197,15 @@ struct ListedBan {
     max_ms: u64,
     status: u16,
 }
+
+crate::write_json!(ListedBan {
+    after,
+    within_ms,
+    for_ms,
+    multiplier,
+    max_ms,
+    status
+});
 
 impl<'a> Listed<'a> {
     fn of(rule: &'a Rule) -> Listed<'a> {

@@ -368,10 +368,10 @@ fn lies_below(rule: &Rule, prefix: &str) -> bool {
 }
 
 /// A JSON value as an error message quotes it: compact, as `{value}` would
-/// write it, but through `serde_json::to_string`, the writer the responses
+/// write it, but through [`crate::json::Write`], the writer the responses
 /// use, rather than `Value`'s `Display` with its pretty-printer.
 fn json_text(value: &serde_json::Value) -> String {
-    serde_json::to_string(value).unwrap_or_default()
+    crate::json::to_string(value)
 }
 
 pub(crate) fn error(field: &str, message: impl Into<String>) -> ConfigError {

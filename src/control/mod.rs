@@ -75,6 +75,12 @@ impl From<RuleState> for &'static str {
     }
 }
 
+impl crate::json::Write for RuleState {
+    fn write(&self, out: &mut crate::json::Text) {
+        out.str(self.as_str());
+    }
+}
+
 /// A rule's state, why, and since when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Control {
@@ -86,6 +92,12 @@ pub struct Control {
     #[serde(default)]
     pub set_ms: u64,
 }
+
+crate::write_json!(Control {
+    state,
+    reason,
+    set_ms
+});
 
 impl Control {
     /// A state as serde writes it, read by hand ([`crate::input::scan`]):
@@ -171,7 +183,7 @@ mod tests {
     #[test]
     fn states_are_spelled_in_lower_case_on_the_wire() {
         for state in [RuleState::Open, RuleState::Paused, RuleState::Closed] {
-            let wire = serde_json::to_string(&state).unwrap();
+            let wire = crate::json::written(&state);
             assert_eq!(wire, format!("\"{}\"", state.as_str()));
             assert_eq!(serde_json::from_str::<RuleState>(&wire).unwrap(), state);
         }

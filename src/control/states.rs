@@ -22,6 +22,8 @@ pub struct RuleStates {
     rules: Vec<(String, Control)>,
 }
 
+crate::write_json!(RuleStates { rules });
+
 /// The `rules` of a document, read by hand ([`crate::input::scan`]).
 fn rules(scan: &mut Scan) -> Read<Vec<(String, Control)>> {
     let mut rules = None;
@@ -67,7 +69,7 @@ impl RuleStates {
     }
 
     pub fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        crate::json::to_string(self)
     }
 
     /// Rule `rule`'s state when it is not open.

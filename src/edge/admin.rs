@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 
 use crate::json;
+use crate::json::Json;
 use worker::{console_error, Env, Headers, Method, Response, Result};
 
 use super::client::Objects;
@@ -283,8 +284,8 @@ async fn lift_override(
 
 /// An override as operators read it: policies with their limits and
 /// windows, `unlimited`, and when it lapses.
-fn override_view(o: &WireOverride) -> serde_json::Value {
-    let policies: Vec<serde_json::Value> = o
+fn override_view(o: &WireOverride) -> Json {
+    let policies: Vec<Json> = o
         .decode()
         .map(|o| o.policies)
         .unwrap_or_default()
@@ -327,7 +328,7 @@ async fn inspect_key(
             "override": state.overridden.as_ref().map(override_view),
         }));
     }
-    let body = match <[serde_json::Value; 1]>::try_from(states) {
+    let body = match <[Json; 1]>::try_from(states) {
         Ok([one]) => one,
         Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers, "manual_ban": manual_ban}),
     };
@@ -351,7 +352,7 @@ async fn reset_key(
             .await?;
         answers.push(json!({"object": target.object, "reset": reset}));
     }
-    let body = match <[serde_json::Value; 1]>::try_from(answers) {
+    let body = match <[Json; 1]>::try_from(answers) {
         Ok([one]) => one,
         Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
     };

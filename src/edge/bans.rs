@@ -5,6 +5,7 @@
 //! `GET {prefix}/admin/bans`, the bans the hubs list.
 
 use crate::json;
+use crate::json::Json;
 use serde::Serialize;
 use worker::{Headers, Response, Result};
 
@@ -118,6 +119,8 @@ struct BansPage<'a> {
     next: Option<String>,
 }
 
+crate::write_json!(BansPage<'_> { bans, next });
+
 /// A ban as `GET /admin/bans` lists it.
 #[derive(Serialize)]
 struct ListedBan<'a> {
@@ -131,6 +134,8 @@ struct ListedBan<'a> {
     started_ms: Option<u64>,
     started: Option<String>,
 }
+
+crate::write_json!(ListedBan<'_> { key, source, until_ms, until, reason, started_ms, started });
 
 impl<'a> ListedBan<'a> {
     fn of(ban: &'a BanRecord) -> ListedBan<'a> {
@@ -186,8 +191,8 @@ pub fn key_targets(
 
 /// One answer per object, or `{"rule", "key", "tiers": [...]}` for a
 /// tiered rule's id.
-fn per_target(rule: &str, key: &str, answers: Vec<serde_json::Value>) -> serde_json::Value {
-    match <[serde_json::Value; 1]>::try_from(answers) {
+fn per_target(rule: &str, key: &str, answers: Vec<Json>) -> Json {
+    match <[Json; 1]>::try_from(answers) {
         Ok([one]) => one,
         Err(tiers) => json!({"rule": rule, "key": key, "tiers": tiers}),
     }
@@ -223,7 +228,7 @@ pub async fn put_on_key(
             source: target.scope.to_string(),
             started_ms: now,
         });
-        answers.push(serde_json::to_value(KeyBanned {
+        answers.push(json::sorted(&KeyBanned {
             rule: target.scope.id(),
             key,
             object: target.object.as_str(),
@@ -231,7 +236,7 @@ pub async fn put_on_key(
             until: rfc3339(until_ms),
             reason: &ban.reason,
             replaced: previous,
-        })?);
+        }));
     }
     isolate::report(objects).await;
     respond::json(&per_target(rule, key, answers), Headers::new())
@@ -249,6 +254,8 @@ struct KeyBanned<'a> {
     /// The ban that was in force.
     replaced: Option<BanNotice>,
 }
+
+crate::write_json!(KeyBanned<'_> { rule, key, object, until_ms, until, reason, replaced });
 
 /// `DELETE /admin/keys/{rule}/{key}/ban`: lifts the key's ban on that
 /// rule, an operator's or the rule's own, keeping its log; 404 if none

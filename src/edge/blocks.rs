@@ -91,7 +91,7 @@ pub fn settle(settle: &SettleRequest) -> bool {
 }
 
 /// What the isolate's blocks hold and did, for operators.
-pub fn figures() -> serde_json::Value {
+pub fn figures() -> crate::json::Json {
     BLOCKS
         .with(|blocks| blocks.borrow().as_ref().map(LocalBlocks::figures))
         .unwrap_or_else(|| crate::json!({"held": 0, "granted": 0, "admitted": 0, "settled": 0}))

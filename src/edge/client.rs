@@ -7,7 +7,6 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
 
-use serde::Serialize;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{Env, Result};
 
@@ -45,7 +44,7 @@ thread_local! {
 
 /// The object calls this isolate has made since it started, by binding
 /// (`GET {prefix}/admin/stats`, under `isolate`).
-pub fn object_calls() -> serde_json::Value {
+pub fn object_calls() -> crate::json::Json {
     CALLS.with(|calls| calls.borrow().figures())
 }
 
@@ -343,7 +342,7 @@ impl Objects {
     /// One call to an object within the deadline, and its reply as `read`
     /// reads it. Anything but a 200 with a reply (a problem, a failure) is
     /// an error.
-    async fn exchange<C: Serialize, R>(
+    async fn exchange<C: crate::json::Write, R>(
         &self,
         binding: &'static str,
         object: &str,
@@ -351,7 +350,7 @@ impl Objects {
         read: fn(&str) -> Option<R>,
     ) -> Result<R> {
         let text = self
-            .post(binding, object, &serde_json::to_string(call)?)
+            .post(binding, object, &crate::json::to_string(call))
             .await?;
         read(&text).ok_or_else(|| worker::Error::RustError(format!("{binding} answered no reply")))
     }

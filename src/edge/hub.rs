@@ -195,7 +195,7 @@ impl Hub {
                 HubReply::Bans(bans_page(&sql, limit, after.as_ref(), now)?)
             }
         };
-        Ok(Ok(serde_json::to_string(&reply)?))
+        Ok(Ok(crate::json::to_string(&reply)))
     }
 
     fn sql(&self) -> Result<SqlStorage> {
@@ -286,7 +286,7 @@ impl Hub {
                 vec![
                     part.rule.into(),
                     int(part.minute_ms),
-                    serde_json::to_string(&keys)?.into(),
+                    crate::json::to_string(&keys).into(),
                 ],
             )?;
         }

@@ -75,7 +75,7 @@ pub fn forget_manual_ban(key: &str) {
 }
 
 /// What this isolate holds now, for operators: every figure is bounded.
-pub fn figures() -> serde_json::Value {
+pub fn figures() -> crate::json::Json {
     let refusals = REFUSALS.with(|cache| cache.borrow().len());
     let manual_bans = BANS.with(|bans| bans.borrow().len());
     let (pending_stats, followed_rules, pending_bans) =

@@ -65,6 +65,8 @@ struct Part<'a> {
     leases: Vec<Lease>,
 }
 
+crate::write_json!(Part<'_> { rule, key, object, slots, ban, leases });
+
 /// `DELETE /admin/keys/{rule}/*` of a split quota: every part reset.
 pub async fn reset(objects: &Objects, rule: &str, targets: &[Target]) -> Result<Response> {
     let mut views = Vec::with_capacity(targets.len());
@@ -121,6 +123,25 @@ struct SaleView<'a> {
     unreachable: Vec<&'a str>,
 }
 
+crate::write_json!(SaleView<'_> {
+    rule,
+    scope,
+    split,
+    now_ms,
+    state,
+    agree,
+    overridden as "override",
+    quota,
+    admitted,
+    refused,
+    span_s,
+    rate,
+    sell_out_ms,
+    per_second,
+    parts,
+    unreachable,
+});
+
 #[derive(Serialize)]
 struct WholeOverride<'a> {
     policies: Vec<Limit<'a>>,
@@ -130,6 +151,8 @@ struct WholeOverride<'a> {
     parts: usize,
 }
 
+crate::write_json!(WholeOverride<'_> { policies, reason, set_ms, parts });
+
 /// A policy's name, limit and window.
 #[derive(Serialize)]
 pub struct Limit<'a> {
@@ -137,6 +160,8 @@ pub struct Limit<'a> {
     pub limit: u64,
     pub window_ms: u64,
 }
+
+crate::write_json!(Limit<'_> { name, limit, window_ms });
 
 /// Policies as operators read them.
 pub fn limits(policies: &[(String, Spec)]) -> Vec<Limit<'_>> {
@@ -163,12 +188,24 @@ struct QuotaFigures {
     sell_out_ms: Option<u64>,
 }
 
+crate::write_json!(QuotaFigures {
+    policy,
+    limit,
+    window_ms,
+    used,
+    remaining,
+    reset_ms,
+    sell_out_ms
+});
+
 /// Admissions in the last `over_s` complete seconds.
 #[derive(Serialize)]
 struct Rate {
     admitted: u64,
     over_s: u64,
 }
+
+crate::write_json!(Rate { admitted, over_s });
 
 #[derive(Serialize)]
 struct SalePart<'a> {
@@ -182,6 +219,8 @@ struct SalePart<'a> {
     admitted: u64,
     refused: u64,
 }
+
+crate::write_json!(SalePart<'_> { key, object, state, overridden as "override", slots, admitted, refused });
 
 /// One part that answered: its object, what it holds, and its override.
 struct Answered<'a> {
@@ -322,6 +361,8 @@ pub struct Shown<'a> {
     pub reason: &'a str,
     pub set_ms: Option<u64>,
 }
+
+crate::write_json!(Shown<'_> { state, reason, set_ms });
 
 impl<'a> Shown<'a> {
     pub fn of(control: Option<&'a Control>) -> Shown<'a> {

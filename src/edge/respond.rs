@@ -1,7 +1,6 @@
 //! Turning problems, decisions and JSON into `worker::Response`s, and a
 //! decision's answer into the runtime's `Response` in one crossing.
 
-use serde::Serialize;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use worker::{web_sys, Headers, IntoResponse, Response, Result};
@@ -30,8 +29,8 @@ pub fn bearer_challenge(realm: &str, message: &str) -> Result<Response> {
     problem_with(&Problem::new(Code::Unauthorized, message), headers)
 }
 
-pub fn json(value: &impl Serialize, headers: Headers) -> Result<Response> {
-    json_text(serde_json::to_string(value)?, headers)
+pub fn json(value: &impl crate::json::Write, headers: Headers) -> Result<Response> {
+    json_text(crate::json::to_string(value), headers)
 }
 
 /// `json`'s answer once the value is written: one copy for every type
@@ -107,8 +106,8 @@ impl IntoResponse for Reply {
 /// dozen crossings of the wasm boundary (two header sets, a `set` per
 /// field, the body's `Uint8Array` and its copy, the `ResponseInit`, the
 /// `Response`), each with its strings decoded (BENCHMARKS.md).
-pub fn json_with(value: &impl Serialize, fields: &Fields) -> Result<Reply> {
-    json_text_with(serde_json::to_string(value)?, fields)
+pub fn json_with(value: &impl crate::json::Write, fields: &Fields) -> Result<Reply> {
+    json_text_with(crate::json::to_string(value), fields)
 }
 
 /// `json_with`'s answer once the value is written, once for every type.

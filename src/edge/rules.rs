@@ -246,6 +246,20 @@ pub(super) struct StateView<'a> {
     pub(super) shards: Option<Vec<room::admin::ShardState<'a>>>,
 }
 
+crate::write_json!(StateView<'_> {
+    rule,
+    state,
+    reason,
+    set_ms,
+    kept as "where",
+    previous if Option::is_none,
+    isolate if Option::is_none,
+    applies_within_ms if Option::is_none,
+    parts if Option::is_none,
+    agree if Option::is_none,
+    shards if Option::is_none,
+});
+
 impl<'a> StateView<'a> {
     pub(super) fn new(
         rule: &'a str,
@@ -291,6 +305,16 @@ struct PartView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
+
+crate::write_json!(PartView<'_> {
+    key,
+    object,
+    state if Option::is_none,
+    previous if Option::is_none,
+    policies if Option::is_none,
+    replaced if Option::is_none,
+    error if Option::is_none,
+});
 
 impl<'a> PartView<'a> {
     fn of(target: &'a Target) -> PartView<'a> {
@@ -394,6 +418,8 @@ struct SetOverride<'a> {
     set_ms: u64,
 }
 
+crate::write_json!(SetOverride<'_> { policy, limit, reason, set_ms });
+
 #[derive(Serialize)]
 struct OverrideView<'a> {
     rule: &'a str,
@@ -401,6 +427,8 @@ struct OverrideView<'a> {
     whole: Option<SetOverride<'a>>,
     parts: Vec<PartView<'a>>,
 }
+
+crate::write_json!(OverrideView<'_> { rule, whole as "override", parts });
 
 /// Sets (or with `None` lifts) each part's override, each answering whether
 /// it replaced one. Lifting where no part held one is a 404.
@@ -460,7 +488,7 @@ fn failed<'t, T>(targets: &'t [Target], answers: &[Result<T>]) -> Vec<&'t str> {
 /// so that the operator sends it again: each write sets a value, so
 /// sending it twice changes nothing more, and those that had it keep it.
 pub(super) fn respond_parts<F: Into<serde_json::Value> + ToString>(
-    view: &impl Serialize,
+    view: &impl crate::json::Write,
     noun: &str,
     failed: Vec<F>,
 ) -> Result<Response> {

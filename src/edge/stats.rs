@@ -4,6 +4,8 @@
 //! rule's most refused keys, a page at a time). A hub that does not answer
 //! is named in `unreachable`, and the rest still count.
 
+use serde_json::Value;
+
 use crate::json;
 use worker::{console_error, Headers, Response, Result};
 
@@ -36,7 +38,8 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
     for (n, stats) in (0..HUBS).zip(objects.hub_stats(since).await) {
         match stats {
             Ok(stats) => {
-                shared.insert(hub_name(n), json!({"requests": stats.requests}));
+                let requests = [("requests".to_string(), stats.requests.into())];
+                shared.insert(hub_name(n), Value::Object(requests.into_iter().collect()));
                 totals.extend(stats.totals);
                 recent.extend(stats.recent);
                 // Every hub holds every manual ban; each lists the rules'
@@ -50,11 +53,16 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
             }
         }
     }
-    let mut body = serde_json::to_value(summarize(&totals, &recent, since, now_ms()))?;
-    body["bans"] = json!({"manual": manual_bans, "rule": rule_bans});
-    body["shared"] = shared.into();
-    body["unreachable"] = unreachable.into();
-    body["isolate"] = isolate::figures();
+    let answer = summarize(&totals, &recent, since, now_ms());
+    let body = json!({
+        "since_ms": answer.since_ms,
+        "now_ms": answer.now_ms,
+        "rules": answer.rules,
+        "bans": json!({"manual": manual_bans, "rule": rule_bans}),
+        "shared": shared,
+        "unreachable": unreachable,
+        "isolate": isolate::figures(),
+    });
     respond::json(&body, Headers::new())
 }
 

@@ -252,8 +252,8 @@ impl LocalBlocks {
     /// For operators: `{"held", "granted", "admitted", "settled"}` since
     /// the isolate started (`GET {prefix}/admin/stats`, under
     /// `isolate.blocks`).
-    pub fn figures(&self) -> serde_json::Value {
-        serde_json::json!({
+    pub fn figures(&self) -> crate::json::Json {
+        crate::json!({
             "held": self.holder.count(),
             "granted": self.granted,
             "admitted": self.admitted,

@@ -8,8 +8,6 @@
 //! given; it is the last item's sort key, as hex of its JSON, so a page
 //! starts after that item even when items came or went in between.
 
-use serde::Serialize;
-
 use super::problem::Problem;
 use super::url;
 use crate::input::scan::{whole, Read, Scan};
@@ -119,10 +117,10 @@ impl Params {
 pub const CURSOR: &str = "cursor";
 
 /// The `next` cursor of a page whose last item sorts by `key`.
-pub fn cursor<T: Serialize>(key: &T) -> String {
-    let json = serde_json::to_vec(key).unwrap_or_default();
+pub fn cursor<T: crate::json::Write>(key: &T) -> String {
+    let json = crate::json::to_string(key);
     let mut out = String::with_capacity(json.len() * 2);
-    for byte in json {
+    for byte in json.bytes() {
         out.push(char::from(HEX[usize::from(byte >> 4)]));
         out.push(char::from(HEX[usize::from(byte & 0xf)]));
     }

@@ -201,12 +201,12 @@ impl Problem {
             .unwrap_or("")
     }
 
-    /// The body as compact JSON. Written with `serde_json::to_string`, not
+    /// The body as compact JSON, written by [`crate::json::Write`], not
     /// `Value`'s `Display`, which also links a pretty-printer and its own
     /// writer (with the config's messages, 3 KB of wasm), and without the
     /// copy of the body that a `Value` needed.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.body).unwrap_or_default()
+        crate::json::to_string(&self.body)
     }
 }
 

@@ -40,6 +40,14 @@ pub struct BanRecord {
     pub started_ms: u64,
 }
 
+crate::write_json!(BanRecord {
+    key,
+    until_ms,
+    reason,
+    source,
+    started_ms
+});
+
 /// The manual bans an isolate applies, indexed for the check every
 /// request makes: a ban on a key or an address is one hash lookup; a ban on
 /// a network (`10.0.0.0/8`, `2001:db8::/32`) is found by masking the

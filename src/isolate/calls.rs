@@ -23,12 +23,20 @@ impl ObjectCalls {
     }
 
     /// `{"LIMITER": n, "HUB": n, …}`; a binding never called is absent.
-    pub fn figures(&self) -> serde_json::Value {
-        self.counts
-            .iter()
-            .map(|&(name, calls)| (name.to_owned(), calls.into()))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+    pub fn figures(&self) -> crate::json::Json {
+        crate::json::sorted(self)
+    }
+}
+
+/// Written in a sorted text ([`crate::json::sorted`]), the bindings come
+/// in the order of their names.
+impl crate::json::Write for ObjectCalls {
+    fn write(&self, out: &mut crate::json::Text) {
+        let mut fields = out.object();
+        for (name, calls) in &self.counts {
+            fields.field(name, calls);
+        }
+        fields.end();
     }
 }
 
@@ -39,10 +47,13 @@ mod tests {
     #[test]
     fn counts_each_binding_apart() {
         let mut calls = ObjectCalls::default();
-        assert_eq!(calls.figures(), serde_json::json!({}));
+        assert_eq!(calls.figures().value(), serde_json::json!({}));
         for binding in ["LIMITER", "HUB", "LIMITER", "LIMITER"] {
             calls.count(binding);
         }
-        assert_eq!(calls.figures(), serde_json::json!({"LIMITER": 3, "HUB": 1}));
+        assert_eq!(
+            calls.figures().value(),
+            serde_json::json!({"LIMITER": 3, "HUB": 1})
+        );
     }
 }

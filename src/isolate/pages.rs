@@ -23,6 +23,12 @@ use crate::isolate::top::Counted;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BanCursor(pub u64, pub String, pub String);
 
+impl crate::json::Write for BanCursor {
+    fn write(&self, out: &mut crate::json::Text) {
+        (self.0, &self.1, &self.2).write(out);
+    }
+}
+
 impl BanCursor {
     pub fn of(ban: &BanRecord) -> BanCursor {
         BanCursor(ban.started_ms, ban.key.clone(), ban.source.clone())
@@ -79,6 +85,12 @@ pub fn merge_bans(hubs: Vec<Vec<BanRecord>>, limit: usize) -> (Vec<BanRecord>, O
 /// Where a page of top keys ends: the last key's count and the key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopCursor(pub u64, pub String);
+
+impl crate::json::Write for TopCursor {
+    fn write(&self, out: &mut crate::json::Text) {
+        (self.0, &self.1).write(out);
+    }
+}
 
 impl TopCursor {
     /// `[count, key]`, read as [`BanCursor::read`] reads its cursor.

@@ -40,11 +40,15 @@ pub struct Report {
     pub bans: Vec<BanRecord>,
 }
 
+crate::write_json!(Report { stats, top, bans });
+
 /// A hub's answer to a report: the manual bans every isolate applies.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubAnswer {
     pub manual_bans: Vec<BanRecord>,
 }
+
+crate::write_json!(HubAnswer { manual_bans });
 
 #[derive(Debug, Default)]
 pub struct Outbox {

@@ -44,6 +44,14 @@ pub struct StatRow {
     pub failed: u64,
 }
 
+crate::write_json!(StatRow {
+    rule,
+    minute_ms,
+    admitted,
+    refused,
+    failed
+});
+
 #[derive(Debug, Default)]
 pub struct Tally {
     pending: BTreeMap<(u64, String), StatRow>,
@@ -119,6 +127,14 @@ pub struct RuleStats {
     pub per_minute: Vec<StatRow>,
 }
 
+crate::write_json!(RuleStats {
+    rule,
+    admitted,
+    refused,
+    failed,
+    per_minute
+});
+
 /// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
 /// counts, not lists, so its size depends on the rules only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,12 +152,26 @@ pub struct HubStats {
     pub rule_bans: u64,
 }
 
+crate::write_json!(HubStats {
+    requests,
+    totals,
+    recent,
+    manual_bans,
+    rule_bans
+});
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsAnswer {
     pub since_ms: u64,
     pub now_ms: u64,
     pub rules: Vec<RuleStats>,
 }
+
+crate::write_json!(StatsAnswer {
+    since_ms,
+    now_ms,
+    rules
+});
 
 /// Totals since `since_ms` and the last hour per minute, for every rule
 /// the hubs counted (at most [`MAX_STAT_RULES`], by name), from the hubs'

@@ -31,12 +31,16 @@ pub struct Counted {
     pub error: u64,
 }
 
+crate::write_json!(Counted { key, count, error });
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TopKeys {
     counted: Vec<Counted>,
     /// Everything ever added, so readers can state the guarantee.
     seen: u64,
 }
+
+crate::write_json!(TopKeys { counted, seen });
 
 impl TopKeys {
     pub fn new() -> TopKeys {
@@ -189,6 +193,12 @@ pub struct RuleTop {
     pub minute_ms: u64,
     pub keys: TopKeys,
 }
+
+crate::write_json!(RuleTop {
+    rule,
+    minute_ms,
+    keys
+});
 
 #[cfg(test)]
 mod tests {

@@ -201,6 +201,13 @@ pub struct BanNotice {
     pub started: bool,
 }
 
+crate::write_json!(BanNotice {
+    until_ms,
+    reason,
+    offences,
+    started
+});
+
 impl BanNotice {
     pub fn of(ban: &Ban, started: bool) -> BanNotice {
         BanNotice {

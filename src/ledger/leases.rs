@@ -27,6 +27,8 @@ pub struct LeaseAsk {
     pub new_id: String,
 }
 
+crate::write_json!(LeaseAsk { name, limit, ttl_ms, owner, reenter if Option::is_none, strict_limit, new_id });
+
 impl LeaseAsk {
     pub(super) fn acquire(&self) -> Acquire<'_> {
         Acquire {

@@ -79,6 +79,21 @@ impl From<PolicyDecision> for WireDecision {
     }
 }
 
+impl crate::json::Write for PolicyDecision {
+    fn write(&self, out: &mut crate::json::Text) {
+        let d = &self.decision;
+        let mut fields = out.object();
+        fields.field("name", &self.name);
+        fields.field("window_ms", &self.window_ms);
+        fields.field("allowed", &d.allowed);
+        fields.field("limit", &d.limit);
+        fields.field("remaining", &d.remaining);
+        fields.field("reset_ms", &d.reset_ms);
+        fields.field("retry_after_ms", &d.retry);
+        fields.end();
+    }
+}
+
 /// The answer to one check across all of a request's policies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
@@ -131,6 +146,19 @@ pub struct Outcome {
     pub blocks: Vec<BlockGrant>,
 }
 
+crate::write_json!(Outcome {
+    allowed,
+    pending if std::ops::Not::not,
+    policies,
+    ban if Option::is_none,
+    lease if Option::is_none,
+    conflict if Option::is_none,
+    halt if Option::is_none,
+    retry as "retry_after_ms",
+    spread if Option::is_none,
+    blocks if Vec::is_empty,
+});
+
 /// A refusal whose retry time was spread: `retry` is the moment its
 /// refusing policies invited it, at or after the moment it could really
 /// pass. Both in ms from the decision.
@@ -148,6 +176,8 @@ pub struct Spread {
     #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "next_ms")]
     pub next: Vec<u64>,
 }
+
+crate::write_json!(Spread { earliest as "earliest_ms", next as "next_ms" if Vec::is_empty });
 
 /// A concurrency limit's answer, named like a policy for the headers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,6 +198,8 @@ pub struct LeaseOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<LeaseError>,
 }
+
+crate::write_json!(LeaseOutcome { name, limit, in_flight, lease, refused, retry_after_ms, error if Option::is_none });
 
 impl Outcome {
     pub(super) fn new(

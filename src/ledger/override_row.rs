@@ -16,15 +16,32 @@ struct Row {
     set_ms: u64,
 }
 
+crate::write_json!(Row {
+    policies,
+    until_ms,
+    reason,
+    set_ms
+});
+
 #[derive(Serialize)]
 struct RowPolicy {
     name: String,
     spec: (u64, u64, u64, u64),
 }
 
+impl crate::json::Write for RowPolicy {
+    fn write(&self, out: &mut crate::json::Text) {
+        let (a, b, c, d) = self.spec;
+        let mut fields = out.object();
+        fields.field("name", &self.name);
+        fields.field("spec", &[a, b, c, d][..]);
+        fields.end();
+    }
+}
+
 /// The row body for an override.
-pub fn encode(o: &Override) -> serde_json::Result<String> {
-    serde_json::to_string(&Row {
+pub fn encode(o: &Override) -> String {
+    crate::json::to_string(&Row {
         policies: o
             .policies
             .iter()
@@ -127,7 +144,7 @@ mod tests {
             (o.until_ms, o.reason.as_str(), o.set_ms),
             (Some(5000), "launch", 100)
         );
-        assert_eq!(encode(&o).unwrap(), body);
+        assert_eq!(encode(&o), body);
     }
 
     #[test]

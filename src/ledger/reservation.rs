@@ -43,6 +43,12 @@ pub struct Run {
 #[derive(Serialize)]
 struct RowRun(String, u64, bool);
 
+impl crate::json::Write for RowRun {
+    fn write(&self, out: &mut crate::json::Text) {
+        (&self.0, self.1, self.2).write(out);
+    }
+}
+
 impl RowRun {
     fn read(scan: &mut Scan) -> Read<RowRun> {
         let mut items = scan.array()?;
@@ -59,13 +65,13 @@ impl RowRun {
 
 impl Reservation {
     /// The runs as the reservation row's `runs` column holds them (JSON).
-    pub fn encode_runs(&self) -> serde_json::Result<String> {
+    pub fn encode_runs(&self) -> String {
         let runs: Vec<RowRun> = self
             .runs
             .iter()
             .map(|r| RowRun(r.slot.clone(), r.at_ms, r.in_slot_row))
             .collect();
-        serde_json::to_string(&runs)
+        crate::json::to_string(&runs)
     }
 
     /// A reservation from its row; `None` if its runs no longer read back.

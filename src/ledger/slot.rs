@@ -32,6 +32,15 @@ pub struct SlotReport {
     pub reset_ms: u64,
 }
 
+crate::write_json!(SlotReport {
+    policy,
+    limit,
+    window_ms,
+    used,
+    remaining,
+    reset_ms
+});
+
 impl SlotReport {
     /// A policy's state as an operator reads it from its limiter.
     pub(super) fn of(name: &str, spec: Spec, limiter: &mut Algorithm, now_ms: u64) -> SlotReport {

@@ -176,6 +176,16 @@ pub struct Throttle {
     pub reset_after_s: u64,
 }
 
+crate::write_json!(Throttle {
+    limited,
+    limit,
+    remaining,
+    retry_after_ms,
+    reset_after_ms,
+    retry_after_s,
+    reset_after_s
+});
+
 impl Gcra {
     pub fn new(policy: GcraPolicy) -> Gcra {
         Gcra {

@@ -46,6 +46,14 @@ pub struct Lease {
     pub holds: u32,
 }
 
+crate::write_json!(Lease {
+    id,
+    owner,
+    fence,
+    expires_ms,
+    holds
+});
+
 /// The answer to an acquire that was tried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
@@ -69,6 +77,21 @@ pub enum LeaseError {
     LimitMismatch { held: u32 },
     /// The lease to re-enter is unknown, lapsed or released.
     NoSuchLease,
+}
+
+/// Tagged inside its object by `kind`, as serde's `tag = "kind"` writes it.
+impl crate::json::Write for LeaseError {
+    fn write(&self, out: &mut crate::json::Text) {
+        let mut fields = out.object();
+        match self {
+            LeaseError::LimitMismatch { held } => {
+                fields.field("kind", "limit_mismatch");
+                fields.field("held", held);
+            }
+            LeaseError::NoSuchLease => fields.field("kind", "no_such_lease"),
+        }
+        fields.end();
+    }
 }
 
 /// A [`LeaseError`] as written: its tag and its one field. Reading it as a
@@ -342,11 +365,11 @@ mod tests {
             LeaseError::LimitMismatch { held: 3 },
             LeaseError::NoSuchLease,
         ] {
-            let wire = serde_json::to_string(&error).unwrap();
+            let wire = crate::json::written(&error);
             assert_eq!(serde_json::from_str::<LeaseError>(&wire).unwrap(), error);
         }
         assert_eq!(
-            serde_json::to_string(&LeaseError::LimitMismatch { held: 3 }).unwrap(),
+            crate::json::written(&LeaseError::LimitMismatch { held: 3 }),
             r#"{"kind":"limit_mismatch","held":3}"#
         );
         assert_eq!(

@@ -61,6 +61,12 @@ impl From<Retry> for Option<u64> {
     }
 }
 
+impl crate::json::Write for Retry {
+    fn write(&self, out: &mut crate::json::Text) {
+        self.ms().write(out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,7 +90,7 @@ mod tests {
 
     #[test]
     fn the_wire_form_is_ms_or_null() {
-        let json = serde_json::to_string(&[Retry::After(42), Retry::Never]).unwrap();
+        let json = crate::json::written(&[Retry::After(42), Retry::Never][..]);
         assert_eq!(json, "[42,null]");
         let back: Vec<Retry> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, [Retry::After(42), Retry::Never]);

@@ -98,6 +98,12 @@ impl fmt::Display for Scope {
 #[serde(transparent)]
 pub struct ObjectName(String);
 
+impl crate::json::Write for ObjectName {
+    fn write(&self, out: &mut crate::json::Text) {
+        out.str(&self.0);
+    }
+}
+
 impl ObjectName {
     pub fn as_str(&self) -> &str {
         &self.0

@@ -38,11 +38,71 @@ pub struct Report<'a> {
     pub history: Vec<Minute>,
 }
 
+crate::write_json!(Report<'_> {
+    rule,
+    active_limit,
+    per_minute_limit,
+    session_ms,
+    refresh_ms,
+    opens_at,
+    open,
+    state,
+    reason,
+    waiting,
+    active,
+    offered,
+    admitted_last_minute,
+    wait_s,
+    unanswered,
+    shards,
+    history,
+});
+
 #[derive(Debug, Serialize)]
 pub struct ShardFigures {
     pub shard: u32,
     #[serde(flatten)]
     pub answer: ShardAnswer,
+}
+
+/// The shard, then its answer's fields beside it (serde's `flatten` of
+/// an untagged enum).
+impl crate::json::Write for ShardFigures {
+    fn write(&self, out: &mut crate::json::Text) {
+        let mut fields = out.object();
+        fields.field("shard", &self.shard);
+        match &self.answer {
+            ShardAnswer::Figures {
+                places,
+                per_minute,
+                open,
+                state,
+                serving,
+                next,
+                waiting,
+                active,
+                offered,
+                admitted_last_minute,
+                wait_s,
+                calls,
+            } => {
+                fields.field("places", places);
+                fields.field("per_minute", per_minute);
+                fields.field("open", open);
+                fields.field("state", state);
+                fields.field("serving", serving);
+                fields.field("next", next);
+                fields.field("waiting", waiting);
+                fields.field("active", active);
+                fields.field("offered", offered);
+                fields.field("admitted_last_minute", admitted_last_minute);
+                fields.field("wait_s", wait_s);
+                fields.field("calls", calls);
+            }
+            ShardAnswer::Error { error } => fields.field("error", error),
+        }
+        fields.end();
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -74,6 +134,13 @@ pub struct Minute {
     pub active: u64,
     pub admitted: u64,
 }
+
+crate::write_json!(Minute {
+    minute_ms,
+    waiting,
+    active,
+    admitted
+});
 
 /// How long a newcomer to a shard in `status` waits: until the opening
 /// before it, nothing while there is room and nobody waits, else behind

@@ -158,7 +158,7 @@ fn escape(text: &str) -> String {
 ///
 /// Written with `format!`: every value is a number, or a timestamp of
 /// digits and `-:.TZ`, so nothing needs escaping but the reason, written
-/// as a JSON string.
+/// as a JSON string ([`crate::json::Write`]).
 pub fn json(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String {
     let body = match standing {
         Standing::InLine { position, wait_s } => format!(
@@ -177,7 +177,7 @@ pub fn json(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String 
         Some(reason) => format!(
             r#"{},"paused":true,"reason":{}}}"#,
             body.strip_suffix('}').unwrap_or(&body),
-            serde_json::Value::from(reason)
+            crate::json::to_string(reason)
         ),
     }
 }

@@ -4,9 +4,11 @@
 //! and keeps it for its alarm. Variants hold their values by position
 //! (`{"visit": [terms, holding]}`): a variant with named fields is a struct
 //! of its own to serde, and each struct's reader costs the wasm about 2 KB.
-//! serde writes them; they are read by hand (`read.rs`).
+//! Written by hand (`write.rs`, the JSON serde's derives write) and read by
+//! hand (`read.rs`).
 
 mod read;
+mod write;
 
 use serde::Serialize;
 
@@ -98,7 +100,7 @@ mod tests {
             opens_at_ms: None,
         };
         let call = RoomCall::Visit(terms, Holding::Ticket(Number::Pre(3)));
-        let text = serde_json::to_string(&call).unwrap();
+        let text = crate::json::written(&call);
         assert!(text.starts_with(r#"{"visit":[{"places":5,"#), "{text}");
         assert!(text.ends_with(r#"},{"ticket":{"pre":3}}]}"#), "{text}");
         assert_eq!(RoomCall::from_json(&text).unwrap(), call);
@@ -136,7 +138,7 @@ mod tests {
             RoomCall::Inspect(terms),
             RoomCall::Control(terms, control.clone()),
         ] {
-            let text = serde_json::to_string(&call).unwrap();
+            let text = crate::json::written(&call);
             assert_eq!(RoomCall::from_json(&text).unwrap(), call, "{text}");
         }
         let status = |control: Option<Control>| Status {
@@ -182,7 +184,7 @@ mod tests {
             RoomReply::Control(Some(control.clone()), status(Some(control))),
             RoomReply::Control(None, status(None)),
         ] {
-            let text = serde_json::to_string(&reply).unwrap();
+            let text = crate::json::written(&reply);
             assert_eq!(RoomReply::from_json(&text).unwrap(), reply, "{text}");
         }
     }

@@ -14,6 +14,12 @@ pub const SPAN_S: u64 = 300;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Second(pub u64, pub u64, pub u64);
 
+impl crate::json::Write for Second {
+    fn write(&self, out: &mut crate::json::Text) {
+        (self.0, self.1, self.2).write(out);
+    }
+}
+
 impl Second {
     pub fn at_s(&self) -> u64 {
         self.0

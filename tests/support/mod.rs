@@ -135,7 +135,7 @@ impl Rows {
             ledger.restore_hit(&name, at_ms, count);
         }
         for r in &self.reservations {
-            let runs = r.encode_runs().unwrap();
+            let runs = r.encode_runs();
             let row = Reservation::from_row(r.id.clone(), r.lapses_ms, r.cost, &runs).unwrap();
             assert_eq!(&row, r);
             ledger.restore_reservation(row);

@@ -181,7 +181,7 @@ impl Key {
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
         };
         Ok(match answer {
-            Ok(reply) => Ok(serde_json::to_string(&reply)?),
+            Ok(reply) => Ok(crate::json::to_string(&reply)),
             Err(problem) => Err(problem),
         })
     }

@@ -699,14 +699,14 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Override(overridden) => run(
             sql,
             "INSERT OR REPLACE INTO overrides (rowid, body) VALUES (1, ?)",
-            vec![override_row::encode(&overridden)?.into()],
+            vec![override_row::encode(&overridden).into()],
         ),
         Write::Lease { lease, limit } => put_lease(sql, lease, limit),
         Write::Reservation(reservation) => put_reservation(sql, reservation),
         Write::Control(control) => run(
             sql,
             "INSERT OR REPLACE INTO controls (rowid, body) VALUES (1, ?)",
-            vec![serde_json::to_string(&control)?.into()],
+            vec![crate::json::to_string(&control).into()],
         ),
         Write::Refund {
             name,
@@ -769,7 +769,7 @@ fn block_values(block: &Block) -> Vec<SqlStorageValue> {
 }
 
 fn put_reservation(sql: &SqlStorage, reservation: Reservation) -> Result<()> {
-    let runs = reservation.encode_runs()?;
+    let runs = reservation.encode_runs();
     run(
         sql,
         "INSERT OR REPLACE INTO reservations (id, lapses_ms, cost, runs) VALUES (?, ?, ?, ?)",

@@ -98,6 +98,14 @@ pub struct ShardState<'a> {
     error: Option<String>,
 }
 
+crate::write_json!(ShardState<'_> {
+    shard,
+    object,
+    state if Option::is_none,
+    previous if Option::is_none,
+    error if Option::is_none,
+});
+
 impl ShardState<'_> {
     fn of(rule: &str, shard: u32) -> ShardState<'static> {
         ShardState {

@@ -113,7 +113,7 @@ impl Room {
             Some(reply) => {
                 let reply = reply?;
                 self.rearm().await?;
-                Ok(Ok(serde_json::to_string(&reply)?))
+                Ok(Ok(crate::json::to_string(&reply)))
             }
             None => Ok(Err(Problem::invalid("terms", "no shard to call"))),
         }

@@ -146,7 +146,7 @@ pub fn apply(
                 Some(control) => run(
                     sql,
                     "INSERT OR REPLACE INTO room_control (id, body) VALUES (1, ?)",
-                    vec![serde_json::to_string(control)?.into()],
+                    vec![crate::json::to_string(control).into()],
                 )?,
                 None => run(sql, "DELETE FROM room_control", Vec::new())?,
             },
@@ -194,8 +194,8 @@ pub fn apply(
             sql,
             "INSERT OR REPLACE INTO room_state (id, terms, counters) VALUES (1, ?, ?)",
             vec![
-                serde_json::to_string(&terms)?.into(),
-                serde_json::to_string(&counters)?.into(),
+                crate::json::to_string(&terms).into(),
+                crate::json::to_string(&counters).into(),
             ],
         )?;
     }

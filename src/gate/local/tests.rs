@@ -89,7 +89,7 @@ fn a_hot_key_is_admitted_here_once_a_block_came() {
         }
     }
     assert!(calls <= 10, "{calls} calls for 100 decisions");
-    assert_eq!(blocks.figures()["admitted"], 100 - calls);
+    assert_eq!(blocks.figures().value()["admitted"], 100 - calls);
     // Other limits (a config change): to the object, the blocks reported.
     let other = CheckRequest::new("k", &self::specs(999, 10_000), 1, None);
     let Local::Call { request: call, .. } = blocks.decide(&other, true, T0 + 1_000) else {
@@ -123,7 +123,7 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     assert_eq!((due[0].cost, due[0].policies().unwrap()), (0, specs));
     serve(&mut ledger, &due[0], T0 + 60_000);
     assert!(ledger.blocks().is_empty());
-    assert_eq!(blocks.figures()["held"], 0);
+    assert_eq!(blocks.figures().value()["held"], 0);
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn a_reservation_is_pending_in_its_block_and_settled_here_until_reported() {
     assert!(blocks.settle(&settle("r2", true)), "kept here");
     assert!(!blocks.settle(&settle("r1", true)), "settled once");
     assert!(!blocks.settle(&settle("r9", false)), "never admitted here");
-    assert_eq!(blocks.figures()["settled"], 2);
+    assert_eq!(blocks.figures().value()["settled"], 2);
     // A lease stays per call, block or not; the call carries the block's
     // report, r3 pending in it, which the object holds as a reservation,
     // counted until its settle.

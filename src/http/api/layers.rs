@@ -12,13 +12,12 @@
 //! layer asked, under its `name` (given, or its key when that is a valid
 //! name, else `layers[i]`).
 
-use serde_json::Value;
-
 use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
 use super::{check_policy_name, checked_key_at, wait_ms};
 use crate::from_tree;
 use crate::http::problem::Problem;
-use crate::json;
+use crate::json::Json;
+use crate::json_object;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
 use crate::limits::MAX_LAYERS;
@@ -167,38 +166,38 @@ impl LayeredRequest {
 /// one-key call would be answered, with its `name` and `key`. Layers after
 /// the one that refused were not asked; those before it admitted, and
 /// their units were given back.
-pub fn layers_response(request: &LayeredRequest, answers: &[Outcome]) -> Value {
+pub fn layers_response(request: &LayeredRequest, answers: &[Outcome]) -> Json {
     let refusal = request.refusal(answers);
-    let layers: Vec<Value> = request
+    let layers: Vec<Json> = request
         .layers
         .iter()
         .zip(answers)
         .map(|(layer, outcome)| {
             let mut answer = limit_answer(&layer.request, outcome);
-            answer["name"] = layer.name.as_str().into();
-            answer["key"] = layer.request.key.as_str().into();
-            answer
+            answer.put("name", layer.name.as_str());
+            answer.put("key", layer.request.key.as_str());
+            answer.finish()
         })
         .collect();
     let violated: Vec<&str> = refusal.iter().map(|(l, _)| l.name.as_str()).collect();
     let retry = refusal.map_or(Retry::NOW, |(_, outcome)| outcome.retry);
-    let mut answer = json!({
+    let mut answer = json_object!({
         "allowed": refusal.is_none() && answers.len() == request.layers.len(),
         "violated": violated,
         "retry_after_ms": wait_ms(retry),
         "layers": layers,
     });
     if refusal.is_some_and(|(_, outcome)| outcome.pending) {
-        answer["pending"] = true.into();
+        answer.put("pending", &true);
     }
     if request.cost == 0 {
-        answer["would_allow"] = answers
+        let would_allow = answers
             .iter()
             .flat_map(|o| &o.policies)
-            .all(|p| p.decision.remaining >= 1)
-            .into();
+            .all(|p| p.decision.remaining >= 1);
+        answer.put("would_allow", &would_allow);
     }
-    answer
+    answer.finish()
 }
 
 #[cfg(test)]
@@ -324,7 +323,7 @@ mod tests {
     fn an_admission_lists_every_layer_and_announces_every_policy() {
         let request = layered(SALE);
         let admitted = answers(&request, &[0, 2]);
-        let answer = layers_response(&request, &admitted);
+        let answer = layers_response(&request, &admitted).value();
         assert_eq!(answer["allowed"], true);
         assert_eq!(answer["violated"], json!([]));
         assert_eq!(answer["retry_after_ms"], 0);
@@ -342,7 +341,7 @@ mod tests {
     fn a_refusal_names_the_layer_that_refused_and_announces_it_alone() {
         let request = layered(SALE);
         let refused = answers(&request, &[0, 3]);
-        let answer = layers_response(&request, &refused);
+        let answer = layers_response(&request, &refused).value();
         assert_eq!(answer["allowed"], false);
         assert_eq!(answer["violated"], json!(["layers[1]"]));
         assert!(answer["retry_after_ms"].as_u64().unwrap() > 59_000);
@@ -353,7 +352,7 @@ mod tests {
         assert!(!announced.allowed && announced.retry == refused[1].retry);
         // Refused by the first: the second was never asked.
         let first = answers(&request, &[1, 0]);
-        let answer = layers_response(&request, &first[..1]);
+        let answer = layers_response(&request, &first[..1]).value();
         assert_eq!(answer["violated"], json!(["user:42"]));
         assert_eq!(answer["layers"].as_array().unwrap().len(), 1);
     }
@@ -366,13 +365,13 @@ mod tests {
         ]}"#;
         let request = layered(body);
         let room = answers(&request, &[0, 1]);
-        let answer = layers_response(&request, &room);
+        let answer = layers_response(&request, &room).value();
         assert_eq!(
             (&answer["allowed"], &answer["would_allow"]),
             (&json!(true), &json!(true))
         );
         let full = answers(&request, &[1, 0]);
-        let answer = layers_response(&request, &full);
+        let answer = layers_response(&request, &full).value();
         assert_eq!(
             (&answer["allowed"], &answer["would_allow"]),
             (&json!(true), &json!(false))

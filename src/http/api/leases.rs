@@ -1,8 +1,6 @@
 //! `POST {prefix}/v1/leases` and its renewals: leases under a
 //! concurrency limit, and locks; and the answers to an acquire.
 
-use serde_json::Value;
-
 use super::{checked_key, wait_ms};
 use crate::from_tree;
 use crate::http::body;
@@ -136,7 +134,7 @@ pub fn lease_problem(outcome: &Outcome) -> Option<Problem> {
 
 /// The answer to an acquire: the lease when granted, the occupancy and the
 /// wait otherwise.
-pub fn lease_response(outcome: &Outcome) -> Value {
+pub fn lease_response(outcome: &Outcome) -> json::Json {
     let lease = outcome.lease.as_ref();
     let held = lease.and_then(|l| l.lease.as_ref());
     json!({
@@ -175,7 +173,7 @@ mod tests {
         );
         let field = |body: &str| {
             let problem = parse_lease_request(JSON, body.as_bytes()).unwrap_err();
-            serde_json::from_str::<Value>(&problem.to_json()).unwrap()["field"]
+            serde_json::from_str::<serde_json::Value>(&problem.to_json()).unwrap()["field"]
                 .as_str()
                 .unwrap()
                 .to_string()

@@ -4,17 +4,16 @@
 //! optionally as a reservation (`"reserve": true`), and the answer; or
 //! several keys at once (`layers`, in `layers.rs`).
 
-use serde_json::Value;
-
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
 use super::{check_policy_name, checked_key, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
 use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
-use crate::json;
+use crate::json::{Json, Object};
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
 use crate::limits::{MAX_POLICIES, MAX_RESERVATION_TTL_MS};
+use crate::{json, json_object};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitRequest {
@@ -286,36 +285,33 @@ pub fn limit_response(
     request: &LimitRequest,
     outcome: &Outcome,
     reservation: Option<&str>,
-) -> Value {
+) -> Json {
     let mut answer = limit_answer(request, outcome);
     if let Some(id) = reservation.filter(|_| outcome.allowed) {
-        answer["reservation"] = id.into();
+        answer.put("reservation", id);
     }
     // A refusal only reservations still in flight caused: a short wait
     // (`retry_after_ms`) may be enough, so the caller can tell it from a
     // quota its kept admissions used up.
     if outcome.pending {
-        answer["pending"] = true.into();
+        answer.put("pending", &true);
     }
     // A peek is always "allowed" (it takes nothing), so it also says
     // whether a request of cost 1 would pass now: every policy has a unit
     // left.
     if request.cost == 0 {
-        answer["would_allow"] = outcome
-            .policies
-            .iter()
-            .all(|p| p.decision.remaining >= 1)
-            .into();
+        let would_allow = outcome.policies.iter().all(|p| p.decision.remaining >= 1);
+        answer.put("would_allow", &would_allow);
     }
-    answer
+    answer.finish()
 }
 
 /// One key's answer: flat for the one-policy form, per policy otherwise.
-pub(super) fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
+pub(super) fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Object {
     if !request.named {
         if let Some(only) = outcome.policies.first() {
             let d = &only.decision;
-            return json!({
+            return json_object!({
                 "allowed": outcome.allowed,
                 "limit": d.limit,
                 "remaining": d.remaining,
@@ -325,7 +321,7 @@ pub(super) fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
         }
     }
     let violated = outcome.violated_names();
-    let policies: Vec<Value> = outcome
+    let policies: Vec<Json> = outcome
         .policies
         .iter()
         .map(|p| {
@@ -340,7 +336,7 @@ pub(super) fn limit_answer(request: &LimitRequest, outcome: &Outcome) -> Value {
             })
         })
         .collect();
-    json!({
+    json_object!({
         "allowed": outcome.allowed,
         "violated": violated,
         "retry_after_ms": wait_ms(outcome.retry),
@@ -390,7 +386,7 @@ mod tests {
                 },
                 now,
             );
-            limit_response(&call, &outcome, None)
+            limit_response(&call, &outcome, None).value()
         };
         assert_eq!(ask(0, 0)["would_allow"], true);
         assert_eq!(ask(1, 0)["would_allow"], Value::Null, "only a peek says it");
@@ -424,7 +420,7 @@ mod tests {
             let (outcome, _) = Ledger::new().check(&ask, 0);
             assert_eq!(outcome.retry, Retry::Never);
             assert_eq!(retry_after_field(outcome.retry), None);
-            let answer = limit_response(&call, &outcome, None);
+            let answer = limit_response(&call, &outcome, None).value();
             assert_eq!(answer["allowed"], false);
             assert_eq!(answer["retry_after_ms"], Value::Null);
             if per_policy {
@@ -451,10 +447,11 @@ mod tests {
             let mut ledger = Ledger::new();
             let (first, _) = ledger.reserve(&ask, "r1", 60_000, 0);
             assert!(limit_response(&call, &first, Some("r1"))
+                .value()
                 .get("pending")
                 .is_none());
             let (outcome, _) = ledger.reserve(&ask, "r2", 60_010, 10);
-            let answer = limit_response(&call, &outcome, Some("r2"));
+            let answer = limit_response(&call, &outcome, Some("r2")).value();
             assert_eq!(answer["allowed"], false);
             assert_eq!(answer["pending"], true);
             assert_eq!(answer["retry_after_ms"], PENDING_RETRY_MS);
@@ -467,7 +464,7 @@ mod tests {
             );
             ledger.settle("r1", true, 20);
             let (kept, _) = ledger.reserve(&ask, "r3", 60_030, 30);
-            let answer = limit_response(&call, &kept, Some("r3"));
+            let answer = limit_response(&call, &kept, Some("r3")).value();
             assert!(answer.get("pending").is_none(), "kept units: {answer}");
             assert_eq!(answer["retry_after_ms"], 599_970);
         }

@@ -83,6 +83,14 @@ pub struct BlockGrant {
     pub until_ms: u64,
 }
 
+crate::write_json!(BlockGrant {
+    id,
+    policy,
+    admissions,
+    granted_ms,
+    until_ms
+});
+
 impl Block {
     /// What its holder is told.
     pub fn grant(&self) -> BlockGrant {

@@ -23,6 +23,13 @@ pub struct Pending {
     pub lapses_ms: u64,
 }
 
+crate::write_json!(Pending {
+    id,
+    at_ms,
+    cost,
+    lapses_ms
+});
+
 impl Ledger {
     /// Holds `pending`, reported by a block of slot `i` whose algorithm
     /// the slot still runs: a log's units are logged at their times (one

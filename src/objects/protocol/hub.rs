@@ -163,7 +163,7 @@ mod tests {
         for call in calls {
             let tagged = serde_json::to_value(&call).unwrap();
             assert_eq!(wire_tag(&tagged), Some(call.name()));
-            let wire = serde_json::to_string(&call).unwrap();
+            let wire = crate::json::written(&call);
             assert_eq!(HubCall::from_json(&wire).unwrap(), call);
         }
         let replies = [
@@ -198,7 +198,7 @@ mod tests {
         for reply in replies {
             let tagged = serde_json::to_value(&reply).unwrap();
             assert_eq!(wire_tag(&tagged), Some(reply.name()));
-            let wire = serde_json::to_string(&reply).unwrap();
+            let wire = crate::json::written(&reply);
             assert_eq!(HubReply::from_json(&wire).unwrap(), reply);
         }
     }

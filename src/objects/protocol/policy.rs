@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn every_algorithm_round_trips() {
         let policies = every_algorithm();
-        let wire = serde_json::to_string(&encode_all(&policies)).unwrap();
+        let wire = crate::json::written(&encode_all(&policies));
         let back = whole(&wire, |scan| list(scan, super::super::read::policy)).unwrap();
         assert_eq!(decode_all(&back).unwrap(), policies);
     }
