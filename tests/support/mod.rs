@@ -10,7 +10,8 @@ use sluice::ledger::{Expired, Ledger, Override, Reservation, Write};
 type SlotRow = (String, (u64, u64, u64, u64), (u64, u64));
 
 /// The key object's rows, kept the way its SQL keeps them
-/// (`edge/limiter/sql.rs`), and read back as a restarted object reads them.
+/// (`edge/limiter/sql/write.rs`), and read back as a restarted object
+/// reads them.
 #[derive(Default, Clone)]
 pub struct Rows {
     pub slots: Vec<SlotRow>,

@@ -21,7 +21,7 @@ fn serve(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> Outcome {
 }
 
 /// [`serve`], and the SQLite rows the call writes (one each of the merged
-/// writes and deletes, as `edge/limiter/sql.rs` runs them).
+/// writes and deletes, as `edge/limiter/sql/write.rs` runs them).
 fn serve_counting(ledger: &mut Ledger, call: &CheckRequest, now: u64) -> (Outcome, usize) {
     let specs = call.policies().unwrap();
     let reports = call.reports().unwrap();
