@@ -314,12 +314,13 @@ export function certainlyInOneWindow(admitted, windowMs) {
 }
 
 /** An origin on 127.0.0.1 that answers every request `200 ok` after
- * `seen(req)`: the server and its URL. */
-export async function okOrigin(seen) {
+ * `seen(req)`, `holdMs` later: the server and its URL. */
+export async function okOrigin(seen, holdMs = 0) {
   const server = createServer((req, res) => {
     seen(req);
     res.writeHead(200, { "content-type": "text/plain" });
-    res.end("ok");
+    if (holdMs > 0) setTimeout(() => res.end("ok"), holdMs);
+    else res.end("ok");
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { server, url: `http://127.0.0.1:${server.address().port}` };

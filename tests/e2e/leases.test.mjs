@@ -4,8 +4,7 @@
 // surviving a runtime restart.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
-import { Sluice, freshKey, tempDir, eventually, sleepUntil, API_TOKEN } from "./harness.mjs";
+import { Sluice, freshKey, tempDir, eventually, sleepUntil, okOrigin, API_TOKEN } from "./harness.mjs";
 
 const config = {
   rules: [
@@ -82,12 +81,8 @@ describe("a concurrency = 10 rule in front of a slow origin", () => {
     // arrived: a request at the origin has taken the rule's one lease.
     let reached;
     const arrived = new Promise((resolve) => (reached = resolve));
-    const slow = createServer((req, res) => {
-      reached();
-      setTimeout(() => res.end("ok"), 2_500);
-    });
-    await new Promise((resolve) => slow.listen(0, "127.0.0.1", resolve));
-    const sluice = await Sluice.start({ sluice: { ...config, origin: `http://127.0.0.1:${slow.address().port}` } });
+    const { server: slow, url } = await okOrigin(() => reached(), 2_500);
+    const sluice = await Sluice.start({ sluice: { ...config, origin: url } });
     try {
       const team = freshKey("team");
       const holding = sluice.fetch("/brief", { headers: { "X-Team": team } });
