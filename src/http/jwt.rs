@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::base64url;
-use crate::input::unique_keys::repeated_key;
+use crate::input::tree::{self, Unreadable};
 
 /// Longest token looked at. Real tokens are a few hundred bytes; the bound
 /// caps the decoding and JSON work a hostile header can cause.
@@ -279,15 +279,13 @@ fn decode_object(
     duplicate: &'static str,
 ) -> Result<Map<String, Value>, JwtError> {
     let bytes = base64url::decode(part).ok_or(JwtError::Malformed(not_base64))?;
-    // Read as a Value, as request bodies are, so the wasm holds one
-    // serde_json reader for both rather than another for a bare map.
-    let Ok(Value::Object(object)) = serde_json::from_slice(&bytes) else {
-        return Err(JwtError::Malformed(not_object));
-    };
-    if repeated_key(&bytes).is_some() {
-        return Err(JwtError::Malformed(duplicate));
+    let text = std::str::from_utf8(&bytes).map_err(|_| JwtError::Malformed(not_object))?;
+    let object = text.trim_start().starts_with('{');
+    match tree::parse(text) {
+        Ok(Value::Object(object)) => Ok(object),
+        Err(Unreadable::Repeated(_)) if object => Err(JwtError::Malformed(duplicate)),
+        _ => Err(JwtError::Malformed(not_object)),
     }
-    Ok(object)
 }
 
 /// A NumericDate claim (RFC 7519 §2), narrowed to whole seconds from the

@@ -51,7 +51,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The next byte that is not whitespace, not consumed.
-    fn peek(&mut self) -> Option<u8> {
+    pub(super) fn peek(&mut self) -> Option<u8> {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes().get(self.at) {
             self.at += 1;
         }
@@ -78,7 +78,20 @@ impl<'a> Scan<'a> {
 
     /// Nothing but whitespace is left.
     pub fn end(mut self) -> Read<()> {
+        self.rest()
+    }
+
+    /// Nothing but whitespace is left, the cursor at the first thing that is not.
+    pub(super) fn rest(&mut self) -> Read<()> {
         ok(self.peek().is_none())
+    }
+
+    /// Where the cursor is: line and column (in characters), from 1.
+    pub(super) fn line_column(&self) -> (usize, usize) {
+        let before = &self.text[..self.at];
+        let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+        let line = 1 + before.bytes().filter(|&b| b == b'\n').count();
+        (line, 1 + before[line_start..].chars().count())
     }
 
     /// Reads a `null` if one comes next.
@@ -244,13 +257,17 @@ impl<'a> Scan<'a> {
                 self.bool()?;
             }
             b'n' => ok(self.null())?,
-            _ => self.number()?,
+            _ => {
+                self.number()?;
+            }
         }
         Ok(())
     }
 
-    /// Reads past any number, with a sign, a fraction or an exponent.
-    fn number(&mut self) -> Read<()> {
+    /// Any number, with a sign, a fraction or an exponent: its text.
+    pub(super) fn number(&mut self) -> Read<&'a str> {
+        self.peek();
+        let start = self.at;
         self.eat(b'-');
         let digits = |scan: &mut Scan| {
             let start = scan.at;
@@ -259,7 +276,10 @@ impl<'a> Scan<'a> {
             }
             ok(scan.at > start)
         };
+        let first = self.at;
         digits(self)?;
+        // No leading zero: `0` is a number, `01` is not JSON.
+        ok(self.bytes()[first] != b'0' || self.at == first + 1)?;
         if self.bytes().get(self.at) == Some(&b'.') {
             self.at += 1;
             digits(self)?;
@@ -271,7 +291,7 @@ impl<'a> Scan<'a> {
             }
             digits(self)?;
         }
-        Ok(())
+        Ok(&self.text[start..self.at])
     }
 
     /// An enum as serde tags it by default: a unit variant is its name, any
@@ -445,6 +465,8 @@ mod tests {
             r#"{1:1}"#,
             "1.",
             "-",
+            "01",
+            "-01",
             "nul",
             "[1] 2",
             "[",
