@@ -14,7 +14,9 @@
 
 use std::fmt;
 
+use super::{error, ConfigError};
 use crate::http::case::lowercase;
+use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathForm, PathOptions, RequestPath};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +167,36 @@ fn flush(literal: &mut String, tokens: &mut Vec<Token>) {
     if !literal.is_empty() {
         tokens.push(Token::Literal(std::mem::take(literal)));
     }
+}
+
+/// Every part a key names must be something the rule can provide: a path
+/// parameter its pattern captures, the action if it sets one.
+pub(super) fn check_key_parts(
+    key: &KeySpec,
+    path: &Pattern,
+    has_action: bool,
+    at: &str,
+) -> Result<(), ConfigError> {
+    for part in key.parts() {
+        match part {
+            Part::Param(name) if !path.has_param(name) => {
+                return Err(error(
+                    at,
+                    format!(
+                        "the key uses path parameter {name:?}, which match.path does not capture"
+                    ),
+                ))
+            }
+            Part::Action if !has_action => {
+                return Err(error(
+                    at,
+                    "the key uses {action}, and the rule sets no action",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

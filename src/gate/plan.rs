@@ -311,11 +311,7 @@ fn known_refused(
     route: Option<Route>,
     now_ms: u64,
 ) -> bool {
-    if level
-        .policies
-        .iter()
-        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
-    {
+    if level.policies.iter().any(|(_, spec)| !spec.refunds()) {
         return false;
     }
     match (level.split_parts(), route) {

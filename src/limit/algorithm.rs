@@ -40,6 +40,13 @@ impl Spec {
         }
     }
 
+    /// Whether a unit it admitted can be given back (a refund, a settle
+    /// that does not keep it): GCRA holds one timestamp, not its units,
+    /// so it cannot. A layer that reserves, or counts by answer, needs it.
+    pub fn refunds(&self) -> bool {
+        !matches!(self, Spec::Gcra(_))
+    }
+
     /// The algorithm's name, as the config spells it.
     pub fn algorithm(&self) -> &'static str {
         match self {
