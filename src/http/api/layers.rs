@@ -12,7 +12,9 @@
 //! layer asked, under its `name` (given, or its key when that is a valid
 //! name, else `layers[i]`).
 
-use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
+use super::key_limits::{
+    checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy,
+};
 use super::{check_policy_name, checked_key_at, wait_ms};
 use crate::from_tree;
 use crate::http::problem::Problem;

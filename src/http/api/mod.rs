@@ -1,7 +1,7 @@
 //! The decision API's request bodies and answers, one module per route:
 //! `limit` (`POST {prefix}/v1/limit`, and `layers` for several keys at
-//! once), `settle` (its reservations), `throttle` (redis-cell's
-//! `CL.THROTTLE`) and `leases`.
+//! once, each key's limits read by `key_limits`), `settle` (its
+//! reservations), `throttle` (redis-cell's `CL.THROTTLE`) and `leases`.
 //!
 //! Each body is read into its `Raw*` struct by [`body::read`] (unknown
 //! fields refused, a shape error naming its field), then checked for what a
@@ -9,6 +9,7 @@
 //! bad body gets a 400 that names the field instead of reaching a Durable
 //! Object. What every route shares (keys, names, waits) is here.
 
+mod key_limits;
 mod layers;
 mod leases;
 mod limit;
@@ -20,9 +21,10 @@ use serde_json::Value;
 use super::problem::{Code, Problem};
 use crate::limit::Retry;
 use crate::limits::{MAX_KEY_BYTES, MAX_NAME_BYTES};
+pub use key_limits::LimitRequest;
 pub use layers::{layers_response, KeyLayer, LayeredRequest};
 pub use leases::{lease_problem, lease_response, parse_lease_request, parse_renew_body, LeaseCall};
-pub use limit::{limit_response, parse_limit_request, LimitCall, LimitRequest, RESERVATION_TTL_MS};
+pub use limit::{limit_response, parse_limit_request, LimitCall, RESERVATION_TTL_MS};
 pub use settle::{parse_settle_request, SettleCall};
 pub use throttle::{parse_throttle_request, ThrottleCall};
 
