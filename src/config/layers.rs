@@ -94,9 +94,9 @@ pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
     class(false).chain(class(true)).collect()
 }
 
-/// Why a layer may not use GCRA: it takes a reservation, which must be
-/// able to give its unit back.
-pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
+/// Why a layer's policies must give units back ([`Spec::refunds`]): it
+/// takes a reservation.
+pub(super) const RESERVING_NEEDS_REFUND: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
 
 from_tree! {
     pub(super) struct RawLayer {
@@ -143,7 +143,7 @@ pub(super) fn raw_order(own_scope: Option<&str>, also: &[RawLayer]) -> Vec<Optio
 }
 
 /// Validates `also`. The rule's own fields are validated already (its
-/// policies against [`RESERVING_GCRA`] by the order [`raw_order`] gave).
+/// policies against [`RESERVING_NEEDS_REFUND`] by the order [`raw_order`] gave).
 pub(super) fn validate_also(
     raw: Vec<RawLayer>,
     owner: &Owner<'_>,
@@ -232,7 +232,7 @@ fn validate_layer(
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra: reserves.then_some(RESERVING_GCRA),
+        needs_refund: reserves.then_some(RESERVING_NEEDS_REFUND),
     };
     let policies = validate_limits(limits, scope.id(), here)?;
     let raw_scope = RawScope {

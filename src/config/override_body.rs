@@ -72,7 +72,7 @@ pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody,
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra: None,
+        needs_refund: None,
     };
     let given = limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some();
     let policies = match raw.unlimited {

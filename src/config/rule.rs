@@ -9,7 +9,7 @@ use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
 use super::count::{validate_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope};
 use super::layers::{
-    ask_order, raw_order, validate_also, Layer, Level, Owner, RawLayer, RESERVING_GCRA,
+    ask_order, raw_order, validate_also, Layer, Level, Owner, RawLayer, RESERVING_NEEDS_REFUND,
 };
 use super::names::validate_rule_id;
 use super::paths::{validate_paths, RawPaths};
@@ -290,14 +290,14 @@ pub(super) fn validate_rule(
         .also
         .as_deref()
         .is_some_and(|also| raw_order(raw.scope.as_deref(), also).last() != Some(&None));
-    let no_gcra = own_reserves.then_some(RESERVING_GCRA);
+    let needs_refund = own_reserves.then_some(RESERVING_NEEDS_REFUND);
     let limits = RawLimits {
         limit: raw.limit,
         window: raw.window,
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra,
+        needs_refund,
     };
     let has_tiers = raw.tiers.is_some();
     let tiers = match raw.tiers {
@@ -328,7 +328,7 @@ pub(super) fn validate_rule(
                     "a rule with tiers sets limits in each tier, not at the rule level",
                 ));
             }
-            validate_tiers(tiers, raw.key.as_deref(), &raw.id, no_gcra, at)?
+            validate_tiers(tiers, raw.key.as_deref(), &raw.id, needs_refund, at)?
         }
     };
     for (i, tier) in tiers.iter().enumerate() {
