@@ -86,12 +86,17 @@ impl<'a> Scan<'a> {
         ok(self.peek().is_none())
     }
 
-    /// Where the cursor is: line and column (in characters), from 1.
+    /// Where the cursor is: line and column (in characters), from 1. Counted
+    /// on bytes: after an error the cursor may be inside a character.
     pub(super) fn line_column(&self) -> (usize, usize) {
-        let before = &self.text[..self.at];
-        let line_start = before.rfind('\n').map_or(0, |at| at + 1);
-        let line = 1 + before.bytes().filter(|&b| b == b'\n').count();
-        (line, 1 + before[line_start..].chars().count())
+        let before = &self.bytes()[..self.at.min(self.text.len())];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+        let starts = before[line_start..].iter().filter(|&&b| b & 0xc0 != 0x80);
+        (line, 1 + starts.count())
     }
 
     /// Reads a `null` if one comes next.

@@ -499,3 +499,10 @@ proptest! {
         prop_assert_eq!(parse(&text), Ok(serde_json::from_str::<Value>(&text).unwrap()));
     }
 }
+
+#[test]
+fn a_place_inside_a_character_is_no_panic() {
+    // The escape's backslash is read, then the first byte of `꯸`: the
+    // reader stops inside the character.
+    assert_eq!(parse("\";\\꯸\""), Err(Unreadable::Syntax(1, 5)));
+}
