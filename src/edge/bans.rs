@@ -6,7 +6,6 @@
 
 use crate::json;
 use crate::json::Json;
-use serde::Serialize;
 use worker::{Headers, Response, Result};
 
 use super::client::Objects;
@@ -21,6 +20,7 @@ use crate::http::key::client_ip;
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
+use crate::input::scan::FromScan;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::{merge_bans, BanCursor};
 use crate::ledger::BanNotice;
@@ -94,7 +94,10 @@ pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Respo
 /// those rules started (as isolates reported them, this one first),
 /// newest first, a page at a time. Each hub sends at most a page.
 pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
-    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor(BanCursor::read)) {
+    let (limit, after) = match (
+        params.whole(&BANS_LIMIT),
+        params.cursor(BanCursor::from_scan),
+    ) {
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
     };
@@ -113,7 +116,6 @@ pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
 }
 
 /// A page of `GET /admin/bans`.
-#[derive(Serialize)]
 struct BansPage<'a> {
     bans: Vec<ListedBan<'a>>,
     next: Option<String>,
@@ -122,7 +124,6 @@ struct BansPage<'a> {
 crate::write_json!(BansPage<'_> { bans, next });
 
 /// A ban as `GET /admin/bans` lists it.
-#[derive(Serialize)]
 struct ListedBan<'a> {
     key: &'a str,
     source: &'a str,
@@ -243,7 +244,6 @@ pub async fn put_on_key(
 }
 
 /// What `PUT /admin/keys/{rule}/{key}/ban` answers for one object.
-#[derive(Serialize)]
 struct KeyBanned<'a> {
     rule: &'a str,
     key: &'a str,

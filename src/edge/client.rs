@@ -12,6 +12,7 @@ use worker::{Env, Result};
 
 use super::rpc;
 use crate::control::Control;
+use crate::input::scan::FromScan;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::calls::ObjectCalls;
 use crate::isolate::pages::BanCursor;

@@ -24,7 +24,7 @@ use super::clock::now_ms;
 use super::rpc::{self, served_by_rpc, Served};
 use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
-use crate::input::scan::whole;
+use crate::input::scan::FromScan;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report};
@@ -278,7 +278,7 @@ impl Hub {
             )?)?;
             let mut keys: TopKeys = held
                 .first()
-                .and_then(|row| whole(&row.0, TopKeys::read).ok())
+                .and_then(|row| TopKeys::from_json(&row.0).ok())
                 .unwrap_or_default();
             keys.merge(&part.keys, CAPACITY);
             sql.exec(
@@ -441,7 +441,7 @@ fn top(sql: &SqlStorage, rule: &str, since_ms: u64) -> Result<TopKeys> {
         vec![rule.into(), int(since_ms)],
     )?)?
     .into_iter()
-    .filter_map(|row| whole(&row.0, TopKeys::read).ok())
+    .filter_map(|row| TopKeys::from_json(&row.0).ok())
     .collect();
     Ok(merge_all(&minutes, CAPACITY))
 }

@@ -13,7 +13,6 @@
 //! from structs rather than built as JSON values, which costs the wasm
 //! less code per field.
 
-use serde::Serialize;
 use worker::{Env, Headers, Method, Response, Result};
 
 use super::client::Objects;
@@ -219,7 +218,6 @@ fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
 
 /// A rule's state as the state routes answer it: where it is kept, and
 /// for a global quota each part's, for a waiting room each shard's.
-#[derive(Serialize)]
 pub(super) struct StateView<'a> {
     rule: &'a str,
     state: RuleState,
@@ -227,22 +225,15 @@ pub(super) struct StateView<'a> {
     set_ms: Option<u64>,
     /// `parts` (a global quota's objects), `shards` (a waiting room's) or
     /// `kv`.
-    #[serde(rename = "where")]
     kept: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
     /// The state the answering isolate applies (KV only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     isolate: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     applies_within_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     parts: Option<Vec<PartView<'a>>>,
     /// Whether every shard that answered holds the same state (a room's
     /// `GET` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) agree: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) shards: Option<Vec<room::admin::ShardState<'a>>>,
 }
 
@@ -289,20 +280,14 @@ impl<'a> StateView<'a> {
 
 /// One part's line in an answer: what it holds or held, or why it did
 /// not answer.
-#[derive(Serialize)]
 struct PartView<'a> {
     key: &'a str,
     object: &'a ObjectName,
-    #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
     /// Its override's policies (`null`: none), for the override routes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     policies: Option<Option<Vec<Limit<'a>>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     replaced: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
@@ -410,7 +395,6 @@ fn unbound(env: &Env) -> Option<Problem> {
 
 /// An override of a global quota as set: the policy it changed and its
 /// whole limit.
-#[derive(Serialize)]
 struct SetOverride<'a> {
     policy: &'a str,
     limit: u64,
@@ -420,10 +404,8 @@ struct SetOverride<'a> {
 
 crate::write_json!(SetOverride<'_> { policy, limit, reason, set_ms });
 
-#[derive(Serialize)]
 struct OverrideView<'a> {
     rule: &'a str,
-    #[serde(rename = "override")]
     whole: Option<SetOverride<'a>>,
     parts: Vec<PartView<'a>>,
 }

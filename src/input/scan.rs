@@ -323,6 +323,19 @@ impl Open {
         Ok(Some(key))
     }
 
+    /// The place in `names` of the object's next key among them, its colon
+    /// read; the members whose keys are not among them are skipped; `None`
+    /// once closed.
+    pub fn field(&mut self, scan: &mut Scan, names: &[&str]) -> Read<Option<usize>> {
+        while let Some(key) = self.key(scan)? {
+            match names.iter().position(|name| **name == *key) {
+                Some(at) => return Ok(Some(at)),
+                None => scan.skip()?,
+            }
+        }
+        Ok(None)
+    }
+
     /// Whether another member follows (its comma read); false once closed.
     pub fn item(&mut self, scan: &mut Scan) -> Read<bool> {
         if scan.eat(self.close) {
@@ -351,6 +364,98 @@ fn ok(holds: bool) -> Read<()> {
         Ok(())
     } else {
         Err(Malformed)
+    }
+}
+
+/// A value read from its JSON by hand: the fields of what
+/// [`wire!`](crate::wire!) declares, and the types it declares.
+pub trait FromScan: Sized {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Self>;
+
+    /// The value of a field left out, if one may be: `None` for an
+    /// optional field.
+    fn absent() -> Option<Self> {
+        None
+    }
+
+    /// The whole text as one value.
+    fn from_json(text: &str) -> Read<Self> {
+        whole(text, Self::from_scan)
+    }
+}
+
+impl FromScan for String {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<String> {
+        scan.string()
+    }
+}
+
+impl FromScan for bool {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<bool> {
+        scan.bool()
+    }
+}
+
+impl FromScan for u64 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<u64> {
+        scan.u64()
+    }
+}
+
+impl FromScan for u32 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<u32> {
+        scan.u32()
+    }
+}
+
+impl FromScan for i64 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<i64> {
+        scan.i64()
+    }
+}
+
+/// `null` or a value; left out, `None`.
+impl<T: FromScan> FromScan for Option<T> {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Option<T>> {
+        nullable(scan, T::from_scan)
+    }
+
+    fn absent() -> Option<Option<T>> {
+        Some(None)
+    }
+}
+
+impl<T: FromScan> FromScan for Vec<T> {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Vec<T>> {
+        list(scan, T::from_scan)
+    }
+}
+
+/// A pair, as serde writes one: a list of its two values.
+impl<A: FromScan, B: FromScan> FromScan for (A, B) {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<(A, B)> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let a = A::from_scan(scan)?;
+        items.more(scan)?;
+        let b = B::from_scan(scan)?;
+        items.close(scan)?;
+        Ok((a, b))
+    }
+}
+
+/// A triple, as serde writes one: a list of its three values.
+impl<A: FromScan, B: FromScan, C: FromScan> FromScan for (A, B, C) {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<(A, B, C)> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let a = A::from_scan(scan)?;
+        items.more(scan)?;
+        let b = B::from_scan(scan)?;
+        items.more(scan)?;
+        let c = C::from_scan(scan)?;
+        items.close(scan)?;
+        Ok((a, b, c))
     }
 }
 

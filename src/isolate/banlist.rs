@@ -11,8 +11,6 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use serde::{Deserialize, Serialize};
-
 use crate::http::admin::ban_network;
 use crate::http::cidr::Cidr;
 
@@ -24,29 +22,22 @@ pub const MAX_MANUAL_BANS: usize = 1_000;
 /// The `source` of a ban an operator made.
 pub const MANUAL: &str = "manual";
 
-/// A ban as the hubs list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BanRecord {
-    pub key: String,
-    pub until_ms: u64,
-    pub reason: String,
-    /// `manual`, or the scope of the rule whose key object banned the key.
-    pub source: String,
-    /// When the ban started: the operator's call, or the decision that
-    /// started it (0 from an isolate of an earlier version: the hub that
-    /// receives it takes its own time; 0 in a hub's list of an earlier
-    /// version: unknown).
-    #[serde(default)]
-    pub started_ms: u64,
+crate::wire! {
+    /// A ban as the hubs list it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BanRecord {
+        pub key: String,
+        pub until_ms: u64,
+        pub reason: String,
+        /// `manual`, or the scope of the rule whose key object banned the key.
+        pub source: String,
+        /// When the ban started: the operator's call, or the decision that
+        /// started it (0 from an isolate of an earlier version: the hub that
+        /// receives it takes its own time; 0 in a hub's list of an earlier
+        /// version: unknown).
+        pub started_ms: u64 => Default::default(),
+    }
 }
-
-crate::write_json!(BanRecord {
-    key,
-    until_ms,
-    reason,
-    source,
-    started_ms
-});
 
 /// The manual bans an isolate applies, indexed for the check every
 /// request makes: a ban on a key or an address is one hash lookup; a ban on

@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::stats::{StatRow, Tally, Verdict};
 use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
@@ -32,23 +30,23 @@ pub const MAX_RULES: usize = 128;
 /// dropped (each still holds in its own object).
 pub const MAX_BANS: usize = 64;
 
-/// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Report {
-    pub stats: Vec<StatRow>,
-    pub top: Vec<RuleTop>,
-    pub bans: Vec<BanRecord>,
+crate::wire! {
+    /// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Report {
+        pub stats: Vec<StatRow>,
+        pub top: Vec<RuleTop>,
+        pub bans: Vec<BanRecord>,
+    }
 }
 
-crate::write_json!(Report { stats, top, bans });
-
-/// A hub's answer to a report: the manual bans every isolate applies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubAnswer {
-    pub manual_bans: Vec<BanRecord>,
+crate::wire! {
+    /// A hub's answer to a report: the manual bans every isolate applies.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct HubAnswer {
+        pub manual_bans: Vec<BanRecord>,
+    }
 }
-
-crate::write_json!(HubAnswer { manual_bans });
 
 #[derive(Debug, Default)]
 pub struct Outbox {

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::order;
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
@@ -34,23 +32,17 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatRow {
-    pub rule: String,
-    /// Start of the minute, ms since the epoch.
-    pub minute_ms: u64,
-    pub admitted: u64,
-    pub refused: u64,
-    pub failed: u64,
+crate::wire! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct StatRow {
+        pub rule: String,
+        /// Start of the minute, ms since the epoch.
+        pub minute_ms: u64,
+        pub admitted: u64,
+        pub refused: u64,
+        pub failed: u64,
+    }
 }
-
-crate::write_json!(StatRow {
-    rule,
-    minute_ms,
-    admitted,
-    refused,
-    failed
-});
 
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -116,62 +108,46 @@ impl Tally {
 /// hostile or forgotten input.
 pub const MAX_STAT_RULES: usize = 128;
 
-/// One rule's counts, as `GET /admin/stats` answers them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleStats {
-    pub rule: String,
-    pub admitted: u64,
-    pub refused: u64,
-    pub failed: u64,
-    /// The last hour, one entry per minute that saw a decision.
-    pub per_minute: Vec<StatRow>,
+crate::wire! {
+    /// One rule's counts, as `GET /admin/stats` answers them.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct RuleStats {
+        pub rule: String,
+        pub admitted: u64,
+        pub refused: u64,
+        pub failed: u64,
+        /// The last hour, one entry per minute that saw a decision.
+        pub per_minute: Vec<StatRow>,
+    }
 }
 
-crate::write_json!(RuleStats {
-    rule,
-    admitted,
-    refused,
-    failed,
-    per_minute
-});
-
-/// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
-/// counts, not lists, so its size depends on the rules only.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubStats {
-    /// Requests the hub has received since its instance started.
-    pub requests: u64,
-    /// Per rule, everything since the time asked (`minute_ms` is the
-    /// first minute counted); at most [`MAX_STAT_RULES`] rules.
-    pub totals: Vec<StatRow>,
-    /// Per rule and minute, the last hour.
-    pub recent: Vec<StatRow>,
-    /// Manual bans in force (every hub holds them all).
-    pub manual_bans: u64,
-    /// Bans rules started, as this hub has them listed.
-    pub rule_bans: u64,
+crate::wire! {
+    /// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
+    /// counts, not lists, so its size depends on the rules only.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct HubStats {
+        /// Requests the hub has received since its instance started.
+        pub requests: u64,
+        /// Per rule, everything since the time asked (`minute_ms` is the
+        /// first minute counted); at most [`MAX_STAT_RULES`] rules.
+        pub totals: Vec<StatRow>,
+        /// Per rule and minute, the last hour.
+        pub recent: Vec<StatRow>,
+        /// Manual bans in force (every hub holds them all).
+        pub manual_bans: u64,
+        /// Bans rules started, as this hub has them listed.
+        pub rule_bans: u64,
+    }
 }
 
-crate::write_json!(HubStats {
-    requests,
-    totals,
-    recent,
-    manual_bans,
-    rule_bans
-});
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatsAnswer {
-    pub since_ms: u64,
-    pub now_ms: u64,
-    pub rules: Vec<RuleStats>,
+crate::wire! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct StatsAnswer {
+        pub since_ms: u64,
+        pub now_ms: u64,
+        pub rules: Vec<RuleStats>,
+    }
 }
-
-crate::write_json!(StatsAnswer {
-    since_ms,
-    now_ms,
-    rules
-});
 
 /// Totals since `since_ms` and the last hour per minute, for every rule
 /// the hubs counted (at most [`MAX_STAT_RULES`], by name), from the hubs'

@@ -9,6 +9,7 @@
 //! and no tree of values is built. Tests keep `serde_json::json!`, whose
 //! nested literals they use.
 
+pub mod wire;
 mod write;
 
 pub use write::{to_string, Fields, Text, Write};
@@ -96,6 +97,13 @@ impl Object {
         fields.end();
         Json(out.into_string())
     }
+}
+
+/// `value` as [`Write`] writes it, read back as a tree, for tests that
+/// look at its fields.
+#[cfg(test)]
+pub fn value_of<T: Write + ?Sized>(value: &T) -> serde_json::Value {
+    serde_json::from_str(&to_string(value)).unwrap()
 }
 
 /// `value` as [`Write`] writes it, checked against what serde's derive of

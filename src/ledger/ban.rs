@@ -9,8 +9,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 use super::{Expired, Ledger, Write};
 use crate::input::duration::format_ms;
 use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
@@ -191,22 +189,17 @@ impl Ledger {
     }
 }
 
-/// What a check reports about a key's ban.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BanNotice {
-    pub until_ms: u64,
-    pub reason: String,
-    pub offences: u32,
-    /// Whether this very request started the ban.
-    pub started: bool,
+crate::wire! {
+    /// What a check reports about a key's ban.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BanNotice {
+        pub until_ms: u64,
+        pub reason: String,
+        pub offences: u32,
+        /// Whether this very request started the ban.
+        pub started: bool,
+    }
 }
-
-crate::write_json!(BanNotice {
-    until_ms,
-    reason,
-    offences,
-    started
-});
 
 impl BanNotice {
     pub fn of(ban: &Ban, started: bool) -> BanNotice {

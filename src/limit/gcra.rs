@@ -154,37 +154,29 @@ pub struct Gcra {
     tat_ns: Option<u64>,
 }
 
-/// The answer to one `CL.THROTTLE`, in milliseconds for the HTTP headers and
-/// in redis-cell's whole seconds for callers that compare against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Throttle {
-    pub limited: bool,
-    pub limit: u64,
-    pub remaining: u64,
-    /// -1 when allowed, as redis-cell. Otherwise milliseconds (rounded up,
-    /// so retrying that much later succeeds if nothing else is admitted)
-    /// until the same request could succeed; also -1 when it never can
-    /// because it costs more than `limit`.
-    pub retry_after_ms: i64,
-    /// Milliseconds, rounded up, until the key is back to full capacity.
-    pub reset_after_ms: u64,
-    /// `retry_after` as redis-cell replies it: whole seconds, plus one when a
-    /// whole millisecond or more is left over (a sub-millisecond remainder is
-    /// dropped, as redis-cell drops it).
-    pub retry_after_s: i64,
-    /// `reset_after` in whole seconds, rounded as `retry_after_s`.
-    pub reset_after_s: u64,
+crate::wire! {
+    /// The answer to one `CL.THROTTLE`, in milliseconds for the HTTP headers and
+    /// in redis-cell's whole seconds for callers that compare against it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Throttle {
+        pub limited: bool,
+        pub limit: u64,
+        pub remaining: u64,
+        /// -1 when allowed, as redis-cell. Otherwise milliseconds (rounded up,
+        /// so retrying that much later succeeds if nothing else is admitted)
+        /// until the same request could succeed; also -1 when it never can
+        /// because it costs more than `limit`.
+        pub retry_after_ms: i64,
+        /// Milliseconds, rounded up, until the key is back to full capacity.
+        pub reset_after_ms: u64,
+        /// `retry_after` as redis-cell replies it: whole seconds, plus one when a
+        /// whole millisecond or more is left over (a sub-millisecond remainder is
+        /// dropped, as redis-cell drops it).
+        pub retry_after_s: i64,
+        /// `reset_after` in whole seconds, rounded as `retry_after_s`.
+        pub reset_after_s: u64,
+    }
 }
-
-crate::write_json!(Throttle {
-    limited,
-    limit,
-    remaining,
-    retry_after_ms,
-    reset_after_ms,
-    retry_after_s,
-    reset_after_s
-});
 
 impl Gcra {
     pub fn new(policy: GcraPolicy) -> Gcra {

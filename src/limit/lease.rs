@@ -30,32 +30,26 @@
 //! rather than let past a lock. A limit from the operator's config (a proxy
 //! rule) applies at once, so a deploy can change it.
 
-use serde::{Deserialize, Serialize};
+use crate::input::scan::{need, FromScan, Malformed, Read, Scan};
 
 /// Fence numbers per millisecond of the clock.
 pub const FENCES_PER_MS: u64 = 1000;
 
-/// One lease, as stored and reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lease {
-    pub id: String,
-    pub owner: Option<String>,
-    pub fence: u64,
-    /// When the lease lapses, ms since the epoch.
-    pub expires_ms: u64,
-    pub holds: u32,
+crate::wire! {
+    /// One lease, as stored and reported.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Lease {
+        pub id: String,
+        pub owner: Option<String>,
+        pub fence: u64,
+        /// When the lease lapses, ms since the epoch.
+        pub expires_ms: u64,
+        pub holds: u32,
+    }
 }
 
-crate::write_json!(Lease {
-    id,
-    owner,
-    fence,
-    expires_ms,
-    holds
-});
-
 /// The answer to an acquire that was tried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub granted: bool,
     /// The lease, when granted.
@@ -67,11 +61,10 @@ pub struct Grant {
     pub retry_after_ms: u64,
 }
 
-/// Why an acquire was not even tried. Written tagged by `kind`
-/// (`{"kind":"limit_mismatch","held":3}`, `{"kind":"no_such_lease"}`) and
-/// read back through [`TaggedLeaseError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", try_from = "TaggedLeaseError")]
+/// Why an acquire was not even tried. On the wire tagged inside its
+/// object by `kind`: `{"kind":"limit_mismatch","held":3}`,
+/// `{"kind":"no_such_lease"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseError {
     /// The key's leases are held under another limit.
     LimitMismatch { held: u32 },
@@ -79,7 +72,6 @@ pub enum LeaseError {
     NoSuchLease,
 }
 
-/// Tagged inside its object by `kind`, as serde's `tag = "kind"` writes it.
 impl crate::json::Write for LeaseError {
     fn write(&self, out: &mut crate::json::Text) {
         let mut fields = out.object();
@@ -94,31 +86,21 @@ impl crate::json::Write for LeaseError {
     }
 }
 
-/// A [`LeaseError`] as written: its tag and its one field. Reading it as a
-/// plain struct, rather than with the derived reader of an internally
-/// tagged enum, spares the wasm serde's buffering of every object into
-/// `Content` first, which no other type needed (12 KB).
-#[derive(Deserialize)]
-struct TaggedLeaseError {
-    kind: LeaseErrorKind,
-    held: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum LeaseErrorKind {
-    LimitMismatch,
-    NoSuchLease,
-}
-
-impl TryFrom<TaggedLeaseError> for LeaseError {
-    type Error = &'static str;
-
-    fn try_from(tagged: TaggedLeaseError) -> Result<LeaseError, &'static str> {
-        match (tagged.kind, tagged.held) {
-            (LeaseErrorKind::LimitMismatch, Some(held)) => Ok(LeaseError::LimitMismatch { held }),
-            (LeaseErrorKind::LimitMismatch, None) => Err("missing field `held`"),
-            (LeaseErrorKind::NoSuchLease, _) => Ok(LeaseError::NoSuchLease),
+impl FromScan for LeaseError {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<LeaseError> {
+        let (mut kind, mut held) = (None, None);
+        let mut object = scan.object()?;
+        while let Some(field) = object.key(scan)? {
+            match &*field {
+                "kind" => kind = Some(scan.str()?),
+                "held" => held = Option::<u32>::from_scan(scan)?,
+                _ => scan.skip()?,
+            }
+        }
+        match (need(kind)?.as_ref(), held) {
+            ("limit_mismatch", Some(held)) => Ok(LeaseError::LimitMismatch { held }),
+            ("no_such_lease", _) => Ok(LeaseError::NoSuchLease),
+            _ => Err(Malformed),
         }
     }
 }
@@ -365,15 +347,19 @@ mod tests {
             LeaseError::LimitMismatch { held: 3 },
             LeaseError::NoSuchLease,
         ] {
-            let wire = crate::json::written(&error);
-            assert_eq!(serde_json::from_str::<LeaseError>(&wire).unwrap(), error);
+            let wire = crate::json::to_string(&error);
+            assert_eq!(LeaseError::from_json(&wire).unwrap(), error);
         }
         assert_eq!(
-            crate::json::written(&LeaseError::LimitMismatch { held: 3 }),
+            crate::json::to_string(&LeaseError::LimitMismatch { held: 3 }),
             r#"{"kind":"limit_mismatch","held":3}"#
         );
         assert_eq!(
-            serde_json::from_str::<LeaseError>(r#"{"held":2,"kind":"limit_mismatch"}"#).unwrap(),
+            crate::json::to_string(&LeaseError::NoSuchLease),
+            r#"{"kind":"no_such_lease"}"#
+        );
+        assert_eq!(
+            LeaseError::from_json(r#"{"held":2,"kind":"limit_mismatch"}"#).unwrap(),
             LeaseError::LimitMismatch { held: 2 }
         );
         for bad in [
@@ -382,7 +368,7 @@ mod tests {
             r#"{"held":2}"#,
             r#""no_such_lease""#,
         ] {
-            assert!(serde_json::from_str::<LeaseError>(bad).is_err(), "{bad}");
+            assert!(LeaseError::from_json(bad).is_err(), "{bad}");
         }
     }
 

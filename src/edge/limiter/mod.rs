@@ -29,6 +29,7 @@ use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
+use crate::input::scan::FromScan;
 use crate::ledger::blocks::Taken;
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
 use crate::limit::gcra::GcraPolicy;

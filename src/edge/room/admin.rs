@@ -4,7 +4,6 @@
 //! the rule state routes (`edge::rules`).
 
 use crate::json;
-use serde::Serialize;
 use worker::{Headers, Response, Result};
 
 use super::super::client::Objects;
@@ -86,15 +85,11 @@ async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> 
 
 /// One shard's line in an answer about the room's state: what it holds
 /// or held, or why it did not answer.
-#[derive(Serialize)]
 pub struct ShardState<'a> {
     shard: u32,
     object: ObjectName,
-    #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 

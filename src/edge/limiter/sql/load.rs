@@ -6,7 +6,7 @@ use worker::{Result, SqlStorage};
 use super::{rows_if, Table, Tables};
 use crate::control::Control;
 use crate::edge::storage::{BodyRow, Columns, FromRow};
-use crate::input::scan::whole;
+use crate::input::scan::FromScan;
 use crate::ledger::blocks::Block;
 use crate::ledger::{override_row, Ban, Ledger, Reservation};
 use crate::limit::lease::Lease;
@@ -319,7 +319,7 @@ fn load_reservations(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> R
 fn load_control(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<BodyRow>(sql, tables, Table::Controls, "SELECT body FROM controls")? {
         // A row that no longer reads back is dropped: the part is open.
-        if let Ok(control) = whole(&row.body, Control::read) {
+        if let Ok(control) = Control::from_json(&row.body) {
             ledger.restore_control(control);
         }
     }
