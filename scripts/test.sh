@@ -58,6 +58,7 @@ node --test --test-reporter=spec --test-concurrency="$jobs" "${light[@]}" || lig
 
 heavy_rc=0
 wait "$heavy_pid" || heavy_rc=$?
+trap 'rm -f "$heavy_log"' EXIT
 step "the heavy ones, one at a time beside them: ${heavy[*]}"
 cat "$heavy_log"
 [ "$light_rc" = 0 ] && [ "$heavy_rc" = 0 ]
