@@ -3,8 +3,6 @@
 //! enforces. Built from the config types, so it shows what Sluice runs,
 //! not what the var said.
 
-use serde::Serialize;
-
 use super::concurrency::Concurrency;
 use super::room::WaitingRoom;
 use super::{Config, Layer, OnError, Rule, RuleBan, Tier, When};
@@ -14,7 +12,6 @@ use crate::objects::name::API_SCOPE;
 
 /// Every rule in match order, and the name the decision API's keys are
 /// looked up under.
-#[derive(Serialize)]
 pub struct Listing<'a> {
     rules: Vec<Listed<'a>>,
     api_rule: &'static str,
@@ -29,10 +26,8 @@ pub fn of(config: &Config) -> Listing<'_> {
     }
 }
 
-#[derive(Serialize)]
 struct Listed<'a> {
     id: &'a str,
-    #[serde(rename = "match")]
     matcher: Match<'a>,
     paths: Paths,
     action: Option<&'a str>,
@@ -51,7 +46,6 @@ struct Listed<'a> {
     on_error: &'static str,
     also: Vec<ListedLayer<'a>>,
     /// Only on a waiting room's rule, which has no tiers.
-    #[serde(skip_serializing_if = "Option::is_none")]
     waiting_room: Option<ListedRoom>,
 }
 
@@ -74,7 +68,6 @@ crate::write_json!(Listed<'_> {
     waiting_room if Option::is_none,
 });
 
-#[derive(Serialize)]
 struct ListedRoom {
     active: u32,
     per_minute: u32,
@@ -109,7 +102,6 @@ impl ListedRoom {
 /// A stacked layer (`also`), as written: its key (none for a global
 /// quota), its split, its policies, and the rule name its keys are looked
 /// up under (`rule.layer`).
-#[derive(Serialize)]
 struct ListedLayer<'a> {
     id: &'a str,
     key: Option<String>,
@@ -121,7 +113,6 @@ struct ListedLayer<'a> {
 
 crate::write_json!(ListedLayer<'_> { id, key, scope, split, lookup, policies });
 
-#[derive(Serialize)]
 struct Match<'a> {
     path: String,
     methods: Option<&'a [String]>,
@@ -130,7 +121,6 @@ struct Match<'a> {
 crate::write_json!(Match<'_> { path, methods });
 
 /// How the rule compares paths, in the config's words.
-#[derive(Serialize)]
 struct Paths {
     /// `insensitive` or `sensitive`.
     case: &'static str,
@@ -146,7 +136,6 @@ crate::write_json!(Paths {
 /// A tier: who it is for, its key (none for a global quota, which every
 /// caller shares), its policies, and the rule name its keys are looked up
 /// under (`GET /admin/keys/{lookup}/{key}`).
-#[derive(Serialize)]
 struct ListedTier<'a> {
     name: Option<&'a str>,
     /// `always`, `registered`, `anonymous`, or `claim plan in [pro, team]`.
@@ -161,19 +150,16 @@ crate::write_json!(ListedTier<'_> { name, when, key, lookup, policies });
 /// A policy as the config spells it: for GCRA, `limit` per `window` with
 /// a `burst` (not the bucket's capacity and refill time, which the
 /// RateLimit fields announce).
-#[derive(Serialize)]
 struct ListedPolicy<'a> {
     name: &'a str,
     limit: u64,
     window_ms: u64,
     algorithm: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     burst: Option<u64>,
 }
 
 crate::write_json!(ListedPolicy<'_> { name, limit, window_ms, algorithm, burst if Option::is_none });
 
-#[derive(Serialize)]
 struct ListedConcurrency {
     limit: u32,
     lease_ttl_ms: u64,
@@ -188,7 +174,6 @@ crate::write_json!(ListedConcurrency {
     max_queue
 });
 
-#[derive(Serialize)]
 struct ListedBan {
     after: u32,
     within_ms: u64,
@@ -341,7 +326,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn listed(config: Value) -> Value {
-        serde_json::to_value(of(&Config::from_value(config).unwrap())).unwrap()
+        crate::json::value_of(&of(&Config::from_value(config).unwrap()))
     }
 
     #[test]

@@ -20,7 +20,6 @@ use crate::http::key::client_ip;
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
-use crate::input::scan::FromScan;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::{merge_bans, BanCursor};
 use crate::ledger::BanNotice;
@@ -94,10 +93,7 @@ pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Respo
 /// those rules started (as isolates reported them, this one first),
 /// newest first, a page at a time. Each hub sends at most a page.
 pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
-    let (limit, after) = match (
-        params.whole(&BANS_LIMIT),
-        params.cursor(BanCursor::from_scan),
-    ) {
+    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor::<BanCursor>()) {
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
     };

@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::http::admin::{RULE, SINCE, TOP_LIMIT, TOP_MINUTES};
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
-use crate::input::scan::FromScan;
 use crate::isolate::pages::{page_top, TopCursor};
 use crate::isolate::report::HUBS;
 use crate::isolate::stats::summarize;
@@ -78,7 +77,7 @@ pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<
     let asked = (
         params.whole(&TOP_MINUTES),
         params.whole(&TOP_LIMIT),
-        params.cursor(TopCursor::from_scan),
+        params.cursor::<TopCursor>(),
     );
     let (minutes, limit, after) = match asked {
         (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),

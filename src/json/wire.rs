@@ -240,7 +240,10 @@ macro_rules! wire {
         }
     }};
     (@present $field:ident: $ty:ty) => {
-        $field.or_else(<$ty as $crate::input::scan::FromScan>::absent)
+        match $field {
+            Some(value) => Some(value),
+            None => <$ty as $crate::input::scan::FromScan>::absent(),
+        }
     };
     (@present $field:ident: $ty:ty = $default:expr) => {
         Some(match $field {
