@@ -11,6 +11,8 @@
 //! `Option` is read as `None` when absent; any other field is required.
 //! `as "key"` names a field on the wire. A reader skips fields it does not
 //! know and refuses anything else it does not expect ([`Malformed`]).
+//! `write struct` declares a struct that is only written (an answer's
+//! view, which may borrow what it shows).
 //!
 //! [`Malformed`]: crate::input::scan::Malformed
 
@@ -50,6 +52,24 @@ omit_by_value!(bool, u32, u64);
 /// [module](crate::json::wire).
 #[macro_export]
 macro_rules! wire {
+    // A struct only written (a view an answer shows), which may borrow.
+    (
+        $(#[$meta:meta])*
+        $vis:vis write struct $name:ident $(<$lt:lifetime>)? {
+            $(
+                $(#[$fmeta:meta])*
+                $fvis:vis $field:ident $(as $key:literal)? : $ty:ty $(= $default:expr)?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name $(<$lt>)? {
+            $($(#[$fmeta])* $fvis $field: $ty,)*
+        }
+
+        $crate::wire!(@writer $name $(<$lt>)? {$($field [$($key)?]: $ty $(= $default)?),*});
+    };
+
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident {
@@ -65,17 +85,7 @@ macro_rules! wire {
             $($(#[$fmeta])* $fvis $field: $ty,)*
         }
 
-        impl $crate::json::Write for $name {
-            fn write(&self, out: &mut $crate::json::Text) {
-                let mut fields = out.object();
-                $(
-                    if $crate::wire!(@written [&self.$field, $ty] $($default)?) {
-                        fields.field($crate::wire!(@key $field $($key)?), &self.$field);
-                    }
-                )*
-                fields.end();
-            }
-        }
+        $crate::wire!(@writer $name {$($field [$($key)?]: $ty $(= $default)?),*});
 
         impl $crate::input::scan::FromScan for $name {
             fn from_scan(scan: &mut $crate::input::scan::Scan<'_>) -> $crate::input::scan::Read<Self> {
@@ -146,6 +156,23 @@ macro_rules! wire {
                 };
                 object.close(scan)?;
                 Ok(value)
+            }
+        }
+    };
+
+    // A struct's writer: its fields in the order declared.
+    (@writer $name:ident $(<$lt:lifetime>)? {
+        $($field:ident [$($key:literal)?]: $ty:ty $(= $default:expr)?),*
+    }) => {
+        impl $(<$lt>)? $crate::json::Write for $name $(<$lt>)? {
+            fn write(&self, out: &mut $crate::json::Text) {
+                let mut fields = out.object();
+                $(
+                    if $crate::wire!(@written [&self.$field, $ty] $($default)?) {
+                        fields.field($crate::wire!(@key $field $($key)?), &self.$field);
+                    }
+                )*
+                fields.end();
             }
         }
     };

@@ -451,8 +451,9 @@ crate::wire! {
         /// The object the call is for.
         pub key: String,
         pub id: String,
-        /// For a renewal: how long from now the lease should last.
-        pub ttl_ms: u64,
+        /// For a renewal: how long from now the lease should last (a
+        /// release may leave it out).
+        pub ttl_ms: u64 => 0,
     }
 }
 
