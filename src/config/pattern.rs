@@ -1,16 +1,7 @@
-//! Path patterns for rules: `/login`, `/api/*`, `/threads/:id/reply`.
-//!
-//! - literal characters match themselves;
-//! - `:name` matches one whole, non-empty path segment and captures it;
-//! - `*` may only end a pattern and matches any rest, `/` included.
-//!
-//! Requests are matched in their canonical form ([`crate::http::path`]),
-//! so a pattern must be written canonically too: no `//`, `.` or `..`
-//! segments, `;` parameters, or escapes of characters that need none.
-//!
-//! Keeping `*` at the end and parameters whole-segment makes matching one
-//! left-to-right pass with no backtracking, so a hostile path costs linear
-//! time whatever the pattern.
+//! Path patterns for rules: `/login`, `/api/*`, `/threads/:id/reply`
+//! (literals, `:name` one whole segment, `*` only at the end), matched
+//! against the canonical path in one left-to-right pass, so a hostile path
+//! costs linear time. A pattern must be written canonically.
 
 use std::fmt;
 

@@ -1,14 +1,7 @@
-//! Live control of a rule: an operator opens, pauses or closes it without a
-//! redeploy. What a decision does under each state is here; where a
-//! rule's state lives depends on the rule:
-//!
-//! - a global quota's state lives in each of its parts (the key objects of
-//!   `rule:<id>:*` or `*#i`), which decide with it exactly, from their next
-//!   decision (`crate::ledger`);
-//! - any other rule's state is read-mostly data every isolate needs: one
-//!   document in Workers KV holding every such rule's state
-//!   ([`RuleStates`]), read by each isolate in the background at a fixed
-//!   interval (`crate::isolate::states`), never on a request's path.
+//! Live control of a rule (open, paused, closed) without a redeploy, and
+//! what a decision does under each. A global quota's state lives in its
+//! parts, which decide with it exactly; any other rule's is one Workers KV
+//! document ([`RuleStates`]) each isolate reads in the background.
 
 mod states;
 

@@ -1,24 +1,9 @@
-//! HS256 JWT verification, to tell registered callers (a valid token in
-//! `Authorization: Bearer`) from anonymous ones, and to key their limits on
-//! claims such as `sub`.
-//!
-//! Only HS256 is accepted, whatever the token's header says: letting the
-//! header pick the algorithm is how `alg: none` and RS256/HS256 confusion
-//! attacks work, and Sluice only ever holds one shared secret. Headers with
-//! `crit` are refused because no extension is understood. Signatures are
-//! checked in constant time so that response timing reveals nothing about
-//! how much of a forged signature was right. A token that fails any check is
-//! never treated as valid; the caller decides whether that means 401 or
-//! anonymous limits.
-//!
-//! Header and payload must each hold every JSON key once: parsers disagree
-//! on which of two `sub` keys wins (serde_json keeps the last, others the
-//! first), so a token with both could name one caller to Sluice and another
-//! to the origin behind it. `exp` and `nbf` must be whole seconds within a
-//! sane range, so no date arithmetic can overflow or round.
-//!
-//! Time is passed in rather than read from a clock, so expiry is tested on
-//! the host without waiting.
+//! HS256 JWT verification, to tell registered callers from anonymous ones and
+//! key their limits on claims. Only HS256, whatever the header says (no
+//! `alg: none` or algorithm confusion), `crit` refused, signatures compared
+//! in constant time, every JSON key once in header and payload (readers
+//! disagree on a repeated `sub`), `exp` and `nbf` whole seconds in range.
+//! Time is passed in.
 
 use std::fmt;
 

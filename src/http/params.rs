@@ -1,12 +1,7 @@
-//! The admin API's query parameters, read one way for every route: a
-//! route names the parameters it takes, and an unknown one, one given
-//! twice, or a value out of its range is a `400` naming the parameter, as
-//! a wrong body field is. Nothing is clamped or defaulted in silence: an
-//! operator who asks for `top_minutes=0` learns that it means nothing.
-//!
-//! Paged answers hand back a `cursor` that the next call sends as it was
-//! given; it is the last item's sort key, as hex of its JSON, so a page
-//! starts after that item even when items came or went in between.
+//! The admin API's query parameters, read one way for every route: an
+//! unknown one, one given twice or a value out of range is a `400` naming
+//! it, nothing clamped in silence. A paged answer's `cursor` is its last
+//! item's sort key (hex of its JSON), so a page starts after that item.
 
 use super::problem::Problem;
 use super::url;

@@ -1,17 +1,8 @@
-//! A small JSON reader, not generic over anything, for the calls and
-//! replies between the worker and its objects. serde's derived readers
-//! over `serde_json` inline a copy of serde_json's parsing into every type
-//! read: the key objects' calls and replies alone cost the wasm 21 KB
-//! gzip more that way than through the hand-written readers in
-//! `objects/protocol/read/` and `room/protocol/read.rs`, which share this
-//! one (BENCHMARKS.md) and read the same JSON.
-//!
-//! It is as strict as `serde_json` where a well-formed call could be
-//! misread (numbers out of range or with a fraction where an integer is
-//! due, strings with raw control characters, anything after the value)
-//! and skips the values of fields it does not know, as serde's derived
-//! readers do. Nesting deeper than [`MAX_DEPTH`] is refused, never
-//! recursed into.
+//! The one JSON reader, small and not generic: the object calls and replies,
+//! stored rows and cursors are read over it by [`FromScan`] (which
+//! [`wire!`](crate::wire!) implements), and JSON trees by `super::tree`. As
+//! strict as `serde_json` where a value could be misread; unknown fields are
+//! skipped, nesting deeper than [`MAX_DEPTH`] refused.
 
 use std::borrow::Cow;
 

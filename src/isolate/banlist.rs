@@ -1,12 +1,7 @@
-//! The isolate's copy of the operators' manual bans.
-//!
-//! Manual bans apply on every rule, so checking them must not cost a
-//! Durable Object call per request: each isolate keeps the list, which a
-//! hub sends back with every report the isolate makes in the background
-//! ([`crate::isolate::report`]), and applies its own admin calls at once. A ban or
-//! unban made through another isolate takes effect here within one report
-//! interval; a report that fails keeps the last list it had, so bans never
-//! silently stop applying.
+//! The isolate's copy of the operators' manual bans, which apply on every
+//! rule without an object call: a hub sends the list back with every report
+//! ([`crate::isolate::report`]) and the isolate applies its own admin calls
+//! at once. A failed report keeps the last list, so bans never silently stop.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -1,15 +1,7 @@
-//! The admin API's paged lists, merged from the hubs: bans newest first
-//! and a rule's top refused keys largest first. Every answer is at most a
-//! page, and so is what each hub sends for it, so no call grows with the
-//! number of bans or keys the hubs hold.
-//!
-//! A page ends with a cursor, the sort key of its last item; the next page
-//! starts strictly after it. Each hub answers the first `limit` of its own
-//! list after the cursor, in the same order; the worker merges them,
-//! drops copies (a manual ban is held by every hub, with the same start),
-//! and keeps the first `limit`. An item is never on two pages, and one
-//! that existed throughout is on one of them, whatever came or went in
-//! between.
+//! The admin API's paged lists merged from the hubs (bans newest first, a
+//! rule's top keys largest first): each hub answers a page after the cursor,
+//! the worker merges them, drops copies and keeps a page, so no call grows
+//! with what the hubs hold and no item is on two pages.
 
 use std::cmp::Ordering;
 

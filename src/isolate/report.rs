@@ -1,12 +1,7 @@
-//! What an isolate tells the hubs, and how it keeps that bounded.
-//!
-//! Nothing on a request's path talks to a shared object. Instead each
-//! isolate collects, in memory, per-minute decision counts per rule, the
-//! keys it refused most often per rule ([`TopKeys`]), and the bans its
-//! decisions started; at most once per [`INTERVAL_MS`] it sends all of it
-//! in one request to one hub picked at random, in the background, and the
-//! hub answers with the operators' manual bans. Everything here is
-//! bounded, so an outage of the hubs or a flood of distinct keys cannot
+//! What an isolate tells the hubs: per-minute decision counts per rule, its
+//! most refused keys ([`TopKeys`]) and the bans it started, sent at most once
+//! per [`INTERVAL_MS`] to one hub at random, in the background, which answers
+//! with the manual bans. Bounded, so a hub outage or a flood of keys cannot
 //! grow an isolate's memory or its next report.
 
 use std::collections::BTreeMap;

@@ -1,19 +1,7 @@
-//! The keys refused most often, in bounded memory: the space-saving
-//! summary (Metwally, Agrawal, El Abbadi, 2005).
-//!
-//! A summary keeps at most `capacity` counters. A key already counted adds
-//! to its counter; a new key takes a free counter, or else replaces the
-//! smallest one and inherits its count, remembered as `error`. So:
-//!
-//! - every counted `count` is an upper bound of the key's true count, and
-//!   `count - error` a lower bound;
-//! - a key seen more than `n / capacity` times (of `n` seen in all) is
-//!   always listed.
-//!
-//! Summaries merge by adding counts (and errors) key by key, then keeping
-//! the `capacity` largest: the merged bounds hold for the sum of the
-//! inputs, with `n` the total, because a key left out of one input had at
-//! most that input's smallest count there, and that is added to its error.
+//! The keys refused most often, in bounded memory: the space-saving summary
+//! (Metwally, Agrawal, El Abbadi, 2005). Each `count` is an upper bound of a
+//! key's true count and `count - error` a lower one; a key seen more than
+//! `n / capacity` times is always listed; summaries merge keeping both bounds.
 
 /// How many keys an isolate (and a hub, per rule and minute) keeps.
 pub const CAPACITY: usize = 32;

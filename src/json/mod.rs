@@ -1,13 +1,7 @@
-//! The JSON the worker writes, by hand: [`Write`] for each type it sends,
-//! stores or answers with (`write.rs`, [`write_json!`](crate::write_json!)
-//! for structs), and `json!({"key": value, ...})` for the objects of its
-//! answers, each value anything that is [`Write`], `null` or `[]`.
-//! `json!` writes what `serde_json::json!` then `serde_json::to_string`
-//! wrote: its map keeps keys in order (a `BTreeMap`), so the fields come
-//! out sorted by key, whatever their order in the source. Here each
-//! field is one call, [`Object::put`], with one copy per type of value,
-//! and no tree of values is built. Tests keep `serde_json::json!`, whose
-//! nested literals they use.
+//! The JSON the worker writes: [`Write`] for each type (`write.rs`; structs
+//! declared with [`wire!`](crate::wire!)), and `json!({"key": value, ...})`
+//! for an answer's object, its fields written as text and sorted by key at
+//! the end, as the `serde_json::Value` it once built sorted them.
 
 pub mod wire;
 mod write;

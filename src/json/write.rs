@@ -1,12 +1,7 @@
-//! JSON written by hand: [`Write`] for each type the worker and its
-//! objects send or store, into one [`Text`] whose methods are not generic.
-//! serde's derived writers, over `serde_json`'s serializer, cost the wasm
-//! a copy of the serializer's field and error handling per type (about
-//! 17 KB gzip in all); a type here costs one call per field. The text is
-//! byte for byte what `serde_json::to_string` writes of the same value
-//! (compact, keys in the order given, strings escaped as serde_json
-//! escapes them), which the tests check against the types' serde derives,
-//! kept for that.
+//! JSON written by hand into one [`Text`] whose methods are not generic: a
+//! type costs one call per field, not a copy of a serializer (BENCHMARKS.md).
+//! The text is what `serde_json::to_string` writes of the same value (compact,
+//! keys in the order given, strings escaped as serde_json escapes them).
 
 use serde_json::{Map, Number, Value};
 

@@ -1,13 +1,7 @@
-//! Reservations: admissions made for a request whose answer decides
-//! whether they count, kept or refunded by a settle, and kept when no
-//! settle comes in time.
-//!
-//! A reservation is admitted like any request, rows and all, before it is
-//! answered, and a row of its own says it is still pending. So storage
-//! always holds every unit that counts: an object evicted, restarted or
-//! crashed while a reservation is pending reads it back, and one whose
-//! reservation row were lost would keep its units (the strict side). A
-//! refund takes its units back out of the rows.
+//! Reservations: admissions whose request's answer decides whether they
+//! count, kept or refunded by a settle and kept when none comes in time.
+//! Admitted and written before they are answered, with a row of their own,
+//! so a restart forgets none and a lost row keeps units (the strict side).
 
 use super::slot::record;
 use super::{Ask, Expired, Ledger, Outcome, Write};

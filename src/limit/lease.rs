@@ -1,34 +1,9 @@
-//! Leases: at most N holders at a time, each for a limited time.
-//!
-//! One mechanism serves two needs: a concurrency limit ("at most 10 callers
-//! run this at once") and a lock (a lease with limit 1). Every lease has an
-//! expiry, so a holder that dies cannot keep its slot; the key object's alarm
-//! reclaims it.
-//!
-//! **Fences.** Every new lease gets a fence number greater than every fence
-//! the key has given before, so a storage layer can refuse writes from a
-//! holder whose lease has lapsed and been granted again. A fence is
-//! `max(last fence + 1, now_ms × 1000)`. The first term makes fences grow
-//! while the key remembers its last fence, whatever the clock does (it may
-//! stand still, or more than 1 000 grants may share a millisecond and run
-//! into the next millisecond's numbers). The second lets the key forget:
-//! once `now_ms × 1000` exceeds the last fence, a fresh table would give a
-//! larger fence anyway, so the last fence is needed no longer
-//! ([`LeaseTable::needs_floor`]). Until then the key object keeps it, in
-//! memory and, once no lease row holds it, as a floor row. Forgetting can
-//! only lead to a repeat if the clock later steps back to or before the
-//! millisecond `last fence / 1000`. Fences stay below 2^53 (exact in
-//! JavaScript numbers) until the year 2255.
-//!
-//! **Holders.** Only the lease id, a random secret returned to whoever was
-//! granted the lease, renews, releases or re-enters it. An `owner` is a label
-//! for operators and grants nothing: anyone can send any name.
-//!
-//! **Limits.** When callers say the limit themselves (the decision API), the
-//! limit the held leases were granted under stands until they are all gone:
-//! a caller asking another limit is answered [`LeaseError::LimitMismatch`]
-//! rather than let past a lock. A limit from the operator's config (a proxy
-//! rule) applies at once, so a deploy can change it.
+//! Leases: at most N holders at a time, each for a limited time (a
+//! concurrency limit, or with N = 1 a lock), every lease with an expiry so a
+//! holder that dies cannot keep its slot. Each new lease gets a fence larger
+//! than any the key gave before; only its id (a secret) renews, releases or
+//! re-enters it. Fences, holders and limits: docs/algorithms.md ("How it
+//! works": leases).
 
 use crate::input::scan::{need, FromScan, Malformed, Read, Scan};
 

@@ -1,14 +1,8 @@
-//! One global quota divided across K parts, each an exact log of its own in
-//! its own Durable Object, because one object serves on the order of 1 000
-//! requests a second and a flash sale may need twenty times that.
-//!
-//! The shares differ by at most one and sum to the limit exactly, and each
-//! part never holds more than its share in any window, so the parts
-//! together never hold more than the limit in any window: splitting can
-//! only refuse more, never admit more. A request goes to a random part and,
-//! when that part is full, to one other before it is refused, so capacity
-//! left in one part is not wasted on a full one. `examples/split_price.rs`
-//! measures what refusals remain while the whole still had room.
+//! One global quota divided across K parts, each an exact log in its own
+//! Durable Object (one object serves about 1 000 requests a second). Shares
+//! differ by at most one and sum to the limit, so the parts together never
+//! hold more than the limit in any window. A request tries a random part, then
+//! one other (`examples/split_price.rs` measures what that leaves unused).
 
 use super::Spec;
 

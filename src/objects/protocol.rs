@@ -1,31 +1,8 @@
-//! What the worker and the objects it calls say to each other: one JSON
-//! body per internal `fetch`, a call (e.g. `{"check":{...}}`, `"inspect"`)
-//! answered by a reply (e.g. `{"outcome":{...}}`, `"no_such_lease"`). Both
-//! sides are this crate, but an object still validates what it receives,
-//! since a bad value must become an error response, never a panic: a body
-//! that is no known call, or whose values are out of range, is answered with
-//! a 400 problem.
-//!
-//! [`LimiterCall`] and [`LimiterReply`] are for the key objects (`Limiter`),
-//! [`HubCall`] and [`HubReply`] for the hubs.
-//!
-//! A key object's call names the object it is for (`key`, an
-//! [`ObjectName`](super::name::ObjectName)): the worker sends it there. The
-//! object holds that one key and nothing else, so it reads nothing from the
-//! name; an object of the version before, reached during a gradual
-//! deployment, still can.
-//!
-//! Every enum here, policies too, is tagged the way serde tags by default:
-//! the variant's name is the key of an object around its values. A tag
-//! inside the object (`{"call":"check",...}`) makes serde buffer each body
-//! into a tree before decoding it, and that code cost the wasm 118 KB
-//! (`cargo build --release --target wasm32-unknown-unknown`: 2.19 MB against
-//! 2.07 MB); this form costs nothing.
-//!
-//! They are written by hand (`write`, over [`crate::json::Write`]: the JSON
-//! serde's derives write, which the tests compare with). The key objects' and the hubs' calls and replies are read by
-//! hand (`read`, over the small JSON reader in [`crate::input::scan`]), the same JSON
-//! with a fraction of the code serde's derived readers cost the wasm.
+//! What the worker and its objects say to each other: a call (`{"check":{…}}`,
+//! `"inspect"`) answered by a reply, one tagged enum each way for the key
+//! objects ([`LimiterCall`], [`LimiterReply`]) and the hubs ([`HubCall`],
+//! [`HubReply`]), each declared once by [`wire!`](crate::wire!). An object
+//! validates what it receives: a bad body is a 400, never a panic.
 
 mod hub;
 mod policy;

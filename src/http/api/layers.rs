@@ -1,16 +1,8 @@
 //! `POST {prefix}/v1/limit` with `layers`: several keys, each with its own
-//! limits, admitted all together or not at all:
-//!
-//! ```json
-//! {"layers": [{"key": "user:42", "limit": 1, "window_ms": 60000},
-//!             {"key": "sale", "limit": 10000, "window_ms": 60000}]}
-//! ```
-//!
-//! Each layer is what a one-key body would be (`limit`, `window_ms`,
-//! `algorithm`, or `policies`), so its key keeps the same state either
-//! way; `cost` is the call's, taken in every layer. The answer lists each
-//! layer asked, under its `name` (given, or its key when that is a valid
-//! name, else `layers[i]`).
+//! limits (a one-key body's fields), admitted all together or not at all;
+//! `cost` is the call's, taken in every layer. The answer lists each layer
+//! asked under its `name` (given, else its key when that is a valid name,
+//! else `layers[i]`).
 
 use super::key_limits::{
     checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy,

@@ -1,13 +1,8 @@
-//! The decision API's request bodies and answers, one module per route:
-//! `limit` (`POST {prefix}/v1/limit`, and `layers` for several keys at
-//! once, each key's limits read by `key_limits`), `settle` (its
-//! reservations), `throttle` (redis-cell's `CL.THROTTLE`) and `leases`.
-//!
-//! Each body is read into its `Raw*` struct by [`body::read`] (unknown
-//! fields refused, a shape error naming its field), then checked for what a
-//! type cannot say: ranges, names, fields that go together. Either way a
-//! bad body gets a 400 that names the field instead of reaching a Durable
-//! Object. What every route shares (keys, names, waits) is here.
+//! The decision API's bodies and answers, one module per route: `limit` (and
+//! `layers`, each key's limits read by `key_limits`), `settle`, `throttle`
+//! (redis-cell's `CL.THROTTLE`) and `leases`. Each body is read by
+//! [`body::read`], then checked for what a type cannot say; a bad one is a
+//! 400 naming its field, never a call to an object.
 
 mod key_limits;
 mod layers;
