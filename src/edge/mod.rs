@@ -67,8 +67,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     let own = config.own_path(&path);
     // The client's address, a header read and parsed: Sluice's own paths
     // read it only when a deny list or a manual ban could hold it (its
-    // parse was about 1.4 % of a hot decision's samples, BENCHMARKS.md);
-    // rules need it.
+    // cost: BENCHMARKS.md); rules need it.
     let ip = if own.is_none() || !config.deny.is_empty() || isolate::any_manual_ban() {
         client_ip(&req)
     } else {

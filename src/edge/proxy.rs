@@ -88,7 +88,7 @@ fn below(req: &ClientRequest, base: &str) -> String {
 /// Made with the runtime's own `Request` and `RequestInit`, as
 /// `client::Objects` makes its calls: `worker::RequestInit`'s conversion
 /// also writes the `cf` options Sluice never sets, and brings their
-/// serialisation (11 KB of wasm) with it.
+/// serialisation with it.
 fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<web_sys::Request> {
     let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
         (Some(auth), Some(secret)) => Some(OriginAuth {

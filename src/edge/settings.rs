@@ -171,10 +171,9 @@ fn required_secret(env: &Env, name: &str, field: &str) -> Result<String, ConfigE
 /// unreadable is an error, never a silent "no rules".
 ///
 /// A structured var is written out by the runtime's `JSON.stringify` and
-/// parsed as bodies are (`input::tree::parse`): `Env::object_var` would walk
-/// it with `serde_wasm_bindgen`, whose reader was in the wasm for this
-/// alone, and whose errors were the last path to `f64`'s `Display` (13 KB
-/// gzip together).
+/// parsed as bodies are (`input::tree::parse`), not walked by
+/// `Env::object_var` with `serde_wasm_bindgen`, whose reader was in the
+/// wasm for this alone (BENCHMARKS.md).
 fn raw_config(env: &Env) -> Result<Value, ConfigError> {
     let raw =
         Reflect::get(env.as_ref(), &JsValue::from_str("SLUICE")).unwrap_or(JsValue::UNDEFINED);

@@ -7,9 +7,8 @@ use worker::{console_error, js_sys, Error, Result, SqlCursor, SqlStorageValue, S
 /// A row type read from the runtime's raw rows: its fields from the
 /// query's columns, in the query's order.
 ///
-/// `SqlCursor::to_array` reads each row as an object through
-/// `serde_wasm_bindgen`, with a derived reader per row type: 4.5 KB gzip
-/// of the wasm for a dozen small rows of integers and text.
+/// Not `SqlCursor::to_array`, which reads each row as an object through
+/// `serde_wasm_bindgen` with a derived reader per row type (BENCHMARKS.md).
 pub trait FromRow: Sized {
     fn read(columns: &mut Columns) -> Result<Self>;
 }
@@ -113,7 +112,7 @@ pub fn rows<T: FromRow>(cursor: &SqlCursor) -> Result<Vec<T>> {
     Ok(rows)
 }
 
-/// A loop, not `collect` into a `Result`, whose adapter was 1.9 KB of wasm.
+/// A loop, not `collect` into a `Result`, whose adapter is larger.
 #[inline(never)]
 fn raw_rows(cursor: &SqlCursor) -> Result<Vec<Vec<SqlStorageValue>>> {
     let mut rows = Vec::new();

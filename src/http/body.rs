@@ -18,9 +18,9 @@ pub fn read<T: FromTree>(content_type: Option<&str>, body: &[u8]) -> Result<T, P
 
 /// The body as a JSON object, or the problem that says why not: the
 /// content type, the size, then the JSON. Kept out of line so that each
-/// body type's [`read`] holds only its own deserialisation: inlined, this
-/// was a copy per endpoint in the fetch handler (about 3 KB of wasm). A
-/// body of a field or two may be read from it by hand ([`fields`]).
+/// body type's [`read`] holds only its own reading, not a copy of this per
+/// endpoint. A body of a field or two may be read from it by hand
+/// ([`fields`]).
 #[inline(never)]
 pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Value, Problem> {
     let media_type = content_type

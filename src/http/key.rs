@@ -147,8 +147,8 @@ impl KeySpec {
             pieces
         };
         // Each character once, in the order first met: only `contains`
-        // reads the list, and sorting it linked a sort of `char`s (4 KB
-        // of wasm) for nothing else.
+        // reads the list, and sorting it linked a sort of `char`s for
+        // nothing else.
         let mut escaped = vec!['%'];
         for piece in &pieces {
             if let Piece::Literal(text) = piece {

@@ -10,8 +10,7 @@ use super::path::escape_at;
 /// always has a path, `/` at least, and escapes `?` and `#` inside it).
 pub fn path(url: &str) -> &str {
     // A scan of the bytes, not `find("://")`: a `&str` pattern sets up a
-    // two-way searcher on every call, which took about 1 % of a hot
-    // decision's samples (BENCHMARKS.md).
+    // two-way searcher on every call (BENCHMARKS.md).
     let after_scheme = url
         .as_bytes()
         .windows(3)
