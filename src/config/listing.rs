@@ -241,11 +241,7 @@ impl<'a> ListedLayer<'a> {
 
 impl<'a> ListedPolicy<'a> {
     fn of(name: &'a str, spec: &Spec) -> ListedPolicy<'a> {
-        let (algorithm, limit, window_ms, burst) = match spec {
-            Spec::SlidingLog(_) => ("sliding_log", spec.limit(), spec.window_ms(), None),
-            Spec::FixedWindow(_) => ("fixed_window", spec.limit(), spec.window_ms(), None),
-            Spec::Gcra(g) => ("gcra", g.count(), g.period_ms(), Some(g.max_burst())),
-        };
+        let (algorithm, limit, window_ms, burst) = spec.written();
         ListedPolicy {
             name,
             limit,

@@ -5,8 +5,8 @@ use super::names::validate_part_name;
 use super::{error, ConfigError};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::limit::gcra::{GcraPolicy, MAX_BURST};
-use crate::limit::{Policy, Spec};
+use crate::limit::gcra::MAX_BURST;
+use crate::limit::{Policy, Spec, Unnamed};
 use crate::limits::MAX_POLICIES;
 
 /// One policy in shorthand (`limit`, `window`) or several (`policies`).
@@ -146,31 +146,19 @@ fn validate_spec(
             "burst applies to algorithm = \"gcra\" only",
         ));
     }
-    let spec = match algorithm {
-        None | Some("sliding_log") => Spec::SlidingLog(policy),
-        Some("fixed_window") => Spec::FixedWindow(policy),
-        Some("gcra") => {
-            let max_burst = burst.unwrap_or(limit - 1);
-            GcraPolicy::new(max_burst, limit, window_ms)
-                .map(Spec::Gcra)
-                .map_err(|_| {
-                    error(
-                        &format!("{at}.burst"),
-                        format!(
-                            "burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"
-                        ),
-                    )
-                })?
-        }
-        Some(other) => {
-            return Err(error(
-                &format!("{at}.algorithm"),
-                format!(
-                "{other:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\""
+    let spec = Spec::named(algorithm, policy, burst).map_err(|e| match e {
+        Unnamed::Burst(max_burst) => error(
+            &format!("{at}.burst"),
+            format!("burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"),
+        ),
+        Unnamed::Algorithm => error(
+            &format!("{at}.algorithm"),
+            format!(
+                "{:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\"",
+                algorithm.unwrap_or_default()
             ),
-            ))
-        }
-    };
+        ),
+    })?;
     match needs_refund {
         Some(why) if !spec.refunds() => Err(error(&format!("{at}.algorithm"), why)),
         _ => Ok(spec),

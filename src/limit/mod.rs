@@ -15,7 +15,7 @@ pub mod sliding_log;
 pub mod split;
 pub mod spread;
 
-pub use algorithm::{Algorithm, Recorded, Spec};
+pub use algorithm::{Algorithm, Recorded, Spec, Unnamed};
 pub use fixed_window::FixedWindow;
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
 pub use retry::Retry;

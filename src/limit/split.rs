@@ -32,16 +32,7 @@ pub fn route(parts: u32, first: u32, second: u32) -> (u32, Option<u32>) {
 /// algorithm that cannot be split (GCRA's burst and rate do not divide
 /// into parts that add up to the whole) or a share of zero.
 pub fn share_spec(spec: &Spec, parts: u32, index: u32) -> Option<Spec> {
-    let limit = share(spec.limit(), parts, index);
-    match spec {
-        Spec::SlidingLog(p) => super::Policy::new(limit, p.window_ms())
-            .ok()
-            .map(Spec::SlidingLog),
-        Spec::FixedWindow(p) => super::Policy::new(limit, p.window_ms())
-            .ok()
-            .map(Spec::FixedWindow),
-        Spec::Gcra(_) => None,
-    }
+    spec.with_limit(share(spec.limit(), parts, index))?.ok()
 }
 
 #[cfg(test)]

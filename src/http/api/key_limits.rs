@@ -158,12 +158,13 @@ fn policy_spec(
 ) -> Result<Spec, Problem> {
     let policy = Policy::new(limit, window_ms)
         .map_err(|e| Problem::invalid(&format!("{prefix}{}", e.field()), e.to_string()))?;
-    match algorithm {
-        None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
-        Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
-        Some(other) => Err(Problem::invalid(
+    // Any policy here may be reserved, so it must give units back: GCRA,
+    // which cannot, has its own endpoint, whose parameters differ.
+    match Spec::named(algorithm, policy, None) {
+        Ok(spec) if spec.refunds() => Ok(spec),
+        _ => Err(Problem::invalid(
             &format!("{prefix}algorithm"),
-            format!("algorithm must be \"sliding_log\" or \"fixed_window\" (GCRA is POST /v1/throttle), got {other:?}"),
+            format!("algorithm must be \"sliding_log\" or \"fixed_window\" (GCRA is POST /v1/throttle), got {:?}", algorithm.unwrap_or_default()),
         )),
     }
 }
