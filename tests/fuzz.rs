@@ -33,7 +33,7 @@ use sluice::http::api::{
 use sluice::http::base64url::encode as base64url;
 use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
-use sluice::http::control::parse_state;
+use sluice::http::admin::parse_state;
 use sluice::http::forward::{to_origin, Facts, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec};

@@ -4,7 +4,6 @@
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
 mod admin;
-mod bans;
 mod blocks;
 mod client;
 mod clock;
@@ -22,9 +21,7 @@ mod quota;
 mod respond;
 mod room;
 mod rpc;
-mod rules;
 mod settings;
-mod stats;
 mod storage;
 
 pub use hub::Hub;

@@ -6,11 +6,11 @@
 use crate::json;
 use worker::{Headers, Response, Result};
 
+use super::super::admin::rules::{respond_parts, StateView};
 use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::quota::Shown;
 use super::super::respond;
-use super::super::rules::{respond_parts, StateView};
 use super::visit;
 use crate::config::room::WaitingRoom;
 use crate::config::{Config, Rule};

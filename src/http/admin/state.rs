@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::body;
-use super::problem::Problem;
+use super::super::body;
+use super::super::problem::Problem;
 use crate::control::{Control, RuleState};
 use crate::limits::{reason_fits, REASON_RULE};
 

@@ -7,11 +7,12 @@
 use serde_json::Value;
 
 use crate::json;
-use worker::{console_error, Headers, Response, Result};
+use worker::console_error;
 
-use super::client::{hub_name, Objects};
-use super::clock::now_ms;
-use super::{isolate, respond};
+use super::super::client::{hub_name, Objects};
+use super::super::clock::now_ms;
+use super::super::isolate;
+use super::super::respond::{self, Handled};
 use crate::config::Config;
 use crate::http::admin::{RULE, SINCE, TOP_LIMIT, TOP_MINUTES};
 use crate::http::params::{cursor, Params};
@@ -25,11 +26,8 @@ use crate::objects::name::API_SCOPE;
 /// `GET /admin/stats?since=<ms>`: per rule, counts since `since` and per
 /// minute of the last hour; how many bans are in force; the hubs' and
 /// this isolate's own figures.
-pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
-    let since = match params.whole(&SINCE) {
-        Ok(since) => since,
-        Err(problem) => return respond::problem(&problem),
-    };
+pub async fn get(objects: &Objects, params: &Params) -> Handled {
+    let since = params.whole(&SINCE)?;
     isolate::report(objects).await;
     let (mut totals, mut recent) = (Vec::new(), Vec::new());
     let (mut manual_bans, mut rule_bans) = (0, 0);
@@ -63,17 +61,14 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
         "unreachable": unreachable,
         "isolate": isolate::figures(),
     });
-    respond::json(&body, Headers::new())
+    respond::body(&body)
 }
 
 /// `GET /admin/top?rule=<id>&top_minutes=<1..60>&limit=<1..32>&cursor=`:
 /// the keys `rule` refused most in the last `top_minutes`, largest first,
 /// a page at a time.
-pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<Response> {
-    let rule = match known_rule(config, params.text(RULE)) {
-        Ok(rule) => rule,
-        Err(problem) => return respond::problem(&problem),
-    };
+pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Handled {
+    let rule = known_rule(config, params.text(RULE))?;
     let asked = (
         params.whole(&TOP_MINUTES),
         params.whole(&TOP_LIMIT),
@@ -82,7 +77,7 @@ pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<
     let (minutes, limit, after) = match asked {
         (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),
         (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
-            return respond::problem(&problem)
+            return Err(problem.into())
         }
     };
     isolate::report(objects).await;
@@ -105,7 +100,7 @@ pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<
         "rule": rule, "top_minutes": minutes, "keys": keys,
         "next": next.as_ref().map(cursor), "unreachable": unreachable,
     });
-    respond::json(&body, Headers::new())
+    respond::body(&body)
 }
 
 /// The rule `rule` names, as stats count it: a rule's id, or the decision
