@@ -1,20 +1,10 @@
 //! [`wire!`](crate::wire!): a type the worker and its objects send or
 //! store, declared once: the Rust type, its writer ([`super::Write`]) and
-//! its reader ([`FromScan`](crate::input::scan::FromScan), over the one
-//! JSON reader). The JSON is serde's default shape, which the stored rows
-//! and a worker of the version before still speak: a struct an object of
-//! its fields in the order declared, an enum tagged by its variant's name
-//! (a unit variant its bare name; a tuple variant's values a list).
-//!
-//! A struct's field `= value` is left out when it holds the value and read
-//! as it when absent; `=> value` is only read as it when absent; an
-//! `Option` is read as `None` when absent; any other field is required.
-//! `as "key"` names a field on the wire. A reader skips fields it does not
-//! know and refuses anything else it does not expect ([`Malformed`]).
-//! `write struct` declares a struct that is only written (an answer's
-//! view, which may borrow what it shows).
-//!
-//! [`Malformed`]: crate::input::scan::Malformed
+//! its reader ([`FromScan`](crate::input::scan::FromScan)), in serde's
+//! default shape, which stored rows and the version before still speak.
+//! A field `= value` is left out when it holds it and read as it when
+//! absent, `=> value` only read so, an `Option` read as `None`; `as "key"`
+//! names it on the wire. `write struct` declares a struct only written.
 
 /// A field with a default (`= value`) is left out when it holds it. An
 /// `Option`'s default is `None` and a `Vec`'s empty, whatever is written:

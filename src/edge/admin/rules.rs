@@ -1,17 +1,8 @@
-//! The admin API's live control of a rule, below `{prefix}/admin/rules/`:
-//! its state (`{rule}/state`: open, paused, closed), a global quota's whole
-//! limit (`{rule}/override`), and the rule's view (`{rule}`: its state,
-//! and a global quota's sale). A global quota's state and override are
-//! written to each of its parts, which decide with them from their next
-//! decision; so is the state of a rule with a global layer, to each part
-//! of its layers (a refusal by a later layer gives the earlier ones back,
-//! so the state applies to the whole rule); a waiting room's state to each
-//! of its shards, likewise (`room::admin`); any other rule's state goes to
-//! Workers KV (`controls.rs`).
-//! A global quota is read as one view (`quota::sale`), which `GET` on the
-//! rule, its state and its override all answer. Answers are serialised
-//! from structs rather than built as JSON values, which costs the wasm
-//! less code per field.
+//! A rule's live control, below `{prefix}/admin/rules/`: its state
+//! (`{rule}/state`), a global quota's whole limit (`{rule}/override`) and
+//! the rule's view (`{rule}`). What a global quota's or global layer's parts
+//! hold is written to each part, a room's state to each shard
+//! (`room::admin`), any other rule's state to Workers KV (`controls.rs`).
 
 use worker::{Env, Headers, Method, Response, Result};
 
