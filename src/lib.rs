@@ -2,8 +2,8 @@
 //! map of the crate, from the pure core out to the Workers glue (a module
 //! imports only those listed before it, but `edge`, which runs them all):
 //!
-//! - [`limits`]: every bound the config and the APIs share, written once.
-//! - [`order`]: a stable sort for short lists.
+//! - [`bounds`]: every bound the config and the APIs share, written once.
+//! - [`short_sort`]: a stable sort for short lists.
 //! - [`input`]: the one JSON reader, JSON trees with field paths, durations.
 //! - [`json`]: the JSON written, and [`wire!`], a wire type declared once.
 //! - [`limit`]: the algorithms (sliding log, fixed window, GCRA, leases,
@@ -22,6 +22,7 @@
 //!
 //! Where each part's state lives and how a request travels: ARCHITECTURE.md.
 
+pub mod bounds;
 pub mod config;
 pub mod control;
 pub mod gate;
@@ -31,11 +32,10 @@ pub mod isolate;
 pub mod json;
 pub mod ledger;
 pub mod limit;
-pub mod limits;
 pub mod objects;
-pub mod order;
 pub mod room;
 pub mod sale;
+pub mod short_sort;
 
 #[cfg(target_arch = "wasm32")]
 pub mod edge;

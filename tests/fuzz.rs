@@ -20,11 +20,13 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Map, Value};
+use sluice::bounds::MAX_KEY_BYTES;
 use sluice::config::lookup::global_quota;
 use sluice::config::override_body::OverrideRequest;
 use sluice::config::pattern::Pattern;
 use sluice::config::quota_override::parse_quota_override;
 use sluice::config::Config as SluiceConfig;
+use sluice::http::admin::parse_state;
 use sluice::http::admin::{parse_manual_ban, AdminRoute};
 use sluice::http::api::{
     parse_lease_request, parse_limit_request, parse_renew_body, parse_settle_request,
@@ -33,7 +35,6 @@ use sluice::http::api::{
 use sluice::http::base64url::encode as base64url;
 use sluice::http::body;
 use sluice::http::cidr::{Cidr, CidrList};
-use sluice::http::admin::parse_state;
 use sluice::http::forward::{to_origin, Facts, OriginAuth};
 use sluice::http::jwt::{self, Hs256Key, Validation};
 use sluice::http::key::{KeyInputs, KeySpec};
@@ -43,7 +44,6 @@ use sluice::input::duration::parse_ms;
 use sluice::input::instant;
 use sluice::input::scan::FromScan;
 use sluice::json::Write;
-use sluice::limits::MAX_KEY_BYTES;
 use sluice::objects::protocol::{HubCall, HubReply, LimiterCall, LimiterReply};
 use sluice::room::protocol::{RoomCall, RoomReply};
 use sluice::room::shard::{Holding, Shard};

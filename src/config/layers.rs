@@ -24,10 +24,10 @@ use super::pattern::{check_key_parts, Pattern};
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::tier::Tier;
 use super::{error, ConfigError, RuleBan};
+use crate::bounds::MAX_LAYERS;
 use crate::from_tree;
 use crate::http::key::KeySpec;
 use crate::limit::Spec;
-use crate::limits::MAX_LAYERS;
 use crate::objects::name::Scope;
 
 /// One of a rule's `also` layers.

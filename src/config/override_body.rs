@@ -4,10 +4,10 @@
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::tier::Tier;
 use super::{error, ConfigError};
+use crate::bounds::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limit::Spec;
-use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
 from_tree! {
     /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,

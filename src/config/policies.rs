@@ -3,11 +3,11 @@
 
 use super::names::validate_part_name;
 use super::{error, ConfigError};
+use crate::bounds::MAX_POLICIES;
 use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limit::gcra::MAX_BURST;
 use crate::limit::{Policy, Spec, Unnamed};
-use crate::limits::MAX_POLICIES;
 
 /// One policy in shorthand (`limit`, `window`) or several (`policies`).
 pub(super) struct RawLimits {

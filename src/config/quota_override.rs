@@ -6,10 +6,10 @@ use super::global::divide;
 use super::lookup::GlobalQuota;
 use super::override_body::OverrideRequest;
 use super::{error, ConfigError};
+use crate::bounds::{reason_fits, REASON_RULE};
 use crate::input::duration::parse_ms;
 use crate::ledger::Override;
 use crate::limit::{Spec, MAX_LIMIT};
-use crate::limits::{reason_fits, REASON_RULE};
 
 /// A validated override of a global quota.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,6 +13,7 @@ use super::incoming::ClientRequest;
 use super::respond::{self, handled, Handled, Reply};
 use super::settings::settings;
 use super::{blocks, isolate};
+use crate::bounds::MAX_BODY_BYTES;
 use crate::gate::{self, Passed, Stop, Try};
 use crate::http::api::{
     self, key_param, layers_response, lease_response, limit_response, parse_lease_request,
@@ -26,7 +27,6 @@ use crate::http::problem::{Code, Problem};
 use crate::http::url;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
-use crate::limits::MAX_BODY_BYTES;
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 
 /// The name the decision API's counts are kept under.

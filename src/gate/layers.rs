@@ -14,7 +14,7 @@ use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
-use crate::order;
+use crate::short_sort;
 
 /// One layer as a climb asks it.
 pub trait Layered {
@@ -307,7 +307,7 @@ impl<'a> Stack<'a> {
                         (position, concluded)
                     })
                     .collect();
-                order::sort_by_key(&mut admitted, |(position, _)| *position);
+                short_sort::sort_by_key(&mut admitted, |(position, _)| *position);
                 admitted.into_iter().map(|(_, c)| c).reduce(merge)
             }
         };

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
+use crate::bounds::MAX_BODY_BYTES;
 use crate::input::tree::{self, Dialect, FromTree, Unreadable, REPEATED};
-use crate::limits::MAX_BODY_BYTES;
 
 /// The body as a `T`, or the problem that says why not: the content type,
 /// the size, then the JSON and its shape, in that order.

@@ -12,7 +12,7 @@ use super::cidr::client_network;
 use super::jwt::Claims;
 use super::problem::Code;
 use super::Incoming;
-use crate::limits::MAX_KEY_BYTES;
+use crate::bounds::MAX_KEY_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::order;
+use crate::short_sort;
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's
@@ -194,7 +194,7 @@ pub fn summarize(
     }
     let mut rules: Vec<RuleStats> = rules.into_values().take(MAX_STAT_RULES).collect();
     for stats in &mut rules {
-        order::sort_by_key(&mut stats.per_minute, |row| row.minute_ms);
+        short_sort::sort_by_key(&mut stats.per_minute, |row| row.minute_ms);
     }
     StatsAnswer {
         since_ms,

@@ -81,7 +81,7 @@ impl Object {
     /// The object, its fields sorted by key.
     #[inline(never)]
     pub fn finish(mut self) -> Json {
-        crate::order::sort_by_key(&mut self.fields, |&(key, _, _)| key);
+        crate::short_sort::sort_by_key(&mut self.fields, |&(key, _, _)| key);
         let values = self.values.as_str();
         let mut out = Text::with_capacity(values.len() + 16 * self.fields.len() + 2);
         let mut fields = out.object();

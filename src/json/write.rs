@@ -204,7 +204,7 @@ impl Fields<'_> {
         self.close();
         if self.placed.windows(2).any(|pair| pair[0].0 > pair[1].0) {
             let (from, to) = (self.placed[0].1, self.placed[self.placed.len() - 1].2);
-            crate::order::sort_by_key(&mut self.placed, |&(key, _, _)| key);
+            crate::short_sort::sort_by_key(&mut self.placed, |&(key, _, _)| key);
             let mut sorted = String::with_capacity(to - from);
             for &(_, start, end) in &self.placed {
                 if !sorted.is_empty() {

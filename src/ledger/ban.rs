@@ -10,9 +10,9 @@
 use std::fmt;
 
 use super::{Expired, Ledger, Write};
+use crate::bounds::MAX_BAN_MS;
 use crate::input::duration::format_ms;
 use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
-use crate::limits::MAX_BAN_MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BanPolicy {

@@ -20,11 +20,11 @@ use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
 use super::shard::{Holding, Status, Terms, Turn};
 use super::views::Views;
+use crate::bounds::DAY_MS;
 use crate::config::room::WaitingRoom;
 use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
-use crate::limits::DAY_MS;
 
 /// How long an isolate shows a shard's "now serving" without asking it
 /// again: the most a displayed position lags, and the most a visitor's

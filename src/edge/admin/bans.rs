@@ -13,6 +13,7 @@ use super::super::endpoints::parsed_body;
 use super::super::incoming::ClientRequest;
 use super::super::isolate;
 use super::super::respond::{self, Handled};
+use crate::bounds::MAX_KEY_BYTES;
 use crate::config::lookup::{targets, Target};
 use crate::config::Config;
 use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban, BANS_LIMIT};
@@ -23,7 +24,6 @@ use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::{merge_bans, BanCursor};
 use crate::ledger::BanNotice;
-use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::API_SCOPE;
 use crate::objects::protocol::KeyBan;
 

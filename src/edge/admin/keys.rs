@@ -5,6 +5,7 @@ use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::isolate;
 use super::super::respond::{self, Handled};
+use crate::bounds::MAX_KEY_BYTES;
 use crate::config::lookup::{overridden_tier, override_tier, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
 use crate::config::Config;
@@ -13,7 +14,6 @@ use crate::http::time::rfc3339;
 use crate::json;
 use crate::json::Json;
 use crate::ledger::Override;
-use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::Scope;
 use crate::objects::protocol::WireOverride;
 

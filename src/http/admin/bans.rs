@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use super::super::body;
 use super::super::cidr::{client_network, Cidr};
 use super::super::problem::Problem;
+use crate::bounds::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::limits::{DAY_MS, MAX_BAN_MS, MAX_BAN_REASON_BYTES, MAX_KEY_BYTES};
 
 /// What a manual ban on `key` must name to refuse that client: an IPv6
 /// address stands for its `/ipv6_prefix` group, because that group is what

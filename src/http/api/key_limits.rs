@@ -4,12 +4,12 @@
 //! (`layers.rs`) are read and answered by these.
 
 use super::{check_policy_name, wait_ms, DEFAULT_POLICY, THROTTLE_SLOT};
+use crate::bounds::MAX_POLICIES;
 use crate::from_tree;
 use crate::http::problem::Problem;
 use crate::json::{Json, Object};
 use crate::ledger::Outcome;
 use crate::limit::{Policy, Spec};
-use crate::limits::MAX_POLICIES;
 use crate::{json, json_object};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

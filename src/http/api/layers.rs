@@ -8,13 +8,13 @@ use super::key_limits::{
     checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy,
 };
 use super::{check_policy_name, checked_key_at, wait_ms};
+use crate::bounds::MAX_LAYERS;
 use crate::from_tree;
 use crate::http::problem::Problem;
 use crate::json::Json;
 use crate::json_object;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
-use crate::limits::MAX_LAYERS;
 
 /// A call over several keys, in the order they are asked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use super::key_limits::{
     checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy,
 };
 use super::layers::{parse_layers, LayeredRequest, RawLayer};
+use crate::bounds::MAX_RESERVATION_TTL_MS;
 use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
 use crate::json::Json;
 use crate::ledger::Outcome;
-use crate::limits::MAX_RESERVATION_TTL_MS;
 
 /// How long a reservation waits for its settle before it is kept, unless
 /// the call says (`reservation_ttl_ms`): long enough for any origin to
@@ -507,7 +507,7 @@ mod tests {
             assert_eq!(p.status, 400);
             assert!(p.to_json().contains("content-type"));
         }
-        let huge = vec![b' '; crate::limits::MAX_BODY_BYTES + 1];
+        let huge = vec![b' '; crate::bounds::MAX_BODY_BYTES + 1];
         assert_eq!(parse_limit_request(JSON, &huge).unwrap_err().status, 413);
     }
 }

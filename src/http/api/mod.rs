@@ -14,8 +14,8 @@ mod throttle;
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
+use crate::bounds::{MAX_KEY_BYTES, MAX_NAME_BYTES};
 use crate::limit::Retry;
-use crate::limits::{MAX_KEY_BYTES, MAX_NAME_BYTES};
 pub use key_limits::LimitRequest;
 pub use layers::{layers_response, KeyLayer, LayeredRequest};
 pub use leases::{lease_problem, lease_response, parse_lease_request, parse_renew_body, LeaseCall};

@@ -7,8 +7,8 @@
 use super::super::reservation::{Reservation, Run};
 use super::super::slot::record;
 use super::super::{Ledger, Write};
+use crate::bounds::MAX_RESERVATION_TTL_MS;
 use crate::limit::{Algorithm, Recorded};
-use crate::limits::MAX_RESERVATION_TTL_MS;
 
 crate::wire! {
     /// A reservation admitted from a block and not settled yet: its id, its
