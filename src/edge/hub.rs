@@ -22,7 +22,7 @@ use worker::{
 use super::client::Objects;
 use super::clock::now_ms;
 use super::rpc::{self, served_by_rpc, Served};
-use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
+use super::storage::{self, int, row, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
 use crate::input::scan::FromScan;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
@@ -72,15 +72,9 @@ pub struct Hub {
     requests: Cell<u64>,
 }
 
-struct Next {
-    at: Option<u64>,
-}
-
-impl FromRow for Next {
-    fn read(c: &mut Columns) -> Result<Next> {
-        Ok(Next {
-            at: c.whole_or_null()?,
-        })
+row! {
+    struct Next {
+        at: Option<u64>,
     }
 }
 
@@ -93,30 +87,10 @@ impl FromRow for Text {
     }
 }
 
-impl FromRow for StatRow {
-    fn read(c: &mut Columns) -> Result<StatRow> {
-        Ok(StatRow {
-            rule: c.text()?,
-            minute_ms: c.whole()?,
-            admitted: c.whole()?,
-            refused: c.whole()?,
-            failed: c.whole()?,
-        })
-    }
-}
+row! { StatRow { rule, minute_ms, admitted, refused, failed } }
 
-/// Read from `key, source, until_ms, reason, started_ms`.
-impl FromRow for BanRecord {
-    fn read(c: &mut Columns) -> Result<BanRecord> {
-        Ok(BanRecord {
-            key: c.text()?,
-            source: c.text()?,
-            until_ms: c.whole()?,
-            reason: c.text()?,
-            started_ms: c.whole()?,
-        })
-    }
-}
+// Read from `key, source, until_ms, reason, started_ms`.
+row! { BanRecord { key, source, until_ms, reason, started_ms } }
 
 impl DurableObject for Hub {
     fn new(state: State, env: Env) -> Self {

@@ -13,6 +13,67 @@ pub trait FromRow: Sized {
     fn read(columns: &mut Columns) -> Result<Self>;
 }
 
+/// A row type declared once: `row! { struct Name { field: Type, .. } }`
+/// declares the struct and its [`FromRow`]; `row! { Name { field, .. } }`
+/// reads a struct declared elsewhere. Each field is the next column, read
+/// as its type says ([`Column`]).
+macro_rules! row {
+    ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$m])* $vis struct $name { $($(#[$fm])* $fvis $field: $ty),* }
+        $crate::edge::storage::row! { $name { $($field),* } }
+    };
+    ($name:ident { $($field:ident),* $(,)? }) => {
+        impl $crate::edge::storage::FromRow for $name {
+            fn read(c: &mut $crate::edge::storage::Columns) -> worker::Result<$name> {
+                use $crate::edge::storage::Column;
+                Ok($name { $($field: Column::read(c)?),* })
+            }
+        }
+    };
+}
+pub(crate) use row;
+
+/// A column's type, as [`row!`] reads it.
+pub trait Column: Sized {
+    fn read(columns: &mut Columns) -> Result<Self>;
+}
+
+impl Column for String {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.text()
+    }
+}
+
+impl Column for Option<String> {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.text_or_null()
+    }
+}
+
+impl Column for u64 {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.whole()
+    }
+}
+
+impl Column for Option<u64> {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.whole_or_null()
+    }
+}
+
+impl Column for u32 {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.small()
+    }
+}
+
+impl Column for Option<u32> {
+    fn read(columns: &mut Columns) -> Result<Self> {
+        columns.small_or_null()
+    }
+}
+
 /// The columns of one row, read in order.
 pub struct Columns {
     values: std::vec::IntoIter<SqlStorageValue>,
@@ -122,30 +183,18 @@ fn raw_rows(cursor: &SqlCursor) -> Result<Vec<Vec<SqlStorageValue>>> {
     Ok(rows)
 }
 
-/// A row of one JSON text column, `body`: a key's override and state, a
-/// room shard's state.
-pub struct BodyRow {
-    pub body: String,
-}
-
-impl FromRow for BodyRow {
-    fn read(columns: &mut Columns) -> Result<BodyRow> {
-        Ok(BodyRow {
-            body: columns.text()?,
-        })
+row! {
+    /// A row of one JSON text column, `body`: a key's override and state, a
+    /// room shard's state.
+    pub struct BodyRow {
+        pub body: String,
     }
 }
 
-/// A count (`SELECT COUNT(*) ...`).
-pub struct Count {
-    pub n: u64,
-}
-
-impl FromRow for Count {
-    fn read(columns: &mut Columns) -> Result<Count> {
-        Ok(Count {
-            n: columns.whole()?,
-        })
+row! {
+    /// A count (`SELECT COUNT(*) ...`).
+    pub struct Count {
+        pub n: u64,
     }
 }
 

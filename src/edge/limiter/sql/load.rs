@@ -5,166 +5,89 @@ use worker::{Result, SqlStorage};
 
 use super::{rows_if, Table, Tables};
 use crate::control::Control;
-use crate::edge::storage::{BodyRow, Columns, FromRow};
+use crate::edge::storage::{row, BodyRow};
 use crate::input::scan::FromScan;
 use crate::ledger::blocks::Block;
 use crate::ledger::{override_row, Ban, Ledger, Reservation};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
-struct SlotRow {
-    policy: String,
-    kind: u64,
-    a: u64,
-    b: u64,
-    c: u64,
-    s1: u64,
-    s2: u64,
-}
-
-impl FromRow for SlotRow {
-    fn read(c: &mut Columns) -> Result<SlotRow> {
-        Ok(SlotRow {
-            policy: c.text()?,
-            kind: c.whole()?,
-            a: c.whole()?,
-            b: c.whole()?,
-            c: c.whole()?,
-            s1: c.whole()?,
-            s2: c.whole()?,
-        })
+row! {
+    struct SlotRow {
+        policy: String,
+        kind: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        s1: u64,
+        s2: u64,
     }
 }
 
-struct HitRow {
-    policy: String,
-    at: u64,
-    n: u32,
-}
-
-impl FromRow for HitRow {
-    fn read(c: &mut Columns) -> Result<HitRow> {
-        Ok(HitRow {
-            policy: c.text()?,
-            at: c.whole()?,
-            n: c.small()?,
-        })
+row! {
+    struct HitRow {
+        policy: String,
+        at: u64,
+        n: u32,
     }
 }
 
-struct BanRow {
-    until_ms: u64,
-    offences: u32,
-    forget_ms: u64,
-    reason: String,
-}
-
-impl FromRow for BanRow {
-    fn read(c: &mut Columns) -> Result<BanRow> {
-        Ok(BanRow {
-            until_ms: c.whole()?,
-            offences: c.small()?,
-            forget_ms: c.whole()?,
-            reason: c.text()?,
-        })
+row! {
+    struct BanRow {
+        until_ms: u64,
+        offences: u32,
+        forget_ms: u64,
+        reason: String,
     }
 }
 
-struct LeaseRow {
-    id: String,
-    owner: Option<String>,
-    fence: u64,
-    expires_ms: u64,
-    holds: u32,
-    lim: Option<u32>,
-}
-
-impl FromRow for LeaseRow {
-    fn read(c: &mut Columns) -> Result<LeaseRow> {
-        Ok(LeaseRow {
-            id: c.text()?,
-            owner: c.text_or_null()?,
-            fence: c.whole()?,
-            expires_ms: c.whole()?,
-            holds: c.small()?,
-            lim: c.small_or_null()?,
-        })
+row! {
+    struct LeaseRow {
+        id: String,
+        owner: Option<String>,
+        fence: u64,
+        expires_ms: u64,
+        holds: u32,
+        lim: Option<u32>,
     }
 }
 
-struct ReservationRow {
-    id: String,
-    lapses_ms: u64,
-    cost: u32,
-    runs: String,
-}
-
-impl FromRow for ReservationRow {
-    fn read(c: &mut Columns) -> Result<ReservationRow> {
-        Ok(ReservationRow {
-            id: c.text()?,
-            lapses_ms: c.whole()?,
-            cost: c.small()?,
-            runs: c.text()?,
-        })
+row! {
+    struct ReservationRow {
+        id: String,
+        lapses_ms: u64,
+        cost: u32,
+        runs: String,
     }
 }
 
-struct BlockRow {
-    id: u64,
-    holder: String,
-    policy: String,
-    kind: u64,
-    a: u64,
-    b: u64,
-    c: u64,
-    admissions: u32,
-    granted_ms: u64,
-    until_ms: u64,
-    tat_before: Option<u64>,
-    tat_after: Option<u64>,
-}
-
-impl FromRow for BlockRow {
-    fn read(c: &mut Columns) -> Result<BlockRow> {
-        Ok(BlockRow {
-            id: c.whole()?,
-            holder: c.text()?,
-            policy: c.text()?,
-            kind: c.whole()?,
-            a: c.whole()?,
-            b: c.whole()?,
-            c: c.whole()?,
-            admissions: c.small()?,
-            granted_ms: c.whole()?,
-            until_ms: c.whole()?,
-            tat_before: c.whole_or_null()?,
-            tat_after: c.whole_or_null()?,
-        })
+row! {
+    struct BlockRow {
+        id: u64,
+        holder: String,
+        policy: String,
+        kind: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        admissions: u32,
+        granted_ms: u64,
+        until_ms: u64,
+        tat_before: Option<u64>,
+        tat_after: Option<u64>,
     }
 }
 
-struct TimesRowRead {
-    policy: String,
-    times: String,
-}
-
-impl FromRow for TimesRowRead {
-    fn read(c: &mut Columns) -> Result<TimesRowRead> {
-        Ok(TimesRowRead {
-            policy: c.text()?,
-            times: c.text()?,
-        })
+row! {
+    struct TimesRowRead {
+        policy: String,
+        times: String,
     }
 }
 
-struct FloorRow {
-    fence: u64,
-}
-
-impl FromRow for FloorRow {
-    fn read(c: &mut Columns) -> Result<FloorRow> {
-        Ok(FloorRow { fence: c.whole()? })
+row! {
+    struct FloorRow {
+        fence: u64,
     }
 }
 
