@@ -39,6 +39,10 @@ const requests = [
   ...Array.from({ length: 3 }, () => ["POST", "/_sluice/v1/limit", api, { key: "k", limit: 2, window_ms: 60000 }]),
   ["POST", "/_sluice/v1/limit", api, { key: "k", limit: 2 }],
   ["POST", "/_sluice/v1/limit", api, "{not json"],
+  ["POST", "/_sluice/v1/limit", api, '{"key": "k",\n "limit": 2, "window_ms": }'],
+  ["POST", "/_sluice/v1/limit", api, '{"key": "k"} trailing'],
+  ["POST", "/_sluice/v1/limit", api, "[1, 2"],
+  ["POST", "/_sluice/v1/limit", api, '"just a string"'],
   ["POST", "/_sluice/v1/limit", api, '{"key":"a","key":"b","limit":1,"window_ms":1000}'],
   ["POST", "/_sluice/v1/limit", api, { key: "r", limit: 5, window_ms: 60000, cost: 2, reserve_ms: 5000 }],
   ["POST", "/_sluice/v1/limit", api, { layers: [{ name: "a", key: "l1", limit: 2, window_ms: 60000 }, { name: "b", key: "l2", limit: 1, window_ms: 60000 }] }],
@@ -120,15 +124,18 @@ async function answers(build) {
       if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
       const response = await fetch(new URL(path, url), init);
       const text = await response.text();
-      out.push(`${method} ${path} -> ${response.status} ${response.headers.get("content-type")} ${text}`);
+      out.push(`${method} ${path} -> ${response.status} ${response.headers.get("content-type")} ${masked(text)}`);
     }
   } finally {
     await mf.dispose();
   }
-  out.push(...rows(persist));
+  out.push(...rows(persist).map(masked));
   rmSync(persist, { recursive: true, force: true });
-  return out.map((line) => line.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, "<id>").replace(/\d+/g, "0"));
+  return out;
 }
+
+/** Random ids (reservations', leases') and then every number masked. */
+const masked = (text) => text.replace(/\b[0-9a-f-]{12,}\b/g, "<id>").replace(/\d+/g, "0");
 
 /** Every stored row of every object, as `file table: values`, files in order. */
 function rows(dir) {
