@@ -38,41 +38,19 @@ pub trait Column: Sized {
     fn read(columns: &mut Columns) -> Result<Self>;
 }
 
-impl Column for String {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.text()
-    }
+/// Each column type read by its `Columns` method.
+macro_rules! columns {
+    ($($ty:ty => $read:ident),*) => {
+        $(impl Column for $ty {
+            fn read(columns: &mut Columns) -> Result<Self> {
+                columns.$read()
+            }
+        })*
+    };
 }
 
-impl Column for Option<String> {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.text_or_null()
-    }
-}
-
-impl Column for u64 {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.whole()
-    }
-}
-
-impl Column for Option<u64> {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.whole_or_null()
-    }
-}
-
-impl Column for u32 {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.small()
-    }
-}
-
-impl Column for Option<u32> {
-    fn read(columns: &mut Columns) -> Result<Self> {
-        columns.small_or_null()
-    }
-}
+columns!(String => text, Option<String> => text_or_null, u64 => whole,
+    Option<u64> => whole_or_null, u32 => small, Option<u32> => small_or_null);
 
 /// The columns of one row, read in order.
 pub struct Columns {

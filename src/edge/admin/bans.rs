@@ -13,10 +13,9 @@ use super::super::endpoints::parsed_body;
 use super::super::incoming::ClientRequest;
 use super::super::isolate;
 use super::super::respond::{self, Handled};
-use crate::bounds::MAX_KEY_BYTES;
 use crate::config::lookup::{targets, Target};
 use crate::config::Config;
-use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban, BANS_LIMIT};
+use crate::http::admin::{ban_holds, ban_subject, key_fits, parse_manual_ban, BANS_LIMIT};
 use crate::http::key::client_ip;
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
@@ -161,12 +160,7 @@ pub fn key_targets(
             format!("rule {id:?} is a global quota that every caller shares: ban an address or a network with PUT /admin/bans/{{address}}"),
         ));
     }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Problem::invalid(
-            "key",
-            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
-        ));
-    }
+    key_fits(key)?;
     targets(config, rule, key)
 }
 

@@ -5,10 +5,10 @@ use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::isolate;
 use super::super::respond::{self, Handled};
-use crate::bounds::MAX_KEY_BYTES;
 use crate::config::lookup::{overridden_tier, override_tier, Target};
 use crate::config::override_body::{parse_override, OverrideRequest};
 use crate::config::Config;
+use crate::http::admin::key_fits;
 use crate::http::problem::{Code, Problem};
 use crate::http::time::rfc3339;
 use crate::json;
@@ -26,16 +26,8 @@ pub async fn put_override(
     body: OverrideRequest,
 ) -> Handled {
     let tier = override_tier(config, rule)?;
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Problem::invalid(
-            "key",
-            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
-        ).into());
-    }
-    let parsed = match parse_override(body, tier) {
-        Ok(parsed) => parsed,
-        Err(e) => return Err(Problem::invalid(&e.field, e.message).into()),
-    };
+    key_fits(key)?;
+    let parsed = parse_override(body, tier).map_err(|e| Problem::invalid(&e.field, e.message))?;
     let now = now_ms();
     let overridden = Override {
         policies: parsed.policies,

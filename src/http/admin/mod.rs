@@ -7,6 +7,8 @@ mod state;
 
 use super::params::{Whole, CURSOR};
 use super::path::escape_at;
+use super::problem::Problem;
+use crate::bounds::MAX_KEY_BYTES;
 pub use bans::{ban_holds, ban_network, ban_subject, manual_ban_detail, parse_manual_ban};
 pub use state::parse_state;
 
@@ -139,6 +141,17 @@ impl AdminRoute {
             _ => &[],
         }
     }
+}
+
+/// A key an admin route names, kept as stored: at most [`MAX_KEY_BYTES`].
+pub fn key_fits(key: &str) -> Result<(), Problem> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid(
+            "key",
+            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
+        ));
+    }
+    Ok(())
 }
 
 /// `GET /admin/stats?since=`: counts since then, whole minutes.
