@@ -32,14 +32,7 @@ row! {
     }
 }
 
-row! {
-    struct BanRow {
-        until_ms: u64,
-        offences: u32,
-        forget_ms: u64,
-        reason: String,
-    }
-}
+row! { Ban { until_ms, offences, forget_ms, reason } }
 
 row! {
     struct LeaseRow {
@@ -165,18 +158,9 @@ fn load_blocks(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
 }
 
 fn load_bans(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
-    for row in rows_if::<BanRow>(
-        sql,
-        tables,
-        Table::Bans,
-        "SELECT until_ms, offences, forget_ms, reason FROM bans",
-    )? {
-        ledger.restore_ban(Ban {
-            until_ms: row.until_ms,
-            offences: row.offences,
-            forget_ms: row.forget_ms,
-            reason: row.reason,
-        });
+    let query = "SELECT until_ms, offences, forget_ms, reason FROM bans";
+    for ban in rows_if::<Ban>(sql, tables, Table::Bans, query)? {
+        ledger.restore_ban(ban);
     }
     Ok(())
 }
