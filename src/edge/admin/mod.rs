@@ -182,7 +182,7 @@ async fn call(
         (_, AdminRoute::Bans) => bans::list(objects, &params).await,
         (_, AdminRoute::Stats) => stats::get(objects, &params).await,
         (_, AdminRoute::Top) => stats::top(objects, config, &params).await,
-        (_, AdminRoute::Rules) => Ok(respond::json(&listing::of(config), Headers::new())?),
+        (_, AdminRoute::Rules) => respond::body(&listing::of(config)),
         (_, AdminRoute::Rooms) => Ok(room::admin::all(objects, config).await?),
         (_, AdminRoute::Room { rule }) => Ok(room::admin::one(objects, config, &rule).await?),
         (_, AdminRoute::Rule { rule }) => rules::view(env, objects, config, &rule).await,
