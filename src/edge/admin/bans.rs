@@ -76,10 +76,8 @@ pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Handled {
 /// those rules started (as isolates reported them, this one first),
 /// newest first, a page at a time. Each hub sends at most a page.
 pub async fn list(objects: &Objects, params: &Params) -> Handled {
-    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor::<BanCursor>()) {
-        (Ok(limit), Ok(after)) => (limit, after),
-        (Err(problem), _) | (_, Err(problem)) => return Err(problem.into()),
-    };
+    let limit = params.whole(&BANS_LIMIT)?;
+    let after = params.cursor::<BanCursor>()?;
     isolate::report(objects).await;
     let limit = u32::try_from(limit).unwrap_or(u32::MAX);
     let mut pages = Vec::new();

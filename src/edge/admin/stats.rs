@@ -69,17 +69,9 @@ pub async fn get(objects: &Objects, params: &Params) -> Handled {
 /// a page at a time.
 pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Handled {
     let rule = known_rule(config, params.text(RULE))?;
-    let asked = (
-        params.whole(&TOP_MINUTES),
-        params.whole(&TOP_LIMIT),
-        params.cursor::<TopCursor>(),
-    );
-    let (minutes, limit, after) = match asked {
-        (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),
-        (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
-            return Err(problem.into())
-        }
-    };
+    let minutes = params.whole(&TOP_MINUTES)?;
+    let limit = params.whole(&TOP_LIMIT)?;
+    let after = params.cursor::<TopCursor>()?;
     isolate::report(objects).await;
     let since = now_ms().saturating_sub(minutes.saturating_mul(60_000));
     let mut parts = Vec::new();
