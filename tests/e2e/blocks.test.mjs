@@ -14,7 +14,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { parseList } from "structured-headers";
-import { certainlyInOneWindow, isolates as startIsolates, isolateStats, okOrigin } from "./harness.mjs";
+import { API_TOKEN, certainlyInOneWindow, isolates as startIsolates, isolateStats, okOrigin, sleepUntil } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-admission-blocks-0123456789";
 const LIMIT = 300;
@@ -39,7 +39,7 @@ before(async () => {
       { id: "fixed", match: { path: "/fixed" }, key: "header:x-user", algorithm: "fixed_window", limit: 100, window: "10s" },
     ],
   };
-  ({ sluice, fetchers: isolates } = await startIsolates(4, { config, secrets: { ADMIN_TOKEN } }));
+  ({ sluice, fetchers: isolates } = await startIsolates(4, { config, secrets: { ADMIN_TOKEN, API_TOKEN } }));
 });
 after(async () => {
   await sluice?.stop();
@@ -141,4 +141,31 @@ test("GCRA and fixed-window rules are decided from blocks too, within their boun
     // as if its units came at its lease's end.
     assert.ok(admitted >= 25, `${path}: ${admitted} admitted`);
   }
+});
+
+// Issue 40: the seed articles' boundary scenario on fresh keys of 10 per
+// second, through the decision API of one isolate (as `npm run dev` runs
+// it): 3 decisions, then 7 at once half a second later. The key turns hot
+// during the burst, so one of the 7 asks for a block while the others are
+// on their way to the object; a block must never refuse its own
+// isolate's requests, so every trial admits all 10.
+test("a burst on a fresh key of 10 a second admits all 10, trial after trial", async () => {
+  const decide = async (key) => {
+    const body = JSON.stringify({ key, limit: 10, window_ms: 1_000 });
+    const response = await isolates[0]("/_sluice/v1/limit", { method: "POST", headers: { "content-type": "application/json" }, body });
+    assert.equal(response.status, 200);
+    return (await response.json()).allowed;
+  };
+  const trials = [];
+  for (let trial = 0; trial < 12; trial++) {
+    const key = `burst-${trial}`;
+    let admitted = 0;
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) admitted += (await decide(key)) ? 1 : 0;
+    await sleepUntil(started + 500);
+    const burst = await Promise.all(Array.from({ length: 7 }, () => decide(key)));
+    admitted += burst.filter(Boolean).length;
+    trials.push(admitted);
+  }
+  assert.deepEqual(trials, Array(12).fill(10), `admitted per trial: ${trials.join(", ")}`);
 });
