@@ -471,9 +471,10 @@ impl Ledger {
         if !decision.allowed || held.peek().is_none() {
             return (decision, false);
         }
-        let at = log.newest().unwrap_or(now_ms).max(now_ms);
-        let lo = (at + 1).saturating_sub(log.policy().window_ms());
-        let worst = worst::most_in_a_window(log, held.clone(), lo, at) + u64::from(cost);
+        // The windows that hold `now`, where this admission falls: a
+        // report stamped in the object's future must not move them on.
+        let lo = (now_ms + 1).saturating_sub(log.policy().window_ms());
+        let worst = worst::most_in_a_window(log, held.clone(), lo, now_ms) + u64::from(cost);
         let limit = decision.limit;
         if worst <= limit {
             let remaining = decision.remaining.min(limit - worst);
