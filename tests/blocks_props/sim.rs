@@ -373,8 +373,9 @@ impl Sim {
                 self.rows.delete(expired);
             }
             Act::Reset => {
-                let expired = self.ledger.reset(self.now);
+                let (writes, expired) = self.ledger.reset(self.now);
                 self.rows.delete(expired);
+                self.rows.write(writes);
                 self.resets += 1;
             }
             Act::Config { limit, wide } => {

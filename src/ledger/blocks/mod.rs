@@ -434,6 +434,21 @@ impl Ledger {
         slots
     }
 
+    /// `slot` after a reset, holding only what the blocks still out were
+    /// charged to it (`charge::recharge`); `None` when that is nothing.
+    pub(super) fn recharged(&self, slot: &Slot, now_ms: u64) -> Option<Slot> {
+        let out = self
+            .blocks
+            .iter()
+            .filter(|b| b.policy == slot.name && b.lapses_ms() > now_ms);
+        Some(Slot {
+            name: slot.name.clone(),
+            limiter: charge::recharge(&slot.limiter, out, now_ms)?,
+            stored: slot.stored,
+            invited: Default::default(),
+        })
+    }
+
     /// How many isolates other than `holder` hold a block of `policy`.
     fn other_holders(&self, policy: &str, holder: &str, now_ms: u64) -> u32 {
         let mut others: Vec<&str> = self
