@@ -183,7 +183,8 @@ mod issue_39 {
         assert!(admits(&mut ledger, spec, 1_000), "A's call");
         let (a, _) = ledger.grant_block(&ask(spec, "A", 50), T0 + 1_000).unwrap();
         let mut holder = BlockHolder::new("A".into());
-        holder.hold("k", &a.grant(), T0 + 900);
+        let sent = holder.read(T0 + 900);
+        holder.hold("k", &a.grant(), sent);
         assert!(holder.admit("k", &["p"], 1, None, T0 + 1_001).is_some());
         let specs = [("p".to_string(), spec)];
         let taken = ledger.take_reports(&holder.take("k"), &specs, None, T0 + 1_002);
@@ -238,7 +239,8 @@ mod issue_39 {
         let end = block.until_ms - T0;
         let mut holder = BlockHolder::new("A".into());
         // No latency: sent and granted at the same moment, both clocks T0.
-        holder.hold("k", &block.grant(), T0);
+        let sent = holder.read(T0);
+        holder.hold("k", &block.grant(), sent);
         // At true `end + 5` the isolate reads `end`.
         let late = (0..4)
             .filter(|_| holder.admit("k", &["p"], 1, None, T0 + end).is_some())

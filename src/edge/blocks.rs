@@ -48,9 +48,9 @@ pub async fn check(
     report_due(objects, ctx, now, &request.key);
     match decided {
         Some(Local::Admitted(outcome)) => Ok(outcome),
-        Some(Local::Call { request, sent_ms }) => {
+        Some(Local::Call { request, sent }) => {
             let answer = objects.check_request(&request).await;
-            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent_ms));
+            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent));
             answer
         }
         None => objects.check_request(request).await,

@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 
-use crate::isolate::blocks::{BlockHolder, Reserve};
+use crate::isolate::blocks::{BlockHolder, Reading, Reserve};
 use crate::isolate::heat::Heat;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::{Decision, Retry, Spec};
@@ -51,9 +51,12 @@ const ASKING_CAPACITY: usize = 1024;
 pub enum Local {
     /// Admitted from blocks held: the answer, with no call.
     Admitted(Outcome),
-    /// The call to make, sent at `sent_ms` (this isolate's clock); its
+    /// The call to make, sent at `sent` (this isolate's clock); its
     /// answer goes to [`LocalBlocks::answered`].
-    Call { request: CheckRequest, sent_ms: u64 },
+    Call {
+        request: CheckRequest,
+        sent: Reading,
+    },
 }
 
 /// One isolate's blocks and heat.
@@ -99,6 +102,7 @@ impl LocalBlocks {
     /// as a reservation pending in its blocks, for
     /// [`settle`](Self::settle) to keep or refund.
     pub fn decide(&mut self, request: &CheckRequest, local: bool, now_ms: u64) -> Local {
+        let sent = self.holder.read(now_ms);
         let mut block = None;
         if local && request.lease.is_none() && request.cost > 0 {
             let rate = self.heat.record(&request.key, now_ms);
@@ -122,7 +126,7 @@ impl LocalBlocks {
         call.reports.extend(reports.iter().map(WireReport::encode));
         Local::Call {
             request: call,
-            sent_ms: now_ms,
+            sent,
         }
     }
 
@@ -205,9 +209,9 @@ impl LocalBlocks {
     }
 
     /// Keeps the blocks the object granted with its answer to `request`
-    /// (a call [`decide`](Self::decide) made, sent at `sent_ms`); `None`
+    /// (a call [`decide`](Self::decide) made, sent at `sent`); `None`
     /// when the call failed.
-    pub fn answered(&mut self, request: &CheckRequest, outcome: Option<&Outcome>, sent_ms: u64) {
+    pub fn answered(&mut self, request: &CheckRequest, outcome: Option<&Outcome>, sent: Reading) {
         if request.block.is_some() {
             self.asking.remove(&request.key);
         }
@@ -218,7 +222,7 @@ impl LocalBlocks {
             return;
         };
         for grant in &outcome.blocks {
-            self.holder.hold(&request.key, grant, sent_ms);
+            self.holder.hold(&request.key, grant, sent);
         }
         self.granted += outcome.blocks.len() as u64;
         self.specs.insert(request.key.clone(), specs);

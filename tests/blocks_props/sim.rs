@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use sluice::gate::local::{Local, LocalBlocks};
+use sluice::isolate::blocks::Reading;
 use sluice::ledger::blocks::BlockReport;
 use sluice::ledger::{Ask, Ledger, Outcome, Override};
 use sluice::limit::gcra::GcraPolicy;
@@ -151,7 +152,8 @@ struct Reserved {
 struct Out {
     call: u64,
     request: CheckRequest,
-    sent_ms: u64,
+    /// When a check was sent (not a report of blocks due).
+    sent: Option<Reading>,
     /// A client's request (not a report of its own).
     client: bool,
 }
@@ -283,6 +285,9 @@ pub struct Sim {
     next_unit: u64,
     next_reservation: u64,
     units: Vec<Unit>,
+    /// The window each of the object's decisions read its log through,
+    /// and when: a shorter one forgets what a longer one would count.
+    windows: Vec<(u64, u64)>,
     resets: usize,
     reserved: Vec<Reserved>,
     /// The latest moment anything could still count: leases' ends and
@@ -319,6 +324,7 @@ impl Sim {
             next_unit: 0,
             next_reservation: 0,
             units: Vec::new(),
+            windows: Vec::new(),
             resets: 0,
             reserved: Vec::new(),
             last: T0,
@@ -496,9 +502,9 @@ impl Sim {
                     return;
                 };
                 let out = self.isos[iso].calls.remove(at);
-                self.isos[iso]
-                    .blocks
-                    .answered(&out.request, None, out.sent_ms);
+                if let Some(sent) = out.sent {
+                    self.isos[iso].blocks.answered(&out.request, None, sent);
+                }
             }
         }
     }
@@ -525,16 +531,18 @@ impl Sim {
         let reading = self.read(iso);
         let decided = self.isos[iso].blocks.decide(&request, true, reading);
         let due = self.isos[iso].blocks.due(reading, KEY);
-        for call in due {
-            self.send(iso, call, reading, false);
+        let (call, sent) = match decided {
+            Local::Admitted(_) => {
+                self.admit_locally(iso, &request);
+                (None, None)
+            }
+            Local::Call { request, sent } => (Some(request), Some(sent)),
+        };
+        for report in due {
+            self.send(iso, report, None, false);
         }
-        match decided {
-            Local::Admitted(_) => self.admit_locally(iso, &request),
-            Local::Call {
-                request: call,
-                sent_ms,
-                ..
-            } => self.send(iso, call, sent_ms, true),
+        if let (Some(call), Some(sent)) = (call, sent) {
+            self.send(iso, call, Some(sent), true);
         }
     }
 
@@ -570,7 +578,7 @@ impl Sim {
         self.next_unit
     }
 
-    fn send(&mut self, iso: usize, call: CheckRequest, sent_ms: u64, client: bool) {
+    fn send(&mut self, iso: usize, call: CheckRequest, sent: Option<Reading>, client: bool) {
         let reported: Vec<u64> = call.reports.iter().map(|r| r.id).collect();
         self.isos[iso].have.retain(|(id, _)| !reported.contains(id));
         self.next_call += 1;
@@ -579,7 +587,7 @@ impl Sim {
         self.isos[iso].calls.push(Out {
             call: id,
             request: call.clone(),
-            sent_ms,
+            sent,
             client,
         });
         self.schedule(self.now + TIMEOUT_MS, Event::Timeout { iso, gen, call: id });
@@ -703,6 +711,8 @@ impl Sim {
             Some(r) => self.ledger.reserve(&ask, &r.id, now + r.ttl_ms, now),
             None => self.ledger.check(&ask, now),
         };
+        self.windows
+            .push((now, self.in_force(specs[0].1).window_ms()));
         let mut grants = Vec::new();
         if let Some(block) = request.block.as_ref().filter(|_| outcome.allowed) {
             let (granted, charged) =
@@ -761,9 +771,9 @@ impl Sim {
         let out = self.isos[iso].calls.remove(at);
         self.read(iso);
         let isolate = &mut self.isos[iso];
-        isolate
-            .blocks
-            .answered(&out.request, Some(&outcome), out.sent_ms);
+        if let Some(sent) = out.sent {
+            isolate.blocks.answered(&out.request, Some(&outcome), sent);
+        }
         isolate.have.extend(grants);
         if !out.client {
             return;
@@ -956,8 +966,8 @@ impl Sim {
                 .collect();
             units.sort_by_key(|u| u.at);
             match self.kind {
-                Kind::Log => within_windows(&units, 1)?,
-                Kind::Window => within_windows(&units, 2)?,
+                Kind::Log => within_windows(&units, &self.windows, 1)?,
+                Kind::Window => within_windows(&units, &[], 2)?,
                 Kind::Cell => on_schedule(&units)?,
             }
         }
@@ -1023,13 +1033,20 @@ impl Sim {
 
 /// No run of units (sorted) closer together than the shortest window they
 /// were decided under holds more than `factor` times the highest limit
-/// they were decided under.
-fn within_windows(units: &[Unit], factor: u64) -> Result<(), String> {
+/// they were decided under: the shortest window the object read its log
+/// through meanwhile too (`windows`, sorted), as a log re-read through a
+/// shorter window forgets what a longer one counts again.
+fn within_windows(units: &[Unit], windows: &[(u64, u64)], factor: u64) -> Result<(), String> {
     for i in 0..units.len() {
         let mut shortest = u64::MAX;
         let mut highest = 0;
+        let mut read = windows.partition_point(|&(at, _)| at < units[i].at);
         for j in i..units.len() {
             shortest = shortest.min(units[j].window);
+            while read < windows.len() && windows[read].0 <= units[j].at {
+                shortest = shortest.min(windows[read].1);
+                read += 1;
+            }
             if units[j].at - units[i].at >= shortest {
                 break;
             }

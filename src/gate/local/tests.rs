@@ -61,9 +61,9 @@ fn decide(
     }
     match decided {
         Local::Admitted(outcome) => (outcome, false),
-        Local::Call { request, sent_ms } => {
+        Local::Call { request, sent } => {
             let outcome = serve(ledger, &request, now);
-            blocks.answered(&request, Some(&outcome), sent_ms);
+            blocks.answered(&request, Some(&outcome), sent);
             (outcome, true)
         }
     }
@@ -210,16 +210,16 @@ fn a_burst_before_the_first_grant_asks_once() {
         decide(&mut blocks, &mut ledger, &request, T0 + i);
     }
     // Hot now: the first call asks, those sent before its answer do not.
-    let calls: Vec<CheckRequest> = (0..3)
+    let calls: Vec<(CheckRequest, Reading)> = (0..3)
         .map(|_| match blocks.decide(&request, true, T0 + 10) {
-            Local::Call { request, .. } => request,
+            Local::Call { request, sent } => (request, sent),
             Local::Admitted(_) => panic!("no block yet"),
         })
         .collect();
-    let asks = calls.iter().filter(|c| c.block.is_some()).count();
+    let asks = calls.iter().filter(|(c, _)| c.block.is_some()).count();
     assert_eq!(asks, 1);
     // A failed ask stops standing in at once; a lost one after ASK_MS.
-    blocks.answered(&calls[0], None, T0 + 10);
+    blocks.answered(&calls[0].0, None, calls[0].1);
     let Local::Call { request: again, .. } = blocks.decide(&request, true, T0 + 11) else {
         panic!("no block yet");
     };

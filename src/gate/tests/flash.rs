@@ -92,12 +92,12 @@ fn check(
             tally.from_blocks += 1;
             Ok(outcome)
         }
-        Local::Call { request, sent_ms } => {
+        Local::Call { request, sent } => {
             tally.calls += 1;
             let answer = objects.call(&request, now);
             isolate
                 .blocks
-                .answered(&request, answer.as_ref().ok(), sent_ms);
+                .answered(&request, answer.as_ref().ok(), sent);
             answer
         }
     }

@@ -38,10 +38,10 @@ fn run(
             cost.calls += 1;
             cost.rows += serve_counting(ledger, &due, now).1;
         }
-        if let Local::Call { request, sent_ms } = decided {
+        if let Local::Call { request, sent } = decided {
             let (outcome, rows) = serve_counting(ledger, &request, now);
             assert!(outcome.allowed);
-            blocks.answered(&request, Some(&outcome), sent_ms);
+            blocks.answered(&request, Some(&outcome), sent);
             cost.calls += 1;
             cost.rows += rows;
         }
