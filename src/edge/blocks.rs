@@ -2,20 +2,29 @@
 //! holder id drawn at random when the isolate first needs it, and the
 //! calls a check becomes. A block lapsed before its key's next call is
 //! reported in the background, from the next request this isolate serves.
+//! A refusal that may be for this isolate's own blocks waits for its
+//! key's calls in flight to land, and is decided again if they changed
+//! what the isolate holds (`isolate::flights`).
 
 use std::cell::RefCell;
+use std::time::Duration;
 
-use worker::{console_error, Context, Result};
+use futures_channel::oneshot;
+use futures_util::future::select;
+use worker::{console_error, Context, Delay, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
-use crate::gate::local::{Local, LocalBlocks};
+use crate::gate::local::{Call, Local, LocalBlocks};
+use crate::isolate::flights::{AGAIN, FLIGHT_MS};
 use crate::ledger::Outcome;
 use crate::objects::name::Scope;
 use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
+    /// Refusals waiting for their key's calls in flight to land.
+    static WAITING: RefCell<Vec<(String, oneshot::Sender<()>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on the isolate's blocks, made on first use; `None` when the
@@ -40,21 +49,73 @@ pub async fn check(
     request: &CheckRequest,
     local: bool,
 ) -> Result<Outcome> {
-    let now = now_ms();
-    // Decided first: a call to this key's object takes its blocks, lapsed
-    // ones included, so they are reported with it, not by a call of their
-    // own.
-    let decided = with(|blocks| blocks.decide(request, local, now));
-    report_due(objects, ctx, now, &request.key);
-    match decided {
-        Some(Local::Admitted(outcome)) => Ok(outcome),
-        Some(Local::Call { request, sent }) => {
-            let answer = objects.check_request(&request).await;
-            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent));
-            answer
+    let mut again = 0;
+    loop {
+        let now = now_ms();
+        // Decided first: a call to this key's object takes its blocks,
+        // lapsed ones included, so they are reported with it, not by a
+        // call of their own.
+        let decided = with(|blocks| blocks.decide(request, local, now));
+        report_due(objects, ctx, now, &request.key);
+        let call = match decided {
+            Some(Local::Admitted(outcome)) => return Ok(outcome),
+            Some(Local::Call(call)) => call,
+            None => return objects.check_request(request).await,
+        };
+        let answer = fly(objects, &call).await;
+        let look = landed(&call, answer.as_ref().ok());
+        if look && again < AGAIN {
+            in_flight_landed(&call.request.key).await;
+            if with(|blocks| blocks.again(&call)) == Some(true) {
+                again += 1;
+                continue;
+            }
         }
-        None => objects.check_request(request).await,
+        return answer;
     }
+}
+
+/// Makes `call`; dropped unanswered (its request cancelled), it lands as
+/// failed, so that its key is not left asking.
+async fn fly(objects: &Objects, call: &Call) -> Result<Outcome> {
+    let mut unlanded = Unlanded(Some(call));
+    let answer = objects.check_request(&call.request).await;
+    unlanded.0 = None;
+    answer
+}
+
+struct Unlanded<'a>(Option<&'a Call>);
+
+impl Drop for Unlanded<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.0 {
+            landed(call, None);
+        }
+    }
+}
+
+/// Takes `call`'s answer; wakes the refusals waiting for its key's asks
+/// once none is in flight. True when its own refusal may be for this
+/// isolate's blocks ([`LocalBlocks::answered`]).
+fn landed(call: &Call, outcome: Option<&Outcome>) -> bool {
+    let key = &call.request.key;
+    let look = with(|blocks| blocks.answered(call, outcome)) == Some(true);
+    if with(|blocks| blocks.in_flight(key)) != Some(true) {
+        WAITING.with(|waiting| {
+            waiting.borrow_mut().retain(|(waits, _)| waits != key);
+        });
+    }
+    look
+}
+
+/// Until `key` has no ask of this isolate in flight, or [`FLIGHT_MS`].
+async fn in_flight_landed(key: &str) {
+    if with(|blocks| blocks.in_flight(key)) != Some(true) {
+        return;
+    }
+    let (wake, woken) = oneshot::channel();
+    WAITING.with(|waiting| waiting.borrow_mut().push((key.to_string(), wake)));
+    select(woken, Delay::from(Duration::from_millis(FLIGHT_MS))).await;
 }
 
 /// The part of `scope`'s split quota (of `parts`) that a block this
@@ -76,9 +137,11 @@ fn report_due(objects: &Objects, ctx: &Context, now: u64, deciding: &str) {
     for call in with(|blocks| blocks.due(now, deciding)).unwrap_or_default() {
         let objects = objects.clone();
         ctx.wait_until(async move {
-            if let Err(e) = objects.check_request(&call).await {
+            let answer = fly(&objects, &call).await;
+            if let Err(e) = &answer {
                 console_error!("sluice: could not report admission blocks: {e}");
             }
+            landed(&call, answer.as_ref().ok());
         });
     }
 }

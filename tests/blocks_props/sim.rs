@@ -6,8 +6,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use sluice::gate::local::{Local, LocalBlocks};
-use sluice::isolate::blocks::Reading;
+use sluice::gate::local::{Call, Local, LocalBlocks};
+use sluice::isolate::flights::{AGAIN, FLIGHT_MS};
 use sluice::ledger::blocks::BlockReport;
 use sluice::ledger::{Ask, Ledger, Outcome, Override};
 use sluice::limit::gcra::GcraPolicy;
@@ -150,12 +150,23 @@ struct Reserved {
 
 /// A call an isolate made, not answered yet.
 struct Out {
-    call: u64,
+    id: u64,
+    call: Call,
+    /// The client's request it decides (not a report of blocks due), and
+    /// how many times it was decided again.
+    client: Option<(CheckRequest, u32)>,
+}
+
+/// A refusal waiting for the calls it raced to land
+/// (`LocalBlocks::answered`), as `edge/blocks` waits.
+struct Parked {
+    iso: usize,
+    gen: u32,
+    call: Call,
     request: CheckRequest,
-    /// When a check was sent (not a report of blocks due).
-    sent: Option<Reading>,
-    /// A client's request (not a report of its own).
-    client: bool,
+    again: u32,
+    cause: Option<Cause>,
+    since: u64,
 }
 
 struct Iso {
@@ -231,6 +242,10 @@ enum Event {
     Request {
         iso: usize,
     },
+    /// Refusals of `iso` have waited as long as they may.
+    Unpark {
+        iso: usize,
+    },
 }
 
 struct Rng(u64);
@@ -290,6 +305,7 @@ pub struct Sim {
     windows: Vec<(u64, u64)>,
     resets: usize,
     reserved: Vec<Reserved>,
+    parked: Vec<Parked>,
     /// The latest moment anything could still count: leases' ends and
     /// admissions.
     last: u64,
@@ -327,6 +343,7 @@ impl Sim {
             windows: Vec::new(),
             resets: 0,
             reserved: Vec::new(),
+            parked: Vec::new(),
             last: T0,
         }
     }
@@ -494,17 +511,17 @@ impl Sim {
                 cause,
             } => self.answer(iso, gen, call, *outcome, grants, units, cause),
             Event::Request { iso } => self.arrive(iso, 1, false),
+            Event::Unpark { iso } => self.unpark(iso),
             Event::Timeout { iso, gen, call } => {
                 if self.isos[iso].gen != gen {
                     return;
                 }
-                let Some(at) = self.isos[iso].calls.iter().position(|c| c.call == call) else {
+                let Some(at) = self.isos[iso].calls.iter().position(|c| c.id == call) else {
                     return;
                 };
                 let out = self.isos[iso].calls.remove(at);
-                if let Some(sent) = out.sent {
-                    self.isos[iso].blocks.answered(&out.request, None, sent);
-                }
+                self.isos[iso].blocks.answered(&out.call, None);
+                self.unpark(iso);
             }
         }
     }
@@ -522,27 +539,44 @@ impl Sim {
                 ttl_ms: 2_000,
             });
         }
-        self.decide(iso, request);
+        self.decide(iso, request, 0);
     }
 
     /// As `edge/blocks` decides a check: from a block, or by a call; then
     /// the blocks due are reported.
-    fn decide(&mut self, iso: usize, request: CheckRequest) {
+    fn decide(&mut self, iso: usize, request: CheckRequest, again: u32) {
         let reading = self.read(iso);
         let decided = self.isos[iso].blocks.decide(&request, true, reading);
-        let due = self.isos[iso].blocks.due(reading, KEY);
-        let (call, sent) = match decided {
-            Local::Admitted(_) => {
-                self.admit_locally(iso, &request);
-                (None, None)
-            }
-            Local::Call { request, sent } => (Some(request), Some(sent)),
-        };
-        for report in due {
-            self.send(iso, report, None, false);
+        for due in self.isos[iso].blocks.due(reading, KEY) {
+            self.send(iso, due, None);
         }
-        if let (Some(call), Some(sent)) = (call, sent) {
-            self.send(iso, call, Some(sent), true);
+        match decided {
+            Local::Admitted(_) => self.admit_locally(iso, &request),
+            Local::Call(call) => self.send(iso, call, Some((request, again))),
+        }
+    }
+
+    /// Refusals of `iso` whose raced asks landed (or that waited
+    /// [`FLIGHT_MS`]): decided again when one brought a block, else
+    /// answered.
+    fn unpark(&mut self, iso: usize) {
+        let gen = self.isos[iso].gen;
+        let in_flight = self.isos[iso].blocks.in_flight(KEY);
+        let now = self.now;
+        let alive: Vec<Parked> = std::mem::take(&mut self.parked)
+            .into_iter()
+            .filter(|p| self.isos[p.iso].gen == p.gen)
+            .collect();
+        let (ready, waiting): (Vec<Parked>, Vec<Parked>) = alive.into_iter().partition(|p| {
+            p.iso == iso && p.gen == gen && (!in_flight || now >= p.since + FLIGHT_MS)
+        });
+        self.parked = waiting;
+        for parked in ready {
+            if parked.again < AGAIN && self.isos[iso].blocks.again(&parked.call) {
+                self.decide(iso, parked.request, parked.again + 1);
+            } else {
+                self.refused(iso, parked.cause);
+            }
         }
     }
 
@@ -578,18 +612,14 @@ impl Sim {
         self.next_unit
     }
 
-    fn send(&mut self, iso: usize, call: CheckRequest, sent: Option<Reading>, client: bool) {
-        let reported: Vec<u64> = call.reports.iter().map(|r| r.id).collect();
+    fn send(&mut self, iso: usize, call: Call, client: Option<(CheckRequest, u32)>) {
+        let reported: Vec<u64> = call.request.reports.iter().map(|r| r.id).collect();
         self.isos[iso].have.retain(|(id, _)| !reported.contains(id));
         self.next_call += 1;
         let id = self.next_call;
         let gen = self.isos[iso].gen;
-        self.isos[iso].calls.push(Out {
-            call: id,
-            request: call.clone(),
-            sent,
-            client,
-        });
+        let request = call.request.clone();
+        self.isos[iso].calls.push(Out { id, call, client });
         self.schedule(self.now + TIMEOUT_MS, Event::Timeout { iso, gen, call: id });
         if self.rng.pct(self.faults_pct) {
             return;
@@ -601,7 +631,7 @@ impl Sim {
                 iso,
                 gen,
                 call: id,
-                request: Box::new(call.clone()),
+                request: Box::new(request.clone()),
             };
             self.schedule(again, Event::Arrives(msg));
         }
@@ -609,7 +639,7 @@ impl Sim {
             iso,
             gen,
             call: id,
-            request: Box::new(call),
+            request: Box::new(request),
         };
         self.schedule(at, Event::Arrives(msg));
     }
@@ -765,31 +795,41 @@ impl Sim {
         if self.isos[iso].gen != gen {
             return;
         }
-        let Some(at) = self.isos[iso].calls.iter().position(|c| c.call == call) else {
+        let Some(at) = self.isos[iso].calls.iter().position(|c| c.id == call) else {
             return;
         };
         let out = self.isos[iso].calls.remove(at);
-        self.read(iso);
         let isolate = &mut self.isos[iso];
-        if let Some(sent) = out.sent {
-            isolate.blocks.answered(&out.request, Some(&outcome), sent);
-        }
+        let look = isolate.blocks.answered(&out.call, Some(&outcome));
         isolate.have.extend(grants);
-        if !out.client {
-            return;
-        }
-        if outcome.allowed {
-            if let Some(r) = &out.request.reserve {
-                self.reserved.push(Reserved {
-                    id: r.id.clone(),
+        match out.client {
+            Some(_) if outcome.allowed => {
+                if let Some(r) = &out.call.request.reserve {
+                    self.reserved.push(Reserved {
+                        id: r.id.clone(),
+                        iso,
+                        gen,
+                        units,
+                    });
+                }
+            }
+            Some((request, again)) if look => {
+                let since = self.now;
+                self.parked.push(Parked {
                     iso,
                     gen,
-                    units,
+                    call: out.call,
+                    request,
+                    again,
+                    cause,
+                    since,
                 });
+                self.schedule(since + FLIGHT_MS, Event::Unpark { iso });
             }
-            return;
+            Some(_) => self.refused(iso, cause),
+            None => {}
         }
-        self.refused(iso, cause);
+        self.unpark(iso);
     }
 
     /// A request its isolate answers refused.
@@ -856,7 +896,7 @@ impl Sim {
         if isolate.gen != gen {
             return false;
         }
-        let waited = |call: u64| isolate.calls.iter().any(|c| c.call == call);
+        let waited = |call: u64| isolate.calls.iter().any(|c| c.id == call);
         let reports = |m: &Msg| match m {
             Msg::Check {
                 iso: i,
