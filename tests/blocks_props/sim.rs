@@ -289,7 +289,8 @@ pub struct Sim {
     rows: Rows,
     isos: Vec<Iso>,
     generation: u32,
-    events: Vec<Option<Event>>,
+    /// Each event and when it happens, by the order it was scheduled in.
+    events: Vec<Option<(u64, Event)>>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     queue: VecDeque<Msg>,
     busy: bool,
@@ -464,7 +465,7 @@ impl Sim {
 
     fn schedule(&mut self, at: u64, event: Event) {
         self.heap.push(Reverse((at, self.events.len())));
-        self.events.push(Some(event));
+        self.events.push(Some((at, event)));
     }
 
     fn advance(&mut self, until: u64) {
@@ -474,7 +475,7 @@ impl Sim {
             }
             self.heap.pop();
             self.now = self.now.max(at);
-            let event = self.events[seq].take().expect("each event once");
+            let (_, event) = self.events[seq].take().expect("each event once");
             self.handle(event);
         }
         self.now = self.now.max(until);
@@ -768,7 +769,7 @@ impl Sim {
                 units.push(self.unit(now, in_force.limit(), in_force.window_ms()));
             }
         } else if request.cost > 0 {
-            cause = self.cause(iso, gen, request);
+            cause = self.cause(iso, gen, call, request);
         }
         Event::Answer {
             iso,
@@ -856,7 +857,7 @@ impl Sim {
     /// limiter given the real admissions refuses it too; otherwise the
     /// blocks whose removal lets the object admit it, its isolate's own
     /// first.
-    fn cause(&mut self, iso: usize, gen: u32, request: &CheckRequest) -> Option<Cause> {
+    fn cause(&mut self, iso: usize, gen: u32, call: u64, request: &CheckRequest) -> Option<Cause> {
         if !self.room_left(request) {
             return None;
         }
@@ -875,7 +876,7 @@ impl Sim {
         let own: Vec<u64> = theirs
             .iter()
             .copied()
-            .filter(|&id| self.holds(iso, gen, id))
+            .filter(|&id| self.holds(iso, gen, id, call))
             .collect();
         let all: Vec<u64> = self.ledger.blocks().iter().map(|b| b.id).collect();
         if !own.is_empty() && self.admits_without(request, &own) {
@@ -890,13 +891,35 @@ impl Sim {
     }
 
     /// Whether isolate `iso` (still generation `gen`) holds block `id`,
-    /// or its grant or report is on the way.
-    fn holds(&self, iso: usize, gen: u32, id: u64) -> bool {
+    /// or its grant (in the answer it will take) or report is on the way,
+    /// as its call `refusing` is refused.
+    fn holds(&self, iso: usize, gen: u32, id: u64, refusing: u64) -> bool {
         let isolate = &self.isos[iso];
         if isolate.gen != gen {
             return false;
         }
-        let waited = |call: u64| isolate.calls.iter().any(|c| c.id == call);
+        // The answer an isolate takes of a call delivered twice is the one
+        // that reaches it first; the refused call's is its refusal.
+        let answers = |call: u64| {
+            let pending = self.events.iter().enumerate();
+            pending.filter_map(move |(seq, e)| match e {
+                Some((
+                    at,
+                    Event::Answer {
+                        iso: i,
+                        gen: g,
+                        call: c,
+                        ..
+                    },
+                )) if *i == iso && *g == gen && *c == call => Some((*at, seq)),
+                _ => None,
+            })
+        };
+        let taken = |call: u64, at: (u64, usize)| {
+            call != refusing
+                && isolate.calls.iter().any(|c| c.id == call)
+                && answers(call).min() == Some(at)
+        };
         let reports = |m: &Msg| match m {
             Msg::Check {
                 iso: i,
@@ -908,19 +931,17 @@ impl Sim {
         };
         isolate.have.iter().any(|(b, _)| *b == id)
             || self.queue.iter().any(reports)
-            || self.events.iter().flatten().any(|event| match event {
-                Event::Arrives(msg) => reports(msg),
-                Event::Answer {
-                    iso: i,
-                    gen: g,
-                    call,
-                    grants,
-                    ..
-                } => {
-                    *i == iso && *g == gen && waited(*call) && grants.iter().any(|(b, _)| *b == id)
-                }
-                _ => false,
-            })
+            || self
+                .events
+                .iter()
+                .enumerate()
+                .any(|(seq, event)| match event {
+                    Some((_, Event::Arrives(msg))) => reports(msg),
+                    Some((at, Event::Answer { call, grants, .. })) => {
+                        grants.iter().any(|(b, _)| *b == id) && taken(*call, (*at, seq))
+                    }
+                    _ => false,
+                })
     }
 
     /// Whether the object, its blocks `ids` given back whole, would admit
