@@ -1,4 +1,4 @@
-//! The simulation `blocks_props` runs: a key's object serving one call at
+//! The simulation `props::blocks` runs: a key's object serving one call at
 //! a time from a queue, isolates with clocks of their own, and messages
 //! with latency, loss and duplicates between them. True time is the
 //! object's clock.
@@ -898,27 +898,38 @@ impl Sim {
         if isolate.gen != gen {
             return false;
         }
-        // The answer an isolate takes of a call delivered twice is the one
-        // that reaches it first; the refused call's is its refusal.
-        let answers = |call: u64| {
+        // The answer an isolate takes of a call is the first to reach it
+        // before it stops waiting (of one delivered twice, one); the
+        // refused call's is its refusal.
+        let first = |call: u64| {
             let pending = self.events.iter().enumerate();
-            pending.filter_map(move |(seq, e)| match e {
-                Some((
-                    at,
-                    Event::Answer {
-                        iso: i,
-                        gen: g,
-                        call: c,
-                        ..
-                    },
-                )) if *i == iso && *g == gen && *c == call => Some((*at, seq)),
-                _ => None,
-            })
+            pending
+                .filter_map(move |(seq, e)| match e {
+                    Some((
+                        at,
+                        Event::Answer {
+                            iso: i,
+                            gen: g,
+                            call: c,
+                            ..
+                        },
+                    ))
+                    | Some((
+                        at,
+                        Event::Timeout {
+                            iso: i,
+                            gen: g,
+                            call: c,
+                        },
+                    )) if *i == iso && *g == gen && *c == call => Some((*at, seq)),
+                    _ => None,
+                })
+                .min()
         };
         let taken = |call: u64, at: (u64, usize)| {
             call != refusing
                 && isolate.calls.iter().any(|c| c.id == call)
-                && answers(call).min() == Some(at)
+                && first(call) == Some(at)
         };
         let reports = |m: &Msg| match m {
             Msg::Check {

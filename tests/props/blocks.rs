@@ -36,9 +36,7 @@
 //! - once every isolate has died, the key is whole after the last lease's
 //!   end plus a window.
 
-#[path = "blocks_props/sim.rs"]
 mod sim;
-mod support;
 
 use proptest::prelude::*;
 use sim::{Act, Clock, Kind, Setup, Sim};
@@ -108,7 +106,7 @@ fn scenario() -> impl Strategy<Value = (Setup, Vec<Act>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(600))]
+    #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
     fn real_admissions_keep_the_promise_and_blocks_never_refuse_their_own(
