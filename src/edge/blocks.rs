@@ -2,28 +2,27 @@
 //! holder id drawn at random when the isolate first needs it, and the
 //! calls a check becomes. A block lapsed before its key's next call is
 //! reported in the background, from the next request this isolate serves.
-//! A refusal that may be for this isolate's own blocks waits for its
-//! key's calls in flight to land, and is decided again if they changed
-//! what the isolate holds (`isolate::flights`).
+//! A refusal that may be for this isolate's own block waits for the ask
+//! it raced to land (every call has a deadline), and is decided again if
+//! the ask brought a block (`isolate::flights`).
 
 use std::cell::RefCell;
-use std::time::Duration;
 
 use futures_channel::oneshot;
-use futures_util::future::select;
-use worker::{console_error, Context, Delay, Result};
+use worker::{console_error, Context, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
 use crate::gate::local::{Call, Local, LocalBlocks};
-use crate::isolate::flights::{AGAIN, FLIGHT_MS};
+use crate::isolate::flights::AGAIN;
 use crate::ledger::Outcome;
 use crate::objects::name::Scope;
 use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
-    /// Refusals waiting for their key's calls in flight to land.
+    /// Refusals waiting for their key's ask to land: dropping the sender
+    /// wakes one.
     static WAITING: RefCell<Vec<(String, oneshot::Sender<()>)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -63,9 +62,8 @@ pub async fn check(
             None => return objects.check_request(request).await,
         };
         let answer = fly(objects, &call).await;
-        let look = landed(&call, answer.as_ref().ok());
-        if look && again < AGAIN {
-            in_flight_landed(&call.request.key).await;
+        if landed(&call, answer.as_ref().ok()) && again < AGAIN {
+            ask_landed(&call.request.key).await;
             if with(|blocks| blocks.again(&call)) == Some(true) {
                 again += 1;
                 continue;
@@ -99,23 +97,22 @@ impl Drop for Unlanded<'_> {
 /// isolate's blocks ([`LocalBlocks::answered`]).
 fn landed(call: &Call, outcome: Option<&Outcome>) -> bool {
     let key = &call.request.key;
-    let look = with(|blocks| blocks.answered(call, outcome)) == Some(true);
-    if with(|blocks| blocks.in_flight(key)) != Some(true) {
-        WAITING.with(|waiting| {
-            waiting.borrow_mut().retain(|(waits, _)| waits != key);
-        });
+    let answered = |blocks: &mut LocalBlocks| (blocks.answered(call, outcome), blocks.asking(key));
+    let (look, asking) = with(answered).unwrap_or_default();
+    if !asking {
+        WAITING.with(|waiting| waiting.borrow_mut().retain(|(waits, _)| waits != key));
     }
     look
 }
 
-/// Until `key` has no ask of this isolate in flight, or [`FLIGHT_MS`].
-async fn in_flight_landed(key: &str) {
-    if with(|blocks| blocks.in_flight(key)) != Some(true) {
+/// Until `key` has no ask of this isolate in flight.
+async fn ask_landed(key: &str) {
+    if with(|blocks| blocks.asking(key)) != Some(true) {
         return;
     }
     let (wake, woken) = oneshot::channel();
     WAITING.with(|waiting| waiting.borrow_mut().push((key.to_string(), wake)));
-    select(woken, Delay::from(Duration::from_millis(FLIGHT_MS))).await;
+    let _ = woken.await;
 }
 
 /// The part of `scope`'s split quota (of `parts`) that a block this

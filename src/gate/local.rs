@@ -58,9 +58,8 @@ pub struct Call {
     pub request: CheckRequest,
     /// When it was sent, on this isolate's clock.
     pub sent: Reading,
-    /// The key's grants so far ([`Flights`]), when it was sent while an
-    /// ask of this isolate was in flight.
-    raced: Option<u32>,
+    /// The ask of this isolate in flight when it was sent ([`Flights`]).
+    raced: Option<u64>,
     /// Its id in flight, when it asks for blocks or carries reports.
     flight: Option<u64>,
 }
@@ -111,7 +110,7 @@ impl LocalBlocks {
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
             }
-            if !self.flights.asking(&request.key) {
+            if self.flights.asking(&request.key).is_none() {
                 block = Some(BlockAskWire {
                     holder: self.holder.holder().to_string(),
                     rate,
@@ -138,7 +137,7 @@ impl LocalBlocks {
         sent: Reading,
     ) -> Call {
         let key = &request.key;
-        let raced = self.flights.race(key);
+        let raced = self.flights.asking(key);
         let again = self.flights.reports(key);
         request.reports = reports
             .iter()
@@ -146,8 +145,7 @@ impl LocalBlocks {
             .map(WireReport::encode)
             .collect();
         let asks = request.block.is_some();
-        let flight =
-            (asks || !reports.is_empty()).then(|| self.flights.send(&request.key, asks, reports));
+        let flight = (asks || !reports.is_empty()).then(|| self.flights.send(key, asks, reports));
         Call {
             request,
             sent,
@@ -220,13 +218,13 @@ impl LocalBlocks {
     /// [`decide`](Self::decide) or [`due`](Self::due) made); `outcome` is
     /// `None` when the call failed. True when the answer is a refusal that
     /// may be for this isolate's own block, as the call raced an ask for
-    /// blocks: wait until the key has none [`in_flight`](Self::in_flight),
-    /// then decide it [`again`](Self::again) if so.
+    /// blocks: wait until the key is not [`asking`](Self::asking), then
+    /// decide it [`again`](Self::again) if so.
     pub fn answered(&mut self, call: &Call, outcome: Option<&Outcome>) -> bool {
         let request = &call.request;
         let granted = outcome.filter(|o| !o.blocks.is_empty());
         if let Some(id) = call.flight {
-            self.flights.land(&request.key, id, granted.is_some());
+            self.flights.land(id, granted.is_some());
         }
         if let (Some(outcome), Ok(specs)) = (granted, request.policies()) {
             for grant in &outcome.blocks {
@@ -242,8 +240,8 @@ impl LocalBlocks {
     }
 
     /// Whether `key`'s object has an ask of this isolate in flight.
-    pub fn in_flight(&self, key: &str) -> bool {
-        self.flights.asking(key)
+    pub fn asking(&self, key: &str) -> bool {
+        self.flights.asking(key).is_some()
     }
 
     /// Whether `call`, refused ([`answered`](Self::answered)) and the asks
@@ -251,7 +249,7 @@ impl LocalBlocks {
     /// block, which its refusal may have counted.
     pub fn again(&self, call: &Call) -> bool {
         call.raced
-            .is_some_and(|seen| self.flights.granted(&call.request.key, seen))
+            .is_some_and(|ask| self.flights.brought(&call.request.key, ask))
     }
 
     /// The blocks lapsed at `now_ms`, or spent and not of `deciding` (the

@@ -1,5 +1,5 @@
-//! An isolate's calls in flight to each key object that change what it
-//! holds there: those that ask for blocks or carry reports (issue 40).
+//! An isolate's calls in flight to key objects that change what it holds
+//! there: those that ask for blocks or carry reports (issue 40).
 //!
 //! A call of the same key sent meanwhile may reach the object first (calls
 //! overtake each other), and the object would count this isolate's blocks
@@ -10,7 +10,8 @@
 //!   report of an unknown block, changing nothing);
 //! - an ask on its way, whose block the object may have granted before it
 //!   decides the call: the call *races* the ask. Its refusal is looked at
-//!   again once the ask has landed: if it brought a block, the request is
+//!   again once the ask has landed: if it (or a later ask of the key,
+//!   which may overtake the call too) brought a block, the request is
 //!   decided again (from that block, or by a call that reports it), so
 //!   the isolate's own block never refuses it.
 //!
@@ -19,77 +20,67 @@
 //! answered or fails (the edge lands one dropped unanswered too), never
 //! by the clock, which may step.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 
 use crate::ledger::blocks::BlockReport;
 
-/// How long a refusal waits at most for the asks it raced to land.
-pub const FLIGHT_MS: u64 = 1_000;
-
-/// Times a refused check is decided again after the asks it raced landed:
-/// each needs one of them to have brought a block.
+/// Times a refused check is decided again after the ask it raced landed
+/// with a block.
 pub const AGAIN: u32 = 3;
 
-/// Keys tracked at most (those in flight, and those whose asks brought
-/// blocks): past it the isolate forgets them all, which costs refusals,
-/// never admissions.
+/// Calls in flight at most: past it (calls never landed) the isolate
+/// forgets them all, which costs refusals, never admissions.
 const CAPACITY: usize = 4096;
+
+/// The asks that brought blocks remembered: a refusal waits for its ask,
+/// whose answer comes long before this many more asks have.
+const BROUGHT: usize = 32;
 
 #[derive(Debug)]
 struct Out {
+    key: String,
     id: u64,
     asks: bool,
     reports: Vec<BlockReport>,
 }
 
-#[derive(Debug, Default)]
-struct Flight {
-    out: Vec<Out>,
-    /// Asks landed that brought blocks.
-    grants: u32,
-}
-
-/// Per key object, this isolate's calls in flight that change what it
-/// holds there.
+/// This isolate's calls in flight that change what it holds at their
+/// objects.
 #[derive(Debug, Default)]
 pub struct Flights {
-    keys: HashMap<String, Flight>,
+    out: Vec<Out>,
     sent: u64,
+    /// The latest asks that landed with blocks, and their keys.
+    brought: VecDeque<(String, u64)>,
 }
 
 impl Flights {
-    fn out(&self, key: &str) -> &[Out] {
-        self.keys.get(key).map_or(&[][..], |f| &f.out[..])
+    fn of<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Out> {
+        self.out.iter().filter(move |o| o.key == key)
     }
 
-    /// Whether `key` has an ask in flight: a burst before the first grant
+    /// The ask of `key` in flight, if any: a burst before the first grant
     /// comes back asks once, so one isolate does not take share after
-    /// share of the headroom the others need.
-    pub fn asking(&self, key: &str) -> bool {
-        self.out(key).iter().any(|o| o.asks)
-    }
-
-    /// What a call of `key` sent now races: the grants landed so far,
-    /// when an ask is in flight.
-    pub fn race(&self, key: &str) -> Option<u32> {
-        self.asking(key)
-            .then(|| self.keys.get(key).map_or(0, |f| f.grants))
+    /// share of the headroom the others need; and a call of the key sent
+    /// now races it.
+    pub fn asking(&self, key: &str) -> Option<u64> {
+        self.of(key).find(|o| o.asks).map(|o| o.id)
     }
 
     /// The reports in flight of `key`, for a call to carry again.
-    pub fn reports(&self, key: &str) -> impl Iterator<Item = &BlockReport> {
-        self.out(key).iter().flat_map(|o| &o.reports)
+    pub fn reports<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a BlockReport> {
+        self.of(key).flat_map(|o| &o.reports)
     }
 
     /// Counts a call of `key`, with the reports it carries first-hand; its
     /// id, to [`land`](Self::land) it with.
     pub fn send(&mut self, key: &str, asks: bool, reports: Vec<BlockReport>) -> u64 {
-        if self.keys.len() >= CAPACITY && !self.keys.contains_key(key) {
-            self.keys.clear();
+        if self.out.len() >= CAPACITY {
+            self.out.clear();
         }
         self.sent += 1;
-        let flight = self.keys.entry(key.to_string()).or_default();
-        flight.out.push(Out {
+        self.out.push(Out {
+            key: key.to_string(),
             id: self.sent,
             asks,
             reports,
@@ -97,25 +88,24 @@ impl Flights {
         self.sent
     }
 
-    /// Call `id` of `key` landed (answered, or failed); `granted` when it
-    /// brought blocks.
-    pub fn land(&mut self, key: &str, id: u64, granted: bool) {
-        let Some(flight) = self.keys.get_mut(key) else {
-            return;
-        };
-        if let Some(at) = flight.out.iter().position(|o| o.id == id) {
-            flight.out.swap_remove(at);
-        }
-        flight.grants = flight.grants.wrapping_add(u32::from(granted));
-        if flight.out.is_empty() && flight.grants == 0 {
-            self.keys.remove(key);
+    /// Call `id` landed (answered, or failed); `granted` when it brought
+    /// blocks.
+    pub fn land(&mut self, id: u64, granted: bool) {
+        if let Some(at) = self.out.iter().position(|o| o.id == id) {
+            let out = self.out.swap_remove(at);
+            if granted {
+                if self.brought.len() >= BROUGHT {
+                    self.brought.pop_front();
+                }
+                self.brought.push_back((out.key, id));
+            }
         }
     }
 
-    /// Whether `key` brought a block since `seen` (a key is tracked from
-    /// its first grant on, or while in flight).
-    pub fn granted(&self, key: &str, seen: u32) -> bool {
-        self.keys.get(key).is_some_and(|f| f.grants != seen)
+    /// Whether an ask of `key` from `ask` on (the one a call raced, or one
+    /// sent after it, which may overtake the call too) landed with blocks.
+    pub fn brought(&self, key: &str, ask: u64) -> bool {
+        self.brought.iter().any(|(k, id)| k == key && *id >= ask)
     }
 }
 
@@ -137,32 +127,38 @@ mod tests {
     #[test]
     fn a_call_sent_while_an_ask_is_in_flight_races_it_until_it_lands() {
         let mut flights = Flights::default();
-        assert_eq!(flights.race("k"), None);
+        assert_eq!(flights.asking("k"), None);
         let ask = flights.send("k", true, vec![report(1)]);
-        assert!(flights.asking("k") && !flights.asking("j"));
-        let seen = flights.race("k").expect("the ask is in flight");
+        assert_eq!(flights.asking("k"), Some(ask));
+        assert_eq!(flights.asking("j"), None);
         let reported = flights.send("k", false, vec![report(2)]);
         let ids = |flights: &Flights| -> Vec<u64> { flights.reports("k").map(|r| r.id).collect() };
         assert_eq!(ids(&flights), [1, 2], "both ride with the next call");
-        flights.land("k", reported, false);
+        flights.land(reported, false);
         assert_eq!(ids(&flights), [1]);
-        assert!(!flights.granted("k", seen), "a report brings nothing");
-        flights.land("k", ask, true);
-        assert!(!flights.asking("k") && ids(&flights).is_empty());
-        assert!(flights.granted("k", seen));
+        assert!(!flights.brought("k", ask));
+        flights.land(ask, true);
+        assert_eq!(flights.asking("k"), None);
+        assert!(ids(&flights).is_empty() && flights.brought("k", ask));
+        assert!(!flights.brought("j", ask), "of its key");
+        let next = flights.send("k", true, Vec::new());
+        flights.land(next, true);
+        assert!(flights.brought("k", ask) && !flights.brought("k", next + 1));
+        for _ in 0..BROUGHT {
+            let next = flights.send("j", true, Vec::new());
+            flights.land(next, true);
+        }
+        assert!(!flights.brought("k", ask), "remembered for a while");
     }
 
     #[test]
-    fn keys_never_landed_are_forgotten_past_its_capacity() {
+    fn calls_never_landed_are_forgotten_past_its_capacity() {
         let mut flights = Flights::default();
-        let quiet = flights.send("quiet", true, Vec::new());
-        flights.land("quiet", quiet, false);
-        assert!(flights.keys.is_empty(), "nothing to keep");
         for i in 0..CAPACITY {
             flights.send(&format!("k{i}"), true, Vec::new());
         }
-        assert!(flights.asking("k0"));
+        assert!(flights.asking("k0").is_some());
         flights.send("new", true, Vec::new());
-        assert!(!flights.asking("k0") && flights.asking("new"));
+        assert!(flights.asking("k0").is_none() && flights.asking("new").is_some());
     }
 }

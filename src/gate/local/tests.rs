@@ -278,7 +278,7 @@ fn a_burst_that_races_its_own_ask_is_never_refused_for_its_block() {
         .map(|(call, _)| call)
         .collect();
     assert_eq!(refused.len(), 2, "both refusals may be the block's");
-    assert!(!blocks.in_flight("k"), "the ask landed");
+    assert!(!blocks.asking("k"), "the ask landed");
     for call in refused {
         assert!(blocks.again(call), "it brought a block");
         let (outcome, called) = decide(&mut blocks, &mut ledger, &request, T0 + 502);
@@ -333,4 +333,38 @@ proptest! {
             prop_assert!(within <= bound, "{within} in the window from {t}");
         }
     }
+}
+
+/// Issue 39, 4: after an override lowers the limit, a block granted before
+/// it answers for at most its lease under the limit of its grant, and says
+/// so (`limit` 300 with its own `r`); the object's next answer states the
+/// new limit (docs/algorithms.md, "`RateLimit` from a block").
+#[test]
+fn answers_from_a_block_granted_before_an_override_state_its_grants_limit() {
+    let request = CheckRequest::new("k", &specs(300, 10_000), 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    let mut now = T0;
+    while decide(&mut blocks, &mut ledger, &request, now).1 {
+        now += 10;
+    }
+    ledger.set_override(Some(crate::ledger::Override {
+        policies: specs(10, 10_000),
+        until_ms: None,
+        reason: String::new(),
+        set_ms: now,
+    }));
+    let (local, called) = decide(&mut blocks, &mut ledger, &request, now + 1);
+    let stated = &local.policies[0].decision;
+    assert!(
+        !called && local.allowed && stated.limit == 300,
+        "{stated:?}"
+    );
+    let mut after = now + 1;
+    while !decide(&mut blocks, &mut ledger, &request, after).1 {
+        after += 1;
+        assert!(after <= now + 1_000, "within one lease");
+    }
+    let (outcome, _) = decide(&mut blocks, &mut ledger, &request, after + 1);
+    assert_eq!(outcome.policies[0].decision.limit, 10);
 }

@@ -30,7 +30,7 @@
 //! **A reset** forgets the object's own admissions, not the blocks still
 //! out (issue 39): a log counts them beside it anyway; a fixed window
 //! keeps the window open with their tokens alone, and a GCRA a schedule of
-//! their units alone, each block's at its lease's end (`recharge`).
+//! their units alone, all at the latest lease's end (`recharge`).
 
 use super::Block;
 use crate::limit::gcra::Gcra;
@@ -99,13 +99,12 @@ pub(super) fn recharge<'a>(
         }
         (Algorithm::Cell(_), Algorithm::Cell(new)) => {
             let interval = u64::try_from(new.policy().emission_interval_ns()).ok()?;
-            let mut out: Vec<&Block> = out.collect();
-            out.sort_unstable_by_key(|b| b.id);
-            let tat = out.iter().fold(0, |tat: u64, b| {
-                let end = b.until_ms.saturating_mul(NS_PER_MS);
-                tat.max(end)
-                    .saturating_add(interval.saturating_mul(u64::from(b.admissions)))
+            let (end, units) = out.fold((0, 0), |(end, units), b| {
+                (end.max(b.until_ms), units + u64::from(b.admissions))
             });
+            let tat = end
+                .saturating_mul(NS_PER_MS)
+                .saturating_add(interval.saturating_mul(units));
             (tat > now_ms.saturating_mul(NS_PER_MS)).then(|| new.restore(tat))?;
         }
         _ => return None,

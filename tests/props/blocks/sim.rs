@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use sluice::gate::local::{Call, Local, LocalBlocks};
-use sluice::isolate::flights::{AGAIN, FLIGHT_MS};
+use sluice::isolate::flights::AGAIN;
 use sluice::ledger::blocks::BlockReport;
 use sluice::ledger::{Ask, Ledger, Outcome, Override};
 use sluice::limit::gcra::GcraPolicy;
@@ -157,7 +157,7 @@ struct Out {
     client: Option<(CheckRequest, u32)>,
 }
 
-/// A refusal waiting for the calls it raced to land
+/// A refusal waiting for the ask it raced to land
 /// (`LocalBlocks::answered`), as `edge/blocks` waits.
 struct Parked {
     iso: usize,
@@ -166,7 +166,6 @@ struct Parked {
     request: CheckRequest,
     again: u32,
     cause: Option<Cause>,
-    since: u64,
 }
 
 struct Iso {
@@ -240,10 +239,6 @@ enum Event {
     },
     /// A client's request of 1 reaches isolate `iso`.
     Request {
-        iso: usize,
-    },
-    /// Refusals of `iso` have waited as long as they may.
-    Unpark {
         iso: usize,
     },
 }
@@ -512,7 +507,6 @@ impl Sim {
                 cause,
             } => self.answer(iso, gen, call, *outcome, grants, units, cause),
             Event::Request { iso } => self.arrive(iso, 1, false),
-            Event::Unpark { iso } => self.unpark(iso),
             Event::Timeout { iso, gen, call } => {
                 if self.isos[iso].gen != gen {
                     return;
@@ -557,20 +551,20 @@ impl Sim {
         }
     }
 
-    /// Refusals of `iso` whose raced asks landed (or that waited
-    /// [`FLIGHT_MS`]): decided again when one brought a block, else
-    /// answered.
+    /// Refusals of `iso` whose raced ask landed (answered, or timed out):
+    /// decided again when it brought a block, else answered.
     fn unpark(&mut self, iso: usize) {
         let gen = self.isos[iso].gen;
-        let in_flight = self.isos[iso].blocks.in_flight(KEY);
-        let now = self.now;
+        if self.isos[iso].blocks.asking(KEY) {
+            return;
+        }
         let alive: Vec<Parked> = std::mem::take(&mut self.parked)
             .into_iter()
             .filter(|p| self.isos[p.iso].gen == p.gen)
             .collect();
-        let (ready, waiting): (Vec<Parked>, Vec<Parked>) = alive.into_iter().partition(|p| {
-            p.iso == iso && p.gen == gen && (!in_flight || now >= p.since + FLIGHT_MS)
-        });
+        let (ready, waiting): (Vec<Parked>, Vec<Parked>) = alive
+            .into_iter()
+            .partition(|p| p.iso == iso && p.gen == gen);
         self.parked = waiting;
         for parked in ready {
             if parked.again < AGAIN && self.isos[iso].blocks.again(&parked.call) {
@@ -814,19 +808,14 @@ impl Sim {
                     });
                 }
             }
-            Some((request, again)) if look => {
-                let since = self.now;
-                self.parked.push(Parked {
-                    iso,
-                    gen,
-                    call: out.call,
-                    request,
-                    again,
-                    cause,
-                    since,
-                });
-                self.schedule(since + FLIGHT_MS, Event::Unpark { iso });
-            }
+            Some((request, again)) if look => self.parked.push(Parked {
+                iso,
+                gen,
+                call: out.call,
+                request,
+                again,
+                cause,
+            }),
             Some(_) => self.refused(iso, cause),
             None => {}
         }
