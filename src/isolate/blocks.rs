@@ -6,14 +6,11 @@
 //! its own clock onto it from the call that brought the block: the grant
 //! happened after the call was sent, so `granted + (now − sent)` is never
 //! earlier than the object's time of the same moment while this clock
-//! keeps pace. It may not quite (issue 39): a reading is the time of the
-//! last I/O, in coarse ticks, and a clock drifts; so a block is used only
-//! while the mapped reading plus [`CLOCK_MARGIN_MS`] is within the lease,
-//! and each admission is stamped that much later, never before its real
-//! time. A reading below one read before (a clock stepped back) ends
-//! every block held: how much of a lease is left can no longer be told.
-//! The times recorded lean late by the margin and the call's send-to-grant
-//! delay, which counts them in a window or two more, never in one less.
+//! keeps pace. As Workers' clocks lag a little (issue 39), a block is used
+//! only while the mapped reading plus [`CLOCK_MARGIN_MS`] is within the
+//! lease, each admission is stamped that much later, and a reading below
+//! an earlier one (a step back) ends every block held (docs/algorithms.md,
+//! "Clocks").
 //!
 //! **When to report.** Every block of a key rides with the isolate's next
 //! call to that key's object ([`take`](BlockHolder::take)): a block spent

@@ -1,26 +1,11 @@
 //! An isolate's calls in flight to key objects that change what it holds
-//! there: those that ask for blocks or carry reports (issue 40).
-//!
-//! A call of the same key sent meanwhile may reach the object first (calls
-//! overtake each other), and the object would count this isolate's blocks
-//! still out in full against it. Two cases:
-//! - a report on its way: every later call of the key carries a copy of
-//!   it ([`reports`](Flights::reports)) until it lands, so the object
-//!   takes it from whichever comes first (the other copy is refused as a
-//!   report of an unknown block, changing nothing);
-//! - an ask on its way, whose block the object may have granted before it
-//!   decides the call: the call *races* the ask. Its refusal is looked at
-//!   again once the ask has landed: if it (or a later ask of the key,
-//!   which may overtake the call too) brought a block, the request is
-//!   decided again (from that block, or by a call that reports it), so
-//!   the isolate's own block never refuses it.
-//!
-//! The other requests of a burst that asks for a block keep their calls
-//! in parallel: only their refusals wait. A call lands when it is
-//! answered or fails (the edge lands one dropped unanswered too), never
-//! by the clock, which may step.
-
-use std::collections::VecDeque;
+//! there (issue 40): asks for blocks and reports. Calls overtake each
+//! other, so a later call of the key carries the reports still on their
+//! way ([`reports`](Flights::reports)), and a call that *races* an ask (sent
+//! while it was in flight) has its refusal looked at again once the ask
+//! landed, since the object may have counted the block it granted
+//! ([`brought`](Flights::brought)). A call lands when answered or failed,
+//! never by the clock. docs/algorithms.md, "What it can cost".
 
 use crate::ledger::blocks::BlockReport;
 
@@ -51,7 +36,7 @@ pub struct Flights {
     out: Vec<Out>,
     sent: u64,
     /// The latest asks that landed with blocks, and their keys.
-    brought: VecDeque<(String, u64)>,
+    brought: Vec<(String, u64)>,
 }
 
 impl Flights {
@@ -95,9 +80,9 @@ impl Flights {
             let out = self.out.swap_remove(at);
             if granted {
                 if self.brought.len() >= BROUGHT {
-                    self.brought.pop_front();
+                    self.brought.remove(0);
                 }
-                self.brought.push_back((out.key, id));
+                self.brought.push((out.key, id));
             }
         }
     }
