@@ -33,10 +33,16 @@ fn with<R>(f: impl FnOnce(&mut LocalBlocks) -> R) -> Option<R> {
     BLOCKS.with(|blocks| {
         let mut blocks = blocks.borrow_mut();
         if blocks.is_none() {
-            *blocks = Some(LocalBlocks::new(new_lease_id().ok()?));
+            *blocks = made();
         }
         blocks.as_mut().map(f)
     })
+}
+
+/// Out of line: `with` is instantiated once per caller.
+#[inline(never)]
+fn made() -> Option<LocalBlocks> {
+    Some(LocalBlocks::new(new_lease_id().ok()?))
 }
 
 /// `request`'s answer: from a block held when `local` allows and one can
@@ -62,8 +68,10 @@ pub async fn check(
             None => return objects.check_request(request).await,
         };
         let answer = fly(objects, &call).await;
-        if landed(&call, answer.as_ref().ok()) && again < AGAIN {
-            ask_landed(&call.request.key).await;
+        if let Some(asking) = landed(&call, answer.as_ref().ok()).filter(|_| again < AGAIN) {
+            if asking {
+                ask_landed(&call.request.key).await;
+            }
             if with(|blocks| blocks.again(&call)) == Some(true) {
                 again += 1;
                 continue;
@@ -93,23 +101,21 @@ impl Drop for Unlanded<'_> {
 }
 
 /// Takes `call`'s answer; wakes the refusals waiting for its key's asks
-/// once none is in flight. True when its own refusal may be for this
-/// isolate's blocks ([`LocalBlocks::answered`]).
-fn landed(call: &Call, outcome: Option<&Outcome>) -> bool {
+/// once none is in flight. `Some` when its own refusal may be for this
+/// isolate's blocks ([`LocalBlocks::answered`]), saying whether an ask of
+/// its key is still in flight.
+fn landed(call: &Call, outcome: Option<&Outcome>) -> Option<bool> {
     let key = &call.request.key;
     let answered = |blocks: &mut LocalBlocks| (blocks.answered(call, outcome), blocks.asking(key));
     let (look, asking) = with(answered).unwrap_or_default();
     if !asking {
         WAITING.with(|waiting| waiting.borrow_mut().retain(|(waits, _)| waits != key));
     }
-    look
+    look.then_some(asking)
 }
 
-/// Until `key` has no ask of this isolate in flight.
+/// Until `key` has no ask of this isolate in flight (woken by [`landed`]).
 async fn ask_landed(key: &str) {
-    if with(|blocks| blocks.asking(key)) != Some(true) {
-        return;
-    }
     let (wake, woken) = oneshot::channel();
     WAITING.with(|waiting| waiting.borrow_mut().push((key.to_string(), wake)));
     let _ = woken.await;
