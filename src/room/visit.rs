@@ -19,17 +19,12 @@
 use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
 use super::shard::{Holding, Status, Terms, Turn};
-use super::views::Views;
+use super::views::{Views, STATUS_TTL_MS};
 use crate::config::room::WaitingRoom;
 use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
 use crate::limits::DAY_MS;
-
-/// How long an isolate shows a shard's "now serving" without asking it
-/// again: the most a displayed position lags, and the most a visitor's
-/// turn waits on top of its page's refresh.
-pub const STATUS_TTL_MS: u64 = 2_000;
 
 /// A ticket is kept a day after its holder joined, or after the room
 /// opened for a pre-queue ticket: longer than anyone waits at one go.
