@@ -26,6 +26,8 @@ fn config() -> WaitingRoom {
         refresh_ms: 20_000,
         opens_at_ms: None,
         secret: "ROOM_SECRET".into(),
+        pass_secret: "ROOM_SECRET".into(),
+        work_bits: None,
     }
 }
 

@@ -1,0 +1,186 @@
+// A waiting room against the abuses issue 36 lists, over HTTP on workerd:
+// one address joining again and again without a cookie, other sites'
+// pages and preflights taking places, banned clients joining, a stuffed
+// pre-queue draw, and checkout reached without a session of the room.
+// Each answer is checked for what it gives (a ticket, a place, the origin)
+// and the shards' own counts for what it cost.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { readFileSync } from "node:fs";
+import { Sluice } from "./harness.mjs";
+
+const SECRET = "room-secret-for-the-abuse-tests-0123456789";
+const ADMIN = "room-abuse-admin-token-0123456789abcdef";
+const OPERATOR = "192.0.2.200";
+
+/** A request as a client sends it: from `ip`, with `cookie`, `headers`. */
+function send(sluice, path, { ip, cookie, headers = {}, method = "GET" } = {}) {
+  const fields = { accept: "application/json", ...headers };
+  if (ip) fields["cf-connecting-ip"] = ip;
+  if (cookie) fields.cookie = cookie;
+  return sluice.fetch(path, { method, headers: fields });
+}
+
+/** The room's cookie an answer sets, `name=value`, or null. */
+const cookieOf = (response) => response.headers.getSetCookie().map((line) => line.split(";")[0]).find((pair) => !pair.endsWith("=")) ?? null;
+
+/** What a browser sends with each kind of request. */
+const BROWSER = {
+  navigation: { "sec-fetch-mode": "navigate", "sec-fetch-dest": "document", "sec-fetch-site": "none", "sec-fetch-user": "?1", accept: "text/html" },
+  crossSiteLink: { "sec-fetch-mode": "navigate", "sec-fetch-dest": "document", "sec-fetch-site": "cross-site", accept: "text/html" },
+  crossSiteImage: { "sec-fetch-mode": "no-cors", "sec-fetch-dest": "image", "sec-fetch-site": "cross-site", accept: "image/avif,image/webp,*/*" },
+  crossSiteFetch: { "sec-fetch-mode": "cors", "sec-fetch-dest": "empty", "sec-fetch-site": "cross-site", origin: "https://elsewhere.example" },
+  crossSiteFrame: { "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe", "sec-fetch-site": "cross-site", accept: "text/html" },
+  sameSiteFetch: { "sec-fetch-mode": "cors", "sec-fetch-dest": "empty", "sec-fetch-site": "same-origin" },
+  preflight: {
+    "sec-fetch-mode": "cors", "sec-fetch-dest": "empty", "sec-fetch-site": "cross-site",
+    origin: "https://elsewhere.example", "access-control-request-method": "POST",
+  },
+};
+
+async function admin(sluice, method, path, body) {
+  const response = await sluice.fetch(`/_sluice/admin${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": OPERATOR, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body && JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/** A room's figures: waiting, active, and the calls its shards served. */
+async function figures(sluice, rule) {
+  const { status, body } = await admin(sluice, "GET", `/rooms/${rule}`);
+  assert.equal(status, 200, JSON.stringify(body));
+  return { ...body, calls: body.shards.reduce((sum, shard) => sum + shard.calls, 0) };
+}
+
+/** How many shard calls happened between two readings of `figures`:
+ * each reading is one call per shard itself. */
+const callsBetween = (before, after) => after.calls - before.calls - after.shards.length;
+
+describe("rooms with today's fields, and the default join limit", () => {
+  const room = (id, fields = {}) => ({ id, match: { path: `/${id}/*` }, waiting_room: { active: 1, per_minute: 100, shards: 1, refresh: "2s", ...fields } });
+  let sluice;
+  before(async () => {
+    sluice = await Sluice.start({
+      sluice: {
+        rules: [
+          room("crowd"),
+          room("gate"),
+          room("held"),
+          room("drop", { active: 2, shards: 2, opens_at: new Date(Date.now() + 3_600_000).toISOString() }),
+        ],
+      },
+      secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN },
+    });
+  });
+  after(() => sluice?.stop());
+
+  test("10 cookieless joins from one address take at most 5 places, and the rest cost no shard call", async () => {
+    const holder = await send(sluice, "/crowd/", { ip: "198.18.0.1" });
+    assert.equal(holder.status, 200, "the first visitor walks in");
+    const before = await figures(sluice, "crowd");
+    const answers = [];
+    for (let i = 0; i < 10; i++) answers.push(await send(sluice, "/crowd/item", { ip: "203.0.113.10" }));
+    const tickets = answers.filter((a) => a.status === 503 && cookieOf(a));
+    const refused = answers.filter((a) => a.status === 429);
+    assert.equal(tickets.length, 5, `places taken: ${answers.map((a) => a.status)}`);
+    assert.equal(refused.length, 5);
+    for (const answer of refused) {
+      assert.equal(cookieOf(answer), null, "a refusal hands out no ticket");
+      assert.ok(Number(answer.headers.get("retry-after")) >= 1);
+      const problem = await answer.json();
+      assert.equal(problem.rule, "crowd");
+      assert.equal(problem.code, "quota-exceeded");
+    }
+    const after = await figures(sluice, "crowd");
+    assert.equal(callsBetween(before, after), 5, "only the five joins called a shard");
+    assert.equal(after.waiting, 5);
+    // The next visitor from elsewhere queues behind five, not ten.
+    const next = await send(sluice, "/crowd/item", { ip: "198.18.0.2" });
+    assert.equal(next.status, 503);
+    assert.equal((await next.json()).position, 6);
+    // The join key shows among the rule's top refused keys.
+    const top = await admin(sluice, "GET", "/top?rule=crowd");
+    assert.equal(top.status, 200);
+    assert.ok(top.body.keys.some((k) => k.key === "203.0.113.10" && k.count >= 5), JSON.stringify(top.body));
+  });
+
+  test("preflights, cross-site images, fetches and frames take no place and cost no shard call; a link from another site joins", async () => {
+    const holder = await send(sluice, "/gate/", { ip: "198.18.1.1" });
+    assert.equal(holder.status, 200);
+    const before = await figures(sluice, "gate");
+    const kinds = [
+      ["OPTIONS", BROWSER.preflight],
+      ["GET", BROWSER.crossSiteImage],
+      ["GET", BROWSER.crossSiteFetch],
+      ["GET", BROWSER.crossSiteFrame],
+      ["GET", BROWSER.sameSiteFetch],
+      ["OPTIONS", {}],
+    ];
+    for (const [i, [method, headers]] of kinds.entries()) {
+      const answer = await send(sluice, "/gate/i1.png", { ip: `203.0.113.${20 + i}`, method, headers });
+      const seen = `${method} ${JSON.stringify(headers)}`;
+      assert.equal(answer.status, 403, seen);
+      assert.equal(cookieOf(answer), null, seen);
+      assert.equal(answer.headers.get("content-type"), "application/problem+json");
+      const problem = await answer.json();
+      assert.deepEqual([problem.code, problem.room], ["room-required", "gate"], seen);
+    }
+    const after = await figures(sluice, "gate");
+    assert.equal(callsBetween(before, after), 0, "no shard was asked");
+    assert.equal(after.waiting, 0, "nobody joined");
+    // Following a link from another site is a page load: it joins.
+    const link = await send(sluice, "/gate/item", { ip: "198.18.1.2", headers: BROWSER.crossSiteLink });
+    assert.equal(link.status, 503);
+    assert.ok(cookieOf(link));
+    assert.match(link.headers.get("content-type"), /^text\/html/);
+    // A session passes whatever kind of request carries it.
+    const image = await send(sluice, "/gate/i1.png", { ip: "198.18.1.1", cookie: cookieOf(holder), headers: { ...BROWSER.sameSiteFetch, "sec-fetch-dest": "image" } });
+    assert.equal(image.status, 200);
+  });
+
+  test("a banned address, a banned network and a banned join key are refused on a room path before any shard call", async () => {
+    const inside = await send(sluice, "/held/", { ip: "198.51.100.20" });
+    assert.equal(inside.status, 200, "a session from a network about to be banned");
+    assert.equal((await admin(sluice, "PUT", "/bans/203.0.113.50", { for: "10m", reason: "bot" })).status, 200);
+    assert.equal((await admin(sluice, "PUT", `/bans/${encodeURIComponent("198.51.100.0/24")}`, { for: "10m", reason: "bot farm" })).status, 200);
+    const refusedBan = async (clients) => {
+      const before = await figures(sluice, "held");
+      for (const [ip, cookie] of clients) {
+        for (const headers of [{}, BROWSER.navigation]) {
+          const answer = await send(sluice, "/held/item", { ip, cookie, headers });
+          assert.equal(answer.status, 429, `${ip} ${JSON.stringify(headers)}`);
+          assert.equal(cookieOf(answer), null);
+          const problem = JSON.parse(await answer.text());
+          assert.equal(problem.code, "banned", JSON.stringify(problem));
+        }
+      }
+      const after = await figures(sluice, "held");
+      assert.equal(callsBetween(before, after), 0, "no shard was asked");
+      assert.equal(after.waiting, 0);
+    };
+    await refusedBan([["203.0.113.50"], ["198.51.100.9"], ["198.51.100.20", cookieOf(inside)]]);
+    const keyBan = await admin(sluice, "PUT", "/keys/held/203.0.113.60/ban", { for: "10m", reason: "joins too often" });
+    assert.equal(keyBan.status, 200, JSON.stringify(keyBan.body));
+    assert.equal(keyBan.body.object, "rule:held:203.0.113.60");
+    await refusedBan([["203.0.113.60"]]);
+    // The join key's ban is one key's: another address joins.
+    assert.equal((await send(sluice, "/held/item", { ip: "203.0.113.61" })).status, 503);
+  });
+
+  test("a stuffed pre-queue draw holds at most the join limit of one address", async () => {
+    const stuffer = [];
+    for (let i = 0; i < 90; i++) stuffer.push(await send(sluice, "/drop/", { ip: "203.0.113.90" }));
+    const tickets = new Set(stuffer.filter((a) => a.status === 503).map(cookieOf).filter(Boolean));
+    for (let i = 0; i < 10; i++) {
+      const shopper = await send(sluice, "/drop/", { ip: `198.18.9.${i + 1}` });
+      assert.equal(shopper.status, 503);
+      assert.equal((await shopper.json()).state, "pre-queue");
+    }
+    assert.ok(tickets.size <= 5, `one address holds ${tickets.size} places in the draw`);
+    const report = await figures(sluice, "drop");
+    assert.equal(report.waiting, tickets.size + 10, "the draw holds the stuffer's few and every shopper");
+  });
+});
