@@ -208,12 +208,15 @@ pub(super) fn validate_room(
         .challenge
         .map(|c| {
             let bits = c.work.unwrap_or(DEFAULT_WORK_BITS);
-            (1..=MAX_WORK_BITS).contains(&bits).then_some(bits).ok_or_else(|| {
-                error(
-                    &field("challenge.work"),
-                    format!("work must be from 1 to {MAX_WORK_BITS} bits, got {bits}"),
-                )
-            })
+            (1..=MAX_WORK_BITS)
+                .contains(&bits)
+                .then_some(bits)
+                .ok_or_else(|| {
+                    error(
+                        &field("challenge.work"),
+                        format!("work must be from 1 to {MAX_WORK_BITS} bits, got {bits}"),
+                    )
+                })
         })
         .transpose()?;
     let (join, also) = validate_join(raw.join, id, opens_at_ms.is_some(), &field("join"))?;
@@ -500,13 +503,20 @@ mod tests {
         let gated = config(json!({"id": "buy", "match": {"path": "/checkout"}, "room": "shop", "limit": 2, "window": "1m"}))
             .unwrap();
         assert_eq!(gated.rules[2].behind.as_deref(), Some("shop"));
-        for (room, says) in [("nope", "no rule"), ("api", "not a waiting room"), ("buy", "not a waiting room")] {
-            let e = config(json!({"id": "buy", "room": room, "limit": 2, "window": "1m"})).unwrap_err();
+        for (room, says) in [
+            ("nope", "no rule"),
+            ("api", "not a waiting room"),
+            ("buy", "not a waiting room"),
+        ] {
+            let e =
+                config(json!({"id": "buy", "room": room, "limit": 2, "window": "1m"})).unwrap_err();
             assert_eq!(e.field, "SLUICE.rules[2].room");
             assert!(e.message.contains(says), "{}", e.message);
         }
-        let e = config(json!({"id": "hall", "room": "shop", "waiting_room": {"active": 1, "per_minute": 1}}))
-            .unwrap_err();
+        let e = config(
+            json!({"id": "hall", "room": "shop", "waiting_room": {"active": 1, "per_minute": 1}}),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "SLUICE.rules[2].room");
     }
 
