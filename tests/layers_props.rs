@@ -414,7 +414,7 @@ proptest! {
                     let buyer = Buyer { user: format!("u{user}"), team: format!("t{}", user % 2) };
                     let known = Known { config: &config, jwt_key: None, memory: &isolate };
                     let arrival = Arrival {
-                        matched: Matched { rule, path: "/checkout", params: &[], ip: None },
+                        matched: Matched { rule, path: "/checkout", params: &[], ip: None, also: true },
                         request: &buyer,
                         now_ms: world.now,
                     };

@@ -8,7 +8,7 @@
 use super::layers::Layer;
 use super::policies::{validate_limits, RawLimits};
 use super::tier::{Tier, When};
-use super::{error, validate_secret_name, ConfigError, Rule};
+use super::{error, validate_secret_name, Config, ConfigError, Rule};
 use crate::from_tree;
 use crate::http::key::{KeySpec, Part};
 use crate::input::{duration, instant};
@@ -289,6 +289,18 @@ fn validate_join(
         scope: Scope::rule(id, None),
     };
     Ok((join, pre_queue.into_iter().collect()))
+}
+
+impl Config {
+    /// The waiting room `rule`'s requests go through, with its rule: its
+    /// own, or the one its `room` names.
+    pub fn room_for<'c>(&'c self, rule: &'c Rule) -> Option<(&'c Rule, &'c WaitingRoom)> {
+        let owner = match &rule.behind {
+            Some(id) => self.rules.iter().find(|r| &r.id == id)?,
+            None => rule,
+        };
+        Some((owner, owner.room.as_ref()?))
+    }
 }
 
 /// Each rule's `room`, which must name a waiting room's rule: a request

@@ -64,13 +64,36 @@ impl gate::Chance for Random {
     }
 }
 
+/// A request a rule matched: decided, then refused or forwarded (with
+/// the request's `Sluice-Room-Pass` when it holds a room's session).
 pub async fn limited(
     req: ClientRequest,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,
     matched: Matched<'_>,
+    room_pass: Option<String>,
 ) -> Result<Response> {
+    let rule = matched.rule;
+    let conclusion = decide(&req, ctx, objects, settings, matched).await;
+    match conclusion.reply {
+        Reply::Answer(answer) => respond::answer(&answer),
+        Reply::Forward(pass) => {
+            pass_on(req, ctx, objects, settings, &rule.id, pass, room_pass).await
+        }
+    }
+}
+
+/// A matched request's decision: planned, its layers asked, and what the
+/// conclusion says recorded, cached, logged and settled in the isolate.
+/// A waiting room's join limit is decided so too.
+pub async fn decide(
+    req: &ClientRequest,
+    ctx: &Context,
+    objects: &Objects,
+    settings: &Settings,
+    matched: Matched<'_>,
+) -> Conclusion {
     let rule = matched.rule;
     let known = Known {
         config: &settings.config,
@@ -79,7 +102,7 @@ pub async fn limited(
     };
     let arrival = Arrival {
         matched,
-        request: &req,
+        request: req,
         now_ms: now_ms(),
     };
     let conclusion = match gate::plan(&known, arrival, &mut Random) {
@@ -91,10 +114,7 @@ pub async fn limited(
     for request in &conclusion.settle_now {
         settle_later(ctx, objects, request.clone());
     }
-    match conclusion.reply {
-        Reply::Answer(answer) => respond::answer(&answer),
-        Reply::Forward(pass) => pass_on(req, ctx, objects, settings, &rule.id, pass).await,
-    }
+    conclusion
 }
 
 /// Makes the calls the plan names, in turn (a hot key's from the
@@ -143,6 +163,7 @@ async fn pass_on(
     settings: &Settings,
     rule_id: &str,
     pass: Pass,
+    room_pass: Option<String>,
 ) -> Result<Response> {
     let Pass {
         fields,
@@ -155,6 +176,7 @@ async fn pass_on(
         rule_id: key.as_ref().map(|_| rule_id),
         key: key.as_deref(),
         headers: respond::headers(&fields)?,
+        room_pass,
     };
     let response = proxy::forward(req, settings, forward).await?;
     for settle in settle {

@@ -8,6 +8,7 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { Sluice } from "./harness.mjs";
 
 const SECRET = "room-secret-for-the-abuse-tests-0123456789";
@@ -91,7 +92,7 @@ describe("rooms with today's fields, and the default join limit", () => {
       assert.equal(cookieOf(answer), null, "a refusal hands out no ticket");
       assert.ok(Number(answer.headers.get("retry-after")) >= 1);
       const problem = await answer.json();
-      assert.equal(problem.rule, "crowd");
+      assert.deepEqual(problem["violated-policies"], ["crowd"]);
       assert.equal(problem.code, "quota-exceeded");
     }
     const after = await figures(sluice, "crowd");
@@ -182,5 +183,151 @@ describe("rooms with today's fields, and the default join limit", () => {
     assert.ok(tickets.size <= 5, `one address holds ${tickets.size} places in the draw`);
     const report = await figures(sluice, "drop");
     assert.equal(report.waiting, tickets.size + 10, "the draw holds the stuffer's few and every shopper");
+  });
+});
+
+/** The docs' snippet that verifies a `Sluice-Room-Pass` at the origin,
+ * taken from docs/http-api.md as a shop would copy it. */
+function docsVerifier() {
+  const docs = readFileSync(new URL("../../docs/http-api.md", import.meta.url), "utf8");
+  const block = docs.split("```js").map((b) => b.split("```")[0]).find((b) => b.includes("function verifyRoomPass"));
+  assert.ok(block, "docs/http-api.md shows verifyRoomPass");
+  const code = block.replace(/^import .*$/m, "");
+  return new Function("createHmac", "timingSafeEqual", `${code}\nreturn verifyRoomPass;`)(createHmac, timingSafeEqual);
+}
+
+/** Runs the challenge page's own script (src/room/challenge.js) on
+ * `puzzle`, as a browser would: the cookie value it sets. */
+function solveAsThePage(puzzle, work, cookie) {
+  const script = readFileSync(new URL("../../src/room/challenge.js", import.meta.url), "utf8");
+  let set = null;
+  const document = { getElementById: () => ({ dataset: { puzzle, work: String(work), cookie } }), set cookie(value) { set = value; } };
+  const location = { protocol: "http:", href: "", replace() {} };
+  new Function("document", "location", "setTimeout", script)(document, location, (next) => next());
+  return set.split(";")[0];
+}
+
+describe("rules behind a room, the pre-queue's cap and the challenge", () => {
+  const PASS_SECRET = "the-shop-s-own-pass-secret-0123456789abcdef";
+  const seen = [];
+  let origin;
+  let sluice;
+  before(async () => {
+    origin = createServer((req, res) => {
+      seen.push({ method: req.method, url: req.url, pass: req.headers["sluice-room-pass"] });
+      const end = req.url.includes("room=end") ? { "sluice-room": "end" } : {};
+      res.writeHead(200, { "content-type": "application/json", ...end });
+      res.end(JSON.stringify({ url: req.url }));
+    });
+    await new Promise((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    const room = (id, fields) => ({ id, match: { path: `/${id}/*` }, waiting_room: { active: 1, per_minute: 100, shards: 1, refresh: "2s", ...fields } });
+    sluice = await Sluice.start({
+      sluice: {
+        origin: `http://127.0.0.1:${origin.address().port}`,
+        rules: [
+          room("shop", { pass_secret: "SHOP_PASS_SECRET" }),
+          { id: "buy", match: { path: "/checkout", methods: ["POST"] }, room: "shop", key: "ip", limit: 2, window: "1m" },
+          room("drop", { active: 2, shards: 2, opens_at: new Date(Date.now() + 3_600_000).toISOString(), join: { limit: 2, window: "1s" } }),
+          room("work", { challenge: { work: 10 } }),
+        ],
+      },
+      secrets: { ROOM_SECRET: SECRET, ADMIN_TOKEN: ADMIN, SHOP_PASS_SECRET: PASS_SECRET },
+    });
+  });
+  after(async () => {
+    await sluice?.stop();
+    origin?.close();
+  });
+
+  test("checkout without a session never reaches the origin; with one, the origin gets a pass it can verify", async () => {
+    const verify = docsVerifier();
+    const holder = await send(sluice, "/shop/", { ip: "198.18.2.1" });
+    assert.equal(holder.status, 200);
+    const session = cookieOf(holder);
+    const before = seen.length;
+    const fetched = await send(sluice, "/checkout", { method: "POST", ip: "203.0.113.70", headers: BROWSER.sameSiteFetch });
+    assert.equal(fetched.status, 403);
+    const problem = await fetched.json();
+    assert.deepEqual([problem.code, problem.room], ["room-required", "shop"]);
+    const api = await send(sluice, "/checkout", { method: "POST", ip: "203.0.113.71" });
+    assert.equal(api.status, 503, "an API client joins the room, full now");
+    assert.equal((await api.json()).state, "waiting");
+    assert.ok(cookieOf(api));
+    const page = await send(sluice, "/checkout", { method: "POST", ip: "203.0.113.72", headers: BROWSER.navigation });
+    assert.equal(page.status, 503);
+    assert.match(await page.text(), /You are in line/);
+    assert.equal(seen.length, before, "the origin saw none of them");
+
+    const bought = await send(sluice, "/checkout", { method: "POST", ip: "198.18.2.1", cookie: session, headers: { "sluice-room-pass": "v1.pass.shop.0-0.99999999999999.forged" } });
+    assert.equal(bought.status, 200);
+    assert.match(bought.headers.get("ratelimit"), /^"buy";r=1;t=\d+$/, "the rule's own limit applies");
+    const reached = seen.at(-1);
+    assert.deepEqual([reached.method, reached.url], ["POST", "/checkout"]);
+    const proved = verify(reached.pass, "shop", PASS_SECRET);
+    assert.equal(proved?.session, "0-0", `the origin verifies ${reached.pass}`);
+    assert.ok(proved.expires > Date.now());
+    assert.equal(verify(reached.pass, "shop", SECRET), null, "signed with the pass secret, not the cookies'");
+    assert.equal(verify(reached.pass, "shoes", PASS_SECRET), null);
+    assert.equal(verify(`${reached.pass.slice(0, -1)}A`, "shop", PASS_SECRET), null);
+    assert.equal(verify(reached.pass, "shop", PASS_SECRET, proved.expires), null, "expired");
+    assert.ok(verify(seen[before - 1].pass, "shop", PASS_SECRET), "the room's own paths carry it too");
+
+    // The origin ends the session on its confirmation; the rule's limit
+    // holds whatever the room says.
+    const ended = await send(sluice, "/checkout?room=end", { method: "POST", ip: "198.18.2.1", cookie: session });
+    assert.equal(ended.status, 200);
+    assert.match(ended.headers.get("set-cookie"), /^sluice_room_shop=; Path=\/; Max-Age=0/);
+    assert.equal((await send(sluice, "/checkout", { method: "POST", ip: "198.18.2.1", cookie: session })).status, 429);
+    const next = await send(sluice, "/checkout", { method: "POST", ip: "203.0.113.71", cookie: cookieOf(api) });
+    assert.equal(next.status, 200, "the ticket that joined from checkout is let in there");
+    // A client's own pass reaches no origin, on any path.
+    await send(sluice, "/elsewhere", { headers: { "sluice-room-pass": "v1.pass.shop.0-0.1.x" } });
+    assert.deepEqual([seen.at(-1).url, seen.at(-1).pass], ["/elsewhere", undefined]);
+  });
+
+  test("the pre-queue's cap holds however long a client keeps joining", async () => {
+    const tickets = new Set();
+    let refused = 0;
+    for (let i = 0; i < 12; i++) {
+      const answer = await send(sluice, "/drop/", { ip: "203.0.113.91" });
+      if (answer.status === 503 && cookieOf(answer)) tickets.add(cookieOf(answer));
+      if (answer.status === 429) refused += 1;
+      await new Promise((resolve) => setTimeout(resolve, 350));
+    }
+    assert.equal(tickets.size, 2, "the join limit, 2 a second, would have let in about 8");
+    assert.equal(refused, 10);
+    const report = await figures(sluice, "drop");
+    assert.equal(report.waiting, 2);
+  });
+
+  test("a challenge: the page's puzzle solved once gives one place, a copy none", async () => {
+    const first = await send(sluice, "/work/", { ip: "198.18.3.1" });
+    assert.equal(first.status, 503);
+    assert.equal(cookieOf(first), null, "no ticket before the work");
+    const puzzle = await first.json();
+    assert.deepEqual([puzzle.state, puzzle.work, puzzle.cookie], ["challenge", 10, "sluice_work_work"]);
+    const solved = solveAsThePage(puzzle.puzzle, puzzle.work, puzzle.cookie);
+    const wrong = `${solved.split(".").slice(0, -1).join(".")}.x`;
+    const before = await figures(sluice, "work");
+    for (const cookie of [wrong, `sluice_work_work=${puzzle.puzzle}.1`]) {
+      const again = await send(sluice, "/work/", { ip: "198.18.3.1", cookie });
+      assert.equal(again.status, 503);
+      assert.equal((await again.json()).state, "challenge");
+    }
+    assert.equal(callsBetween(before, await figures(sluice, "work")), 0, "no shard was asked");
+    const entered = await send(sluice, "/work/", { ip: "198.18.3.1", cookie: solved });
+    assert.equal(entered.status, 200);
+    assert.match(entered.headers.getSetCookie().join("\n"), /^sluice_work_work=; Path=\/; Max-Age=0/m, "the work cookie is spent");
+    const copy = await send(sluice, "/work/", { ip: "198.18.3.2", cookie: solved });
+    assert.equal(copy.status, 503);
+    const fresh = await copy.json();
+    assert.equal(fresh.state, "challenge", "a copy gets a puzzle of its own, no place");
+    assert.notEqual(fresh.puzzle, puzzle.puzzle);
+    const report = await figures(sluice, "work");
+    assert.deepEqual([report.active, report.waiting], [1, 0]);
+    // The page: its script solves and loads it again; here, the HTML.
+    const html = await send(sluice, "/work/", { ip: "198.18.3.3", headers: BROWSER.navigation });
+    assert.match(html.headers.get("content-security-policy"), /script-src 'sha256-[A-Za-z0-9+/]{43}='/);
+    assert.match(await html.text(), /<p id="work" data-puzzle="v1\.w\.work\.10\.\d+\.\d+\.[A-Za-z0-9_-]{43}" data-work="10" data-cookie="sluice_work_work">/);
   });
 });
