@@ -4,7 +4,9 @@
 //! keep or refund the layers' reservations, answer or forward, release and
 //! settle.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 
 use worker::{console_error, console_log, Context, Response, Result};
 
@@ -86,8 +88,19 @@ pub async fn limited(
 
 /// A matched request's decision: planned, its layers asked, and what the
 /// conclusion says recorded, cached, logged and settled in the isolate.
-/// A waiting room's join limit is decided so too.
-pub async fn decide(
+/// A waiting room's join limit is decided so too. Boxed, so that its two
+/// callers share one copy of it in the wasm.
+pub fn decide<'a>(
+    req: &'a ClientRequest,
+    ctx: &'a Context,
+    objects: &'a Objects,
+    settings: &'a Settings,
+    matched: Matched<'a>,
+) -> Pin<Box<dyn Future<Output = Conclusion> + 'a>> {
+    Box::pin(decided(req, ctx, objects, settings, matched))
+}
+
+async fn decided(
     req: &ClientRequest,
     ctx: &Context,
     objects: &Objects,
