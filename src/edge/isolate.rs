@@ -127,10 +127,10 @@ pub fn ban_started(record: BanRecord) {
 }
 
 /// Starts a report to a hub in the background when one is due (at once in
-/// a new isolate, then once per interval). The request that triggers it
+/// a new isolate, then every `every_ms`). The request that triggers it
 /// never waits for it.
-pub fn upkeep(objects: &Objects, ctx: &Context) {
-    if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms())) {
+pub fn upkeep(objects: &Objects, ctx: &Context, every_ms: u64) {
+    if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms(), every_ms)) {
         let objects = objects.clone();
         ctx.wait_until(async move { report(&objects).await });
     }

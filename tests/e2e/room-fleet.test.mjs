@@ -5,6 +5,7 @@
 // challenge with its own script, waits on the page, is let in once, and
 // leaves through the origin; a page on another site that embeds the shop's
 // images adds nobody to the line.
+// Heavy: 32 Chromium pages refreshing and solving keep both cores busy for minutes.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";

@@ -12,12 +12,11 @@
 //! draw, however long it keeps joining; a join the isolate's memory
 //! refuses makes no call at all.
 
-mod support;
-
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use crate::support::Rows;
 use proptest::prelude::*;
 use serde_json::json;
 use sluice::config::Config;
@@ -33,7 +32,6 @@ use sluice::objects::protocol::CheckRequest;
 use sluice::room::shard::{Holding, Number, Shard, Turn};
 use sluice::room::views::Views;
 use sluice::room::visit::{Room, Step as Planned};
-use support::Rows;
 
 const LIMIT: usize = 2;
 const WINDOW_MS: u64 = 10_000;
