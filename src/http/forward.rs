@@ -372,7 +372,10 @@ mod tests {
     #[test]
     fn a_room_pass_is_sluices_alone() {
         let incoming = headers(&[("Sluice-Room-Pass", "forged"), ("accept", "*/*")]);
-        assert_eq!(to_origin(incoming.clone(), &NOTHING), headers(&[("accept", "*/*")]));
+        assert_eq!(
+            to_origin(incoming.clone(), &NOTHING),
+            headers(&[("accept", "*/*")])
+        );
         assert_eq!(
             to_origin(
                 incoming,
@@ -381,7 +384,10 @@ mod tests {
                     ..NOTHING
                 }
             ),
-            headers(&[("accept", "*/*"), ("sluice-room-pass", "v1.pass.shop.0-1.2.sig")])
+            headers(&[
+                ("accept", "*/*"),
+                ("sluice-room-pass", "v1.pass.shop.0-1.2.sig")
+            ])
         );
         assert!(!may_carry_secret(ROOM_PASS));
     }

@@ -110,7 +110,10 @@ impl Chance for Draws {
     }
 
     fn pair(&mut self) -> Option<(u32, u32)> {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
         Some(((self.0 >> 33) as u32, (self.0 >> 13) as u32))
     }
 }
@@ -250,10 +253,17 @@ fn join(
 
 #[derive(Debug, Clone)]
 enum Step {
-    Join { client: usize, isolate: usize },
-    Tick { ms: u64 },
+    Join {
+        client: usize,
+        isolate: usize,
+    },
+    Tick {
+        ms: u64,
+    },
     /// A key object restarts from its rows.
-    Restart { pick: usize },
+    Restart {
+        pick: usize,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {

@@ -112,14 +112,16 @@ pub async fn serve(
                     also: holding == Holding::Nothing,
                     ..matched
                 };
-                if let Reply::Answer(answer) = decide(&req, ctx, objects, settings, join).await.reply {
+                if let Reply::Answer(answer) =
+                    decide(&req, ctx, objects, settings, join).await.reply
+                {
                     return respond::answer(&answer);
                 }
                 if let Some(puzzle) = spend {
                     if !spent(objects, room.id, puzzle).await {
-                        // A copy: a puzzle of its own to solve.
+                        // A copy: refused, with a puzzle of its own.
                         let again = room.admit(true, None, now, id).err();
-                        return render(&room, again.unwrap_or(Step::NoPlace), json, secure, false);
+                        return render(&room, again.unwrap_or(Step::NoPlace), json, secure, true);
                     }
                 }
             }
@@ -182,13 +184,23 @@ fn render(room: &Room<'_>, step: Step, json: bool, secure: bool, forget: bool) -
             standing,
             cookie,
             paused,
-        } => waiting(room, standing, cookie.as_ref(), paused.as_deref(), json, secure),
+        } => waiting(
+            room,
+            standing,
+            cookie.as_ref(),
+            paused.as_deref(),
+            json,
+            secure,
+        ),
         Step::Closed(control) => closed(room, &control, json),
-        Step::Challenge(puzzle) => return challenge(room, &puzzle, json),
+        Step::Challenge(puzzle) => challenge(room, &puzzle, json, forget),
         Step::NoPlace => respond::problem(
             &Problem::new(
                 Code::RoomRequired,
-                format!("this needs a session of the waiting room {}: a page load joins it", room.id),
+                format!(
+                    "this needs a session of the waiting room {}: a page load joins it",
+                    room.id
+                ),
             )
             .with("room", room.id),
         ),
@@ -206,27 +218,46 @@ fn render(room: &Room<'_>, step: Step, json: bool, secure: bool, forget: bool) -
     }
 }
 
-/// The challenge's page (or its JSON): `503`, no ticket.
-fn challenge(room: &Room<'_>, puzzle: &str, json: bool) -> Result<Response> {
+/// The challenge's page (or its JSON): `503`, no ticket. A client whose
+/// answer is wrong, expired or spent already gets `400`, for JSON a
+/// problem naming the work cookie, and the puzzle to solve instead.
+fn challenge(room: &Room<'_>, puzzle: &str, json: bool, failed: bool) -> Result<Response> {
     let bits = room.config.work_bits.unwrap_or(0);
     let name = cookie::work_name(room.id);
     let headers = page_headers()?;
+    if failed && json {
+        let problem = Problem::invalid(
+            &name,
+            "the answer solves no live puzzle of this room, or was used already: solve this one",
+        );
+        let problem = problem.with("puzzle", puzzle).with("work", bits);
+        return respond::problem_with(&problem.with("cookie", name), headers);
+    }
     let body = if json {
         headers.set("content-type", "application/json")?;
-        headers.set("content-security-policy", "default-src 'none'; frame-ancestors 'none'")?;
+        headers.set(
+            "content-security-policy",
+            "default-src 'none'; frame-ancestors 'none'",
+        )?;
         page::challenge_json(puzzle, bits, &name)
     } else {
         headers.set("content-type", "text/html; charset=utf-8")?;
         headers.set("content-security-policy", page::challenge_policy())?;
         page::challenge_html(puzzle, bits, &name)
     };
-    Ok(Response::ok(body)?.with_status(503).with_headers(headers))
+    let status = if failed { 400 } else { 503 };
+    Ok(Response::ok(body)?
+        .with_status(status)
+        .with_headers(headers))
 }
 
 /// A `Set-Cookie` that deletes the work cookie once it has served.
 fn forget_work(room: &str, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
-    format!("{}=; Path=/; Max-Age=0; SameSite=Strict{secure}", cookie::work_name(room))
+    format!(
+        "{}=; Path=/; Max-Age=0; SameSite=Strict{secure}",
+        cookie::work_name(room)
+    )
 }
 
 /// `response` with one more `Set-Cookie`.

@@ -267,7 +267,10 @@ fn a_newcomer_not_counted_in_the_pre_queue_takes_no_pre_queue_number() {
     let (turn, changes) = shard.visit(opens - 1, Holding::Opened, &mut seed());
     assert_eq!(turn, Turn::NotOpen);
     assert_eq!(shard.counters().pre, 0);
-    assert!(changes.iter().all(|c| !matches!(c, Change::Counters(_))), "{changes:?}");
+    assert!(
+        changes.iter().all(|c| !matches!(c, Change::Counters(_))),
+        "{changes:?}"
+    );
     assert_eq!(
         ticket(shard.visit(opens - 1, Holding::Nothing, &mut seed()).0),
         Number::Pre(0)
@@ -290,5 +293,8 @@ fn a_newcomer_not_counted_in_the_pre_queue_takes_no_pre_queue_number() {
         },
         &mut seed(),
     );
-    assert_eq!(closed.visit(1, Holding::Opened, &mut seed()).0, Turn::Closed);
+    assert_eq!(
+        closed.visit(1, Holding::Opened, &mut seed()).0,
+        Turn::Closed
+    );
 }
