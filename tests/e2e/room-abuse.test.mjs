@@ -69,7 +69,7 @@ describe("rooms with today's fields, and the default join limit", () => {
         rules: [
           room("crowd"),
           room("gate"),
-          room("held"),
+          { ...room("held"), deny: ["203.0.113.128/25"] },
           room("drop", { active: 2, shards: 2, opens_at: new Date(Date.now() + 3_600_000).toISOString() }),
         ],
       },
@@ -163,6 +163,13 @@ describe("rooms with today's fields, and the default join limit", () => {
       assert.equal(after.waiting, 0);
     };
     await refusedBan([["203.0.113.50"], ["198.51.100.9"], ["198.51.100.20", cookieOf(inside)]]);
+    // The room's deny list, as any rule's: 403 denied, no shard call.
+    const before = await figures(sluice, "held");
+    for (const headers of [{}, BROWSER.navigation]) {
+      const denied = await send(sluice, "/held/item", { ip: "203.0.113.200", headers });
+      assert.deepEqual([denied.status, (await denied.json()).code], [403, "denied"]);
+    }
+    assert.equal(callsBetween(before, await figures(sluice, "held")), 0);
     const keyBan = await admin(sluice, "PUT", "/keys/held/203.0.113.60/ban", { for: "10m", reason: "joins too often" });
     assert.equal(keyBan.status, 200, JSON.stringify(keyBan.body));
     assert.equal(keyBan.body.object, "rule:held:203.0.113.60");
@@ -178,7 +185,10 @@ describe("rooms with today's fields, and the default join limit", () => {
     for (let i = 0; i < 10; i++) {
       const shopper = await send(sluice, "/drop/", { ip: `198.18.9.${i + 1}` });
       assert.equal(shopper.status, 503);
-      assert.equal((await shopper.json()).state, "pre-queue");
+      const seen = await shopper.json();
+      assert.equal(seen.state, "pre-queue");
+      // An hour before the opening, a page refreshes every 5 minutes, not every 2 s.
+      assert.deepEqual([seen.refresh_s, shopper.headers.get("retry-after")], [300, "300"]);
     }
     assert.ok(tickets.size <= 5, `one address holds ${tickets.size} places in the draw`);
     const report = await figures(sluice, "drop");
