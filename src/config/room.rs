@@ -144,19 +144,19 @@ pub(super) fn validate_room(
         ));
     }
     let field = |name: &str| format!("{at}.waiting_room.{name}");
-    let count = |value: u64, name: &str| {
+    let count = |value: u64, name: &str, most: u64| {
         u32::try_from(value)
             .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(&u64::from(*n)))
+            .filter(|n| (1..=most).contains(&u64::from(*n)))
             .ok_or_else(|| {
                 error(
                     &field(name),
-                    format!("{name} must be from 1 to {MAX_LIMIT}, got {value}"),
+                    format!("{name} must be from 1 to {most}, got {value}"),
                 )
             })
     };
-    let active = count(raw.active, "active")?;
-    let per_minute = count(raw.per_minute, "per_minute")?;
+    let active = count(raw.active, "active", MAX_LIMIT)?;
+    let per_minute = count(raw.per_minute, "per_minute", MAX_LIMIT)?;
     let most = active.min(per_minute).min(MAX_ROOM_SHARDS);
     let shards = match raw.shards {
         None => DEFAULT_ROOM_SHARDS.min(most),
@@ -207,16 +207,8 @@ pub(super) fn validate_room(
     let work_bits = raw
         .challenge
         .map(|c| {
-            let bits = c.work.unwrap_or(DEFAULT_WORK_BITS);
-            (1..=MAX_WORK_BITS)
-                .contains(&bits)
-                .then_some(bits)
-                .ok_or_else(|| {
-                    error(
-                        &field("challenge.work"),
-                        format!("work must be from 1 to {MAX_WORK_BITS} bits, got {bits}"),
-                    )
-                })
+            let bits = c.work.map_or(DEFAULT_WORK_BITS.into(), u64::from);
+            count(bits, "challenge.work", MAX_WORK_BITS.into())
         })
         .transpose()?;
     let (join, also) = validate_join(raw.join, id, opens_at_ms.is_some(), &field("join"))?;

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use crate::support::Rows;
+use crate::support::Object;
 use proptest::prelude::*;
 use serde_json::json;
 use sluice::config::Config;
@@ -26,7 +26,7 @@ use sluice::http::jwt::Hs256Key;
 use sluice::http::Incoming;
 use sluice::isolate::banlist::BanRecord;
 use sluice::isolate::refusals::RefusalCache;
-use sluice::ledger::{Ask, Ledger, Outcome};
+use sluice::ledger::Outcome;
 use sluice::objects::name::{ObjectName, Scope};
 use sluice::objects::protocol::CheckRequest;
 use sluice::room::shard::{Holding, Number, Shard, Turn};
@@ -118,12 +118,6 @@ impl Chance for Draws {
     }
 }
 
-#[derive(Default)]
-struct Object {
-    ledger: Ledger,
-    rows: Rows,
-}
-
 struct World {
     objects: HashMap<String, Object>,
     shards: Vec<Shard>,
@@ -140,22 +134,8 @@ struct World {
 impl World {
     fn call(&mut self, request: &CheckRequest) -> Outcome {
         self.calls += 1;
-        let specs = request.policies().unwrap();
-        let ask = Ask {
-            specs: &specs,
-            cost: request.cost,
-            ban: None,
-            lease: None,
-        };
         let object = self.objects.entry(request.key.clone()).or_default();
-        let (outcome, writes) = match &request.reserve {
-            Some(r) => object
-                .ledger
-                .reserve(&ask, &r.id, self.now + r.ttl_ms, self.now),
-            None => object.ledger.check(&ask, self.now),
-        };
-        object.rows.write(writes);
-        outcome
+        object.answer(request, self.now)
     }
 }
 

@@ -224,7 +224,7 @@ fn render(room: &Room<'_>, step: Step, json: bool, secure: bool, forget: bool) -
 fn challenge(room: &Room<'_>, puzzle: &str, json: bool, failed: bool) -> Result<Response> {
     let bits = room.config.work_bits.unwrap_or(0);
     let name = cookie::work_name(room.id);
-    let headers = page_headers()?;
+    let headers = page_headers(json, page::challenge_policy())?;
     if failed && json {
         let problem = Problem::invalid(
             &name,
@@ -233,17 +233,9 @@ fn challenge(room: &Room<'_>, puzzle: &str, json: bool, failed: bool) -> Result<
         let problem = problem.with("puzzle", puzzle).with("work", bits);
         return respond::problem_with(&problem.with("cookie", name), headers);
     }
-    let body = if json {
-        headers.set("content-type", "application/json")?;
-        headers.set(
-            "content-security-policy",
-            "default-src 'none'; frame-ancestors 'none'",
-        )?;
-        page::challenge_json(puzzle, bits, &name)
-    } else {
-        headers.set("content-type", "text/html; charset=utf-8")?;
-        headers.set("content-security-policy", page::challenge_policy())?;
-        page::challenge_html(puzzle, bits, &name)
+    let body = match json {
+        true => page::challenge_json(puzzle, bits, &name),
+        false => page::challenge_html(puzzle, bits, &name),
     };
     let status = if failed { 400 } else { 503 };
     Ok(Response::ok(body)?
@@ -355,18 +347,10 @@ fn waiting(
     secure: bool,
 ) -> Result<Response> {
     let refresh_s = page::refresh_s(standing, room.config.refresh_ms / 1000);
-    let headers = page_headers()?;
-    let body = if json {
-        headers.set("content-type", "application/json")?;
-        headers.set(
-            "content-security-policy",
-            "default-src 'none'; frame-ancestors 'none'",
-        )?;
-        page::json(standing, refresh_s, paused)
-    } else {
-        headers.set("content-type", "text/html; charset=utf-8")?;
-        headers.set("content-security-policy", page::policy())?;
-        page::html(standing, refresh_s, paused)
+    let headers = page_headers(json, page::policy())?;
+    let body = match json {
+        true => page::json(standing, refresh_s, paused),
+        false => page::html(standing, refresh_s, paused),
     };
     headers.set("retry-after", &refresh_s.to_string())?;
     if let Some(ticket) = ticket {
@@ -388,21 +372,29 @@ fn closed(room: &Room<'_>, control: &Control, json: bool) -> Result<Response> {
     if json {
         return respond::answer(&answer);
     }
-    let headers = page_headers()?;
-    headers.set("content-type", "text/html; charset=utf-8")?;
-    headers.set("content-security-policy", page::policy())?;
+    let headers = page_headers(false, page::policy())?;
     Ok(Response::ok(page::closed_html(&control.reason))?
         .with_status(answer.problem.status)
         .with_headers(headers))
 }
 
-/// What every page of the room is sent with: never cached, never sniffed,
-/// never telling where the visitor came from.
-fn page_headers() -> Result<Headers> {
+/// What every page of the room (HTML under `policy`, or JSON) is sent
+/// with: never cached, never sniffed, never telling where the visitor
+/// came from.
+fn page_headers(json: bool, policy: &str) -> Result<Headers> {
     let headers = Headers::new();
     headers.set("cache-control", "no-store")?;
     headers.set("x-content-type-options", "nosniff")?;
     headers.set("referrer-policy", "no-referrer")?;
+    let (kind, policy) = match json {
+        true => (
+            "application/json",
+            "default-src 'none'; frame-ancestors 'none'",
+        ),
+        false => ("text/html; charset=utf-8", policy),
+    };
+    headers.set("content-type", kind)?;
+    headers.set("content-security-policy", policy)?;
     Ok(headers)
 }
 
