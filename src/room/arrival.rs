@@ -10,9 +10,10 @@
 
 /// Whether a request with this method and these `Sec-Fetch-*` values
 /// (`field(name)`, lower-case names) may join the room: never a preflight
-/// (`OPTIONS`); from a browser, a top-level navigation only.
+/// (`OPTIONS`) nor a `HEAD` (a link checker's, a monitor's: no one reads
+/// a page); from a browser, a top-level navigation only.
 pub fn may_join(method: &str, field: impl Fn(&str) -> Option<String>) -> bool {
-    if method.eq_ignore_ascii_case("OPTIONS") {
+    if method.eq_ignore_ascii_case("OPTIONS") || method.eq_ignore_ascii_case("HEAD") {
         return false;
     }
     let said = |name: &str, value: &str| field(name).is_some_and(|v| v.eq_ignore_ascii_case(value));
@@ -46,7 +47,6 @@ mod tests {
         assert!(joins("GET", &navigation), "a link from another site");
         assert!(joins("POST", &navigation), "a form");
         assert!(joins("GET", &[]), "curl");
-        assert!(joins("HEAD", &[]));
         assert!(joins("GET", &[("sec-fetch-mode", "cors")]), "Node's fetch");
         assert!(
             joins(
@@ -68,6 +68,8 @@ mod tests {
             ]
         };
         assert!(!joins("OPTIONS", &[]));
+        assert!(!joins("HEAD", &[]), "a link checker");
+        assert!(!joins("head", &[("sec-fetch-dest", "document")]));
         assert!(!joins("options", &cross("cors", "empty")));
         assert!(!joins("GET", &cross("no-cors", "image")));
         assert!(!joins("GET", &cross("cors", "empty")));
