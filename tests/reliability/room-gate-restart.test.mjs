@@ -87,8 +87,8 @@ test("join counts, spent puzzles and passes survive hard restarts", { timeout: 1
   assert.equal(capped.status, 429, "the pre-queue's cap survived, past its join window");
   assert.deepEqual((await capped.json())["violated-policies"], ["drop.pre-queue"]);
   const copy = await send("/work/", { ip: "203.0.113.4", cookie: solved });
-  assert.equal(copy.status, 503);
-  assert.equal((await copy.json()).state, "challenge", "a spent puzzle stays spent");
+  assert.equal(copy.status, 400);
+  assert.equal((await copy.json()).field, "sluice_work_work", "a spent puzzle stays spent");
   const again = await send("/checkout", { method: "POST", ip: "203.0.113.1", cookie: session });
   assert.equal(again.status, 200, "the session passes on its signature");
   assert.equal(seen.at(-1).pass, pass, "the same pass, signed anew from the cookie");
