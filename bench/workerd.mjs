@@ -412,8 +412,11 @@ async function room() {
     }),
   );
   const tickets = [];
-  while (tickets.length < 64) {
-    const response = await sluice.fetch("/shop/item", { headers: { accept: "application/json" } });
+  for (let joined = 0; tickets.length < 64; joined++) {
+    // Each from an address of its own: a room lets one address join 5
+    // times a minute.
+    const ip = `10.0.${joined >> 8}.${joined & 255}`;
+    const response = await sluice.fetch("/shop/item", { headers: { accept: "application/json", "cf-connecting-ip": ip } });
     await response.arrayBuffer();
     if (response.status === 503) tickets.push(response.headers.getSetCookie()[0].split(";")[0]);
     else if (response.status !== 200) throw new Error(`joining the room answered ${response.status}`);

@@ -142,6 +142,7 @@ fn buy(
             path: "/",
             params: &[],
             ip: crate::http::key::client_ip(&request),
+            also: true,
         },
         request: &request,
         now_ms: now,
