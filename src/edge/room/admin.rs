@@ -1,7 +1,7 @@
 //! `GET {prefix}/admin/rooms` and `GET {prefix}/admin/rooms/{rule}`: each
 //! room's figures, asked of all its shards at once (`crate::room::figures`
 //! sums them); and a room's state, written to and read from its shards for
-//! the rule state routes (`edge::rules`).
+//! the rule state routes (`edge::admin::rules`).
 
 use crate::json;
 use worker::{Headers, Response, Result};
