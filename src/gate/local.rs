@@ -56,15 +56,26 @@ pub enum Local {
     Call { request: CheckRequest, sent_ms: u64 },
 }
 
+/// What an object's blocks were granted under: the specs the check that
+/// asked for them named (a check asking others, after a changed config or
+/// from another decision-API caller, goes to the object), and what the
+/// granting answer announced, which admissions from them announce too:
+/// each policy's limit in force (an operator's override included) and a
+/// split quota's whole (`Outcome::whole`).
+#[derive(Debug)]
+struct Granted {
+    specs: Vec<(String, Spec)>,
+    limits: Vec<u64>,
+    whole: Option<(String, u64)>,
+}
+
 /// One isolate's blocks and heat.
 #[derive(Debug)]
 pub struct LocalBlocks {
     holder: BlockHolder,
     heat: Heat,
-    /// The specs each object's blocks were granted under (the check that
-    /// asked for them): a check asking other specs (a changed config, or
-    /// another decision-API caller's limits) goes to the object.
-    specs: HashMap<String, Vec<(String, Spec)>>,
+    /// What each object's blocks were granted under.
+    specs: HashMap<String, Granted>,
     /// The keys whose object was asked for blocks by a call not answered
     /// yet, and when: a burst of requests before the first grant comes
     /// back asks once, not once each, so one isolate does not take share
@@ -153,9 +164,8 @@ impl LocalBlocks {
 
     fn admit(&mut self, request: &CheckRequest, now_ms: u64) -> Option<Outcome> {
         let specs = request.policies().ok()?;
-        if self.specs.get(&request.key) != Some(&specs) {
-            return None;
-        }
+        let granted = self.specs.get(&request.key).filter(|g| g.specs == specs)?;
+        let (limits, whole) = (granted.limits.clone(), granted.whole.clone());
         let names: Vec<&str> = specs.iter().map(|(name, _)| name.as_str()).collect();
         let reserve = request.reserve.as_ref().map(|r| Reserve {
             id: &r.id,
@@ -167,12 +177,13 @@ impl LocalBlocks {
         self.admitted += 1;
         let policies = specs
             .iter()
-            .map(|(name, spec)| PolicyDecision {
+            .enumerate()
+            .map(|(i, (name, spec))| PolicyDecision {
                 name: name.clone(),
                 window_ms: spec.window_ms(),
                 decision: Decision {
                     allowed: true,
-                    limit: spec.limit(),
+                    limit: limits.get(i).copied().unwrap_or(spec.limit()),
                     remaining,
                     reset_ms: spec.window_ms(),
                     retry: Retry::NOW,
@@ -190,6 +201,7 @@ impl LocalBlocks {
             retry: Retry::NOW,
             spread: None,
             blocks: Vec::new(),
+            whole,
         })
     }
 
@@ -221,7 +233,12 @@ impl LocalBlocks {
             self.holder.hold(&request.key, grant, sent_ms);
         }
         self.granted += outcome.blocks.len() as u64;
-        self.specs.insert(request.key.clone(), specs);
+        let granted = Granted {
+            specs,
+            limits: outcome.policies.iter().map(|p| p.decision.limit).collect(),
+            whole: outcome.whole.clone(),
+        };
+        self.specs.insert(request.key.clone(), granted);
     }
 
     /// The blocks lapsed at `now_ms`, or spent and not of `deciding` (the
@@ -234,7 +251,8 @@ impl LocalBlocks {
             match calls.iter_mut().find(|c| c.key == object) {
                 Some(call) => call.reports.push(report),
                 None => {
-                    let specs = self.specs.get(&object).cloned().unwrap_or_default();
+                    let specs = self.specs.get(&object).map(|g| g.specs.clone());
+                    let specs = specs.unwrap_or_default();
                     let mut call = CheckRequest::new(&object, &specs, 0, None);
                     call.reports.push(report);
                     calls.push(call);

@@ -20,7 +20,7 @@ mod invitations;
 mod leases;
 mod outcome;
 pub mod override_row;
-mod overrides;
+pub mod overrides;
 mod reservation;
 mod rows;
 mod slot;
@@ -152,6 +152,10 @@ impl Ledger {
             }
         };
         self.forget_idle_slots(now_ms);
+        let outcome = Outcome {
+            whole: self.whole(now_ms),
+            ..outcome
+        };
         (outcome, writes)
     }
 

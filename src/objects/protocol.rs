@@ -429,6 +429,8 @@ pub struct WireOverride {
     pub until_ms: Option<u64>,
     pub reason: String,
     pub set_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whole: Option<(String, u64)>,
 }
 
 impl WireOverride {
@@ -438,6 +440,7 @@ impl WireOverride {
             until_ms: o.until_ms,
             reason: o.reason.clone(),
             set_ms: o.set_ms,
+            whole: o.whole.clone(),
         }
     }
 
@@ -447,6 +450,7 @@ impl WireOverride {
             until_ms: self.until_ms,
             reason: self.reason.clone(),
             set_ms: self.set_ms,
+            whole: self.whole.clone(),
         })
     }
 }
@@ -681,6 +685,7 @@ mod tests {
             until_ms: Some(9_000),
             reason: "launch".into(),
             set_ms: 1_000,
+            whole: None,
         };
         let calls = [
             LimiterCall::Settle(SettleRequest {
@@ -872,6 +877,7 @@ mod tests {
                 granted_ms: 1_700_000_000_000,
                 until_ms: 1_700_000_000_999,
             }],
+            whole: Some(("api".into(), 30)),
         };
         let overridden = WireOverride {
             policies: vec![WirePolicy::Gcra {
@@ -883,6 +889,7 @@ mod tests {
             until_ms: None,
             reason: String::new(),
             set_ms: 0,
+            whole: Some(("g".into(), 12)),
         };
         let mut no_such_lease = outcome.clone();
         if let Some(lease) = no_such_lease.lease.as_mut() {

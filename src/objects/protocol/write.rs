@@ -132,7 +132,8 @@ crate::write_json!(WireOverride {
     policies,
     until_ms,
     reason,
-    set_ms
+    set_ms,
+    whole if Option::is_none,
 });
 crate::write_json!(OverrideRequest { key, overridden as "override" });
 crate::write_json!(KeyBanRequest { key, ban });

@@ -8,6 +8,7 @@ use super::super::{
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::ledger::blocks::Pending;
+use crate::ledger::overrides::read_whole;
 use crate::ledger::LeaseAsk;
 
 impl LimiterCall {
@@ -379,6 +380,7 @@ fn override_request(scan: &mut Scan) -> Read<OverrideRequest> {
 
 pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireOverride> {
     let (mut policies, mut until_ms, mut reason, mut set_ms) = (None, None, None, None);
+    let mut whole = None;
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
         match &*field {
@@ -386,6 +388,7 @@ pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireO
             "until_ms" => until_ms = nullable(scan, Scan::u64)?,
             "reason" => reason = Some(scan.string()?),
             "set_ms" => set_ms = Some(scan.u64()?),
+            "whole" => whole = nullable(scan, read_whole)?,
             _ => scan.skip()?,
         }
     }
@@ -394,6 +397,7 @@ pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireO
         until_ms,
         reason: need(reason)?,
         set_ms: need(set_ms)?,
+        whole,
     })
 }
 
