@@ -123,7 +123,7 @@ fn own_paths_sit_below_the_prefix() {
 fn a_prefix_that_would_take_every_path_of_a_rule_is_refused() {
     let config = |prefix: &str, path: &str, paths: Value| {
         json!({"origin": "demo", "prefix": prefix, "rules": [
-            {"id": "open", "match": {"path": "/*"}, "limit": 1, "window": "1s"},
+            {"id": "open", "match": {"path": "/open/*"}, "limit": 1, "window": "1s"},
             {"id": "api", "match": {"path": path}, "paths": paths, "limit": 1, "window": "1s"},
         ]})
     };
@@ -1305,8 +1305,8 @@ fn an_override_s_shorthand_is_a_tier_s_one_policy() {
     use crate::config::override_body::{parse_override, OverrideRequest};
     use crate::http::body;
     let config = Config::from_value(json!({"origin": "demo", "rules": [
-        {"id": "one", "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
-        {"id": "two", "policies": [
+        {"id": "one", "match": {"path": "/one"}, "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
+        {"id": "two", "match": {"path": "/two"}, "policies": [
             {"name": "second", "limit": 2, "window": "1s"},
             {"name": "day", "limit": 10, "window": "1d"},
         ]},
