@@ -31,7 +31,7 @@ impl QuotaOverride {
             until_ms: None,
             reason: self.reason.clone(),
             set_ms: now_ms,
-            whole: (self.parts.len() > 1).then(|| (self.policy.clone(), self.limit)),
+            whole: Some((self.policy.clone(), self.limit)),
         })
     }
 }

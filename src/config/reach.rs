@@ -10,20 +10,19 @@
 //! of each kind the patterns tell apart. Request paths reach a rule
 //! percent-encoded, so only ASCII characters are tried.
 
-use std::collections::{HashSet, VecDeque};
-
 use super::pattern::Step;
 use super::{error, ConfigError, Rule};
 
 /// The most states one search visits before it gives up and counts the
 /// rule as reachable: far more than any config's patterns make, so that
 /// a hostile config cannot make validation slow, and never a false error.
-const MAX_STATES: usize = 100_000;
+const MAX_STATES: usize = 4_096;
 
-/// Where a pattern's match stands: before step `.0`, or (`.1`) inside the
-/// segment step `.0` matches, after at least one character of it; `None`
-/// when it cannot match any more.
-type At = Option<(usize, bool)>;
+/// Where a pattern's match stands: before step `at >> 1`, or (`at & 1`)
+/// inside the segment that step matches, after at least one character of
+/// it; [`DEAD`] when it cannot match any more.
+type At = u32;
+const DEAD: At = u32::MAX;
 
 /// The first rule (by index) that can never apply, with the earlier rules
 /// that take its requests: the fewest that do.
@@ -120,32 +119,38 @@ impl Matcher {
 
     fn next(&self, at: At, c: char) -> At {
         let c = if self.fold { c.to_ascii_lowercase() } else { c };
-        let (i, inside) = at?;
-        if inside {
+        let i = (at >> 1) as usize;
+        if at == DEAD {
+            return DEAD;
+        }
+        if at & 1 == 1 {
             return match (c, self.steps.get(i + 1)) {
-                ('/', Some(Step::Char('/'))) => Some((i + 2, false)),
-                ('/', _) => None,
+                ('/', Some(Step::Char('/'))) => at + 3,
+                ('/', _) => DEAD,
                 _ => at,
             };
         }
-        match self.steps.get(i)? {
-            Step::Char(x) => (*x == c).then_some((i + 1, false)),
-            Step::Segment => (c != '/').then_some((i, true)),
-            Step::Rest => at,
+        match self.steps.get(i) {
+            Some(Step::Char(x)) if *x == c => at + 2,
+            Some(Step::Segment) if c != '/' => at | 1,
+            Some(Step::Rest) => at,
+            _ => DEAD,
         }
     }
 
     fn accepts(&self, at: At) -> bool {
-        match at {
-            Some((i, true)) => i + 1 == self.steps.len(),
-            Some((i, false)) => i == self.steps.len() || self.steps[i] == Step::Rest,
-            None => false,
-        }
+        let (i, len) = ((at >> 1) as usize, self.steps.len());
+        at != DEAD
+            && if at & 1 == 1 {
+                i + 1 == len
+            } else {
+                i == len || self.steps[i] == Step::Rest
+            }
     }
 
     /// Whether every path from `at` on matches: a `*` reached.
     fn takes_the_rest(&self, at: At) -> bool {
-        matches!(at, Some((i, false)) if self.steps.get(i) == Some(&Step::Rest))
+        at & 1 == 0 && self.steps.get((at >> 1) as usize) == Some(&Step::Rest)
     }
 
     /// Whether the path read so far (at `at`; `root` when it is `/`)
@@ -162,78 +167,87 @@ impl Matcher {
     }
 }
 
-/// Where a canonical path stands: a segment is never empty, `.` or `..`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Segment {
-    Root,
-    Start,
-    Dot,
-    Dots,
-    Other,
-}
-
-impl Segment {
-    fn next(self, c: char) -> Option<Segment> {
-        match (self, c) {
-            (Segment::Other, '/') => Some(Segment::Start),
-            (_, '/') => None,
-            (Segment::Root | Segment::Start, '.') => Some(Segment::Dot),
-            (Segment::Dot, '.') => Some(Segment::Dots),
-            _ => Some(Segment::Other),
-        }
+/// Where a canonical path stands, a segment never being empty, `.` or
+/// `..`: at the root, at a segment's start, after `.` or `..`, or in
+/// another segment; `None` for no canonical path.
+fn segment(at: u32, c: char) -> Option<u32> {
+    const ROOT: u32 = 0;
+    const START: u32 = 1;
+    const DOT: u32 = 2;
+    match (at, c) {
+        (OTHER, '/') => Some(START),
+        (_, '/') => None,
+        (ROOT | START, '.') => Some(DOT),
+        (DOT, '.') => Some(DOT + 1),
+        _ => Some(OTHER),
     }
 }
 
+/// A segment that is none of the others: a path may end there.
+const OTHER: u32 = 4;
+
 /// A canonical path (with a trailing `/` when its client sent one) that
-/// `rule` matches and none of `earlier` does, found breadth first.
+/// `rule` matches and none of `earlier` does, found breadth first. A
+/// state is where the path stands and each pattern's match: `[segment,
+/// rule's, earlier's...]`, with the state it came from and the character
+/// read.
 fn uncovered(rule: &Rule, earlier: &[&Rule]) -> Option<String> {
-    let own = Matcher::of(rule);
-    let others: Vec<Matcher> = earlier.iter().map(|r| Matcher::of(r)).collect();
+    let matchers: Vec<Matcher> = [rule]
+        .into_iter()
+        .chain(earlier.iter().copied())
+        .map(Matcher::of)
+        .collect();
     let kinds = characters(rule, earlier)?;
-    let start = Some((0, false));
-    let first = (
-        Segment::Root,
-        own.next(start, '/'),
-        others
-            .iter()
-            .map(|m| m.next(start, '/'))
-            .collect::<Vec<At>>(),
-    );
-    let mut seen = HashSet::from([first.clone()]);
-    let mut queue = VecDeque::from([(first, String::from("/"))]);
-    while let Some(((segment, at, ats), path)) = queue.pop_front() {
-        let root = segment == Segment::Root;
-        if root || segment == Segment::Other {
+    let first: Vec<u32> = [0]
+        .into_iter()
+        .chain(matchers.iter().map(|m| m.next(0, '/')))
+        .collect();
+    let mut states: Vec<(Vec<u32>, usize, char)> = vec![(first, 0, '/')];
+    let mut at = 0;
+    while let Some((state, _, _)) = states.get(at) {
+        let state = state.clone();
+        let root = state[0] == 0;
+        if root || state[0] == OTHER {
             for trailing in [false, !root] {
-                let taken = |(m, at): (&Matcher, &At)| m.matches(*at, root, trailing);
-                if own.matches(at, root, trailing) && !others.iter().zip(&ats).any(taken) {
-                    return Some(if trailing { path + "/" } else { path });
+                let mut taken = matchers
+                    .iter()
+                    .zip(&state[1..])
+                    .map(|(m, &a)| m.matches(a, root, trailing));
+                if taken.next() == Some(true) && !taken.any(|t| t) {
+                    return Some(path(&states, at, trailing));
                 }
             }
         }
         for &c in &kinds {
-            let (Some(segment), Some(at)) = (segment.next(c), own.next(at, c)) else {
-                continue;
-            };
-            let at = Some(at);
-            let ats: Vec<At> = others
-                .iter()
-                .zip(&ats)
-                .map(|(m, a)| m.next(*a, c))
+            let next: Vec<u32> = std::iter::once(segment(state[0], c).unwrap_or(DEAD))
+                .chain(matchers.iter().zip(&state[1..]).map(|(m, &a)| m.next(a, c)))
                 .collect();
-            if others.iter().zip(&ats).any(|(m, a)| m.takes_the_rest(*a)) {
+            let covered = matchers[1..]
+                .iter()
+                .zip(&next[2..])
+                .any(|(m, &a)| m.takes_the_rest(a));
+            if next[0] == DEAD || next[1] == DEAD || covered || states.iter().any(|s| s.0 == next) {
                 continue;
             }
-            let state = (segment, at, ats);
-            if seen.len() >= MAX_STATES {
-                return Some(path);
+            if states.len() >= MAX_STATES {
+                return Some(String::new());
             }
-            if seen.insert(state.clone()) {
-                queue.push_back((state, format!("{path}{c}")));
-            }
+            states.push((next, at, c));
         }
+        at += 1;
     }
     None
+}
+
+/// The path that led to state `at`.
+fn path(states: &[(Vec<u32>, usize, char)], mut at: usize, trailing: bool) -> String {
+    let mut chars = if trailing { vec!['/'] } else { Vec::new() };
+    while at > 0 {
+        chars.push(states[at].2);
+        at = states[at].1;
+    }
+    chars.push('/');
+    chars.into_iter().rev().collect()
 }
 
 /// One character of each kind the rules' patterns tell apart: `/`, each

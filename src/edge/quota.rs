@@ -13,7 +13,7 @@ use super::client::Objects;
 use super::clock::now_ms;
 use super::{isolate, respond};
 use crate::config::lookup::{whole_slots, Target};
-use crate::control::{strictest, Control, RuleState};
+use crate::control::{agree, strictest, Control, RuleState};
 use crate::ledger::{BanNotice, Override, SlotReport};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -307,7 +307,7 @@ pub fn sale(
         split: targets.len(),
         now_ms: now,
         state: Shown::of(strictest(controls.iter().copied().flatten())),
-        agree: controls.windows(2).all(|pair| pair[0] == pair[1]),
+        agree: agree(&controls),
         overridden,
         sell_out_ms: quota.iter().filter_map(|q| q.sell_out_ms).min(),
         quota,

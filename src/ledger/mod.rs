@@ -24,6 +24,7 @@ pub mod overrides;
 mod reservation;
 mod rows;
 mod slot;
+pub mod stock;
 
 use std::collections::VecDeque;
 
@@ -39,6 +40,7 @@ pub use overrides::Override;
 pub use reservation::{Reservation, Run, Settled, PENDING_RETRY_MS};
 pub use rows::{Expired, Write};
 pub use slot::SlotReport;
+pub use stock::{Stock, StockAsk, Told};
 
 use leases::lease_report;
 use reservation::pending_retry;
@@ -77,6 +79,8 @@ pub struct Ledger {
     blocks: Vec<blocks::Block>,
     /// The id the next block gets.
     next_block: u64,
+    /// A part of a quota that closes once sold out: its stock.
+    stock: Option<Stock>,
 }
 
 impl Ledger {
@@ -113,6 +117,10 @@ impl Ledger {
         }
         if let Some(halted) = self.halted(ask, now_ms) {
             return (halted, Vec::new());
+        }
+        if let Some(mut sold) = self.sold(ask, now_ms) {
+            self.hold_briefly(&mut sold);
+            return (sold, Vec::new());
         }
         let specs = self.policies(ask.specs, now_ms);
         let indices: Vec<usize> = specs
@@ -152,10 +160,11 @@ impl Ledger {
             }
         };
         self.forget_idle_slots(now_ms);
-        let outcome = Outcome {
+        let mut outcome = Outcome {
             whole: self.whole(now_ms),
             ..outcome
         };
+        self.hold_briefly(&mut outcome);
         (outcome, writes)
     }
 
@@ -389,7 +398,9 @@ impl Ledger {
         let overridden = self.overridden.as_ref().and_then(|o| o.until_ms);
         let reservations = self.reservations.iter().map(|r| r.lapses_ms);
         let blocks = self.blocks.iter().map(|b| b.lapses_ms());
+        let owed = self.stock.as_ref().and_then(|s| s.owed()).map(|o| o.2);
         slots
+            .chain(owed)
             .chain(ban)
             .chain(lease)
             .chain(overridden)
@@ -415,6 +426,7 @@ impl Ledger {
             expired.push(self.lease_gone(lease.id, now_ms));
         }
         self.strikes = None;
+        self.restock(now_ms);
         expired.extend(self.forget_reservations());
         self.forget_idle_leases(now_ms);
         expired
@@ -465,6 +477,7 @@ impl Ledger {
             && self.ban.is_none()
             && self.overridden.is_none()
             && self.control.is_none()
+            && self.stock.is_none()
             && self.reservations.is_empty()
             && self.blocks.is_empty()
             && self.leases.is_idle(now_ms)

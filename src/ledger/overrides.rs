@@ -18,8 +18,8 @@ pub struct Override {
     /// When it was set, for operators.
     pub set_ms: u64,
     /// A part of a global quota whose whole limit an operator set: the
-    /// policy it changed and the whole quota's limit, which the part's
-    /// answers announce (its own share is in `policies`).
+    /// policy it changed and the whole quota's limit, which a split
+    /// quota's part announces (its own share is in `policies`).
     pub whole: Option<(String, u64)>,
 }
 

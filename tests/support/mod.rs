@@ -3,7 +3,7 @@
 
 use sluice::control::Control;
 use sluice::ledger::blocks::{Block, TimesRow};
-use sluice::ledger::{Expired, Ledger, Override, Reservation, Write};
+use sluice::ledger::{Expired, Ledger, Override, Reservation, Stock, Write};
 
 /// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
 /// log's first run or a one-row algorithm's state.
@@ -23,6 +23,8 @@ pub struct Rows {
     pub blocks: Vec<Block>,
     /// Reported blocks' times, one row each.
     pub times: Vec<TimesRow>,
+    /// A sold-out quota's part's stock, as its row's JSON.
+    pub stock: Option<String>,
 }
 
 impl Rows {
@@ -92,6 +94,7 @@ impl Rows {
                     }
                 }
                 Write::Times(row) => self.times.push(row),
+                Write::Stock(stock) => self.stock = Some(sluice::json::to_string(&stock)),
                 other => panic!("not written by these tests: {other:?}"),
             }
         }
@@ -152,6 +155,9 @@ impl Rows {
         }
         if let Some(c) = &self.control {
             ledger.restore_control(c.clone());
+        }
+        if let Some(row) = &self.stock {
+            ledger.restore_stock(Stock::decode(row).expect("a stock row reads back"));
         }
         ledger
     }
