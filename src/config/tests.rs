@@ -1337,3 +1337,46 @@ fn an_override_s_shorthand_is_a_tier_s_one_policy() {
     .unwrap();
     assert_eq!(named.policies[0].0, "two.day");
 }
+
+#[test]
+fn sold_out_closes_a_global_quota_of_one_limit_and_nothing_else() {
+    let rule = |extra: Value| {
+        let mut rule = json!({"id": "drop", "match": {"path": "/drop"}, "scope": "global", "split": 4, "limit": 8, "window": "30d", "sold_out": "close"});
+        for (k, v) in extra.as_object().unwrap() {
+            rule[k] = v.clone();
+        }
+        json!({"origin": "demo", "rules": [rule]})
+    };
+    let config = Config::from_value(rule(json!({}))).unwrap();
+    assert!(config.rules[0].global.as_ref().unwrap().sold_out);
+    let layered = Config::from_value(json!({"origin": "demo", "rules": [{
+        "id": "buy", "key": "header:x-user", "limit": 1, "window": "1h",
+        "also": [{"id": "all", "scope": "global", "split": 2, "limit": 4, "window": "30d", "sold_out": "close"}],
+    }]}))
+    .unwrap();
+    assert!(layered.rules[0].also[0].global.as_ref().unwrap().sold_out);
+    for (extra, field) in [
+        (
+            json!({"scope": "key", "split": null, "key": "ip"}),
+            "sold_out",
+        ),
+        (json!({"sold_out": "later"}), "sold_out"),
+        (
+            json!({"limit": null, "window": null, "policies": [{"name": "a", "limit": 8, "window": "1s"}, {"name": "b", "limit": 80, "window": "1d"}]}),
+            "sold_out",
+        ),
+        (json!({"split": null, "algorithm": "gcra"}), "sold_out"),
+        (json!({"shadow": true}), "sold_out"),
+    ] {
+        let mut config = rule(extra.clone());
+        let fields = config["rules"][0].as_object_mut().unwrap();
+        fields.retain(|_, v| !v.is_null());
+        let e = error_of(config);
+        assert_eq!(
+            e.field,
+            format!("SLUICE.rules[0].{field}"),
+            "{extra}: {}",
+            e.message
+        );
+    }
+}
