@@ -468,6 +468,20 @@ impl Ledger {
         (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
+    /// The admissions the key's sliding log with the longest window holds,
+    /// `(at_ms, count)` oldest first, with that window: exact, and stored.
+    pub fn admissions(&self) -> Option<(u64, Vec<(u64, u32)>)> {
+        let log = self
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.limiter {
+                Algorithm::Log(log) => Some(log),
+                _ => None,
+            })
+            .max_by_key(|log| log.policy().window_ms())?;
+        Some((log.policy().window_ms(), log.entries().collect()))
+    }
+
     /// Whether the key holds nothing, so that its storage can be freed. A
     /// stored fence floor is held until the sweep deletes that row. Strikes
     /// and the memory of settled reservations are left out: they live in

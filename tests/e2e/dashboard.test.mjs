@@ -379,7 +379,7 @@ describe("the dashboard", { skip }, () => {
     await signIn(page);
     // The sale: figures summed over the parts, a chart per second.
     await page.waitForSelector('.sale-card[data-sale="drop"] canvas');
-    await page.waitForFunction(() => /Admitted, 5 min4/.test(document.querySelector('.sale-card[data-sale="drop"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
+    await page.waitForFunction(() => /Sold of drop4 of 10 \/ 1h/.test(document.querySelector('.sale-card[data-sale="drop"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
     const figures = await text(page, '.sale-card[data-sale="drop"] .sale-figures');
     assert.match(figures, /Left of drop6 of 10 \/ 1h/);
     // The rate counts complete seconds: just after the traffic it may be 0.

@@ -121,9 +121,14 @@ describe("sold out", () => {
     assert.equal(key.slots[0].used, 0, "the per-user layer gave its unit back");
   });
 
-  test("a restart keeps it sold out, and the words the parts had told each other", async () => {
+  test("a restart keeps it sold out, the words the parts had told each other, and the sale's figures", async () => {
+    const figures = (view) => [view.quota[0].used, view.admitted, view.per_second.reduce((sum, s) => sum + s[1], 0)];
+    const before = figures(await sale("drop"));
+    assert.deepEqual(before, [12, 12, 12]);
     await sluice.stop();
     sluice = await Sluice.start({ sluice: config, persist: persisted.dir, secrets: { ADMIN_TOKEN } });
+    // Every part restarted, its memory empty: the figures are its log's.
+    assert.deepEqual(figures(await sale("drop")), before);
     assert.ok(await closed("drop"));
     assert.equal((await sluice.fetch("/drop")).status, 410);
     const put = await sluice.fetch("/_sluice/admin/rules/drop/override", { method: "PUT", headers: admin, body: JSON.stringify({ limit: 13 }) });

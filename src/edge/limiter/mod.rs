@@ -471,7 +471,7 @@ impl Key {
             leases: inner.ledger.leases().to_vec(),
             overridden: inner.ledger.overridden().map(WireOverride::encode),
             control: inner.ledger.control().cloned(),
-            seconds: inner.seconds.recent(now),
+            seconds: inner.seconds.with_log(now, inner.ledger.admissions()),
         }))
     }
 
