@@ -105,6 +105,11 @@ impl Objects {
         }
     }
 
+    /// The worker's bindings.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
     /// The same objects with a longer deadline, for a call that may wait.
     pub fn with_timeout(&self, timeout_ms: u64) -> Objects {
         Objects {

@@ -54,7 +54,7 @@ impl Ask<'_> {
                 started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
-            record: Some((self.reported(), Verdict::of(outcome.allowed))),
+            record: Some((self.reported(), Verdict::decided(&outcome, rule.shadow))),
             ban_started,
             ..Conclusion::reply(Reply::untouched())
         };

@@ -146,7 +146,7 @@ fn a_user_layer_reserves_then_the_global_part_checks_and_the_reservation_is_kept
         "the per-user layer reserves, the last layer is a plain check"
     );
     assert!(full.is_empty());
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Admitted)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Near)));
     let pass = passed(&conclusion.reply);
     assert_eq!(pass.key.as_deref(), Some("ann"));
     assert_eq!(
@@ -538,7 +538,7 @@ fn a_shadow_stack_forwards_what_a_later_layer_would_refuse_and_refunds_the_rest(
         shadow.starts_with("refuse;violated=\"checkout.all\""),
         "{shadow}"
     );
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Refused)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Shadow)));
     assert!(conclusion.settle_now.iter().all(|s| !s.keep));
     assert_eq!(objects.used("rule:checkout:ann"), 0);
 }
@@ -585,7 +585,7 @@ fn a_global_rule_with_a_user_layer_asks_the_user_first_and_reports_the_user() {
     let (conclusion, _) = objects.buy(&config, "ann");
     let order: Vec<&str> = objects.calls.iter().map(|(o, _)| o.as_str()).collect();
     assert_eq!(order, ["rule:sale.user:ann", "rule:sale:*#0"]);
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Admitted)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Near)));
     assert_eq!(
         field(&passed(&conclusion.reply).fields, "ratelimit-policy"),
         Some("\"sale.user\";q=1;w=60, \"sale\";q=10;w=60")
