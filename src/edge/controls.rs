@@ -50,13 +50,13 @@ pub fn held() -> usize {
 }
 
 /// Starts a read of the states in the background when one is due (at once
-/// in a new isolate, then once per interval) and the config has a rule
+/// in a new isolate, then every `every_ms`) and the config has a rule
 /// they can concern. The request that triggers it never waits for it.
-pub fn upkeep(env: &Env, ctx: &Context, config: &Config) {
+pub fn upkeep(env: &Env, ctx: &Context, config: &Config, every_ms: u64) {
     if !config.rules.iter().any(kept_in_kv) {
         return;
     }
-    if COPY.with(|copy| copy.borrow_mut().claim(now_ms())) {
+    if COPY.with(|copy| copy.borrow_mut().claim(now_ms(), every_ms)) {
         let env = env.clone();
         ctx.wait_until(async move {
             match read(&env).await {

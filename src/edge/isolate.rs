@@ -150,9 +150,9 @@ pub fn ban_started(record: BanRecord) {
 }
 
 /// Starts a report to a hub in the background when one is due (at once in
-/// a new isolate, then once per interval). The request that triggers it
+/// a new isolate, then every `every_ms`). The request that triggers it
 /// never waits for it.
-pub fn upkeep(objects: &Objects, ctx: &Context) {
+pub fn upkeep(objects: &Objects, ctx: &Context, every_ms: u64) {
     DATASET.with(|dataset| {
         let mut dataset = dataset.borrow_mut();
         if dataset.is_none() {
@@ -160,7 +160,7 @@ pub fn upkeep(objects: &Objects, ctx: &Context) {
             *dataset = Reflect::get(env, &ANALYTICS_BINDING.into()).ok();
         }
     });
-    if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms())) {
+    if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms(), every_ms)) {
         let objects = objects.clone();
         ctx.wait_until(async move { report(&objects).await });
     }

@@ -61,8 +61,8 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     };
     let config = &settings.config;
     let objects = Objects::new(&env, config.timeout_ms);
-    isolate::upkeep(&objects, &ctx);
-    controls::upkeep(&env, &ctx, config);
+    isolate::upkeep(&objects, &ctx, settings.report_ms);
+    controls::upkeep(&env, &ctx, config, settings.refresh_ms);
     let path = req.path().to_string();
     let own = config.own_path(&path);
     // The client's address, a header read and parsed: Sluice's own paths

@@ -17,6 +17,8 @@ use super::client::ROOM_BINDING;
 use crate::config::{check_secret_strength, Config, ConfigError};
 use crate::http::auth::Token;
 use crate::http::jwt::Hs256Key;
+use crate::isolate::report::{test_interval, INTERVAL_MS, TEST_INTERVAL_VAR};
+use crate::isolate::states::REFRESH_MS;
 
 /// The secret that holds the admin token.
 pub const ADMIN_TOKEN: &str = "ADMIN_TOKEN";
@@ -37,6 +39,10 @@ pub struct Settings {
     pub origin_secret: Option<String>,
     /// The key each waiting room's cookies are signed with, by rule id.
     pub room_keys: Vec<(String, Hs256Key)>,
+    /// How often the isolate reports to the hubs, and how often it reads
+    /// the rules' states: as documented, or shorter in a test.
+    pub report_ms: u64,
+    pub refresh_ms: u64,
 }
 
 impl Settings {
@@ -90,6 +96,11 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
         }
     };
     let room_keys = room_keys(env, &config)?;
+    let test_var = env.var(TEST_INTERVAL_VAR).ok().map(|v| v.to_string());
+    let test_ms = test_interval(test_var.as_deref()).map_err(|message| ConfigError {
+        field: TEST_INTERVAL_VAR.into(),
+        message: message.into(),
+    })?;
     Ok(Settings {
         config,
         jwt_key,
@@ -97,6 +108,8 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
         api_token,
         origin_secret,
         room_keys,
+        report_ms: test_ms.unwrap_or(INTERVAL_MS),
+        refresh_ms: test_ms.unwrap_or(REFRESH_MS),
     })
 }
 

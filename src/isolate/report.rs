@@ -20,6 +20,23 @@ use crate::isolate::top::{RuleTop, TopKeys, CAPACITY};
 /// How often an isolate reports (and refreshes the manual bans).
 pub const INTERVAL_MS: u64 = 10_000;
 
+/// The var with which a test shortens this interval and the states'
+/// ([`crate::isolate::states::REFRESH_MS`]), so that it need not wait them
+/// out. wrangler.toml does not declare it: deployed, both stay as documented.
+pub const TEST_INTERVAL_VAR: &str = "SLUICE_TEST_INTERVAL_MS";
+
+/// The interval a test asked for in [`TEST_INTERVAL_VAR`] (`None`: unset),
+/// in whole milliseconds from 100 (the hubs' load stays bounded) to
+/// [`INTERVAL_MS`] (it can only shorten); anything else is an error that
+/// says so.
+pub fn test_interval(var: Option<&str>) -> Result<Option<u64>, &'static str> {
+    match var.map(str::parse::<u64>) {
+        None => Ok(None),
+        Some(Ok(ms)) if (100..=INTERVAL_MS).contains(&ms) => Ok(Some(ms)),
+        Some(_) => Err("must be whole milliseconds from 100 to 10000"),
+    }
+}
+
 /// How many hubs share the reports. At 10 000 isolates reporting every
 /// [`INTERVAL_MS`], that is 1 000 reports/s in all and about 63 per hub.
 pub const HUBS: u32 = 16;
@@ -86,12 +103,13 @@ impl Outbox {
         }
     }
 
-    /// Whether a report is due, and claims it: requests that arrive while
-    /// it is under way do not start another.
-    pub fn claim(&mut self, now_ms: u64) -> bool {
+    /// Whether a report is due, `every_ms` after the last ([`INTERVAL_MS`]
+    /// but in tests), and claims it: requests that arrive while it is
+    /// under way do not start another.
+    pub fn claim(&mut self, now_ms: u64, every_ms: u64) -> bool {
         let due = self
             .sent_ms
-            .is_none_or(|at| now_ms.saturating_sub(at) >= INTERVAL_MS);
+            .is_none_or(|at| now_ms.saturating_sub(at) >= every_ms);
         if due {
             self.sent_ms = Some(now_ms);
         }
@@ -153,10 +171,24 @@ mod tests {
     #[test]
     fn the_first_report_is_due_at_once_then_once_per_interval() {
         let mut outbox = Outbox::new();
-        assert!(outbox.claim(5));
-        assert!(!outbox.claim(5), "claimed");
-        assert!(!outbox.claim(INTERVAL_MS + 4));
-        assert!(outbox.claim(INTERVAL_MS + 5));
+        assert!(outbox.claim(5, INTERVAL_MS));
+        assert!(!outbox.claim(5, INTERVAL_MS), "claimed");
+        assert!(!outbox.claim(INTERVAL_MS + 4, INTERVAL_MS));
+        assert!(outbox.claim(INTERVAL_MS + 5, INTERVAL_MS));
+        assert!(!outbox.claim(INTERVAL_MS + 504, 500), "a test's interval");
+        assert!(outbox.claim(INTERVAL_MS + 505, 500));
+    }
+
+    #[test]
+    fn a_test_interval_only_shortens_and_is_read_or_refused_whole() {
+        assert_eq!(test_interval(None), Ok(None));
+        assert_eq!(test_interval(Some("500")), Ok(Some(500)));
+        assert_eq!(test_interval(Some("100")), Ok(Some(100)));
+        assert_eq!(test_interval(Some("10000")), Ok(Some(INTERVAL_MS)));
+        for bad in ["99", "10001", "0", "", " 500", "5e2", "-1", "500ms"] {
+            let e = test_interval(Some(bad)).unwrap_err();
+            assert!(e.contains("from 100 to 10000"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -35,12 +35,13 @@ impl StateCopy {
         StateCopy::default()
     }
 
-    /// Whether a read is due, and claims it: requests that arrive while it
-    /// is under way do not start another.
-    pub fn claim(&mut self, now_ms: u64) -> bool {
+    /// Whether a read is due, `every_ms` after the last ([`REFRESH_MS`] but
+    /// in tests), and claims it: requests that arrive while it is under way
+    /// do not start another.
+    pub fn claim(&mut self, now_ms: u64, every_ms: u64) -> bool {
         let due = self
             .read_ms
-            .is_none_or(|at| now_ms.saturating_sub(at) >= REFRESH_MS);
+            .is_none_or(|at| now_ms.saturating_sub(at) >= every_ms);
         if due {
             self.read_ms = Some(now_ms);
         }
@@ -102,10 +103,10 @@ mod tests {
     #[test]
     fn the_first_read_is_due_at_once_then_once_per_interval() {
         let mut copy = StateCopy::new();
-        assert!(copy.claim(5));
-        assert!(!copy.claim(5), "one read at a time");
-        assert!(!copy.claim(5 + REFRESH_MS - 1));
-        assert!(copy.claim(5 + REFRESH_MS));
+        assert!(copy.claim(5, REFRESH_MS));
+        assert!(!copy.claim(5, REFRESH_MS), "one read at a time");
+        assert!(!copy.claim(5 + REFRESH_MS - 1, REFRESH_MS));
+        assert!(copy.claim(5 + REFRESH_MS, REFRESH_MS));
     }
 
     #[test]

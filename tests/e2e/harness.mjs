@@ -23,6 +23,12 @@ const root = new URL("../../", import.meta.url).pathname;
  * (`secrets: { API_TOKEN }`). */
 export const API_TOKEN = "sluice-e2e-api-token-0123456789abcdef";
 
+/** The var that shortens an isolate's report and state-read intervals
+ * (10 s deployed; src/isolate/report.rs) for a test that would otherwise
+ * wait one out: `Sluice.start({ intervalMs })` sets it, and a test passes
+ * it to `anotherIsolate` itself. */
+export const INTERVAL_VAR = "SLUICE_TEST_INTERVAL_MS";
+
 /** wrangler's settings from the environment, as the harness needs them while
  * it reads the config: no environment section, no process.env as secrets,
  * no .env files as secrets. */
@@ -146,7 +152,7 @@ export function fetchAlone(url, { method = "GET", headers = {}, body } = {}) {
 
 export class Sluice {
   /**
-   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number, assetRouter?: boolean}} options
+   * @param {{sluice?: object, persist?: string, secrets?: object, faults?: boolean, workers?: object[], port?: number, assetRouter?: boolean, intervalMs?: number}} options
    * When `secrets` holds `API_TOKEN`, `fetch` and `post` send it as a bearer
    * token on calls under `/v1/` that carry no `Authorization` of their own,
    * as a client of the decision API would. `workers` adds Workers of the
@@ -158,9 +164,12 @@ export class Sluice {
    * them the two JavaScript workers Miniflare puts in front of Sluice to
    * route requests as the platform does (the benchmarks measure Sluice
    * without them, as they measure the baselines: see BENCHMARKS.md).
+   * `intervalMs` shortens the isolate's report and state-read intervals
+   * ([`INTERVAL_VAR`]); without it they are the deployed 10 s.
    */
   static async start(options = {}) {
     const extra = { ...(options.secrets ?? {}) };
+    if (options.intervalMs !== undefined) extra[INTERVAL_VAR] = String(options.intervalMs);
     if (options.sluice !== undefined) extra.SLUICE = withOrigin(options.sluice);
     const sluiceWorker = sluiceWorkerOptions(extra);
     if (options.assetRouter === false) delete sluiceWorker.assets;

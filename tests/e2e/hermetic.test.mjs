@@ -8,6 +8,8 @@
 // hostile as a developer's tree can be, and runs the harness and the suites
 // that secrets, state or the runtime's output could affect in it. The
 // developer's own tree is never touched.
+// Heavy: it runs five suites again in a copy of the tree, the restart
+// suite's hard restarts under load among them.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";

@@ -4,7 +4,7 @@
 // any shared object.
 import { test, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { Sluice, freshKey, eventually, API_TOKEN } from "./harness.mjs";
+import { Sluice, freshKey, eventually, fetchAlone, API_TOKEN } from "./harness.mjs";
 
 const ADMIN_TOKEN = "hubs-test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -59,21 +59,33 @@ for (const hubFault of ["hang", "throw"]) {
   });
 }
 
-test("a thousand new keys send nothing to a shared object", async () => {
+// New keys, by the decision API and through a rule: the hubs hear of them
+// only in the isolate's periodic report. (The hostile suite floods 5 000
+// keys and counts what the hubs received.)
+test("new keys send nothing to a shared object", async () => {
   const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN, API_TOKEN }, sluice: { origin: "demo", rules } });
   try {
     await sluice.fetch("/api/warm", { headers: { "CF-Connecting-IP": ip() } });
     const before = await sluice.faultCounts();
     const started = Date.now();
-    for (let i = 0; i < 500; i++) {
-      await sluice.post("/_sluice/v1/limit", { key: freshKey("new"), limit: 1, window_ms: 1000 });
-      await sluice.fetch("/api/x", { headers: { "CF-Connecting-IP": `10.9.${i >> 8}.${i & 255}` } });
+    const KEYS = 200;
+    // Each request on a connection of its own: none is sent twice (each
+    // counts), and the runtime may close a kept-alive one as it is reused.
+    for (let i = 0; i < KEYS / 2; i++) {
+      const decided = await fetchAlone(`${sluice.base}/_sluice/v1/limit`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${API_TOKEN}` },
+        body: JSON.stringify({ key: freshKey("new"), limit: 1, window_ms: 1000 }),
+      });
+      assert.equal(decided.status, 200);
+      const proxied = await fetchAlone(`${sluice.base}/api/x`, { headers: { "CF-Connecting-IP": `10.9.0.${i}` } });
+      assert.equal(proxied.status, 200);
     }
     const after = await sluice.faultCounts();
     const seconds = (Date.now() - started) / 1000;
     const reports = after.hubCalls - before.hubCalls;
-    assert.ok(reports <= Math.ceil(seconds / 10) + 1, `${reports} hub calls in ${seconds} s for 1000 new keys`);
-    assert.equal(after.calls - before.calls, 1000, "each key touched its own object once");
+    assert.ok(reports <= Math.ceil(seconds / 10) + 1, `${reports} hub calls in ${seconds} s for ${KEYS} new keys`);
+    assert.equal(after.calls - before.calls, KEYS, "each key touched its own object once");
     const stats = await (await sluice.fetch("/_sluice/admin/stats", { headers: admin })).json();
     assert.equal(Object.keys(stats.shared).length, 16);
   } finally {
@@ -81,8 +93,8 @@ test("a thousand new keys send nothing to a shared object", async () => {
   }
 });
 
-test("a failed report keeps the manual bans it had, and automatic bans never reach isolates", { timeout: 60_000 }, async () => {
-  const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN }, sluice: { origin: "demo", rules } });
+test("a failed report keeps the manual bans it had, and automatic bans never reach isolates", async () => {
+  const sluice = await Sluice.start({ faults: true, secrets: { ADMIN_TOKEN }, sluice: { origin: "demo", rules }, intervalMs: 200 });
   try {
     const banned = "198.18.9.9";
     const put = await sluice.fetch(`/_sluice/admin/bans/${banned}`, {
@@ -100,12 +112,13 @@ test("a failed report keeps the manual bans it had, and automatic bans never rea
     const listed = await (await sluice.fetch("/_sluice/admin/bans", { headers: admin })).json();
     assert.equal(listed.bans.filter((b) => b.source === "rule:guarded").length, 20);
     await sluice.fault("throw", "hub");
-    // The next report is due 10 s after the last; wait it out, then let a
-    // request start it, and let it fail.
-    await new Promise((resolve) => setTimeout(resolve, 10_500));
+    // Requests start the next report once it is due (200 ms after the
+    // last here, 10 s deployed); it fails.
     const { hubCalls: before } = await sluice.faultCounts();
-    await sluice.fetch("/elsewhere");
-    await eventually(async () => (await sluice.faultCounts()).hubCalls > before, 5000);
+    await eventually(async () => {
+      await (await sluice.fetch("/elsewhere")).arrayBuffer();
+      return (await sluice.faultCounts()).hubCalls > before;
+    }, 5000);
     const refused = await sluice.fetch("/api/x", { headers: { "CF-Connecting-IP": banned } });
     assert.equal(refused.status, 429, "the manual ban still applies");
     assert.equal((await refused.json()).code, "banned");

@@ -5,6 +5,7 @@
 // tree's files (tracked and new, not ignored ones), with node_modules linked
 // and Cargo's target directory shared so that the build is incremental; it
 // never touches the repository's own .dev.vars.
+// Heavy: `npm run dev` in a fresh copy builds the release worker again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";

@@ -7,6 +7,7 @@
 // - spoofed client-address headers change nothing: only CF-Connecting-IP
 //   names the caller;
 // - the admin API refuses every route without the right token.
+// Heavy: a flood of 5 000 new keys keeps the runtime computing for minutes.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Sluice, tempDir, eventually, resending, fetchAlone } from "../e2e/harness.mjs";

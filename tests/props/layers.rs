@@ -16,12 +16,11 @@
 //! was lost (or came too late) plus plain admissions whose answer was lost,
 //! so never fewer than the requests it admitted.
 
-mod support;
-
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use crate::support::Rows;
 use proptest::prelude::*;
 use serde_json::json;
 use sluice::config::Config;
@@ -35,7 +34,6 @@ use sluice::ledger::{Ask, Ledger, Outcome, Settled};
 use sluice::limit::split::share;
 use sluice::objects::name::{ObjectName, Scope};
 use sluice::objects::protocol::{CheckRequest, SettleRequest};
-use support::Rows;
 
 const USER_LIMIT: u64 = 2;
 const TEAM_LIMIT: u64 = 3;

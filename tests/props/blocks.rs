@@ -25,15 +25,13 @@
 //! And once every isolate has died, the key is whole again (the limit in
 //! force admitted at once) after the last lease's end plus a window.
 
-mod support;
-
+use crate::support::Rows;
 use proptest::prelude::*;
 use sluice::isolate::blocks::{BlockHolder, Reserve};
 use sluice::ledger::blocks::{Block, BlockAsk};
 use sluice::ledger::{Ask, Ledger};
 use sluice::limit::gcra::GcraPolicy;
 use sluice::limit::{Policy, Spec};
-use support::Rows;
 
 const T0: u64 = 1_700_000_000_000;
 const OBJECT: &str = "k";

@@ -14,8 +14,6 @@
 //! - once every part's share is used and every word is delivered, every
 //!   part holds the close.
 
-mod support;
-
 use std::collections::HashSet;
 
 use proptest::prelude::*;
@@ -24,7 +22,7 @@ use sluice::ledger::stock::SOLD_OUT;
 use sluice::ledger::{Ask, Ledger, Override, StockAsk, Told};
 use sluice::limit::split::share_spec;
 use sluice::limit::{Policy, Spec};
-use support::Rows;
+use crate::support::Rows;
 
 const WINDOW: u64 = 200;
 

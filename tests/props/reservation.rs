@@ -7,12 +7,10 @@
 //! rows the ledger wrote always read back into the same state: a restart
 //! forgets no reservation and no admission.
 
-mod support;
-
+use crate::support::Rows;
 use proptest::prelude::*;
 use sluice::ledger::{Ask, Ledger, SlotReport, Write, PENDING_RETRY_MS};
 use sluice::limit::{Policy, Retry, Spec};
-use support::Rows;
 
 const LIMIT: u64 = 4;
 const WINDOW: u64 = 100;

@@ -14,14 +14,12 @@
 //!   the new one at once, and lowering it never lets the parts together
 //!   hold more than the old one, and exactly the new one a window later.
 
-mod support;
-
+use crate::support::Rows;
 use proptest::prelude::*;
 use sluice::control::{Control, RuleState};
 use sluice::ledger::{Ask, Ledger, Override};
 use sluice::limit::split::{route, share_spec};
 use sluice::limit::{Policy, Spec};
-use support::Rows;
 
 const PARTS: u32 = 3;
 const LIMIT: u64 = 6;
