@@ -16,13 +16,13 @@
 
 use std::collections::HashSet;
 
+use crate::support::Rows;
 use proptest::prelude::*;
 use sluice::control::RuleState;
 use sluice::ledger::stock::SOLD_OUT;
 use sluice::ledger::{Ask, Ledger, Override, StockAsk, Told};
 use sluice::limit::split::share_spec;
 use sluice::limit::{Policy, Spec};
-use crate::support::Rows;
 
 const WINDOW: u64 = 200;
 

@@ -77,38 +77,27 @@ fn rules_that_only_partly_overlap_are_no_error() {
 }
 
 #[test]
-fn rules_that_take_every_request_between_them_are_named_together() {
+fn a_looser_rule_takes_a_stricter_ones_requests() {
     let limit = |path: &str, methods: Value, paths: Value| json!({"match": {"path": path, "methods": methods}, "paths": paths, "limit": 1, "window": "1s"});
     let strict = json!({"trailing_slash": "strict", "case": "sensitive"});
     let cases = [
         // /api/* (ignoring a trailing slash) matches /api as /api/.
-        (
-            vec![
-                limit("/api/*", json!(["GET"]), json!({})),
-                limit("/api", json!(["GET"]), strict.clone()),
-            ],
-            "rules[0] (\"r0\")",
-        ),
+        vec![
+            limit("/api/*", json!(["GET"]), json!({})),
+            limit("/api", json!(["GET"]), strict.clone()),
+        ],
         // A case-insensitive rule takes every spelling of a sensitive one's.
-        (
-            vec![
-                limit("/api", json!(["GET"]), json!({})),
-                limit("/API", json!(["GET"]), strict.clone()),
-            ],
-            "rules[0] (\"r0\")",
-        ),
-        // GET and POST between them take a rule of both.
-        (
-            vec![
-                limit("/x", json!(["GET"]), json!({})),
-                limit("/y", json!(["GET"]), json!({})),
-                limit("/x", json!(["POST"]), json!({})),
-                limit("/x", json!(["POST", "GET"]), json!({})),
-            ],
-            "rules[0] (\"r0\") and rules[2] (\"r2\")",
-        ),
+        vec![
+            limit("/api", json!(["GET"]), json!({})),
+            limit("/API", json!(["GET"]), strict.clone()),
+        ],
+        // A parameter takes any one segment.
+        vec![
+            limit("/u/:id/*", json!(null), json!({})),
+            limit("/u/ann/x", json!(["POST"]), json!({})),
+        ],
     ];
-    for (specs, named) in cases {
+    for specs in cases {
         let specs: Vec<Value> = specs
             .into_iter()
             .enumerate()
@@ -118,8 +107,8 @@ fn rules_that_take_every_request_between_them_are_named_together() {
             })
             .collect();
         let e = config(Value::Array(specs.clone())).unwrap_err();
-        assert_eq!(e.field, format!("SLUICE.rules[{}].match", specs.len() - 1));
-        assert!(e.message.contains(named), "{}", e.message);
+        assert_eq!(e.field, "SLUICE.rules[1].match");
+        assert!(e.message.contains("rules[0] (\"r0\")"), "{}", e.message);
     }
 }
 
@@ -205,31 +194,21 @@ fn first(rules: &[Rule], method: &str, path: &str) -> Option<usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Against the real matcher: a request the search finds for a rule is
-    /// one that rule applies to, and when it finds none, no request up to
-    /// seven characters long (with GET, POST or another method) is.
+    /// Against the real matcher: when a rule is said to take another's
+    /// requests, no request up to seven characters long (with GET, POST
+    /// or another method) reaches the other behind it.
     #[test]
-    fn the_search_agrees_with_the_matcher(specs in prop::collection::vec(rule_spec(), 1..4)) {
+    fn a_rule_said_to_take_anothers_requests_leaves_it_none(specs in prop::collection::vec(rule_spec(), 2)) {
         let rules = rules(&specs);
-        let raw = raw_paths(7);
-        for j in 0..rules.len() {
-            let earlier: Vec<usize> = (0..j).collect();
-            match witness(&rules[j], &rules, &earlier) {
-                Some((method, path)) => prop_assert_eq!(
-                    first(&rules, &method, &path), Some(j),
-                    "{} {} should apply rules[{}] of {:?}", method, path, j, specs
-                ),
-                None => {
-                    for method in ["GET", "POST", "ZZZ"] {
-                        for path in &raw {
-                            prop_assert_ne!(
-                                first(&rules, method, path), Some(j),
-                                "{} {} applies rules[{}] of {:?}", method, path, j, specs
-                            );
-                        }
-                    }
+        if takes(&rules[0], &rules[1]) {
+            for method in ["GET", "POST", "ZZZ"] {
+                for path in &raw_paths(7) {
+                    prop_assert_ne!(
+                        first(&rules, method, path), Some(1),
+                        "{} {} applies rules[1] of {:?}", method, path, specs
+                    );
                 }
             }
         }
