@@ -1380,3 +1380,33 @@ fn sold_out_closes_a_global_quota_of_one_limit_and_nothing_else() {
         );
     }
 }
+
+#[test]
+fn a_duration_out_of_range_is_quoted_as_written() {
+    for (rule, field, quoted) in [
+        (
+            json!({"window": "60d"}),
+            "SLUICE.rules[0].window",
+            "got \"60d\"",
+        ),
+        (
+            json!({"window": "1m", "ban": {"after": 2, "within": "31d", "for": "1h"}}),
+            "SLUICE.rules[0].ban.within",
+            "got \"31d\"",
+        ),
+        (
+            json!({"window": "1m", "ban": {"after": 2, "within": "1m", "for": "2h", "max": "1h"}}),
+            "SLUICE.rules[0].ban.max",
+            "at least for (2h) and at most 365 days, got \"1h\"",
+        ),
+    ] {
+        let mut spec = json!({"id": "a", "match": {"path": "/a"}, "limit": 1});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(rule.as_object().unwrap().clone());
+        let e = error_of(json!({"rules": [spec]}));
+        assert_eq!(e.field, field);
+        assert!(e.message.ends_with(quoted), "{}", e.message);
+        assert!(!e.message.contains(" ms,"), "{}", e.message);
+    }
+}
