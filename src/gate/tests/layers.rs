@@ -289,6 +289,38 @@ fn a_refusal_by_the_user_layer_asks_nothing_else_and_is_remembered() {
 }
 
 #[test]
+fn a_retry_before_the_last_requests_refund_lands_is_told_pending() {
+    let config = checkout(json!({}));
+    let mut objects = Objects::default();
+    for user in ["u1", "u2", "u3"] {
+        objects.buy(&config, user);
+    }
+    // ann's attempt is refused by the sold-out global layer; its refund of
+    // her per-user unit is sent after the answer, and has not landed yet.
+    let mut stack = match objects.plan(&config, "ann") {
+        Plan::Stack(stack) => stack,
+        other => panic!("a stacked rule climbs: {other:?}"),
+    };
+    while let Some(request) = stack.next_call() {
+        let answer = objects.call(&request.clone(), NOW + 100);
+        stack.answer(answer);
+    }
+    let refund = stack.conclude(NOW + 100).settle_now;
+    assert_eq!(refund.len(), 1);
+    let (retry, _) = objects.buy(&config, "ann");
+    let (status, code, fields) = answered(&retry.reply);
+    assert_eq!((status, code.as_str()), (429, "pending"));
+    assert_eq!(field(&fields, "retry-after"), Some("1"));
+    objects.settle(&refund[0], NOW + 150);
+    let (after, _) = objects.buy(&config, "ann");
+    let (_, code, _) = answered(&after.reply);
+    assert_eq!(
+        code, "quota-exceeded",
+        "once refunded, the global layer answers"
+    );
+}
+
+#[test]
 fn a_remembered_refusal_of_any_layer_answers_with_no_call_at_all() {
     let config = checkout(json!({}));
     let mut objects = Objects::default();
