@@ -31,6 +31,7 @@ const config = {
     { id: "drop", match: { path: "/drop" }, scope: "global", split: 2, limit: 10, window: "1h" },
     { id: "cart", match: { path: "/cart" }, key: "header:x-user", limit: 1, window: "1m",
       also: [{ id: "all", scope: "global", split: 2, limit: 10, window: "1h" }] },
+    { id: "hall", match: { path: "/hall/*" }, waiting_room: { active: 5, per_minute: 60 } },
   ],
 };
 
@@ -38,7 +39,7 @@ let sluice;
 let browser;
 before(async () => {
   if (skip) return;
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET } });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET, ROOM_SECRET: "dashboard-room-secret-0123456789abcdef" } });
   browser = await launch();
 });
 after(async () => {
@@ -269,6 +270,19 @@ describe("the dashboard", { skip }, () => {
     await page.keyboard.press("Enter");
     await rowWith(page, "#rules", "api");
     await page.waitForSelector('.rule-card[data-rule="api"] canvas');
+    await page.waitForSelector('.room-card canvas, [data-room] canvas');
+    assert.equal(await page.evaluate(() => window.scrollY), 0, "it opens at the top, not scrolled to its main part");
+    // The rules table scrolls sideways in its box, every column reachable.
+    const reach = await page.$eval("#rules", (table) => {
+      const box = table.parentElement;
+      box.scrollLeft = box.scrollWidth;
+      const last = table.tHead.rows[0].cells[table.tHead.rows[0].cells.length - 1].getBoundingClientRect();
+      return { scrolls: box.scrollWidth > box.clientWidth, overflow: getComputedStyle(box).overflowX, lastRight: last.right, lastLeft: last.left };
+    });
+    assert.ok(reach.scrolls && reach.overflow === "auto", JSON.stringify(reach));
+    assert.ok(reach.lastLeft >= 0 && reach.lastRight <= 390, `the last column is reached by scrolling: ${JSON.stringify(reach)}`);
+    const room = await text(page, '#rules tr[data-rule="hall"]');
+    assert.doesNotMatch(room, /per key|fail closed|object call/, "a room's row speaks of a room");
     const unlabeled = await page.$$eval("input, select", (fields) =>
       fields.filter((field) => field.labels.length === 0).map((field) => field.id));
     assert.deepEqual(unlabeled, []);
