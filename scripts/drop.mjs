@@ -16,7 +16,7 @@ export const DROP_OPTIONS = {
   "per-user": { default: "1", help: "what one visitor may buy" },
   active: { default: "20", help: "the room's sessions at once" },
   shards: { default: "2", help: "the room's shards" },
-  "opens-in": { default: "8", help: "seconds from the start of the visits to the opening (the pre-queue before)" },
+  lead: { default: "30", help: "seconds from starting npm run dev to the opening; visitors who come before it wait in the pre-queue" },
   early: { default: "50", help: "percent of visitors who arrive before the opening" },
   leave: { default: "10", help: "percent who leave while waiting, and percent who never end their session" },
   "start-timeout": { default: "180", help: "seconds to wait for npm run dev to answer (it may build first)" },
@@ -46,7 +46,7 @@ export function dropOptions(args, usage) {
     perUser: whole("per-user", 1),
     active: whole("active", 1),
     shards: whole("shards", 1),
-    opensInS: whole("opens-in", 2),
+    leadS: whole("lead", 5),
     early: whole("early", 0, 100) / 100,
     leave: whole("leave", 0, 50) / 100,
     startTimeoutS: whole("start-timeout", 1),
@@ -142,14 +142,17 @@ class Visitor {
 
 /** Runs the visits against `base`; answers each visitor's log. */
 export async function rehearse(o, base, opensAt) {
-  const span = o.opensInS * 1000;
+  const span = opensAt - Date.now();
   const visits = Array.from({ length: o.visitors }, (_, i) => {
     const early = i < Math.round(o.visitors * o.early);
     // Early visitors arrive over the time before the opening; the others
     // over as long again after it, in order of their number.
     const at = early ? opensAt - span + (span * (i + 0.5)) / (o.visitors * o.early) : opensAt + 200 + i * 10;
-    const leaves = i % Math.round(1 / o.leave || Infinity) === 1;
-    const stays = i % Math.round(1 / o.leave || Infinity) === 2;
+    // One in every `1 / leave` leaves while waiting, and the next one never
+    // ends its session.
+    const every = o.leave > 0 ? Math.round(1 / o.leave) : 0;
+    const leaves = every > 0 && i % every === 1;
+    const stays = every > 0 && i % every === 2;
     return new Visitor(base, `visitor-${i}`).visit(at, { leaves, stays });
   });
   return Promise.all(visits);
