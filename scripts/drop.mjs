@@ -128,7 +128,8 @@ class Visitor {
     const buy = async () => {
       for (let tries = 0; ; tries += 1) {
         const answer = await this.request("/checkout", { method: "POST" });
-        const outcome = answer.status === 200 ? "sold" : `${answer.status} ${answer.body?.code ?? ""}`.trim();
+        const layer = answer.body?.["violated-policies"]?.join(", ");
+        const outcome = answer.status === 200 ? "sold" : `${answer.status} ${answer.body?.code ?? ""}${layer ? ` (${layer})` : ""}`;
         if (answer.body?.code !== "pending" || tries === 2) return outcome;
         await sleep(1000);
       }
@@ -191,9 +192,12 @@ export function summary(o, logs, sold, opensAt) {
   const early = logs.filter((l) => l.in && l.arrived < opensAt);
   const late = logs.filter((l) => l.in && l.arrived >= opensAt).sort((a, b) => a.arrived - b.arrived);
   const lateOrder = inversions(late);
-  // Each wait estimate a visitor was shown in line after the opening,
-  // against the time it then took to get in.
-  const estimates = logs.flatMap((l) => (l.in ? l.waits.filter((w) => w.state === "waiting").map((w) => ({ said: w.wait_s, took: (l.in - w.at) / 1000 })) : []));
+  // The first wait estimate each visitor was shown in line after the
+  // opening, against the time it then took to get in.
+  const estimates = logs.flatMap((l) => {
+    const first = l.waits.find((w) => w.state === "waiting");
+    return l.in && first ? [{ said: first.wait_s, took: (l.in - first.at) / 1000 }] : [];
+  });
   const errors = estimates.map((e) => e.took - e.said);
   const fmt = (n, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "–");
   const lines = [
@@ -206,7 +210,7 @@ export function summary(o, logs, sold, opensAt) {
     `left while waiting: ${logs.filter((l) => l.left).length}`,
     `let in and never ended their session: ${logs.filter((l) => l.stayed).length}`,
     `order of those who came after the opening: ${lateOrder.swapped} of ${lateOrder.pairs} pairs let in out of arrival order (${fmt((100 * lateOrder.swapped) / Math.max(1, lateOrder.pairs))}%)`,
-    `wait estimates: ${estimates.length} shown; median estimate ${fmt(median(estimates.map((e) => e.said)))} s, median actual ${fmt(median(estimates.map((e) => e.took)))} s, median actual - estimate ${fmt(median(errors))} s`,
+    `wait estimates (each visitor's first in line): ${estimates.length}; median estimate ${fmt(median(estimates.map((e) => e.said)))} s, median actual ${fmt(median(estimates.map((e) => e.took)))} s, median actual - estimate ${fmt(median(errors))} s`,
     `refusals at checkout (each visitor pressed "buy" twice at once): ${[...refusals].map(([reason, n]) => `${reason}: ${n}`).join(", ") || "none"}`,
     `room answers other than waiting or in: ${room.length}`,
   ];
