@@ -2,6 +2,7 @@
 // docs rely on cannot rot: it starts Sluice through `npm run dev`, sells
 // exactly the stock, prints every figure, and stops every process it
 // started; a whole drop by default, the sizing load with --sizing.
+// Heavy: starts npm run dev (wrangler and workerd) twice, and loads it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -66,7 +67,7 @@ test("a sale that cannot sell out is refused before anything starts", async () =
 });
 
 test("a small drop through npm run dev: a room with a pre-queue, a stock of 20 sold to 20 buyers once each", { timeout: 300_000 }, async () => {
-  const { code, stdout, stderr } = await sale(["--visitors", "60", "--stock", "20", "--active", "8", "--lead", "25"]);
+  const { code, stdout, stderr } = await sale(["--visitors", "60", "--stock", "20", "--active", "8", "--lead", "40"]);
   assert.equal(code, 0, `${stdout}\n${stderr}`);
   assert.equal(figure(stdout, "sold"), 20);
   assert.equal(figure(stdout, "sold, by the stock's parts"), 20);
