@@ -115,6 +115,7 @@ fn holding(scan: &mut Scan) -> Read<Holding> {
     let Some(object) = object else {
         return match &*name {
             "nothing" => Ok(Holding::Nothing),
+            "opened" => Ok(Holding::Opened),
             _ => Err(Malformed),
         };
     };
@@ -175,6 +176,7 @@ fn turn(scan: &mut Scan) -> Read<Turn> {
     let Some(object) = object else {
         return match &*name {
             "closed" => Ok(Turn::Closed),
+            "not_open" => Ok(Turn::NotOpen),
             _ => Err(Malformed),
         };
     };
