@@ -53,25 +53,37 @@ export function dropOptions(args, usage) {
   };
 }
 
-/** The drop's rules: the room on the shop's pages, and the checkout with
- * its stock. `opensAt` leaves time for npm run dev to start. */
+/** The drop's rules: the checkout behind the room (`room = "shop"`: only
+ * a visitor the room let in reaches it), then the room on the shop's
+ * pages. Every visitor comes from this machine's address, so the room's
+ * join limit counts them by their `x-user`, as a shop whose shoppers sign
+ * in would. `opensAt` leaves time for npm run dev to start. */
 export function dropConfig(o, opensAt) {
   return {
     prefix: "/_sluice",
     origin: "demo",
     rules: [
       {
-        id: "shop",
-        match: { path: "/shop/*" },
-        waiting_room: { active: o.active, per_minute: 100_000, shards: o.shards, refresh: "1s", session: "10s", opens_at: new Date(opensAt).toISOString() },
-      },
-      {
         id: "checkout",
-        match: { path: "/checkout", methods: ["POST"] },
+        match: { path: "/shop/checkout", methods: ["POST"] },
+        room: "shop",
         key: "header:x-user",
         limit: o.perUser,
         window: "1h",
         also: [{ id: "stock", scope: "global", split: 4, limit: o.stock, window: "30d", sold_out: "close" }],
+      },
+      {
+        id: "shop",
+        match: { path: "/shop/*" },
+        waiting_room: {
+          active: o.active,
+          per_minute: 100_000,
+          shards: o.shards,
+          refresh: "1s",
+          session: "10s",
+          opens_at: new Date(opensAt).toISOString(),
+          join: { key: "header:x-user", limit: 5, window: "1m" },
+        },
       },
     ],
   };
@@ -127,7 +139,7 @@ class Visitor {
     // after its Retry-After.
     const buy = async () => {
       for (let tries = 0; ; tries += 1) {
-        const answer = await this.request("/checkout", { method: "POST" });
+        const answer = await this.request("/shop/checkout", { method: "POST" });
         const layer = answer.body?.["violated-policies"]?.join(", ");
         const outcome = answer.status === 200 ? "sold" : `${answer.status} ${answer.body?.code ?? ""}${layer ? ` (${layer})` : ""}`;
         if (answer.body?.code !== "pending" || tries === 2) return outcome;
@@ -156,7 +168,14 @@ export async function rehearse(o, base, opensAt) {
     const stays = every > 0 && i % every === 2;
     return new Visitor(base, `visitor-${i}`).visit(at, { leaves, stays });
   });
-  return Promise.all(visits);
+  // And a few who go straight to checkout once it opens, never through
+  // the room's pages: none of them may buy.
+  const straight = Array.from({ length: 5 }, async (_, i) => {
+    await sleep(opensAt + 100 - Date.now());
+    const answer = await new Visitor(base, `straight-${i}`).request("/shop/checkout", { method: "POST" });
+    return { id: `straight-${i}`, straight: answer.status, waits: [] };
+  });
+  return Promise.all([...visits, ...straight]);
 }
 
 const median = (values) => {
@@ -213,10 +232,12 @@ export function summary(o, logs, sold, opensAt) {
     `wait estimates (each visitor's first in line): ${estimates.length}; median estimate ${fmt(median(estimates.map((e) => e.said)))} s, median actual ${fmt(median(estimates.map((e) => e.took)))} s, median actual - estimate ${fmt(median(errors))} s`,
     `refusals at checkout (each visitor pressed "buy" twice at once): ${[...refusals].map(([reason, n]) => `${reason}: ${n}`).join(", ") || "none"}`,
     `room answers other than waiting or in: ${room.length}`,
+    `straight to checkout without the room: ${logs.filter((l) => l.straight).length}, answered ${[...new Set(logs.filter((l) => l.straight).map((l) => l.straight))].join(", ")}, none sold`,
   ];
   const failures = [];
   if (sold !== o.stock && o.visitors * o.perUser >= o.stock) failures.push(`the stock's parts sold ${sold}, not the stock ${o.stock}`);
   if (answered > sold) failures.push(`visitors were told ${answered} sales, the stock's parts hold ${sold}`);
   if ([...buyers.values()].some((n) => n > o.perUser)) failures.push(`somebody bought more than ${o.perUser}`);
+  if (logs.some((l) => l.straight === 200)) failures.push("a request straight to checkout, without the room, bought");
   return { lines, failures };
 }
