@@ -168,8 +168,9 @@ export async function rehearse(o, base, opensAt) {
     const stays = every > 0 && i % every === 2;
     return new Visitor(base, `visitor-${i}`).visit(at, { leaves, stays });
   });
-  // And a few who go straight to checkout once it opens, never through
-  // the room's pages: none of them may buy.
+  // And a few who go straight to checkout as it opens, never through the
+  // room's pages: the room is full then (the pre-queue is drawn into it),
+  // so none of them may buy.
   const straight = Array.from({ length: 5 }, async (_, i) => {
     await sleep(opensAt + 100 - Date.now());
     const answer = await new Visitor(base, `straight-${i}`).request("/shop/checkout", { method: "POST" });

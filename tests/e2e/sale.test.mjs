@@ -85,6 +85,7 @@ test("a small drop through npm run dev: a room with a pre-queue, a stock of 20 s
   assert.match(refusals, /410 closed: \d+/);
   assert.match(refusals, /429 quota-exceeded \(checkout\): \d+/);
   assert.equal(figure(stdout, "room answers other than waiting or in"), 0);
+  assert.match(stdout, /^straight to checkout without the room: 5, answered 503, none sold$/m, "put in line, never sold to");
   const group = Number(stderr.match(/process group (\d+)/)?.[1]);
   assert.throws(() => process.kill(-group, 0), { code: "ESRCH" });
 });
