@@ -18,7 +18,7 @@
 use serde_json::Value;
 
 use super::count::{parse_count, CountedStatuses};
-use super::global::{validate_scope, Global, RawScope};
+use super::global::{validate_scope, Global, RawScope, SHADOW_SOLD_OUT};
 use super::names::validate_part_name;
 use super::pattern::{check_key_parts, Pattern};
 use super::policies::{validate_limits, RawLimits, RawPolicy};
@@ -110,6 +110,7 @@ from_tree! {
         burst: Option<u64> = optional "burst",
         policies: Option<Vec<RawPolicy>> = optional "policies",
         count: Option<Value> = optional "count",
+        sold_out: Option<String> = optional "sold_out",
     }
 }
 
@@ -133,6 +134,8 @@ pub(super) struct Owner<'r> {
     pub(super) concurrency: bool,
     pub(super) global: bool,
     pub(super) action: bool,
+    /// A shadow rule, whose layers cannot close once sold out.
+    pub(super) shadow: bool,
 }
 
 /// The order of a rule's layers from its raw fields, for what must be
@@ -225,6 +228,9 @@ fn validate_layer(
         None => owner.count.cloned(),
         Some(value) => parse_count(Some(value), &field("count"))?,
     };
+    if owner.shadow && raw.sold_out.is_some() {
+        return Err(error(&field("sold_out"), SHADOW_SOLD_OUT));
+    }
     let reserves = !last || count.is_some();
     let limits = RawLimits {
         limit: raw.limit,
@@ -242,6 +248,7 @@ fn validate_layer(
         tiers: false,
         ban: false,
         concurrency: false,
+        sold_out: raw.sold_out,
     };
     let global = validate_scope(raw_scope, &policies, here)?;
     let key = match (raw.key, &global) {

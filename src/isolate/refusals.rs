@@ -245,6 +245,7 @@ mod tests {
             retry: Retry::After(retry_after_ms),
             spread: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 

@@ -125,6 +125,9 @@ crate::wire! {
         /// Admission blocks granted with this answer, when the call asked for
         /// them ([`super::blocks`]).
         pub blocks: Vec<BlockGrant> = Vec::new(),
+        /// A part of a split quota whose whole limit an operator set: the
+        /// policy and the whole limit its answer announces (`Override::whole`).
+        pub whole: Option<(String, u64)> = None,
     }
 }
 
@@ -203,6 +206,7 @@ impl Outcome {
             retry,
             spread: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 

@@ -12,6 +12,7 @@ crate::wire! {
         until_ms: Option<u64>,
         reason: String,
         set_ms: u64,
+        whole: Option<(String, u64)> = None,
     }
 }
 
@@ -40,6 +41,7 @@ pub fn encode(o: &Override) -> String {
         until_ms: o.until_ms,
         reason: o.reason.clone(),
         set_ms: o.set_ms,
+        whole: o.whole.clone(),
     })
 }
 
@@ -60,6 +62,7 @@ pub fn decode(body: &str) -> Option<Override> {
         until_ms: row.until_ms,
         reason: row.reason,
         set_ms: row.set_ms,
+        whole: row.whole,
     })
 }
 
@@ -86,6 +89,11 @@ mod tests {
             (Some(5000), "launch", 100)
         );
         assert_eq!(encode(&o), body);
+        let whole = Override {
+            whole: Some(("api".into(), 30)),
+            ..o
+        };
+        assert_eq!(decode(&encode(&whole)), Some(whole));
     }
 
     #[test]

@@ -9,7 +9,9 @@ mod policy;
 
 use crate::control::Control;
 use crate::ledger::blocks::{times, BlockReport, Pending};
-use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
+use crate::ledger::{
+    BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport, StockAsk, Told,
+};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -55,6 +57,9 @@ crate::wire! {
         Ban(KeyBanRequest) = "ban",
         /// Answered with [`LimiterReply::Control`].
         Control(ControlRequest) = "control",
+        /// A sibling part's word on its stock ([`crate::ledger::stock`]);
+        /// answered with [`LimiterReply::Control`], the state before.
+        Stock(StockRequest) = "stock",
         /// What the object holds, for tests and benchmarks; answered with
         /// [`LimiterReply::Inspection`].
         Inspect = "inspect",
@@ -136,6 +141,21 @@ crate::wire! {
         /// Reports of blocks this isolate held of the object, taken before the
         /// check is decided.
         pub reports: Vec<WireReport> = Vec::new(),
+        /// The object is a part of a quota that closes once sold out
+        /// ([`crate::ledger::stock`]).
+        pub stock: Option<StockAsk> = None,
+    }
+}
+
+crate::wire! {
+    /// Part `from`'s word on its stock to the part `key` names (part
+    /// `ask.part` of the same quota).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct StockRequest {
+        pub key: String,
+        pub from: u32,
+        pub ask: StockAsk,
+        pub told: Told,
     }
 }
 
@@ -259,6 +279,7 @@ impl CheckRequest {
             watched: false,
             block: None,
             reports: Vec::new(),
+            stock: None,
         }
     }
 
@@ -359,6 +380,7 @@ crate::wire! {
         pub until_ms: Option<u64>,
         pub reason: String,
         pub set_ms: u64,
+        pub whole: Option<(String, u64)> = None,
     }
 }
 
@@ -369,6 +391,7 @@ impl WireOverride {
             until_ms: o.until_ms,
             reason: o.reason.clone(),
             set_ms: o.set_ms,
+            whole: o.whole.clone(),
         }
     }
 
@@ -378,6 +401,7 @@ impl WireOverride {
             until_ms: self.until_ms,
             reason: self.reason.clone(),
             set_ms: self.set_ms,
+            whole: self.whole.clone(),
         })
     }
 }
@@ -524,6 +548,11 @@ mod tests {
             strikes: 2,
         };
         request.reports = vec![WireReport::encode(&report)];
+        request.stock = Some(StockAsk {
+            part: 0,
+            parts: 8,
+            whole: 500,
+        });
         let LimiterCall::Check(back) = call_round_trip(&LimiterCall::Check(request.clone())) else {
             panic!("a check came back as another call");
         };
@@ -627,6 +656,7 @@ mod tests {
             until_ms: Some(9_000),
             reason: "launch".into(),
             set_ms: 1_000,
+            whole: None,
         };
         let calls = [
             LimiterCall::Settle(SettleRequest {
@@ -671,6 +701,21 @@ mod tests {
                     state: crate::control::RuleState::Paused,
                     reason: "stock count".into(),
                     set_ms: 5,
+                },
+            }),
+            LimiterCall::Stock(StockRequest {
+                key: "rule:sale:*#1".into(),
+                from: 2,
+                ask: StockAsk {
+                    part: 1,
+                    parts: 4,
+                    whole: 500,
+                },
+                told: Told {
+                    seq: 3,
+                    whole: 500,
+                    since: 7,
+                    used: true,
                 },
             }),
             LimiterCall::Inspect,
@@ -818,6 +863,7 @@ mod tests {
                 granted_ms: 1_700_000_000_000,
                 until_ms: 1_700_000_000_999,
             }],
+            whole: Some(("api".into(), 30)),
         };
         let overridden = WireOverride {
             policies: vec![WirePolicy::Gcra {
@@ -829,6 +875,7 @@ mod tests {
             until_ms: None,
             reason: String::new(),
             set_ms: 0,
+            whole: Some(("g".into(), 12)),
         };
         let mut no_such_lease = outcome.clone();
         if let Some(lease) = no_such_lease.lease.as_mut() {

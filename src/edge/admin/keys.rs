@@ -34,6 +34,7 @@ pub async fn put_override(
         until_ms: parsed.for_ms.map(|ms| now.saturating_add(ms)),
         reason: parsed.reason,
         set_ms: now,
+        whole: None,
     };
     let wire = WireOverride::encode(&overridden);
     let object = Scope::named(rule).object(key);

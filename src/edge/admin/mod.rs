@@ -181,6 +181,7 @@ async fn call(
         (method, _) if method != Some(Method::Get) => Ok(not_allowed("GET")?),
         (_, AdminRoute::Bans) => bans::list(objects, &params).await,
         (_, AdminRoute::Stats) => stats::get(objects, &params).await,
+        (_, AdminRoute::Metrics) => stats::metrics(objects, config).await,
         (_, AdminRoute::Top) => stats::top(objects, config, &params).await,
         (_, AdminRoute::Rules) => respond::body(&listing::of(config)),
         (_, AdminRoute::Rooms) => Ok(room::admin::all(objects, config).await?),

@@ -63,7 +63,7 @@ fn rooms(config: &Config) -> impl Iterator<Item = (&Rule, &WaitingRoom)> {
         .filter_map(|rule| Some((rule, rule.room.as_ref()?)))
 }
 
-async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
+pub async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
     let calls: Vec<_> = (0..config.shards)
         .map(|shard| {
             let call = RoomCall::Inspect(terms(config, shard));

@@ -151,6 +151,7 @@ impl LayeredRequest {
             spread: None,
             halt: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 }
