@@ -12,7 +12,7 @@ mod write;
 
 use serde::Serialize;
 
-use super::shard::{Holding, Sample, Status, Terms, Turn};
+use super::shard::{Gift, Head, Holding, Pair, Sample, Status, Terms, Turn};
 use crate::control::Control;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,6 +27,14 @@ pub enum RoomCall {
     /// An operator's state for the room (open, paused, closed); answered
     /// with [`RoomReply::Control`].
     Control(Terms, Control),
+    /// A round of the gathering, with every shard's head the coordinator
+    /// knows (to the coordinator: a shard asks for one); answered with
+    /// [`RoomReply::Line`].
+    Gather(Terms, Vec<Option<Head>>),
+    /// A peer's gift; answered with [`RoomReply::Line`].
+    Grant(Terms, Gift),
+    /// An operator's reset; answered with [`RoomReply::Reset`].
+    Reset(Terms),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -38,6 +46,10 @@ pub enum RoomReply {
     Figures(Figures),
     /// The state the shard held before (`None`: open), and the shard after.
     Control(Option<Control>, Status),
+    /// The shard's head, and what it holds as got from the caller.
+    Line(Head, Pair),
+    /// The shard after a reset.
+    Reset(Status),
 }
 
 /// A shard's figures for operators.
@@ -57,7 +69,10 @@ impl RoomCall {
             RoomCall::Visit(terms, _)
             | RoomCall::End(terms, _)
             | RoomCall::Inspect(terms)
-            | RoomCall::Control(terms, _) => *terms,
+            | RoomCall::Control(terms, _)
+            | RoomCall::Gather(terms, _)
+            | RoomCall::Grant(terms, _)
+            | RoomCall::Reset(terms) => *terms,
         }
     }
 
@@ -68,6 +83,9 @@ impl RoomCall {
             RoomCall::End(..) => "end",
             RoomCall::Inspect(_) => "inspect",
             RoomCall::Control(..) => "control",
+            RoomCall::Gather(..) => "gather",
+            RoomCall::Grant(..) => "grant",
+            RoomCall::Reset(_) => "reset",
         }
     }
 }
@@ -80,6 +98,8 @@ impl RoomReply {
             RoomReply::Ended(..) => "ended",
             RoomReply::Figures(_) => "figures",
             RoomReply::Control(..) => "control",
+            RoomReply::Line(..) => "line",
+            RoomReply::Reset(_) => "reset",
         }
     }
 }
@@ -98,6 +118,8 @@ mod tests {
             session_ms: 300_000,
             grace_ms: 44_000,
             opens_at_ms: None,
+            shard: 0,
+            shards: 1,
         };
         let call = RoomCall::Visit(terms, Holding::Ticket(Number::Pre(3)));
         let text = crate::json::written(&call);
@@ -124,6 +146,8 @@ mod tests {
             session_ms: 300_000,
             grace_ms: 44_000,
             opens_at_ms: Some(7),
+            shard: 0,
+            shards: 1,
         };
         let control = Control {
             state: RuleState::Paused,
@@ -137,6 +161,41 @@ mod tests {
             RoomCall::End(terms, 7),
             RoomCall::Inspect(terms),
             RoomCall::Control(terms, control.clone()),
+            RoomCall::Reset(terms),
+            RoomCall::Gather(
+                terms,
+                vec![
+                    None,
+                    Some(Head {
+                        key: 5,
+                        waiting: 2,
+                        line: 3,
+                        spare: Pair::default(),
+                    }),
+                ],
+            ),
+            RoomCall::Grant(
+                terms,
+                Gift {
+                    from: 1,
+                    gave: Pair {
+                        places: 3,
+                        starts: 4,
+                    },
+                    heads: vec![
+                        Some(Head {
+                            key: 9,
+                            waiting: 0,
+                            line: 1,
+                            spare: Pair {
+                                places: 4,
+                                starts: 0,
+                            },
+                        }),
+                        None,
+                    ],
+                },
+            ),
         ] {
             let text = crate::json::written(&call);
             assert_eq!(RoomCall::from_json(&text).unwrap(), call, "{text}");
@@ -148,6 +207,8 @@ mod tests {
                 pre: 3,
                 opened: true,
                 seed: 4,
+                start: 1,
+                up_ms: 6,
             },
             places: 5,
             per_minute: 6,
@@ -156,6 +217,7 @@ mod tests {
             offered: 9,
             admitted: 10,
             control,
+            room_waiting: 11,
         };
         let session = Session {
             id: 1,
@@ -183,6 +245,22 @@ mod tests {
             }),
             RoomReply::Control(Some(control.clone()), status(Some(control))),
             RoomReply::Control(None, status(None)),
+            RoomReply::Line(
+                Head {
+                    key: 1,
+                    waiting: 2,
+                    line: 5,
+                    spare: Pair {
+                        places: 6,
+                        starts: 7,
+                    },
+                },
+                Pair {
+                    places: 3,
+                    starts: 4,
+                },
+            ),
+            RoomReply::Reset(status(None)),
         ] {
             let text = crate::json::written(&reply);
             assert_eq!(RoomReply::from_json(&text).unwrap(), reply, "{text}");

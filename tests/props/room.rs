@@ -42,7 +42,10 @@ enum Step {
     Leave(usize),
     Alarm,
     Restart,
+    /// Time passes; the alarm runs whenever it is due.
     Wait(u64),
+    /// The runtime is down this long: no alarm, no call.
+    Outage(u64),
     /// An operator sets the shard's state.
     Set(RuleState),
 }
@@ -57,6 +60,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Alarm),
         1 => Just(Step::Restart),
         4 => (0u64..25_000).prop_map(Step::Wait),
+        1 => (5_000u64..60_000).prop_map(Step::Outage),
         2 => prop_oneof![
             Just(RuleState::Open),
             Just(RuleState::Paused),
@@ -74,6 +78,8 @@ fn terms() -> impl Strategy<Value = Terms> {
             session_ms: session_s * 1000,
             grace_ms: GRACE_MS,
             opens_at_ms: pre.then_some(90_000),
+            shard: 0,
+            shards: 1,
         },
     )
 }
@@ -190,6 +196,7 @@ impl Store {
                 }
                 Change::SamplesBefore { minute_ms } => self.samples.retain(|&m, _| m >= minute_ms),
                 Change::Control(ref control) => self.control.clone_from(control),
+                Change::Grant { .. } | Change::Point { .. } | Change::PointsBefore { .. } => {}
             }
         }
     }
@@ -202,6 +209,7 @@ impl Store {
             admitted: self.admitted.iter().map(|(a, n)| (*a, *n)).collect(),
             history: self.samples.values().copied().collect(),
             control: self.control.clone(),
+            ..Stored::default()
         }
     }
 }
@@ -283,6 +291,22 @@ impl Room {
         let halted = self.shard.control().is_some();
         let changes = self.shard.tick(self.now, &mut || 2);
         self.record(&changes, halted)
+    }
+
+    /// `ms` pass with the runtime up: the alarm runs when it is due.
+    fn wait(&mut self, ms: u64) -> Result<(), TestCaseError> {
+        let until = self.now + ms;
+        while let Some(due) = self.shard.next_alarm().filter(|&due| due <= until) {
+            prop_assert!(
+                due > self.now || due < until,
+                "the alarm at {} is due again at once",
+                due
+            );
+            self.now = self.now.max(due).max(self.now + 1).min(until);
+            self.alarm()?;
+        }
+        self.now = until;
+        Ok(())
     }
 
     fn set(&mut self, state: RuleState) -> Result<(), TestCaseError> {
@@ -398,7 +422,8 @@ proptest! {
                 }
                 Step::Alarm => room.alarm()?,
                 Step::Restart => room.restart()?,
-                Step::Wait(ms) => room.now += ms,
+                Step::Wait(ms) => room.wait(ms)?,
+                Step::Outage(ms) => room.now += ms,
                 Step::Set(state) => room.set(state)?,
             }
         }
@@ -410,8 +435,7 @@ proptest! {
         let deadline = room.now + 3_600_000 + 200 * terms.session_ms;
         while visitors.iter().any(|v| !v.gone) {
             prop_assert!(room.now < deadline, "visitors still waiting: {:?}", visitors.iter().filter(|v| !v.gone).collect::<Vec<_>>());
-            room.now += 5_000;
-            room.alarm()?;
+            room.wait(5_000)?;
             for visitor in visitors.iter_mut().filter(|v| !v.gone) {
                 let turn = room.visit(visitor.holding)?;
                 visitor.holding = held(turn, visitor.holding);
@@ -440,6 +464,8 @@ proptest! {
             session_ms: 60_000,
             grace_ms: GRACE_MS,
             opens_at_ms: Some(1_000_000),
+            shard: 0,
+            shards: 1,
         };
         let mut shard = Shard::new(terms);
         let tickets: Vec<Number> = (0..pre)

@@ -67,7 +67,7 @@ impl Shard {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Holding, Number, Session, Stored, Terms, Turn};
+    use super::super::{Holding, Number, Session, Stored, Terms, Turn, BEAT_MS};
     use super::*;
 
     const MIN: u64 = 60_000;
@@ -79,6 +79,8 @@ mod tests {
             session_ms: 5 * MIN,
             grace_ms: 40_000,
             opens_at_ms: None,
+            shard: 0,
+            shards: 1,
         }
     }
 
@@ -179,7 +181,7 @@ mod tests {
             c,
             Change::Offer { place: 1, offer } if offer.until_ms == 240_000
         )));
-        assert_eq!(shard.next_alarm(), Some(240_000));
+        assert_eq!(shard.next_alarm(), Some(200_000 + BEAT_MS));
         assert_eq!(
             session(visit(&mut shard, 239_999, Holding::Ticket(b))).id,
             1

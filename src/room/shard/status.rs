@@ -25,6 +25,10 @@ pub struct Status {
     /// from an isolate's view without a call. (A shard of an earlier
     /// version sends none: open.)
     pub control: Option<Control>,
+    /// Tickets waiting in the whole room, as the shard last knew it: its
+    /// own and, from the room's last gathering, the other shards'.
+    #[serde(default)]
+    pub room_waiting: u64,
 }
 
 impl Status {
@@ -35,7 +39,7 @@ impl Status {
         if c.opened {
             c.next.saturating_sub(c.serving)
         } else {
-            c.pre
+            c.pre.saturating_sub(c.start)
         }
     }
 
@@ -56,6 +60,15 @@ impl Status {
         turnover.clamp(1, u64::from(self.per_minute.max(1)))
     }
 
+    /// How crowded a newcomer finds the shard: whether it must wait (no
+    /// place or no start free), then how many wait.
+    pub fn crowd(&self) -> (bool, u64) {
+        let busy = self.active.saturating_add(self.offered);
+        let full =
+            busy >= self.places || self.admitted.saturating_add(self.offered) >= self.per_minute;
+        (full, self.waiting())
+    }
+
     /// The operator's state when it is `state`.
     pub fn in_state(&self, state: RuleState) -> Option<&Control> {
         self.control.as_ref().filter(|c| c.state == state)
@@ -68,11 +81,16 @@ impl Status {
 }
 
 impl Counters {
-    /// The place `number` holds, once it has one.
+    /// The place `number` holds, once it has one: a number of the line
+    /// started before this one holds none.
     pub fn place_of(&self, number: Number) -> Option<u64> {
+        let start = self.start;
         match number {
-            Number::Place(p) if p < self.next => Some(p),
-            Number::Pre(j) if self.opened => lottery::place(self.seed, self.pre, j),
+            Number::Place(p) if (start..self.next).contains(&p) => Some(p),
+            Number::Pre(j) if self.opened && j >= start => {
+                lottery::place(self.seed, self.pre.saturating_sub(start), j - start)
+                    .map(|p| start + p)
+            }
             _ => None,
         }
     }
@@ -90,6 +108,7 @@ impl Status {
                 pre: 0,
                 opened: true,
                 seed: 0,
+                ..Counters::default()
             },
             places: 3,
             per_minute: 15,
@@ -98,6 +117,7 @@ impl Status {
             offered: 0,
             admitted: 6,
             control: None,
+            room_waiting: next - serving,
         }
     }
 }

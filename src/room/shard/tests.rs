@@ -9,6 +9,8 @@ fn terms(places: u32, per_minute: u32) -> Terms {
         session_ms: 5 * MIN,
         grace_ms: 40_000,
         opens_at_ms: None,
+        shard: 0,
+        shards: 1,
     }
 }
 
@@ -114,6 +116,17 @@ fn an_unclaimed_offer_lapses_and_the_place_moves_on() {
     let gone = ticket(shard.visit(1, Holding::Nothing, &mut seed()).0);
     let next = ticket(shard.visit(2, Holding::Nothing, &mut seed()).0);
     shard.end(10, first.id, &mut seed());
+    // The alarm beats every 2 s while the offer waits, so that a longer
+    // gap is an outage.
+    assert_eq!(shard.next_alarm(), Some(10 + BEAT_MS));
+    let mut now = 10;
+    while now < 10 + 40_000 - BEAT_MS {
+        now += BEAT_MS;
+        assert!(!shard
+            .tick(now, &mut seed())
+            .iter()
+            .any(|c| matches!(c, Change::OfferGone { .. })));
+    }
     assert_eq!(shard.next_alarm(), Some(10 + 40_000));
     let changes = shard.tick(10 + 40_000, &mut seed());
     assert!(changes.contains(&Change::OfferGone { place: 1 }));
@@ -233,12 +246,12 @@ fn smaller_terms_keep_the_sessions_running_and_start_none_until_below() {
         .map(|i| session(shard.visit(i, Holding::Nothing, &mut seed()).0))
         .collect();
     assert_eq!(
-        shard.set_terms(terms(1, 100)),
-        Some(Change::Terms(terms(1, 100)))
+        shard.set_terms(5, terms(1, 100)),
+        [Change::Terms(terms(1, 100))]
     );
     assert_eq!(
-        shard.set_terms(terms(1, 100)),
-        None,
+        shard.set_terms(5, terms(1, 100)),
+        [],
         "the same terms change nothing"
     );
     let waiting = ticket(shard.visit(10, Holding::Nothing, &mut seed()).0);
