@@ -33,7 +33,8 @@ pub enum RoomCall {
     Gather(Terms, Vec<Option<Head>>),
     /// A peer's gift; answered with [`RoomReply::Line`].
     Grant(Terms, Gift),
-    /// An operator's reset; answered with [`RoomReply::Reset`].
+    /// An operator's reset of the room's line; answered with
+    /// [`RoomReply::Figures`].
     Reset(Terms),
 }
 
@@ -48,8 +49,6 @@ pub enum RoomReply {
     Control(Option<Control>, Status),
     /// The shard's head, and what it holds as got from the caller.
     Line(Head, Pair),
-    /// The shard after a reset.
-    Reset(Status),
 }
 
 /// A shard's figures for operators.
@@ -99,7 +98,6 @@ impl RoomReply {
             RoomReply::Figures(_) => "figures",
             RoomReply::Control(..) => "control",
             RoomReply::Line(..) => "line",
-            RoomReply::Reset(_) => "reset",
         }
     }
 }
@@ -260,7 +258,6 @@ mod tests {
                     starts: 4,
                 },
             ),
-            RoomReply::Reset(status(None)),
         ] {
             let text = crate::json::written(&reply);
             assert_eq!(RoomReply::from_json(&text).unwrap(), reply, "{text}");

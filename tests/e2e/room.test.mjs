@@ -232,8 +232,9 @@ describe("one room, one place", () => {
       assert.equal(answer.headers.get("content-type"), "application/problem+json");
       assert.equal((await answer.json()).field, "rule");
     }
-    assert.equal((await sluice.fetch("/_sluice/admin/rooms/ops", { ...auth, method: "DELETE" })).status, 405);
+    assert.equal((await sluice.fetch("/_sluice/admin/rooms/ops", { ...auth, method: "POST" })).status, 405);
     assert.equal((await sluice.fetch("/_sluice/admin/rooms/ops")).status, 401);
+    assert.equal((await sluice.fetch("/_sluice/admin/rooms/ops", { method: "DELETE" })).status, 401, "a reset needs the token");
     await holder.get("/ops/x?room=end");
   });
 });

@@ -1,6 +1,7 @@
 //! `GET {prefix}/admin/rooms` and `GET {prefix}/admin/rooms/{rule}`: each
 //! room's figures, asked of all its shards at once (`crate::room::figures`
-//! sums them); and a room's state, written to and read from its shards for
+//! sums them); `DELETE {prefix}/admin/rooms/{rule}`, a reset of the room's
+//! line after a rehearsal (every shard's, then its figures); a room's state, written to and read from its shards for
 //! the rule state routes (`edge::rules`).
 
 use crate::json;
@@ -22,9 +23,9 @@ use crate::room::figures::{report, Report};
 use crate::room::protocol::{RoomCall, RoomReply};
 use crate::room::visit::terms;
 
-/// One room's figures; a 404 naming the field when `rule` is no rule, or
-/// no room.
-pub async fn one(objects: &Objects, config: &Config, rule: &str) -> Result<Response> {
+/// One room's figures, after a reset of its line with `reset`; a 404
+/// naming the field when `rule` is no rule, or no room.
+pub async fn one(objects: &Objects, config: &Config, rule: &str, reset: bool) -> Result<Response> {
     let Some(found) = config.rules.iter().find(|r| r.id == rule) else {
         let rooms: Vec<&str> = rooms(config).map(|(r, _)| r.id.as_str()).collect();
         return respond::problem(
@@ -44,7 +45,7 @@ pub async fn one(objects: &Objects, config: &Config, rule: &str) -> Result<Respo
             .with("field", "rule"),
         );
     };
-    let report = figures(objects, &found.id, room).await;
+    let report = figures(objects, &found.id, room, reset).await;
     respond::json(&report, Headers::new())
 }
 
@@ -52,7 +53,7 @@ pub async fn one(objects: &Objects, config: &Config, rule: &str) -> Result<Respo
 pub async fn all(objects: &Objects, config: &Config) -> Result<Response> {
     let mut reports = Vec::new();
     for (rule, room) in rooms(config) {
-        reports.push(figures(objects, &rule.id, room).await);
+        reports.push(figures(objects, &rule.id, room, false).await);
     }
     respond::json(&json!({ "rooms": reports }), Headers::new())
 }
@@ -64,10 +65,19 @@ fn rooms(config: &Config) -> impl Iterator<Item = (&Rule, &WaitingRoom)> {
         .filter_map(|rule| Some((rule, rule.room.as_ref()?)))
 }
 
-async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
+async fn figures<'a>(
+    objects: &Objects,
+    rule: &'a str,
+    config: &WaitingRoom,
+    reset: bool,
+) -> Report<'a> {
     let calls: Vec<_> = (0..config.shards)
         .map(|shard| {
-            let call = RoomCall::Inspect(terms(config, shard));
+            let terms = terms(config, shard);
+            let call = match reset {
+                true => RoomCall::Reset(terms),
+                false => RoomCall::Inspect(terms),
+            };
             (ObjectName::room_shard(rule, shard), call)
         })
         .collect();

@@ -93,7 +93,13 @@ impl Room {
         let calls = self.calls.get();
         let answer = self.operate(|shard| {
             let mut draw = || seed;
-            let mut changes: Vec<Change> = shard.set_terms(now, terms);
+            // A peer's terms may be older than the config: only calls from
+            // the worker bring the room's terms.
+            let line = matches!(call, RoomCall::Gather(..) | RoomCall::Grant(..));
+            let mut changes = match line {
+                true => Vec::new(),
+                false => shard.set_terms(now, terms),
+            };
             let reply = match call {
                 RoomCall::Visit(_, holding) => {
                     let (turn, done) = shard.visit(now, holding, &mut draw);
@@ -110,8 +116,11 @@ impl Room {
                     changes.extend(done);
                     RoomReply::Control(previous, shard.status())
                 }
-                RoomCall::Inspect(_) => {
-                    changes.extend(shard.tick(now, &mut draw));
+                RoomCall::Inspect(_) | RoomCall::Reset(_) => {
+                    changes.extend(match call {
+                        RoomCall::Reset(_) => shard.reset(now, &mut draw),
+                        _ => shard.tick(now, &mut draw),
+                    });
                     RoomReply::Figures(Figures {
                         status: shard.status(),
                         history: shard.history().copied().collect(),
@@ -127,10 +136,6 @@ impl Room {
                     let (got, done) = shard.receive(now, &gift, &mut draw);
                     changes.extend(done);
                     RoomReply::Line(shard.head(now), got)
-                }
-                RoomCall::Reset(_) => {
-                    changes.extend(shard.reset(now, &mut draw));
-                    RoomReply::Reset(shard.status())
                 }
             };
             (reply, changes)

@@ -226,8 +226,6 @@ fn reply(scan: &mut Scan) -> Read<RoomReply> {
     };
     let reply = if name == "figures" {
         RoomReply::Figures(figures(scan)?)
-    } else if name == "reset" {
-        RoomReply::Reset(status(scan)?)
     } else {
         let reply = match &*name {
             "visit" => {

@@ -31,7 +31,6 @@ impl Write for RoomReply {
             RoomReply::Figures(figures) => out.tagged(name, figures),
             RoomReply::Control(previous, status) => out.tagged(name, &(previous, status)),
             RoomReply::Line(head, got) => out.tagged(name, &(head, got)),
-            RoomReply::Reset(status) => out.tagged(name, status),
         }
     }
 }
