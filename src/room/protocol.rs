@@ -12,7 +12,7 @@ mod write;
 
 use serde::Serialize;
 
-use super::shard::{Gift, Head, Holding, Pair, Sample, Status, Terms, Turn};
+use super::shard::{Holding, Sample, Status, Terms, Turn};
 use crate::control::Control;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,12 +27,6 @@ pub enum RoomCall {
     /// An operator's state for the room (open, paused, closed); answered
     /// with [`RoomReply::Control`].
     Control(Terms, Control),
-    /// A round of the gathering, with every shard's head the coordinator
-    /// knows (to the coordinator: a shard asks for one); answered with
-    /// [`RoomReply::Line`].
-    Gather(Terms, Vec<Option<Head>>),
-    /// A peer's gift; answered with [`RoomReply::Line`].
-    Grant(Terms, Gift),
     /// An operator's reset of the room's line; answered with
     /// [`RoomReply::Figures`].
     Reset(Terms),
@@ -47,8 +41,6 @@ pub enum RoomReply {
     Figures(Figures),
     /// The state the shard held before (`None`: open), and the shard after.
     Control(Option<Control>, Status),
-    /// The shard's head, and what it holds as got from the caller.
-    Line(Head, Pair),
 }
 
 /// A shard's figures for operators.
@@ -69,8 +61,6 @@ impl RoomCall {
             | RoomCall::End(terms, _)
             | RoomCall::Inspect(terms)
             | RoomCall::Control(terms, _)
-            | RoomCall::Gather(terms, _)
-            | RoomCall::Grant(terms, _)
             | RoomCall::Reset(terms) => *terms,
         }
     }
@@ -82,8 +72,6 @@ impl RoomCall {
             RoomCall::End(..) => "end",
             RoomCall::Inspect(_) => "inspect",
             RoomCall::Control(..) => "control",
-            RoomCall::Gather(..) => "gather",
-            RoomCall::Grant(..) => "grant",
             RoomCall::Reset(_) => "reset",
         }
     }
@@ -97,7 +85,6 @@ impl RoomReply {
             RoomReply::Ended(..) => "ended",
             RoomReply::Figures(_) => "figures",
             RoomReply::Control(..) => "control",
-            RoomReply::Line(..) => "line",
         }
     }
 }
@@ -116,8 +103,6 @@ mod tests {
             session_ms: 300_000,
             grace_ms: 44_000,
             opens_at_ms: None,
-            shard: 0,
-            shards: 1,
         };
         let call = RoomCall::Visit(terms, Holding::Ticket(Number::Pre(3)));
         let text = crate::json::written(&call);
@@ -144,8 +129,6 @@ mod tests {
             session_ms: 300_000,
             grace_ms: 44_000,
             opens_at_ms: Some(7),
-            shard: 0,
-            shards: 1,
         };
         let control = Control {
             state: RuleState::Paused,
@@ -160,40 +143,6 @@ mod tests {
             RoomCall::Inspect(terms),
             RoomCall::Control(terms, control.clone()),
             RoomCall::Reset(terms),
-            RoomCall::Gather(
-                terms,
-                vec![
-                    None,
-                    Some(Head {
-                        key: 5,
-                        waiting: 2,
-                        line: 3,
-                        spare: Pair::default(),
-                    }),
-                ],
-            ),
-            RoomCall::Grant(
-                terms,
-                Gift {
-                    from: 1,
-                    gave: Pair {
-                        places: 3,
-                        starts: 4,
-                    },
-                    heads: vec![
-                        Some(Head {
-                            key: 9,
-                            waiting: 0,
-                            line: 1,
-                            spare: Pair {
-                                places: 4,
-                                starts: 0,
-                            },
-                        }),
-                        None,
-                    ],
-                },
-            ),
         ] {
             let text = crate::json::written(&call);
             assert_eq!(RoomCall::from_json(&text).unwrap(), call, "{text}");
@@ -215,7 +164,6 @@ mod tests {
             offered: 9,
             admitted: 10,
             control,
-            room_waiting: 11,
         };
         let session = Session {
             id: 1,
@@ -243,21 +191,6 @@ mod tests {
             }),
             RoomReply::Control(Some(control.clone()), status(Some(control))),
             RoomReply::Control(None, status(None)),
-            RoomReply::Line(
-                Head {
-                    key: 1,
-                    waiting: 2,
-                    line: 5,
-                    spare: Pair {
-                        places: 6,
-                        starts: 7,
-                    },
-                },
-                Pair {
-                    places: 3,
-                    starts: 4,
-                },
-            ),
         ] {
             let text = crate::json::written(&reply);
             assert_eq!(RoomReply::from_json(&text).unwrap(), reply, "{text}");

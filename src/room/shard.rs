@@ -25,10 +25,7 @@
 //!
 //! **Order.** Offers go out in place order, and a newcomer is let straight
 //! in only when nobody in the shard is waiting: first come, first served
-//! within the shard. Across the room's shards, `line` keeps one line: a
-//! shard calls its next ticket only when no shard it knows of holds an
-//! older one, and gives the places and starts it cannot use to the shard
-//! that does (docs/algorithms.md, "One line for the whole room").
+//! within the shard.
 //!
 //! **Outages.** While offers wait, the shard runs at least every
 //! [`BEAT_MS`] (its alarm), so a longer gap between two of its operations
@@ -52,7 +49,6 @@
 
 mod halt;
 mod keyed;
-mod line;
 mod status;
 
 use std::collections::VecDeque;
@@ -61,10 +57,8 @@ use serde::{Deserialize, Serialize};
 
 use super::lottery;
 use crate::control::Control;
-use crate::limit::split::share;
 use crate::limit::{Policy, SlidingLog};
 use keyed::Keyed;
-pub use line::{Gift, Grant, Head, Pair, Round, ROUND_MS};
 pub use status::Status;
 
 /// The rate's window: `per_minute` session starts in any 60 s.
@@ -77,14 +71,12 @@ pub const HISTORY_MINUTES: usize = 60;
 /// this often; a gap of more than two of these is an outage.
 pub const BEAT_MS: u64 = 2_000;
 
-/// What a shard is given by the room's config: the room's limits, which
-/// shard it is, and the durations.
+/// What a shard is given by the room's config: its shares and durations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Terms {
-    /// The room's sessions plus unclaimed offers, at most; the shard's own
-    /// share is `share(places, shards, shard)`.
+    /// Sessions plus unclaimed offers, at most.
     pub places: u32,
-    /// The room's session starts in any 60 s, at most, shared likewise.
+    /// Session starts in any 60 s, at most.
     pub per_minute: u32,
     /// A session lasts this long after its last renewal.
     pub session_ms: u64,
@@ -93,28 +85,14 @@ pub struct Terms {
     /// Before this, arrivals join the pre-queue; `None` opens at once.
     #[serde(default)]
     pub opens_at_ms: Option<u64>,
-    /// This shard's number, of `shards` (a row stored before rooms kept
-    /// one line reads as a room of one, whose share is the whole).
-    #[serde(default)]
-    pub shard: u32,
-    #[serde(default = "one")]
-    pub shards: u32,
-}
-
-fn one() -> u32 {
-    1
 }
 
 impl Terms {
     /// Refuses terms no config produces, so that a malformed call can
     /// never make a shard that admits nobody or divides by zero.
     pub fn check(&self) -> Result<(), &'static str> {
-        if self.shard >= self.shards {
-            return Err("shard must be below shards");
-        }
-        let own = self.own();
-        if own.places == 0 || own.starts == 0 {
-            return Err("places and per_minute must be at least one per shard");
+        if self.places == 0 || self.per_minute == 0 {
+            return Err("places and per_minute must be at least 1");
         }
         if Policy::new(u64::from(self.per_minute), RATE_WINDOW_MS).is_err() {
             return Err("per_minute is out of range");
@@ -126,16 +104,7 @@ impl Terms {
     }
 
     fn rate(&self) -> Policy {
-        Policy::clamped(self.own().starts, RATE_WINDOW_MS)
-    }
-
-    /// The shard's own share of the places and of the rate, before what
-    /// it gave or got.
-    pub fn own(&self) -> Pair {
-        Pair {
-            places: share(u64::from(self.places), self.shards, self.shard),
-            starts: share(u64::from(self.per_minute), self.shards, self.shard),
-        }
+        Policy::clamped(u64::from(self.per_minute), RATE_WINDOW_MS)
     }
 }
 
@@ -255,20 +224,6 @@ pub enum Change {
     /// The operator's state changed: store it, or with `None` (open)
     /// delete it.
     Control(Option<Control>),
-    /// What the shard gave peer `peer` and got from it, in all.
-    Grant {
-        peer: u32,
-        grant: Grant,
-    },
-    /// The ticket of `place` joined at `ms`: one point of the line's keys.
-    Point {
-        place: u64,
-        ms: u64,
-    },
-    /// Points below `place` are forgotten.
-    PointsBefore {
-        place: u64,
-    },
 }
 
 #[derive(Debug, Clone)]
@@ -282,14 +237,6 @@ pub struct Shard {
     history: VecDeque<Sample>,
     /// The operator's state when it is not open.
     control: Option<Control>,
-    /// What it gave and got, by peer.
-    grants: Keyed<Grant>,
-    /// Arrival times of some of its places, by place (`line`).
-    points: Keyed<u64>,
-    /// What it knows of every shard's line, by shard; memory only.
-    heads: Vec<Option<Head>>,
-    /// The gathering, as this shard takes part in it; memory only.
-    round: Round,
 }
 
 /// What storage holds, to read a shard back.
@@ -304,9 +251,6 @@ pub struct Stored {
     pub history: Vec<Sample>,
     /// The operator's state, if one was stored.
     pub control: Option<Control>,
-    pub grants: Vec<(u32, Grant)>,
-    /// `(place, ms)`, in place order.
-    pub points: Vec<(u64, u64)>,
 }
 
 impl Shard {
@@ -328,14 +272,6 @@ impl Shard {
         for session in stored.sessions {
             sessions.insert(session.id, session);
         }
-        let mut grants = Keyed::new();
-        for (peer, grant) in stored.grants {
-            grants.insert(u64::from(peer), grant);
-        }
-        let mut points = Keyed::new();
-        for (place, ms) in stored.points {
-            points.insert(place, ms);
-        }
         let surplus = stored.history.len().saturating_sub(HISTORY_MINUTES);
         Shard {
             terms,
@@ -345,10 +281,6 @@ impl Shard {
             log,
             history: stored.history.into_iter().skip(surplus).collect(),
             control: stored.control.filter(Control::halts),
-            grants,
-            points,
-            heads: vec![None; terms.shards as usize],
-            round: Round::default(),
         }
     }
 
@@ -359,37 +291,36 @@ impl Shard {
     /// Takes the terms a call brings (a deploy may change the config);
     /// sessions and offers beyond new, smaller shares stay until they end,
     /// and no new ones are made until the shard is below them. An opened
-    /// shard given an `opens_at` still ahead starts its line over.
+    /// shard given another `opens_at`, still ahead, starts its line over.
     pub fn set_terms(&mut self, now: u64, terms: Terms) -> Vec<Change> {
         if terms == self.terms {
             return Vec::new();
         }
         let ahead = terms.opens_at_ms.is_some_and(|at| at > now);
-        let reopen = ahead && self.counters.opened && terms.opens_at_ms != self.terms.opens_at_ms;
+        let again = ahead && self.counters.opened && terms.opens_at_ms != self.terms.opens_at_ms;
         self.terms = terms;
         self.log.set_policy(terms.rate());
-        self.heads.resize(terms.shards as usize, None);
         let mut out = vec![Change::Terms(terms)];
-        if reopen {
+        if again {
             self.restart_line(now, &mut out);
             out.push(Change::Counters(self.counters));
         }
         out
     }
 
-    /// An operator's reset: the line starts over (see [`Shard::set_terms`]).
-    /// Sessions end, offers and tickets are gone, a pre-queue begins anew
-    /// if `opens_at` is ahead; the last minute's starts still count.
+    /// An operator's reset after a rehearsal: the line starts over.
     pub fn reset(&mut self, now: u64, draw: &mut impl FnMut() -> u64) -> Vec<Change> {
         self.operate(now, draw, |shard, out| shard.restart_line(now, out))
             .1
     }
 
+    /// Sessions end, offers and tickets are gone, and a pre-queue begins
+    /// anew if `opens_at` is ahead; the last minute's starts still count.
     fn restart_line(&mut self, now: u64, out: &mut Vec<Change>) {
-        for (id, _) in self.sessions.iter() {
+        for (id, _) in self.sessions.iter_mut() {
             out.push(Change::SessionGone { id });
         }
-        for (place, _) in self.offers.iter() {
+        for (place, _) in self.offers.iter_mut() {
             out.push(Change::OfferGone { place });
         }
         self.sessions = Keyed::new();
@@ -397,9 +328,7 @@ impl Shard {
         let c = &mut self.counters;
         let start = c.next.max(c.pre);
         (c.start, c.next, c.serving, c.pre) = (start, start, start, start);
-        c.opened = !self.terms.opens_at_ms.is_some_and(|at| at > now);
-        self.points = Keyed::new();
-        out.push(Change::PointsBefore { place: start });
+        c.opened = self.terms.opens_at_ms.is_none_or(|at| at <= now);
     }
 
     pub fn counters(&self) -> Counters {
@@ -453,21 +382,17 @@ impl Shard {
         self.operate(now, draw, |_, _| ()).1
     }
 
-    /// The shard's figures, as of its last operation: its places and rate
-    /// are what it holds now, its own share and what it got, less what it
-    /// gave.
+    /// The shard's figures, as of its last operation.
     pub fn status(&self) -> Status {
-        let caps = self.caps();
         Status {
             counters: self.counters,
-            places: count(caps.places as usize),
-            per_minute: count(caps.starts as usize),
+            places: self.terms.places,
+            per_minute: self.terms.per_minute,
             session_ms: self.terms.session_ms,
             active: count(self.sessions.len()),
             offered: count(self.offers.len()),
             admitted: u32::try_from(self.log.held()).unwrap_or(u32::MAX),
             control: self.control.clone(),
-            room_waiting: self.room_waiting(),
         }
     }
 
@@ -477,23 +402,24 @@ impl Shard {
     }
 
     /// When something is next due: an offer lapses, a session ends, the
-    /// room opens, or, with tickets waiting here or elsewhere, the rate
-    /// frees a start; with offers out, the next beat; the coordinator's
-    /// next round. While halted, offers do not lapse and nothing is offered.
+    /// room opens, or, with tickets waiting, the rate frees a start; with
+    /// offers out, the next beat. While halted, offers do not lapse and
+    /// nothing is offered.
     pub fn next_alarm(&self) -> Option<u64> {
         let moving = self.control.is_none();
         let offers = self.offers.values().map(|o| o.until_ms).filter(|_| moving);
         let sessions = self.sessions.values().map(|s| s.expires_ms);
         let opening = self.terms.opens_at_ms.filter(|_| !self.counters.opened);
-        let waiting = moving && self.counters.opened && self.room_waiting() > 0;
+        let waiting = moving && self.counters.opened && self.counters.serving < self.counters.next;
         let rate = self.log.oldest_expiry().filter(|_| waiting);
-        let beat = (moving && self.offers.len() > 0).then_some(self.counters.up_ms + BEAT_MS);
-        let chain = offers
+        let beat = (moving && self.offers.len() > 0)
+            .then_some(self.counters.up_ms.saturating_add(BEAT_MS));
+        offers
             .chain(sessions)
             .chain(opening)
             .chain(rate)
-            .chain(beat);
-        chain.chain(self.round.due_ms).min()
+            .chain(beat)
+            .min()
     }
 
     /// Runs `op` after the due work, then offers what it freed; answers
@@ -506,14 +432,11 @@ impl Shard {
     ) -> (T, Vec<Change>) {
         let before = self.counters;
         let mut out = Vec::new();
-        self.open_if_due(now, draw, &mut out);
+        self.open_if_due(now, draw);
         self.catch_up(now, &mut out);
         self.lapse(now, &mut out);
         self.offer(now, &mut out);
         let result = op(self, &mut out);
-        self.offer(now, &mut out);
-        self.give(now, &mut out);
-        self.prune(&mut out);
         self.sample(now, &mut out);
         if self.counters != before {
             out.push(Change::Counters(self.counters));
@@ -521,15 +444,12 @@ impl Shard {
         (result, out)
     }
 
-    fn open_if_due(&mut self, now: u64, draw: &mut impl FnMut() -> u64, out: &mut Vec<Change>) {
+    fn open_if_due(&mut self, now: u64, draw: &mut impl FnMut() -> u64) {
         let due = self.terms.opens_at_ms.is_none_or(|at| now >= at);
         if due && !self.counters.opened {
-            let c = &mut self.counters;
-            c.opened = true;
-            c.seed = draw();
-            c.next = c.next.max(c.pre);
-            let drawn = (c.start, c.pre);
-            self.drawn(self.terms.opens_at_ms.unwrap_or(now), drawn, out);
+            self.counters.opened = true;
+            self.counters.seed = draw();
+            self.counters.next = self.counters.next.max(self.counters.pre);
         }
     }
 
@@ -589,17 +509,18 @@ impl Shard {
     /// every unclaimed offer counted as starting now. Every offer and
     /// every straight entry passes here.
     fn may_start(&mut self, now: u64) -> bool {
-        self.log.expire(now);
-        let spare = self.spare(now);
-        self.control.is_none() && spare.places > 0 && spare.starts > 0
+        if self.control.is_some() {
+            return false;
+        }
+        let offered = count(self.offers.len());
+        let busy = count(self.sessions.len()).saturating_add(offered);
+        busy < self.terms.places && self.log.decide(now, offered.saturating_add(1)).allowed
     }
 
-    /// Offers places to the tickets next in line while the shard may, and
-    /// while no shard it knows of holds an older ticket.
+    /// Offers places to the tickets next in line while the shard may.
     fn offer(&mut self, now: u64, out: &mut Vec<Change>) {
         while self.counters.opened
             && self.counters.serving < self.counters.next
-            && self.callable(self.key(self.counters.serving))
             && self.may_start(now)
         {
             if self.offers.len() == 0 {
@@ -682,8 +603,7 @@ impl Shard {
         }
         let place = c.next;
         c.next += 1;
-        self.joined(now, place, out);
-        if self.counters.serving == place && self.callable(now) && self.may_start(now) {
+        if self.counters.serving == place && self.may_start(now) {
             self.counters.serving += 1;
             return Turn::Session(self.start(now, place, out));
         }

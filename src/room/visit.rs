@@ -23,6 +23,7 @@ use super::views::Views;
 use crate::config::room::WaitingRoom;
 use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
+use crate::limit::split::share;
 use crate::limits::DAY_MS;
 
 /// How long an isolate shows a shard's "now serving" without asking it
@@ -71,18 +72,17 @@ pub enum Step {
     Ask { shard: u32, holding: Holding },
 }
 
-/// Shard `shard`'s terms: the room's places, rate and durations, which
-/// shard it is and of how many (its own share of the places and of the
-/// rate differ from another's by at most one and sum to the room's).
+/// Shard `shard`'s terms: its share of the places and of the rate (the
+/// shares differ by at most one and sum to the room's), and the room's
+/// durations.
 pub fn terms(config: &WaitingRoom, shard: u32) -> Terms {
+    let part = |total: u32| share(u64::from(total), config.shards, shard) as u32;
     Terms {
-        places: config.active,
-        per_minute: config.per_minute,
+        places: part(config.active),
+        per_minute: part(config.per_minute),
         session_ms: config.session_ms,
         grace_ms: grace_ms(config),
         opens_at_ms: config.opens_at_ms,
-        shard,
-        shards: config.shards,
     }
 }
 
@@ -129,12 +129,11 @@ impl Room<'_> {
     }
 
     /// What a request holding `held` needs, by the isolate's `views` of
-    /// the shards. `pick` is two random numbers that place a newcomer: a
-    /// shard the isolate last saw with a place and a start free (from one
-    /// drawn at random on), so that a newcomer gets in where one queue
-    /// would let it; else of two drawn at random the one it saw with fewer
-    /// waiting (the first, when it has not seen both), so that the shards'
-    /// lines stay even.
+    /// the shards. `pick` is two random numbers that place a newcomer: of
+    /// two shards drawn at random, the one the isolate last saw with fewer
+    /// waiting (the first, when it has not seen both). Two choices halve
+    /// how far from arrival order the shards let visitors in
+    /// (`examples/room_order.rs`).
     pub fn plan(&self, held: Option<Signed>, now: u64, views: &Views, pick: (u32, u32)) -> Step {
         match held {
             Some(Signed::Session(pass)) => {
@@ -160,13 +159,11 @@ impl Room<'_> {
             None => {
                 let shards = self.config.shards.max(1);
                 let (a, b) = (pick.0 % shards, pick.1 % shards);
-                let crowd = |shard| views.last(self.id, shard).map(Status::crowd);
-                let mut roomy = (0..shards).map(|i| (a + i) % shards);
-                let shard = roomy.find(|&s| crowd(s).is_some_and(|(full, _)| !full));
-                let shard = shard.unwrap_or(match (crowd(a), crowd(b)) {
-                    (Some(ca), Some(cb)) if cb < ca => b,
+                let waiting = |shard| views.last(self.id, shard).map(|s| s.waiting());
+                let shard = match (waiting(a), waiting(b)) {
+                    (Some(wa), Some(wb)) if wb < wa => b,
                     _ => a,
-                });
+                };
                 let closed = views
                     .fresh(self.id, shard, now)
                     .and_then(|status| status.in_state(RuleState::Closed));

@@ -20,7 +20,7 @@ use crate::control::{strictest, Control};
 use crate::http::problem::{Code, Problem};
 use crate::objects::name::ObjectName;
 use crate::room::figures::{report, Report};
-use crate::room::protocol::{RoomCall, RoomReply};
+use crate::room::protocol::{Figures, RoomCall, RoomReply};
 use crate::room::visit::terms;
 
 /// One room's figures, after a reset of its line with `reset`; a 404
@@ -71,6 +71,18 @@ async fn figures<'a>(
     config: &WaitingRoom,
     reset: bool,
 ) -> Report<'a> {
+    let answers = ask(objects, rule, config, reset).await;
+    report(rule, config, answers, now_ms())
+}
+
+/// Every shard's figures, after a reset of its line with `reset`, or why
+/// it did not answer.
+async fn ask(
+    objects: &Objects,
+    rule: &str,
+    config: &WaitingRoom,
+    reset: bool,
+) -> Vec<std::result::Result<Figures, String>> {
     let calls: Vec<_> = (0..config.shards)
         .map(|shard| {
             let terms = terms(config, shard);
@@ -81,17 +93,14 @@ async fn figures<'a>(
             (ObjectName::room_shard(rule, shard), call)
         })
         .collect();
-    let answers = objects
-        .rooms(&calls)
-        .await
-        .into_iter()
+    let answers = objects.rooms(&calls).await.into_iter();
+    answers
         .map(|answer| match answer {
             Ok(RoomReply::Figures(figures)) => Ok(figures),
             Ok(other) => Err(format!("the shard answered {}", other.name())),
             Err(e) => Err(e.to_string()),
         })
-        .collect();
-    report(rule, config, answers, now_ms())
+        .collect()
 }
 
 /// One shard's line in an answer about the room's state: what it holds
@@ -188,22 +197,8 @@ pub async fn write_state(
 /// reach them all: `agree` says so). A shard that does not answer is
 /// named in its line; when none answers, `503`.
 pub async fn read_state(objects: &Objects, rule: &str, config: &WaitingRoom) -> Result<Response> {
-    let calls: Vec<_> = (0..config.shards)
-        .map(|shard| {
-            let call = RoomCall::Inspect(terms(config, shard));
-            (ObjectName::room_shard(rule, shard), call)
-        })
-        .collect();
-    let answers: Vec<std::result::Result<Option<Control>, String>> = objects
-        .rooms(&calls)
-        .await
-        .into_iter()
-        .map(|answer| match answer {
-            Ok(RoomReply::Figures(figures)) => Ok(figures.status.control),
-            Ok(other) => Err(format!("the shard answered {}", other.name())),
-            Err(e) => Err(e.to_string()),
-        })
-        .collect();
+    let answers = ask(objects, rule, config, false).await.into_iter();
+    let answers: Vec<_> = answers.map(|a| a.map(|f| f.status.control)).collect();
     let held: Vec<Option<&Control>> = answers
         .iter()
         .filter_map(|a| a.as_ref().ok().map(Option::as_ref))

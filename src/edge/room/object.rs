@@ -1,36 +1,27 @@
 //! The Durable Object that runs one shard of a waiting room
 //! (`crate::room::shard`): `shards` of them per room, named by
-//! `ObjectName::room_shard`, each holding its share of the places and of
-//! the rate (and what it gave and got), so no visitor's request ever
-//! reaches an object every visitor shares. The shard decides and says what
-//! to write; `sql` writes it before anything else can run, and the alarm
-//! does the lapses, expiries, offers and the opening that fall due while
-//! nobody calls, and the room's line in the background: shard 0's rounds,
-//! a shard's request for one, the gifts a shard owes its peers.
+//! `ObjectName::room_shard`, each owning its share of the places and of
+//! the rate, so no visitor's request ever reaches an object every visitor
+//! shares. The shard decides and says what to write; `sql` writes it
+//! before anything else can run, and the alarm does the lapses, expiries,
+//! offers and the opening that fall due while nobody calls.
 
 use std::cell::{Cell, RefCell};
 
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use super::super::client::{random_pair, Objects};
+use super::super::client::random_pair;
 use super::super::clock::now_ms;
 use super::super::rpc::{self, served_by_rpc, Served};
 use super::super::storage::set_alarm_at;
 use super::sql;
 use crate::http::problem::Problem;
-use crate::objects::name::ObjectName;
 use crate::room::protocol::{Figures, RoomCall, RoomReply};
-use crate::room::shard::{Change, Gift, Pair, Shard, Terms};
-
-/// A peer that did not answer is asked again after this long.
-const RETRY_MS: u64 = 1_000;
+use crate::room::shard::{Change, Shard, Terms};
 
 #[durable_object]
 pub struct Room {
     state: State,
-    env: Env,
-    /// A call to a peer failed: the next try, after a moment.
-    retry_ms: Cell<Option<u64>>,
     /// `None` until read back from storage (or, for a new shard, until
     /// its first call brings its terms).
     shard: RefCell<Option<Shard>>,
@@ -43,11 +34,9 @@ pub struct Room {
 }
 
 impl DurableObject for Room {
-    fn new(state: State, env: Env) -> Self {
+    fn new(state: State, _env: Env) -> Self {
         Room {
             state,
-            env,
-            retry_ms: Cell::new(None),
             shard: RefCell::new(None),
             stored: Cell::new(false),
             alarm_ms: Cell::new(None),
@@ -67,7 +56,6 @@ impl DurableObject for Room {
         let now = now_ms();
         if let Some(done) = self.operate(|shard| ((), shard.tick(now, &mut || seed))) {
             done?;
-            self.line(now).await?;
             self.rearm().await?;
         }
         Response::empty()
@@ -93,13 +81,7 @@ impl Room {
         let calls = self.calls.get();
         let answer = self.operate(|shard| {
             let mut draw = || seed;
-            // A peer's terms may be older than the config: only calls from
-            // the worker bring the room's terms.
-            let line = matches!(call, RoomCall::Gather(..) | RoomCall::Grant(..));
-            let mut changes = match line {
-                true => Vec::new(),
-                false => shard.set_terms(now, terms),
-            };
+            let mut changes = shard.set_terms(now, terms);
             let reply = match call {
                 RoomCall::Visit(_, holding) => {
                     let (turn, done) = shard.visit(now, holding, &mut draw);
@@ -126,16 +108,6 @@ impl Room {
                         history: shard.history().copied().collect(),
                         calls,
                     })
-                }
-                RoomCall::Gather(_, heads) => {
-                    let (head, done) = shard.gather(now, &heads, &mut draw);
-                    changes.extend(done);
-                    RoomReply::Line(head, Pair::default())
-                }
-                RoomCall::Grant(_, gift) => {
-                    let (got, done) = shard.receive(now, &gift, &mut draw);
-                    changes.extend(done);
-                    RoomReply::Line(shard.head(now), got)
                 }
             };
             (reply, changes)
@@ -201,95 +173,9 @@ impl Room {
         }))
     }
 
-    /// The room's line, in the background: shard 0's round when due (every
-    /// peer at once), a request to shard 0 for one, and every gift a peer
-    /// has not said it holds. What the peers answer is learned; a peer
-    /// that did not answer is tried again after [`RETRY_MS`] (a gift is a
-    /// count in all, so sending it again counts nothing twice).
-    async fn line(&self, now: u64) -> Result<()> {
-        let rule = self.state.id().name();
-        let Some(rule) = rule.as_deref().and_then(room_of) else {
-            return Ok(());
-        };
-        let (calls, round) = {
-            let mut slot = self.shard.borrow_mut();
-            let Some(shard) = slot.as_mut() else {
-                return Ok(());
-            };
-            let terms = shard.terms();
-            let heads = shard.heads(now);
-            let to = |shard| Terms { shard, ..terms };
-            let round = shard.round_due(now);
-            let mut calls: Vec<(u32, RoomCall)> = Vec::new();
-            if round {
-                calls
-                    .extend((1..terms.shards).map(|j| (j, RoomCall::Gather(to(j), heads.clone()))));
-            } else if shard.wants_round(now) {
-                shard.asked_round(now);
-                calls.push((0, RoomCall::Gather(to(0), heads.clone())));
-            }
-            if let Some(peer) = shard.wants_gift(now).filter(|_| !round) {
-                shard.pulled(now);
-                calls.push((peer, RoomCall::Gather(to(peer), heads.clone())));
-            }
-            for (peer, gave) in shard.owed() {
-                let from = terms.shard;
-                let gift = Gift {
-                    from,
-                    gave,
-                    heads: heads.clone(),
-                };
-                calls.push((peer, RoomCall::Grant(to(peer), gift)));
-            }
-            (calls, round)
-        };
-        if calls.is_empty() {
-            return Ok(());
-        }
-        let named: Vec<_> = calls
-            .iter()
-            .map(|(peer, call)| (ObjectName::room_shard(rule, *peer), call.clone()))
-            .collect();
-        let answers = Objects::new(&self.env, 10_000).rooms(&named).await;
-        let now = now_ms();
-        let seed = fresh_seed()?;
-        let mut failed = false;
-        let done = self.operate(|shard| {
-            let mut heads = shard.heads(now);
-            for ((peer, call), answer) in calls.iter().zip(answers) {
-                let Ok(RoomReply::Line(head, got)) = answer else {
-                    failed = true;
-                    continue;
-                };
-                if let RoomCall::Grant(..) = call {
-                    shard.acked(*peer, got);
-                }
-                if let Some(known) = heads.get_mut(*peer as usize) {
-                    *known = Some(head);
-                }
-            }
-            let changes = match round {
-                true => shard.gathered(now, &heads, &mut || seed),
-                false => shard.learn(now, &heads, &mut || seed),
-            };
-            ((), changes)
-        });
-        self.retry_ms.set(failed.then_some(now + RETRY_MS));
-        done.unwrap_or(Ok(()))
-    }
-
-    /// Sets the alarm for when the shard is next due, or clears it: at once
-    /// when it owes a gift or wants a round (after a moment when a peer
-    /// just failed to answer).
+    /// Sets the alarm for when the shard is next due, or clears it.
     async fn rearm(&self) -> Result<()> {
-        let now = now_ms();
-        let due = self.shard.borrow().as_ref().and_then(|shard| {
-            let traffic = !shard.owed().is_empty()
-                || shard.wants_round(now)
-                || shard.wants_gift(now).is_some();
-            let soon = traffic.then(|| self.retry_ms.get().unwrap_or(now));
-            shard.next_alarm().into_iter().chain(soon).min()
-        });
+        let due = self.shard.borrow().as_ref().and_then(Shard::next_alarm);
         if due == self.alarm_ms.get() {
             return Ok(());
         }
@@ -300,11 +186,6 @@ impl Room {
         self.alarm_ms.set(due);
         Ok(())
     }
-}
-
-/// The room of a shard's object name, `room:<rule>#<shard>`.
-fn room_of(name: &str) -> Option<&str> {
-    Some(name.strip_prefix("room:")?.rsplit_once('#')?.0)
 }
 
 /// The seed a shard draws if it opens during this call.

@@ -3,16 +3,14 @@
 //! counters, at most `places` offers and sessions, at most `per_minute`
 //! logged starts, an hour of samples, and the operator's state when it is
 //! not open (one row, kept in a table of its own, so that a shard stored
-//! before rooms had a state reads back as it was: open); what it gave and
-//! got, a row per peer; the line's points, at most one per second of
-//! arrivals still waiting.
+//! before rooms had a state reads back as it was: open).
 
 use worker::{Result, SqlStorage, SqlStorageValue};
 
 use super::super::storage::{self, int, BodyRow, Columns, FromRow};
 use crate::control::Control;
 use crate::input::scan::whole;
-use crate::room::shard::{Change, Counters, Grant, Offer, Pair, Sample, Session, Stored, Terms};
+use crate::room::shard::{Change, Counters, Offer, Sample, Session, Stored, Terms};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS room_state (
@@ -25,11 +23,7 @@ CREATE TABLE IF NOT EXISTS room_starts (at INTEGER PRIMARY KEY, n INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS room_minutes (
   minute_ms INTEGER PRIMARY KEY, waiting INTEGER NOT NULL, active INTEGER NOT NULL,
   admitted INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS room_control (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS room_grants (
-  peer INTEGER PRIMARY KEY, gave_places INTEGER NOT NULL, gave_starts INTEGER NOT NULL,
-  got_places INTEGER NOT NULL, got_starts INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS room_line (place INTEGER PRIMARY KEY, ms INTEGER NOT NULL);";
+CREATE TABLE IF NOT EXISTS room_control (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL);";
 
 struct StateRow {
     terms: String,
@@ -46,13 +40,12 @@ impl FromRow for StateRow {
 }
 
 /// Any row of the shard's tables but the state's, its columns named `a` to
-/// `e` in the query: one row type, so one reader in the wasm.
+/// `d` in the query: one row type, so one reader in the wasm.
 struct Row {
     a: u64,
     b: u64,
     c: u64,
     d: u64,
-    e: u64,
 }
 
 impl FromRow for Row {
@@ -62,7 +55,6 @@ impl FromRow for Row {
             b: c.whole()?,
             c: c.whole()?,
             d: c.whole()?,
-            e: c.whole()?,
         })
     }
 }
@@ -82,7 +74,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     let counters = whole(&state.counters, Counters::read).map_err(unreadable)?;
     let offers = rows(
         sql,
-        "SELECT place AS a, made_ms AS b, until_ms AS c, 0 AS d, 0 AS e FROM room_offers",
+        "SELECT place AS a, made_ms AS b, until_ms AS c, 0 AS d FROM room_offers",
     )?
     .into_iter()
     .map(|r| {
@@ -95,7 +87,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     .collect();
     let sessions = rows(
         sql,
-        "SELECT id AS a, started_ms AS b, expires_ms AS c, 0 AS d, 0 AS e FROM room_sessions",
+        "SELECT id AS a, started_ms AS b, expires_ms AS c, 0 AS d FROM room_sessions",
     )?
     .into_iter()
     .map(|r| Session {
@@ -106,14 +98,14 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     .collect();
     let admitted = rows(
         sql,
-        "SELECT at AS a, n AS b, 0 AS c, 0 AS d, 0 AS e FROM room_starts ORDER BY at",
+        "SELECT at AS a, n AS b, 0 AS c, 0 AS d FROM room_starts ORDER BY at",
     )?
     .into_iter()
     .map(|r| (r.a, u32::try_from(r.b).unwrap_or(u32::MAX)))
     .collect();
     let history = rows(
         sql,
-        "SELECT minute_ms AS a, waiting AS b, active AS c, admitted AS d, 0 AS e FROM room_minutes ORDER BY minute_ms",
+        "SELECT minute_ms AS a, waiting AS b, active AS c, admitted AS d FROM room_minutes ORDER BY minute_ms",
     )?
     .into_iter()
     .map(|r| Sample {
@@ -122,27 +114,6 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
         active: u32::try_from(r.c).unwrap_or(u32::MAX),
         admitted: u32::try_from(r.d).unwrap_or(u32::MAX),
     })
-    .collect();
-    let grants = rows(
-        sql,
-        "SELECT peer AS a, gave_places AS b, gave_starts AS c, got_places AS d, got_starts AS e FROM room_grants",
-    )?
-    .into_iter()
-    .filter_map(|r| {
-        let grant = Grant {
-            gave: Pair { places: r.b, starts: r.c },
-            got: Pair { places: r.d, starts: r.e },
-            acked: Pair::default(),
-        };
-        Some((u32::try_from(r.a).ok()?, grant))
-    })
-    .collect();
-    let points = rows(
-        sql,
-        "SELECT place AS a, ms AS b, 0 AS c, 0 AS d, 0 AS e FROM room_line ORDER BY place",
-    )?
-    .into_iter()
-    .map(|r| (r.a, r.b))
     .collect();
     // A row that no longer reads back is dropped: the shard is open.
     let control = storage::rows::<BodyRow>(&sql.exec("SELECT body FROM room_control", None)?)?
@@ -155,8 +126,6 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
         admitted,
         history,
         control,
-        grants,
-        points,
     };
     Ok(Some((terms, stored)))
 }
@@ -217,19 +186,6 @@ pub fn apply(
                 "DELETE FROM room_minutes WHERE minute_ms < ?",
                 vec![int(minute_ms)],
             )?,
-            Change::Grant { peer, grant } => run(
-                sql,
-                "INSERT OR REPLACE INTO room_grants (peer, gave_places, gave_starts, got_places, got_starts) VALUES (?, ?, ?, ?, ?)",
-                vec![int(u64::from(peer)), int(grant.gave.places), int(grant.gave.starts), int(grant.got.places), int(grant.got.starts)],
-            )?,
-            Change::Point { place, ms } => run(
-                sql,
-                "INSERT OR REPLACE INTO room_line (place, ms) VALUES (?, ?)",
-                vec![int(place), int(ms)],
-            )?,
-            Change::PointsBefore { place } => {
-                run(sql, "DELETE FROM room_line WHERE place < ?", vec![int(place)])?
-            }
         }
     }
     if state_changed {

@@ -6,9 +6,7 @@
 use super::{Figures, RoomCall, RoomReply};
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Open, Read, Scan};
-use crate::room::shard::{
-    Counters, Gift, Head, Holding, Number, Pair, Sample, Session, Status, Terms, Turn,
-};
+use crate::room::shard::{Counters, Holding, Number, Sample, Session, Status, Terms, Turn};
 
 impl RoomCall {
     /// The call a body carries, or [`Malformed`] if it carries none.
@@ -27,7 +25,7 @@ impl RoomReply {
 impl Terms {
     pub fn read(scan: &mut Scan) -> Read<Terms> {
         let (mut places, mut per_minute, mut opens_at_ms) = (None, None, None);
-        let (mut session_ms, mut grace_ms, mut shard, mut shards) = (None, None, 0, 1);
+        let (mut session_ms, mut grace_ms) = (None, None);
         let mut fields = scan.object()?;
         while let Some(field) = fields.key(scan)? {
             match &*field {
@@ -36,8 +34,6 @@ impl Terms {
                 "session_ms" => session_ms = Some(scan.u64()?),
                 "grace_ms" => grace_ms = Some(scan.u64()?),
                 "opens_at_ms" => opens_at_ms = nullable(scan, Scan::u64)?,
-                "shard" => shard = scan.u32()?,
-                "shards" => shards = scan.u32()?,
                 _ => scan.skip()?,
             }
         }
@@ -47,8 +43,6 @@ impl Terms {
             session_ms: need(session_ms)?,
             grace_ms: need(grace_ms)?,
             opens_at_ms,
-            shard,
-            shards,
         })
     }
 }
@@ -113,8 +107,6 @@ fn call(scan: &mut Scan) -> Read<RoomCall> {
             "visit" => RoomCall::Visit(terms, holding(scan)?),
             "end" => RoomCall::End(terms, scan.u64()?),
             "control" => RoomCall::Control(terms, Control::read(scan)?),
-            "gather" => RoomCall::Gather(terms, heads(scan)?),
-            "grant" => RoomCall::Grant(terms, gift(scan)?),
             _ => return Err(Malformed),
         };
         items.close(scan)?;
@@ -122,71 +114,6 @@ fn call(scan: &mut Scan) -> Read<RoomCall> {
     };
     object.close(scan)?;
     Ok(call)
-}
-
-fn heads(scan: &mut Scan) -> Read<Vec<Option<Head>>> {
-    list(scan, |scan| nullable(scan, head))
-}
-
-fn head(scan: &mut Scan) -> Read<Head> {
-    let (mut numbers, mut spare) = ([None; 3], None);
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "key" => numbers[0] = Some(scan.u64()?),
-            "waiting" => numbers[1] = Some(scan.u64()?),
-            "line" => numbers[2] = Some(scan.u64()?),
-            "spare" => spare = Some(pair_of(scan)?),
-            _ => scan.skip()?,
-        }
-    }
-    let [key, waiting, line] = numbers;
-    Ok(Head {
-        key: need(key)?,
-        waiting: need(waiting)?,
-        line: need(line)?,
-        spare: need(spare)?,
-    })
-}
-
-fn pair_of(scan: &mut Scan) -> Read<Pair> {
-    let [places, starts] = whole_numbers(scan, ["places", "starts"])?;
-    Ok(Pair { places, starts })
-}
-
-/// An object of the named whole numbers, each required.
-fn whole_numbers<const N: usize>(scan: &mut Scan, names: [&str; N]) -> Read<[u64; N]> {
-    let mut values = [None; N];
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match names.iter().position(|name| *name == field) {
-            Some(slot) => values[slot] = Some(scan.u64()?),
-            None => scan.skip()?,
-        }
-    }
-    let mut out = [0; N];
-    for (slot, value) in out.iter_mut().zip(values) {
-        *slot = need(value)?;
-    }
-    Ok(out)
-}
-
-fn gift(scan: &mut Scan) -> Read<Gift> {
-    let (mut from, mut gave, mut known) = (None, None, None);
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "from" => from = Some(scan.u32()?),
-            "gave" => gave = Some(pair_of(scan)?),
-            "heads" => known = Some(heads(scan)?),
-            _ => scan.skip()?,
-        }
-    }
-    Ok(Gift {
-        from: need(from)?,
-        gave: need(gave)?,
-        heads: need(known)?,
-    })
 }
 
 fn holding(scan: &mut Scan) -> Read<Holding> {
@@ -239,10 +166,6 @@ fn reply(scan: &mut Scan) -> Read<RoomReply> {
             "control" => {
                 let (previous, items) = pair(scan, |scan| nullable(scan, Control::read))?;
                 (RoomReply::Control(previous, status(scan)?), items)
-            }
-            "line" => {
-                let (at, items) = pair(scan, head)?;
-                (RoomReply::Line(at, pair_of(scan)?), items)
             }
             _ => return Err(Malformed),
         };
@@ -308,7 +231,6 @@ fn turn(scan: &mut Scan) -> Read<Turn> {
 
 fn status(scan: &mut Scan) -> Read<Status> {
     let (mut counters, mut session_ms, mut control) = (None, None, None);
-    let mut room_waiting = 0;
     let mut counts = [None; 5];
     let mut fields = scan.object()?;
     while let Some(field) = fields.key(scan)? {
@@ -323,10 +245,6 @@ fn status(scan: &mut Scan) -> Read<Status> {
             }
             "control" => {
                 control = nullable(scan, Control::read)?;
-                continue;
-            }
-            "room_waiting" => {
-                room_waiting = scan.u64()?;
                 continue;
             }
             "places" => 0,
@@ -351,7 +269,6 @@ fn status(scan: &mut Scan) -> Read<Status> {
         offered: need(offered)?,
         admitted: need(admitted)?,
         control,
-        room_waiting,
     })
 }
 

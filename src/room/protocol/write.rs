@@ -3,9 +3,7 @@
 
 use super::{Figures, RoomCall, RoomReply};
 use crate::json::{Text, Write};
-use crate::room::shard::{
-    Counters, Gift, Head, Holding, Number, Pair, Sample, Session, Status, Terms, Turn,
-};
+use crate::room::shard::{Counters, Holding, Number, Sample, Session, Status, Terms, Turn};
 
 impl Write for RoomCall {
     fn write(&self, out: &mut Text) {
@@ -13,11 +11,8 @@ impl Write for RoomCall {
         match self {
             RoomCall::Visit(terms, holding) => out.tagged(name, &(terms, holding)),
             RoomCall::End(terms, id) => out.tagged(name, &(terms, id)),
-            RoomCall::Inspect(terms) => out.tagged(name, terms),
+            RoomCall::Inspect(terms) | RoomCall::Reset(terms) => out.tagged(name, terms),
             RoomCall::Control(terms, control) => out.tagged(name, &(terms, control)),
-            RoomCall::Gather(terms, heads) => out.tagged(name, &(terms, heads)),
-            RoomCall::Grant(terms, gift) => out.tagged(name, &(terms, gift)),
-            RoomCall::Reset(terms) => out.tagged(name, terms),
         }
     }
 }
@@ -30,7 +25,6 @@ impl Write for RoomReply {
             RoomReply::Ended(live, status) => out.tagged(name, &(live, status)),
             RoomReply::Figures(figures) => out.tagged(name, figures),
             RoomReply::Control(previous, status) => out.tagged(name, &(previous, status)),
-            RoomReply::Line(head, got) => out.tagged(name, &(head, got)),
         }
     }
 }
@@ -45,9 +39,7 @@ crate::write_json!(Terms {
     per_minute,
     session_ms,
     grace_ms,
-    opens_at_ms,
-    shard,
-    shards
+    opens_at_ms
 });
 crate::write_json!(Counters {
     next,
@@ -58,14 +50,6 @@ crate::write_json!(Counters {
     start,
     up_ms
 });
-crate::write_json!(Head {
-    key,
-    waiting,
-    line,
-    spare
-});
-crate::write_json!(Pair { places, starts });
-crate::write_json!(Gift { from, gave, heads });
 crate::write_json!(Session {
     id,
     started_ms,
@@ -86,7 +70,6 @@ crate::write_json!(Status {
     offered,
     admitted,
     control,
-    room_waiting,
 });
 
 impl Write for Number {

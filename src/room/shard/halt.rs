@@ -79,8 +79,6 @@ mod tests {
             session_ms: 5 * MIN,
             grace_ms: 40_000,
             opens_at_ms: None,
-            shard: 0,
-            shards: 1,
         }
     }
 

@@ -40,15 +40,6 @@ impl<T> Keyed<T> {
         self.0.len()
     }
 
-    /// The `i`-th entry in key order.
-    pub(super) fn at(&self, i: usize) -> Option<(u64, &T)> {
-        self.0.get(i).map(|(key, value)| (*key, value))
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        self.0.iter().map(|(key, value)| (*key, value))
-    }
-
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut T)> {
         self.0.iter_mut().map(|(key, value)| (*key, value))
     }

@@ -25,10 +25,6 @@ pub struct Status {
     /// from an isolate's view without a call. (A shard of an earlier
     /// version sends none: open.)
     pub control: Option<Control>,
-    /// Tickets waiting in the whole room, as the shard last knew it: its
-    /// own and, from the room's last gathering, the other shards'.
-    #[serde(default)]
-    pub room_waiting: u64,
 }
 
 impl Status {
@@ -60,15 +56,6 @@ impl Status {
         turnover.clamp(1, u64::from(self.per_minute.max(1)))
     }
 
-    /// How crowded a newcomer finds the shard: whether it must wait (no
-    /// place or no start free), then how many wait.
-    pub fn crowd(&self) -> (bool, u64) {
-        let busy = self.active.saturating_add(self.offered);
-        let full =
-            busy >= self.places || self.admitted.saturating_add(self.offered) >= self.per_minute;
-        (full, self.waiting())
-    }
-
     /// The operator's state when it is `state`.
     pub fn in_state(&self, state: RuleState) -> Option<&Control> {
         self.control.as_ref().filter(|c| c.state == state)
@@ -81,15 +68,15 @@ impl Status {
 }
 
 impl Counters {
-    /// The place `number` holds, once it has one: a number of the line
+    /// The place `number` holds, once it has one: a number of a line
     /// started before this one holds none.
     pub fn place_of(&self, number: Number) -> Option<u64> {
         let start = self.start;
         match number {
             Number::Place(p) if (start..self.next).contains(&p) => Some(p),
             Number::Pre(j) if self.opened && j >= start => {
-                lottery::place(self.seed, self.pre.saturating_sub(start), j - start)
-                    .map(|p| start + p)
+                let drawn = lottery::place(self.seed, self.pre.saturating_sub(start), j - start);
+                drawn.map(|p| start + p)
             }
             _ => None,
         }
@@ -117,7 +104,6 @@ impl Status {
             offered: 0,
             admitted: 6,
             control: None,
-            room_waiting: next - serving,
         }
     }
 }

@@ -86,10 +86,9 @@ fn shares_of_places_and_rate_sum_to_the_room() {
     let fixture = Fixture::new();
     let room = fixture.room();
     let terms: Vec<Terms> = (0..4).map(|s| room.terms(s)).collect();
-    let own: Vec<_> = terms.iter().map(Terms::own).collect();
-    assert_eq!(own.iter().map(|o| o.places).sum::<u64>(), 10);
-    assert_eq!(own.iter().map(|o| o.starts).sum::<u64>(), 60);
-    assert_eq!((own[0].places, own[3].places), (3, 2));
+    assert_eq!(terms.iter().map(|t| t.places).sum::<u32>(), 10);
+    assert_eq!(terms.iter().map(|t| t.per_minute).sum::<u32>(), 60);
+    assert_eq!((terms[0].places, terms[3].places), (3, 2));
     assert_eq!(terms[0].grace_ms, 44_000);
     assert_eq!(room.renew_every_ms(), 60_000);
 }
