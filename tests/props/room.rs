@@ -7,7 +7,10 @@
 //!   newcomer is let straight in only when nobody waits;
 //! - a place gives at most one session, ever;
 //! - a restart (the shard read back from what its changes stored) changes
-//!   nothing;
+//!   nothing, and an outage (time with no alarm and no call) takes nothing
+//!   from an offer's grace;
+//! - an operator's reset leaves nobody waiting, in or offered, and the
+//!   promises above hold across it;
 //! - while an operator holds the shard paused or closed, no session starts
 //!   and no place is offered; a ticket not yet called keeps its place
 //!   (paused: it waits; closed: it is turned away); a closed shard hands
@@ -46,6 +49,8 @@ enum Step {
     Wait(u64),
     /// The runtime is down this long: no alarm, no call.
     Outage(u64),
+    /// An operator resets the room: the line starts over.
+    Reset,
     /// An operator sets the shard's state.
     Set(RuleState),
 }
@@ -61,6 +66,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Restart),
         4 => (0u64..25_000).prop_map(Step::Wait),
         1 => (5_000u64..60_000).prop_map(Step::Outage),
+        1 => Just(Step::Reset),
         2 => prop_oneof![
             Just(RuleState::Open),
             Just(RuleState::Paused),
@@ -289,6 +295,26 @@ impl Room {
         self.record(&changes, halted)
     }
 
+    /// The runtime is down `ms`, then its alarm runs: every offer standing
+    /// before still stands.
+    fn outage(&mut self, ms: u64) -> Result<(), TestCaseError> {
+        let offered = self.store.offers.keys().copied().collect::<Vec<_>>();
+        self.now += ms;
+        self.alarm()?;
+        let lost: Vec<_> = offered.iter().filter(|p| !self.store.offers.contains_key(p)).collect();
+        prop_assert!(lost.is_empty(), "offers {:?} lost to an outage", lost);
+        Ok(())
+    }
+
+    fn reset(&mut self) -> Result<(), TestCaseError> {
+        let halted = self.shard.control().is_some();
+        let changes = self.shard.reset(self.now, &mut || 4);
+        self.record(&changes, halted)?;
+        prop_assert_eq!(self.shard.status().waiting(), 0);
+        prop_assert_eq!(self.shard.status().active + self.shard.status().offered, 0);
+        Ok(())
+    }
+
     /// `ms` pass with the runtime up: the alarm runs when it is due.
     fn wait(&mut self, ms: u64) -> Result<(), TestCaseError> {
         let until = self.now + ms;
@@ -419,7 +445,8 @@ proptest! {
                 Step::Alarm => room.alarm()?,
                 Step::Restart => room.restart()?,
                 Step::Wait(ms) => room.wait(ms)?,
-                Step::Outage(ms) => room.now += ms,
+                Step::Outage(ms) => room.outage(ms)?,
+                Step::Reset => room.reset()?,
                 Step::Set(state) => room.set(state)?,
             }
         }
