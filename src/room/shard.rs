@@ -303,15 +303,15 @@ impl Shard {
         let mut out = vec![Change::Terms(terms)];
         if again {
             self.restart_line(now, &mut out);
-            out.push(Change::Counters(self.counters));
         }
         out
     }
 
     /// An operator's reset after a rehearsal: the line starts over.
-    pub fn reset(&mut self, now: u64, draw: &mut impl FnMut() -> u64) -> Vec<Change> {
-        self.operate(now, draw, |shard, out| shard.restart_line(now, out))
-            .1
+    pub fn reset(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
+        let mut out = self.tick(now, draw);
+        self.restart_line(now, &mut out);
+        out
     }
 
     /// Sessions end, offers and tickets are gone, and a pre-queue begins
@@ -329,6 +329,7 @@ impl Shard {
         let start = c.next.max(c.pre);
         (c.start, c.next, c.serving, c.pre) = (start, start, start, start);
         c.opened = self.terms.opens_at_ms.is_none_or(|at| at <= now);
+        out.push(Change::Counters(self.counters));
     }
 
     pub fn counters(&self) -> Counters {
@@ -340,7 +341,7 @@ impl Shard {
         &mut self,
         now: u64,
         holding: Holding,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
     ) -> (Turn, Vec<Change>) {
         self.operate(now, draw, |shard, out| match holding {
             Holding::Session(id) => match shard.sessions.get_mut(id) {
@@ -360,12 +361,7 @@ impl Shard {
 
     /// The origin ended session `id`: its place goes to the next ticket at
     /// once. True if it was live.
-    pub fn end(
-        &mut self,
-        now: u64,
-        id: u64,
-        draw: &mut impl FnMut() -> u64,
-    ) -> (bool, Vec<Change>) {
+    pub fn end(&mut self, now: u64, id: u64, draw: &mut dyn FnMut() -> u64) -> (bool, Vec<Change>) {
         self.operate(now, draw, |shard, out| {
             let ended = shard.sessions.remove(id).is_some();
             if ended {
@@ -378,7 +374,7 @@ impl Shard {
 
     /// Lapses, expiries, offers and the opening that are due: the alarm's
     /// work, and every call's first step.
-    pub fn tick(&mut self, now: u64, draw: &mut impl FnMut() -> u64) -> Vec<Change> {
+    pub fn tick(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
         self.operate(now, draw, |_, _| ()).1
     }
 
@@ -427,7 +423,7 @@ impl Shard {
     fn operate<T>(
         &mut self,
         now: u64,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
         op: impl FnOnce(&mut Shard, &mut Vec<Change>) -> T,
     ) -> (T, Vec<Change>) {
         let before = self.counters;
@@ -444,7 +440,7 @@ impl Shard {
         (result, out)
     }
 
-    fn open_if_due(&mut self, now: u64, draw: &mut impl FnMut() -> u64) {
+    fn open_if_due(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) {
         let due = self.terms.opens_at_ms.is_none_or(|at| now >= at);
         if due && !self.counters.opened {
             self.counters.opened = true;

@@ -301,7 +301,10 @@ impl Room {
         let offered = self.store.offers.keys().copied().collect::<Vec<_>>();
         self.now += ms;
         self.alarm()?;
-        let lost: Vec<_> = offered.iter().filter(|p| !self.store.offers.contains_key(p)).collect();
+        let lost: Vec<_> = offered
+            .iter()
+            .filter(|p| !self.store.offers.contains_key(p))
+            .collect();
         prop_assert!(lost.is_empty(), "offers {:?} lost to an outage", lost);
         Ok(())
     }

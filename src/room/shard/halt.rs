@@ -22,7 +22,7 @@ impl Shard {
         &mut self,
         now: u64,
         control: Control,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
     ) -> (Option<Control>, Vec<Change>) {
         self.operate(now, draw, |shard, out| {
             let previous = shard.control.take();
