@@ -36,11 +36,14 @@ bash scripts/wasm-budget.sh
 # own runtimes on ports the OS picks and keeps its state in memory or in
 # temporary directories. A file that keeps a core busy for minutes says so
 # on a line of its own, "// Heavy: <why>"; heavy files run one at a time,
-# in a lane beside the others, so that no two load the machine at once
-# (docs/operations.md "Tests").
+# in a lane beside the others, so that no two load the machine at once. A
+# file whose tests judge answers against real time to tens of milliseconds
+# says "// Timing: <why>"; those run one at a time after both lanes, alone
+# on the machine (docs/operations.md "Tests").
 files=(tests/e2e/*.test.mjs tests/reliability/*.test.mjs)
 mapfile -t heavy < <(grep -l '^// Heavy:' "${files[@]}")
-mapfile -t light < <(grep -L '^// Heavy:' "${files[@]}")
+mapfile -t timing < <(grep -l '^// Timing:' "${files[@]}")
+mapfile -t light < <(grep -L -e '^// Heavy:' -e '^// Timing:' "${files[@]}")
 jobs=${SLUICE_E2E_JOBS:-3}
 
 heavy_log=$(mktemp)
@@ -61,4 +64,8 @@ wait "$heavy_pid" || heavy_rc=$?
 trap 'rm -f "$heavy_log"' EXIT
 step "the heavy ones, one at a time beside them: ${heavy[*]}"
 cat "$heavy_log"
-[ "$light_rc" = 0 ] && [ "$heavy_rc" = 0 ]
+
+step "the timing ones, one at a time and alone: ${timing[*]}"
+timing_rc=0
+node --test --test-reporter=spec --test-concurrency=1 "${timing[@]}" || timing_rc=$?
+[ "$light_rc" = 0 ] && [ "$heavy_rc" = 0 ] && [ "$timing_rc" = 0 ]

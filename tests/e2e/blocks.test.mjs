@@ -1,3 +1,5 @@
+// Timing: the origin's clock judges every 3 s window, and the calls per 1 000
+// decisions depend on how many decisions the machine makes: run alone.
 // Admission blocks (issue 30): four isolates on one hot key, each admitting
 // from the blocks its key object grants it. The origin's own clock is the
 // judge: no 3 s window may hold more than the limit's 300 admissions. The

@@ -1,3 +1,5 @@
+// Timing: a block is held only while the key is hot (several decisions a
+// second) and all within one 8 s window: run alone.
 // Admission blocks across a hard restart: an isolate admits from a block
 // its key object granted, then the runtime is killed (SIGKILL, isolate and
 // object at once, the block never reported) and started again on the same
