@@ -427,17 +427,29 @@ impl Shard {
         op: impl FnOnce(&mut Shard, &mut Vec<Change>) -> T,
     ) -> (T, Vec<Change>) {
         let before = self.counters;
+        let mut out = self.due(now, draw);
+        let result = op(self, &mut out);
+        self.done(now, before, &mut out);
+        (result, out)
+    }
+
+    /// `operate`'s work before the operation, apart from it so that the
+    /// wasm holds one copy whatever the operation.
+    fn due(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
         let mut out = Vec::new();
         self.open_if_due(now, draw);
         self.catch_up(now, &mut out);
         self.lapse(now, &mut out);
         self.offer(now, &mut out);
-        let result = op(self, &mut out);
-        self.sample(now, &mut out);
+        out
+    }
+
+    /// `operate`'s work after it: the sample, and the counters if changed.
+    fn done(&mut self, now: u64, before: Counters, out: &mut Vec<Change>) {
+        self.sample(now, out);
         if self.counters != before {
             out.push(Change::Counters(self.counters));
         }
-        (result, out)
     }
 
     fn open_if_due(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) {
