@@ -308,8 +308,9 @@ function ruleCard(id) {
 function renderTraffic(rules, stats, top) {
   $("top-minutes").textContent = String(TOP_MINUTES);
   const byRule = new Map(stats.rules.map((r) => [r.rule, r]));
-  // A waiting room's traffic is in its own panel.
-  const ids = rules.rules.filter((r) => !r.waiting_room).map((r) => r.id);
+  // A waiting room's card counts its joins, which its join limit decides;
+  // its places are in its own panel.
+  const ids = rules.rules.map((r) => r.id);
   if (byRule.has(rules.api_rule)) ids.push(rules.api_rule);
   for (const id of byRule.keys()) if (!ids.includes(id)) ids.push(id);
   const box = $("traffic");

@@ -51,6 +51,8 @@ fn run(arrivals: &[u64], shards: u32, two_choices: bool, seed: u64) -> Vec<u64> 
         refresh_ms: REFRESH_S * 1000,
         opens_at_ms: None,
         secret: String::new(),
+        pass_secret: String::new(),
+        work_bits: None,
     };
     let mut rooms: Vec<Shard> = (0..shards).map(|s| Shard::new(terms(&room, s))).collect();
     let mut rng = Rng(seed);
@@ -150,7 +152,7 @@ fn settle(v: &mut Visitor, turn: Turn, t: u64, rng: &mut Rng, first: bool) {
             );
             v.holding = Holding::Ticket(number);
         }
-        Turn::Closed => unreachable!("nobody closes the simulated room"),
+        Turn::Closed | Turn::NotOpen => unreachable!("the simulated room is open, never closed"),
     }
 }
 

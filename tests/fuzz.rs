@@ -550,7 +550,7 @@ fn the_fields_sent_to_the_origin_never_panic() {
     let names = prop_oneof![
         3 => prop::sample::select(vec![
             "connection", "Connection", "keep-alive", "te", "upgrade", "x-forwarded-for",
-            "forwarded", "x-sluice-auth", "X-Sluice-Auth", "accept", "x-hop",
+            "forwarded", "x-sluice-auth", "X-Sluice-Auth", "Sluice-Room-Pass", "accept", "x-hop",
             "X-Forwarded-Host", "x-forwarded-proto", "cf-ipcountry", "CF-Connecting-IP",
         ])
         .prop_map(str::to_string),
@@ -579,8 +579,15 @@ fn the_fields_sent_to_the_origin_never_panic() {
                 proto: Some("https"),
                 keep: &keep,
                 auth: Some(auth),
+                room_pass: Some("v1.pass.shop.0-1.2.sig"),
             };
             let out = to_origin(fields.clone(), &facts);
+            let passes: Vec<&str> = out
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("sluice-room-pass"))
+                .map(|(_, value)| value.as_str())
+                .collect();
+            assert_eq!(passes, ["v1.pass.shop.0-1.2.sig"], "exactly Sluice's pass");
             let sent: Vec<&str> = out
                 .iter()
                 .filter(|(name, _)| name.eq_ignore_ascii_case("x-sluice-auth"))

@@ -82,6 +82,7 @@ struct ListedRoom {
     shards: u32,
     refresh_ms: u64,
     opens_at: Option<String>,
+    challenge_work: Option<u32>,
 }
 
 crate::write_json!(ListedRoom {
@@ -90,7 +91,8 @@ crate::write_json!(ListedRoom {
     session_ms,
     shards,
     refresh_ms,
-    opens_at
+    opens_at,
+    challenge_work
 });
 
 impl ListedRoom {
@@ -102,6 +104,7 @@ impl ListedRoom {
             shards: room.shards,
             refresh_ms: room.refresh_ms,
             opens_at: room.opens_at_ms.map(rfc3339),
+            challenge_work: room.work_bits,
         }
     }
 }
@@ -467,11 +470,21 @@ mod tests {
                        "waiting_room": {"active": 500, "per_minute": 200, "opens_at": "2026-12-01T10:00:00Z"}}]
         }));
         let shop = &rules["rules"][0];
-        assert_eq!(shop["tiers"], json!([]));
+        assert_eq!(
+            shop["tiers"],
+            json!([{"name": null, "when": "always", "key": "{ip}", "lookup": "shop",
+                    "policies": [{"name": "shop", "limit": 5, "window_ms": 60_000, "algorithm": "sliding_log"}]}]),
+            "the join limit, by default"
+        );
+        assert_eq!(shop["also"][0]["lookup"], "shop.pre-queue");
+        assert_eq!(
+            shop["also"][0]["policies"],
+            json!([{"name": "shop.pre-queue", "limit": 5, "window_ms": 2_592_000_000u64, "algorithm": "sliding_log"}])
+        );
         assert_eq!(
             shop["waiting_room"],
             json!({"active": 500, "per_minute": 200, "session_ms": 300_000, "shards": 8,
-                   "refresh_ms": 20_000, "opens_at": "2026-12-01T10:00:00.000Z"})
+                   "refresh_ms": 20_000, "opens_at": "2026-12-01T10:00:00.000Z", "challenge_work": null})
         );
     }
 

@@ -264,12 +264,6 @@ fn resolve<'c>(
             format!("no rule {rule:?}: use a rule id, or <rule>.<tier> for a tier{elsewhere}"),
         ));
     };
-    if found.room.is_some() {
-        return Err(not_found(
-            "rule",
-            format!("rule {id:?} is a waiting room, which keeps no keys: its figures are at /admin/rooms/{id}"),
-        ));
-    }
     if let Some(layer) = tier.and_then(|t| found.also.iter().find(|l| l.id == t)) {
         return Ok((found, Named::Layer(layer)));
     }
@@ -608,8 +602,8 @@ mod tests {
     }
 
     #[test]
-    fn a_waiting_room_keeps_no_keys() {
-        assert_eq!(objects("shop", "k").unwrap_err(), (404, "rule".into()));
+    fn a_waiting_room_keeps_its_join_keys() {
+        assert_eq!(objects("shop", "k").unwrap(), ["rule:shop:k"]);
     }
 
     #[test]

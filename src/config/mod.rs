@@ -305,6 +305,7 @@ impl Config {
             }
             rules.push(rule);
         }
+        room::validate_gates(&rules)?;
         if let Some((i, rule)) = rules
             .iter()
             .enumerate()

@@ -61,8 +61,12 @@ pub struct Rule {
     /// requests go to the room (`crate::room`) instead of key objects.
     pub room: Option<WaitingRoom>,
     /// Stacked limits (`also`), as written; [`Rule::levels`] lists them
-    /// with the rule's own in the order they are asked.
+    /// with the rule's own in the order they are asked. A room's is its
+    /// pre-queue cap.
     pub also: Vec<Layer>,
+    /// The id of the waiting room whose session the rule's requests need
+    /// (`room`).
+    pub behind: Option<String>,
 }
 
 /// What to do when the key's object cannot decide.
@@ -169,6 +173,7 @@ from_tree! {
         count: Option<Value> = optional "count",
         waiting_room: Option<RawRoom> = optional "waiting_room",
         also: Option<Vec<RawLayer>> = optional "also",
+        room: Option<String> = optional "room",
     }
 }
 
@@ -224,16 +229,18 @@ pub(super) fn validate_rule(
             ("split", raw.split.is_some()),
             ("count", raw.count.is_some()),
             ("also", raw.also.is_some()),
+            ("room", raw.room.is_some()),
         ];
         let set: Vec<&str> = set.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
+        let made = validate_room(room, &set, &raw.id, at)?;
         return Ok(Rule {
-            room: Some(validate_room(room, &set, at)?),
+            room: Some(made.room),
             id: raw.id,
             path,
             paths,
             methods,
             action: None,
-            tiers: Vec::new(),
+            tiers: vec![made.join],
             ban: None,
             allow,
             deny,
@@ -243,7 +250,8 @@ pub(super) fn validate_rule(
             concurrency: None,
             global: None,
             count: None,
-            also: Vec::new(),
+            also: made.also,
+            behind: None,
         });
     }
     if raw.action.as_deref() == Some("") {
@@ -358,6 +366,7 @@ pub(super) fn validate_rule(
         count: None,
         room: None,
         also: Vec::new(),
+        behind: raw.room,
     };
     rule.count = validate_count(count_raw, &rule, at)?;
     if let Some(also) = raw.also {

@@ -2,20 +2,28 @@
 //! holder id drawn at random when the isolate first needs it, and the
 //! calls a check becomes. A block lapsed before its key's next call is
 //! reported in the background, from the next request this isolate serves.
+//! A refusal that may be for this isolate's own block waits for the ask
+//! it raced to land (every call has a deadline), and is decided again if
+//! the ask brought a block (`isolate::flights`).
 
 use std::cell::RefCell;
 
+use futures_channel::oneshot;
 use worker::{console_error, Context, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
-use crate::gate::local::{Local, LocalBlocks};
+use crate::gate::local::{Call, Local, LocalBlocks};
+use crate::isolate::flights::AGAIN;
 use crate::ledger::Outcome;
 use crate::objects::name::Scope;
 use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
+    /// Refusals waiting for their key's ask to land: dropping the sender
+    /// wakes one.
+    static WAITING: RefCell<Vec<(String, oneshot::Sender<()>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on the isolate's blocks, made on first use; `None` when the
@@ -25,10 +33,16 @@ fn with<R>(f: impl FnOnce(&mut LocalBlocks) -> R) -> Option<R> {
     BLOCKS.with(|blocks| {
         let mut blocks = blocks.borrow_mut();
         if blocks.is_none() {
-            *blocks = Some(LocalBlocks::new(new_lease_id().ok()?));
+            *blocks = made();
         }
         blocks.as_mut().map(f)
     })
+}
+
+/// Out of line: `with` is instantiated once per caller.
+#[inline(never)]
+fn made() -> Option<LocalBlocks> {
+    Some(LocalBlocks::new(new_lease_id().ok()?))
 }
 
 /// `request`'s answer: from a block held when `local` allows and one can
@@ -40,21 +54,71 @@ pub async fn check(
     request: &CheckRequest,
     local: bool,
 ) -> Result<Outcome> {
-    let now = now_ms();
-    // Decided first: a call to this key's object takes its blocks, lapsed
-    // ones included, so they are reported with it, not by a call of their
-    // own.
-    let decided = with(|blocks| blocks.decide(request, local, now));
-    report_due(objects, ctx, now, &request.key);
-    match decided {
-        Some(Local::Admitted(outcome)) => Ok(outcome),
-        Some(Local::Call { request, sent_ms }) => {
-            let answer = objects.check_request(&request).await;
-            with(|blocks| blocks.answered(&request, answer.as_ref().ok(), sent_ms));
-            answer
+    let mut again = 0;
+    loop {
+        let now = now_ms();
+        // Decided first: a call to this key's object takes its blocks,
+        // lapsed ones included, so they are reported with it, not by a
+        // call of their own.
+        let decided = with(|blocks| blocks.decide(request, local, now));
+        report_due(objects, ctx, now, &request.key);
+        let call = match decided {
+            Some(Local::Admitted(outcome)) => return Ok(outcome),
+            Some(Local::Call(call)) => call,
+            None => return objects.check_request(request).await,
+        };
+        let answer = fly(objects, &call).await;
+        if let Some(asking) = landed(&call, answer.as_ref().ok()).filter(|_| again < AGAIN) {
+            if asking {
+                ask_landed(&call.request.key).await;
+            }
+            if with(|blocks| blocks.again(&call)) == Some(true) {
+                again += 1;
+                continue;
+            }
         }
-        None => objects.check_request(request).await,
+        return answer;
     }
+}
+
+/// Makes `call`; dropped unanswered (its request cancelled), it lands as
+/// failed, so that its key is not left asking.
+async fn fly(objects: &Objects, call: &Call) -> Result<Outcome> {
+    let mut unlanded = Unlanded(Some(call));
+    let answer = objects.check_request(&call.request).await;
+    unlanded.0 = None;
+    answer
+}
+
+struct Unlanded<'a>(Option<&'a Call>);
+
+impl Drop for Unlanded<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.0 {
+            landed(call, None);
+        }
+    }
+}
+
+/// Takes `call`'s answer; wakes the refusals waiting for its key's asks
+/// once none is in flight. `Some` when its own refusal may be for this
+/// isolate's blocks ([`LocalBlocks::answered`]), saying whether an ask of
+/// its key is still in flight.
+fn landed(call: &Call, outcome: Option<&Outcome>) -> Option<bool> {
+    let key = &call.request.key;
+    let answered = |blocks: &mut LocalBlocks| (blocks.answered(call, outcome), blocks.asking(key));
+    let (look, asking) = with(answered).unwrap_or_default();
+    if !asking {
+        WAITING.with(|waiting| waiting.borrow_mut().retain(|(waits, _)| waits != key));
+    }
+    look.then_some(asking)
+}
+
+/// Until `key` has no ask of this isolate in flight (woken by [`landed`]).
+async fn ask_landed(key: &str) {
+    let (wake, woken) = oneshot::channel();
+    WAITING.with(|waiting| waiting.borrow_mut().push((key.to_string(), wake)));
+    let _ = woken.await;
 }
 
 /// The part of `scope`'s split quota (of `parts`) that a block this
@@ -76,9 +140,11 @@ fn report_due(objects: &Objects, ctx: &Context, now: u64, deciding: &str) {
     for call in with(|blocks| blocks.due(now, deciding)).unwrap_or_default() {
         let objects = objects.clone();
         ctx.wait_until(async move {
-            if let Err(e) = objects.check_request(&call).await {
+            let answer = fly(&objects, &call).await;
+            if let Err(e) = &answer {
                 console_error!("sluice: could not report admission blocks: {e}");
             }
+            landed(&call, answer.as_ref().ok());
         });
     }
 }

@@ -4,7 +4,9 @@
 //! keep or refund the layers' reservations, answer or forward, release and
 //! settle.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 
 use worker::{console_error, console_log, Context, Response, Result};
 
@@ -64,13 +66,47 @@ impl gate::Chance for Random {
     }
 }
 
+/// A request a rule matched: decided, then refused or forwarded (with
+/// the request's `Sluice-Room-Pass` when it holds a room's session).
 pub async fn limited(
     req: ClientRequest,
     ctx: &Context,
     objects: &Objects,
     settings: &Settings,
     matched: Matched<'_>,
+    room_pass: Option<String>,
 ) -> Result<Response> {
+    let rule = matched.rule;
+    let conclusion = decide(&req, ctx, objects, settings, matched).await;
+    match conclusion.reply {
+        Reply::Answer(answer) => respond::answer(&answer),
+        Reply::Forward(pass) => {
+            pass_on(req, ctx, objects, settings, &rule.id, pass, room_pass).await
+        }
+    }
+}
+
+/// A matched request's decision: planned, its layers asked, and what the
+/// conclusion says recorded, cached, logged and settled in the isolate.
+/// A waiting room's join limit is decided so too. Boxed, so that its two
+/// callers share one copy of it in the wasm.
+pub fn decide<'a>(
+    req: &'a ClientRequest,
+    ctx: &'a Context,
+    objects: &'a Objects,
+    settings: &'a Settings,
+    matched: Matched<'a>,
+) -> Pin<Box<dyn Future<Output = Conclusion> + 'a>> {
+    Box::pin(decided(req, ctx, objects, settings, matched))
+}
+
+async fn decided(
+    req: &ClientRequest,
+    ctx: &Context,
+    objects: &Objects,
+    settings: &Settings,
+    matched: Matched<'_>,
+) -> Conclusion {
     let rule = matched.rule;
     let known = Known {
         config: &settings.config,
@@ -79,7 +115,7 @@ pub async fn limited(
     };
     let arrival = Arrival {
         matched,
-        request: &req,
+        request: req,
         now_ms: now_ms(),
     };
     let conclusion = match gate::plan(&known, arrival, &mut Random) {
@@ -91,10 +127,7 @@ pub async fn limited(
     for request in &conclusion.settle_now {
         settle_later(ctx, objects, request.clone());
     }
-    match conclusion.reply {
-        Reply::Answer(answer) => respond::answer(&answer),
-        Reply::Forward(pass) => pass_on(req, ctx, objects, settings, &rule.id, pass).await,
-    }
+    conclusion
 }
 
 /// Makes the calls the plan names, in turn (a hot key's from the
@@ -143,6 +176,7 @@ async fn pass_on(
     settings: &Settings,
     rule_id: &str,
     pass: Pass,
+    room_pass: Option<String>,
 ) -> Result<Response> {
     let Pass {
         fields,
@@ -155,6 +189,7 @@ async fn pass_on(
         rule_id: key.as_ref().map(|_| rule_id),
         key: key.as_deref(),
         headers: respond::headers(&fields)?,
+        room_pass,
     };
     let response = proxy::forward(req, settings, forward).await?;
     for settle in settle {

@@ -12,6 +12,8 @@ use super::blocks;
 use super::client::{self, Objects};
 use super::clock::now_ms;
 use super::controls;
+use crate::gate::Answer;
+use crate::http::cidr::client_network;
 use crate::isolate::banlist::{BanList, BanRecord};
 use crate::isolate::refusals::{RefusalCache, CAPACITY};
 use crate::isolate::report::Outbox;
@@ -57,6 +59,18 @@ pub fn forget_refusal(object: &ObjectName) {
 /// holding it) or on any of `keys`.
 pub fn manual_ban(ip: Option<IpAddr>, keys: &[&str], now_ms: u64) -> Option<BanRecord> {
     BANS.with(|bans| bans.borrow().find(ip, keys, now_ms).cloned())
+}
+
+/// An operator's ban on the client at `ip` (its address, or a network
+/// holding it, IPv6 grouped by `ipv6_prefix`), as the answer that refuses
+/// it: for paths no rule's own plan answers for (Sluice's endpoints, a
+/// waiting room's visits of every kind).
+pub fn address_banned(ip: Option<IpAddr>, ipv6_prefix: u8) -> Option<Answer> {
+    let ip = ip.filter(|_| any_manual_ban())?;
+    let network = client_network(ip, ipv6_prefix);
+    let now = now_ms();
+    let ban = manual_ban(Some(ip), &[&network], now)?;
+    Some(crate::gate::manually_banned(429, &ban, now))
 }
 
 /// Whether this isolate knows of any manual ban, so that a request need

@@ -35,7 +35,6 @@ use worker::{event, web_sys, Context, Env, Result};
 
 use crate::gate::Matched;
 use crate::http::admin::admin_path;
-use crate::http::cidr::client_network;
 use crate::http::key::client_ip;
 use crate::http::path::RequestPath;
 use crate::http::problem::{Code, Problem};
@@ -81,13 +80,8 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     }
     if let Some(own) = own {
         // So does an operator's ban on the client's address or network.
-        if let Some(ip) = ip.filter(|_| isolate::any_manual_ban()) {
-            let network = client_network(ip, config.ipv6_prefix);
-            let now = clock::now_ms();
-            if let Some(ban) = isolate::manual_ban(Some(ip), &[&network], now) {
-                let banned = crate::gate::manually_banned(429, &ban, now);
-                return respond::answer(&banned).map(Reply::from);
-            }
+        if let Some(banned) = isolate::address_banned(ip, config.ipv6_prefix) {
+            return respond::answer(&banned).map(Reply::from);
         }
         return match admin_path(own) {
             Some(below) => admin::serve(req, &env, &objects, below)
@@ -104,16 +98,17 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     let response = match config.rule_for(&method, &path) {
         None => proxy::forward(req, &settings, Forward::untouched()).await,
         Some((rule, params)) => {
-            if let Some(room) = &rule.room {
-                room::serve(req, &objects, &settings, rule, room, ip).await
-            } else {
-                let matched = Matched {
-                    rule,
-                    path: path.form(rule.paths).text(),
-                    params: &params,
-                    ip,
-                };
-                gate::limited(req, &ctx, &objects, &settings, matched).await
+            let matched = Matched {
+                rule,
+                path: path.form(rule.paths).text(),
+                params: &params,
+                ip,
+                also: true,
+            };
+            // A room's own rule, or a rule behind a room, goes through it.
+            match config.room_for(rule) {
+                Some(room) => room::serve(req, &ctx, &objects, &settings, room, matched).await,
+                None => gate::limited(req, &ctx, &objects, &settings, matched, None).await,
             }
         }
     };

@@ -25,6 +25,8 @@ pub struct Forward<'a> {
     pub key: Option<&'a str>,
     /// Fields added to the origin's response (RateLimit, Sluice-Shadow...).
     pub headers: Headers,
+    /// The request's `Sluice-Room-Pass`, when it holds a room's session.
+    pub room_pass: Option<String>,
 }
 
 impl Forward<'_> {
@@ -34,6 +36,7 @@ impl Forward<'_> {
             rule_id: None,
             key: None,
             headers: Headers::new(),
+            room_pass: None,
         }
     }
 }
@@ -51,7 +54,8 @@ pub async fn forward(
         Origin::Route => Ok(req.url().to_string()),
         Origin::Url(base) => Ok(below(&req, base)),
     };
-    let response = match target.and_then(|target| upstream(&req, &target, settings)) {
+    let pass = forward.room_pass.as_deref();
+    let response = match target.and_then(|target| upstream(&req, &target, settings, pass)) {
         Ok(upstream) => send(&upstream).await,
         Err(e) => Err(e),
     };
@@ -89,7 +93,12 @@ fn below(req: &ClientRequest, base: &str) -> String {
 /// `client::Objects` makes its calls: `worker::RequestInit`'s conversion
 /// also writes the `cf` options Sluice never sets, and brings their
 /// serialisation (11 KB of wasm) with it.
-fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<web_sys::Request> {
+fn upstream(
+    req: &ClientRequest,
+    target: &str,
+    settings: &Settings,
+    room_pass: Option<&str>,
+) -> Result<web_sys::Request> {
     let auth = match (&settings.config.origin_auth, &settings.origin_secret) {
         (Some(auth), Some(secret)) => Some(OriginAuth {
             header: &auth.header,
@@ -104,6 +113,7 @@ fn upstream(req: &ClientRequest, target: &str, settings: &Settings) -> Result<we
         proto: received.map(|(scheme, _)| scheme),
         keep: &settings.config.keep_headers,
         auth,
+        room_pass,
     };
     let headers = Headers::new();
     for (name, value) in to_origin(req.headers().entries().collect(), &facts) {

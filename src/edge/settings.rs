@@ -37,21 +37,30 @@ pub struct Settings {
     pub api_token: Option<Token>,
     /// The value sent in `origin_auth.header`, when the config has one.
     pub origin_secret: Option<String>,
-    /// The key each waiting room's cookies are signed with, by rule id.
-    pub room_keys: Vec<(String, Hs256Key)>,
+    /// The keys each waiting room signs its cookies and its origin's
+    /// pass with, by rule id.
+    pub room_keys: Vec<(String, RoomKeys)>,
     /// How often the isolate reports to the hubs, and how often it reads
     /// the rules' states: as documented, or shorter in a test.
     pub report_ms: u64,
     pub refresh_ms: u64,
 }
 
+/// A waiting room's signing keys.
+pub struct RoomKeys {
+    pub cookies: Hs256Key,
+    /// `Sluice-Room-Pass`'s: the cookies' unless `pass_secret` names
+    /// another secret.
+    pub pass: Hs256Key,
+}
+
 impl Settings {
-    /// The key room `rule` signs its cookies with.
-    pub fn room_key(&self, rule: &str) -> Option<&Hs256Key> {
+    /// The keys room `rule` signs with.
+    pub fn room_keys(&self, rule: &str) -> Option<&RoomKeys> {
         self.room_keys
             .iter()
             .find(|(id, _)| id == rule)
-            .map(|(_, key)| key)
+            .map(|(_, keys)| keys)
     }
 }
 
@@ -117,7 +126,7 @@ fn load(env: &Env) -> Result<Settings, ConfigError> {
 /// missing or short one is an invalid config naming the room's field, so
 /// no room runs with cookies anyone could forge. A room without the `ROOM`
 /// namespace in wrangler.toml is one too, rather than a 503 on every visit.
-fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, ConfigError> {
+fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, RoomKeys)>, ConfigError> {
     let rooms = config
         .rules
         .iter()
@@ -131,10 +140,18 @@ fn room_keys(env: &Env, config: &Config) -> Result<Vec<(String, Hs256Key)>, Conf
                     message: format!("a waiting room needs the {ROOM_BINDING} Durable Object binding (class Room) and its migration: see wrangler.toml in Sluice's repository"),
                 });
             }
-            let field = format!("SLUICE.rules[{i}].waiting_room.secret");
-            let value = required_secret(env, &room.secret, &field)?;
-            check_secret_strength(&field, &room.secret, &value)?;
-            Ok((rule.id.clone(), Hs256Key::new(value.as_bytes())))
+            let key = |name: &str, field: &str| {
+                let field = format!("SLUICE.rules[{i}].waiting_room.{field}");
+                let value = required_secret(env, name, &field)?;
+                check_secret_strength(&field, name, &value)?;
+                Ok(Hs256Key::new(value.as_bytes()))
+            };
+            let cookies = key(&room.secret, "secret")?;
+            let pass = match room.pass_secret == room.secret {
+                true => cookies.clone(),
+                false => key(&room.pass_secret, "pass_secret")?,
+            };
+            Ok((rule.id.clone(), RoomKeys { cookies, pass }))
         })
         .collect()
 }

@@ -23,7 +23,10 @@
 //!
 //! Only admissions come from blocks, never refusals: a request no block
 //! can take is decided as without blocks (under a ban policy, by the
-//! object, which counts the refusal toward the ban).
+//! object, which counts the refusal toward the ban). A block never refuses
+//! its own isolate's requests (issue 40): every call carries the reports
+//! of its key still in flight, and a refusal of a call that raced an ask
+//! is looked at again once the ask has landed ([`Flights`]).
 //!
 //! An answer admitted here tells each policy the block's unused
 //! admissions as its `remaining`: a lower bound of the truth (see
@@ -32,18 +35,13 @@
 
 use std::collections::HashMap;
 
-use crate::isolate::blocks::{BlockHolder, Reserve};
+use crate::isolate::blocks::{BlockHolder, Reading, Reserve};
+use crate::isolate::flights::Flights;
 use crate::isolate::heat::Heat;
+use crate::ledger::blocks::BlockReport;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::{Decision, Retry, Spec};
 use crate::objects::protocol::{BlockAskWire, CheckRequest, SettleRequest, WireReport};
-
-/// How long an ask for blocks stands in for the next ones of its key: a
-/// call's answer comes much sooner, or it failed.
-pub const ASK_MS: u64 = 1_000;
-
-/// Keys with an ask in flight before the stale ones are dropped.
-const ASKING_CAPACITY: usize = 1024;
 
 /// What a check becomes.
 #[derive(Debug, PartialEq)]
@@ -51,9 +49,19 @@ const ASKING_CAPACITY: usize = 1024;
 pub enum Local {
     /// Admitted from blocks held: the answer, with no call.
     Admitted(Outcome),
-    /// The call to make, sent at `sent_ms` (this isolate's clock); its
-    /// answer goes to [`LocalBlocks::answered`].
-    Call { request: CheckRequest, sent_ms: u64 },
+    Call(Call),
+}
+
+/// A call to make; its answer goes to [`LocalBlocks::answered`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub request: CheckRequest,
+    /// When it was sent, on this isolate's clock.
+    pub sent: Reading,
+    /// The ask of this isolate in flight when it was sent ([`Flights`]).
+    raced: Option<u64>,
+    /// Its id in flight, when it asks for blocks or carries reports.
+    flight: Option<u64>,
 }
 
 /// One isolate's blocks and heat.
@@ -65,12 +73,8 @@ pub struct LocalBlocks {
     /// asked for them): a check asking other specs (a changed config, or
     /// another decision-API caller's limits) goes to the object.
     specs: HashMap<String, Vec<(String, Spec)>>,
-    /// The keys whose object was asked for blocks by a call not answered
-    /// yet, and when: a burst of requests before the first grant comes
-    /// back asks once, not once each, so one isolate does not take share
-    /// after share of the headroom the others need. An ask older than
-    /// [`ASK_MS`] (its call failed or was dropped) no longer counts.
-    asking: HashMap<String, u64>,
+    /// Its calls in flight that ask for blocks or carry reports.
+    flights: Flights,
     /// Checks admitted here since the isolate started.
     admitted: u64,
     /// Blocks granted to this isolate since it started.
@@ -86,7 +90,7 @@ impl LocalBlocks {
             holder: BlockHolder::new(holder),
             heat: Heat::default(),
             specs: HashMap::new(),
-            asking: HashMap::new(),
+            flights: Flights::default(),
             admitted: 0,
             granted: 0,
             settled: 0,
@@ -99,13 +103,14 @@ impl LocalBlocks {
     /// as a reservation pending in its blocks, for
     /// [`settle`](Self::settle) to keep or refund.
     pub fn decide(&mut self, request: &CheckRequest, local: bool, now_ms: u64) -> Local {
+        let sent = self.holder.read(now_ms);
         let mut block = None;
         if local && request.lease.is_none() && request.cost > 0 {
             let rate = self.heat.record(&request.key, now_ms);
             if let Some(outcome) = self.admit(request, now_ms) {
                 return Local::Admitted(outcome);
             }
-            if self.ask(&request.key, now_ms) {
+            if self.flights.asking(&request.key).is_none() {
                 block = Some(BlockAskWire {
                     holder: self.holder.holder().to_string(),
                     rate,
@@ -119,10 +124,33 @@ impl LocalBlocks {
         if !reports.is_empty() {
             self.specs.remove(&request.key);
         }
-        call.reports.extend(reports.iter().map(WireReport::encode));
-        Local::Call {
-            request: call,
-            sent_ms: now_ms,
+        Local::Call(self.send(call, reports, sent))
+    }
+
+    /// `request` as a call sent at `sent` with `reports`, and the reports
+    /// of its key still in flight ([`Flights`]); counted in flight when it
+    /// asks for blocks or carries reports of its own.
+    fn send(
+        &mut self,
+        mut request: CheckRequest,
+        reports: Vec<BlockReport>,
+        sent: Reading,
+    ) -> Call {
+        let key = &request.key;
+        let raced = self.flights.asking(key);
+        let again = self.flights.reports(key);
+        request.reports = reports
+            .iter()
+            .chain(again)
+            .map(WireReport::encode)
+            .collect();
+        let asks = request.block.is_some();
+        let flight = (asks || !reports.is_empty()).then(|| self.flights.send(key, asks, reports));
+        Call {
+            request,
+            sent,
+            raced,
+            flight,
         }
     }
 
@@ -131,24 +159,6 @@ impl LocalBlocks {
     /// first, so that a hot quota is decided here.
     pub fn usable<T>(&self, now_ms: u64, pick: impl FnMut(&str) -> Option<T>) -> Option<T> {
         self.holder.usable(now_ms).find_map(pick)
-    }
-
-    /// Whether to ask `key`'s object for blocks now: not while an ask of
-    /// this isolate is in flight.
-    fn ask(&mut self, key: &str, now_ms: u64) -> bool {
-        if self
-            .asking
-            .get(key)
-            .is_some_and(|&at| now_ms < at.saturating_add(ASK_MS))
-        {
-            return false;
-        }
-        if self.asking.len() >= ASKING_CAPACITY {
-            self.asking
-                .retain(|_, at| now_ms < at.saturating_add(ASK_MS));
-        }
-        self.asking.insert(key.to_string(), now_ms);
-        true
     }
 
     fn admit(&mut self, request: &CheckRequest, now_ms: u64) -> Option<Outcome> {
@@ -204,49 +214,69 @@ impl LocalBlocks {
         settled
     }
 
-    /// Keeps the blocks the object granted with its answer to `request`
-    /// (a call [`decide`](Self::decide) made, sent at `sent_ms`); `None`
-    /// when the call failed.
-    pub fn answered(&mut self, request: &CheckRequest, outcome: Option<&Outcome>, sent_ms: u64) {
-        if request.block.is_some() {
-            self.asking.remove(&request.key);
+    /// Keeps the blocks the object granted with its answer to `call` (one
+    /// [`decide`](Self::decide) or [`due`](Self::due) made); `outcome` is
+    /// `None` when the call failed. True when the answer is a refusal that
+    /// may be for this isolate's own block, as the call raced an ask for
+    /// blocks: wait until the key is not [`asking`](Self::asking), then
+    /// decide it [`again`](Self::again) if so.
+    pub fn answered(&mut self, call: &Call, outcome: Option<&Outcome>) -> bool {
+        let request = &call.request;
+        let granted = outcome.filter(|o| !o.blocks.is_empty());
+        if let Some(id) = call.flight {
+            self.flights.land(id, granted.is_some());
         }
-        let Some(outcome) = outcome.filter(|o| !o.blocks.is_empty()) else {
-            return;
-        };
-        let Ok(specs) = request.policies() else {
-            return;
-        };
-        for grant in &outcome.blocks {
-            self.holder.hold(&request.key, grant, sent_ms);
+        if let (Some(outcome), Ok(specs)) = (granted, request.policies()) {
+            for grant in &outcome.blocks {
+                self.holder.hold(&request.key, grant, call.sent);
+            }
+            self.granted += outcome.blocks.len() as u64;
+            self.specs.insert(request.key.clone(), specs);
         }
-        self.granted += outcome.blocks.len() as u64;
-        self.specs.insert(request.key.clone(), specs);
+        let refused = outcome.is_some_and(|o| {
+            !o.allowed && o.ban.is_none() && o.halt.is_none() && o.conflict.is_none()
+        });
+        refused && request.lease.is_none() && call.raced.is_some()
+    }
+
+    /// Whether `key`'s object has an ask of this isolate in flight.
+    pub fn asking(&self, key: &str) -> bool {
+        self.flights.asking(key).is_some()
+    }
+
+    /// Whether `call`, refused ([`answered`](Self::answered)) and the asks
+    /// it raced landed, is to be decided again: one of them brought a
+    /// block, which its refusal may have counted.
+    pub fn again(&self, call: &Call) -> bool {
+        call.raced
+            .is_some_and(|ask| self.flights.brought(&call.request.key, ask))
     }
 
     /// The blocks lapsed at `now_ms`, or spent and not of `deciding` (the
     /// object of the check just decided), as calls that report them (cost
     /// 0: they decide nothing), one per object.
-    pub fn due(&mut self, now_ms: u64, deciding: &str) -> Vec<CheckRequest> {
-        let mut calls: Vec<CheckRequest> = Vec::new();
+    pub fn due(&mut self, now_ms: u64, deciding: &str) -> Vec<Call> {
+        let mut calls: Vec<(CheckRequest, Vec<BlockReport>)> = Vec::new();
         for (object, report) in self.holder.due(now_ms, deciding) {
-            let report = WireReport::encode(&report);
-            match calls.iter_mut().find(|c| c.key == object) {
-                Some(call) => call.reports.push(report),
+            match calls.iter_mut().find(|(c, _)| c.key == object) {
+                Some((_, reports)) => reports.push(report),
                 None => {
                     let specs = self.specs.get(&object).cloned().unwrap_or_default();
-                    let mut call = CheckRequest::new(&object, &specs, 0, None);
-                    call.reports.push(report);
-                    calls.push(call);
+                    let call = CheckRequest::new(&object, &specs, 0, None);
+                    calls.push((call, vec![report]));
                 }
             }
         }
-        for call in &calls {
+        for (call, _) in &calls {
             if !self.holder.holds(&call.key) {
                 self.specs.remove(&call.key);
             }
         }
+        let sent = self.holder.read(now_ms);
         calls
+            .into_iter()
+            .map(|(call, reports)| self.send(call, reports, sent))
+            .collect()
     }
 
     /// For operators: `{"held", "granted", "admitted", "settled"}` since

@@ -34,6 +34,10 @@ pub struct Matched<'a> {
     /// The client's address (`CF-Connecting-IP`), parsed once per request
     /// for the deny list that holds before any rule.
     pub ip: Option<IpAddr>,
+    /// Whether the rule's `also` layers are asked: always, but for a
+    /// waiting room's join after its opening, which the room's pre-queue
+    /// cap no longer counts.
+    pub also: bool,
 }
 
 /// What the isolate knows before the request: the config, the JWT key, and
@@ -195,7 +199,8 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         action: rule.action.as_deref(),
         ipv6_prefix: config.ipv6_prefix,
     };
-    let levels = rule.levels(tier);
+    let mut levels = rule.levels(tier);
+    levels.retain(|level| level.own || matched.also);
     let mut keys = Vec::with_capacity(levels.len());
     for level in &levels {
         match level.key.map(|spec| spec.build(request, &inputs)) {

@@ -165,6 +165,7 @@ fn plan_with<'a>(
             path: "/",
             params: &[],
             ip: crate::http::key::client_ip(request),
+            also: true,
         },
         request,
         now_ms: NOW,

@@ -15,7 +15,9 @@
 //! received; the config's `keep_headers` lets named ones through from a
 //! proxy the operator trusts. Last, the origin-auth field, when configured,
 //! carries the secret that lets an origin refuse whatever did not come
-//! through Sluice; a client's copy of that field is never passed on.
+//! through Sluice; a client's copy of that field is never passed on. So is
+//! the waiting room's `Sluice-Room-Pass`: only Sluice sends it, on a
+//! request with a room's session.
 
 use std::net::IpAddr;
 
@@ -57,6 +59,10 @@ pub const FORWARDING_CLAIMS: [&str; 14] = [
     "x-cluster-client-ip",
 ];
 
+/// The field that tells the origin a request holds a room's session
+/// (`room::cookie::Signer::pass`): never a client's.
+pub const ROOM_PASS: &str = "sluice-room-pass";
+
 /// The address Sluice trusts and keys on. The platform sets it (the
 /// runtime does not forward a worker's copy), and Sluice's own word on it
 /// is `X-Forwarded-For`, so it is never kept.
@@ -97,6 +103,8 @@ pub struct Facts<'a> {
     /// Sluice sets none of its own in their place.
     pub keep: &'a [String],
     pub auth: Option<OriginAuth<'a>>,
+    /// The request's room pass, when it holds a room's session.
+    pub room_pass: Option<&'a str>,
 }
 
 /// The fields to send to the origin, from the fields the client sent:
@@ -121,6 +129,7 @@ pub fn to_origin(incoming: Vec<(String, String)>, facts: &Facts<'_>) -> Vec<(Str
             || (is_forwarding_claim(&name) && !kept(&name))
             || named.contains(&name)
             || facts.auth.is_some_and(|auth| auth.header == name)
+            || name == ROOM_PASS
     };
     let mut out: Vec<(String, String)> = incoming
         .into_iter()
@@ -140,13 +149,17 @@ pub fn to_origin(incoming: Vec<(String, String)>, facts: &Facts<'_>) -> Vec<(Str
     if let Some(auth) = facts.auth {
         out.push((auth.header.to_string(), auth.secret.to_string()));
     }
+    if let Some(pass) = facts.room_pass {
+        out.push((ROOM_PASS.to_string(), pass.to_string()));
+    }
     out
 }
 
 /// Whether `name` may carry the origin-auth secret: not a field Sluice
 /// removes or sets itself, nor one the origin reads as something else.
 pub fn may_carry_secret(name: &str) -> bool {
-    const TAKEN: [&str; 7] = [
+    const TAKEN: [&str; 8] = [
+        ROOM_PASS,
         "host",
         "authorization",
         "cookie",
@@ -188,6 +201,7 @@ mod tests {
         proto: None,
         keep: &[],
         auth: None,
+        room_pass: None,
     };
 
     fn from(ip: IpAddr) -> Facts<'static> {
@@ -353,6 +367,29 @@ mod tests {
             ]),
             "naming Sluice's own fields in Connection removes only the client's copies"
         );
+    }
+
+    #[test]
+    fn a_room_pass_is_sluices_alone() {
+        let incoming = headers(&[("Sluice-Room-Pass", "forged"), ("accept", "*/*")]);
+        assert_eq!(
+            to_origin(incoming.clone(), &NOTHING),
+            headers(&[("accept", "*/*")])
+        );
+        assert_eq!(
+            to_origin(
+                incoming,
+                &Facts {
+                    room_pass: Some("v1.pass.shop.0-1.2.sig"),
+                    ..NOTHING
+                }
+            ),
+            headers(&[
+                ("accept", "*/*"),
+                ("sluice-room-pass", "v1.pass.shop.0-1.2.sig")
+            ])
+        );
+        assert!(!may_carry_secret(ROOM_PASS));
     }
 
     #[test]

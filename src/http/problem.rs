@@ -66,6 +66,9 @@ pub enum Code {
     /// An operator closed the rule ("sold out"): there is nothing to come
     /// back for.
     Closed,
+    /// A request without a waiting room's session that does not join it
+    /// (not a page load nor an API call): `room` names the room.
+    RoomRequired,
 }
 
 impl Code {
@@ -98,6 +101,7 @@ impl Code {
             Code::LoopDetected => "loop-detected",
             Code::Paused => "paused",
             Code::Closed => "closed",
+            Code::RoomRequired => "room-required",
         }
     }
 
@@ -105,7 +109,7 @@ impl Code {
         match self {
             Code::InvalidRequest | Code::MissingKey | Code::AmbiguousKey => 400,
             Code::Unauthorized | Code::InvalidToken => 401,
-            Code::Denied => 403,
+            Code::Denied | Code::RoomRequired => 403,
             Code::Banned { status } => status,
             Code::NotFound | Code::NoSuchLease | Code::NoSuchReservation => 404,
             Code::MethodNotAllowed => 405,

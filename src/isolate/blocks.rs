@@ -5,10 +5,12 @@
 //! **Clocks.** A block's lease is in its object's clock. The holder maps
 //! its own clock onto it from the call that brought the block: the grant
 //! happened after the call was sent, so `granted + (now − sent)` is never
-//! earlier than the object's time of the same moment. Admitting while that
-//! is at most `e` keeps every real admission within the lease, and the
-//! times it records lean late by at most the call's round trip (see the
-//! note in `ledger::blocks` for the wiring).
+//! earlier than the object's time of the same moment while this clock
+//! keeps pace. As Workers' clocks lag a little (issue 39), a block is used
+//! only while the mapped reading plus [`CLOCK_MARGIN_MS`] is within the
+//! lease, each admission is stamped that much later, and a reading below
+//! an earlier one (a step back) ends every block held (docs/algorithms.md,
+//! "Clocks").
 //!
 //! **When to report.** Every block of a key rides with the isolate's next
 //! call to that key's object ([`take`](BlockHolder::take)): a block spent
@@ -40,6 +42,7 @@
 //! isolate's and nobody else's, so at least that many remain, a lower
 //! bound of the truth.
 
+use crate::ledger::blocks::size::CLOCK_MARGIN_MS;
 use crate::ledger::blocks::{BlockGrant, BlockReport, Pending};
 
 #[derive(Debug, Clone)]
@@ -73,8 +76,14 @@ impl Held {
         self.admissions - self.times.len() as u32 - pending
     }
 
+    /// When an admission at `now_ms` is stamped: never before its real
+    /// time, while the reading is at most the margin behind.
+    fn stamp(&self, now_ms: u64) -> u64 {
+        self.object_ms(now_ms).saturating_add(CLOCK_MARGIN_MS)
+    }
+
     fn usable(&self, cost: u32, now_ms: u64) -> bool {
-        self.left() >= cost && self.object_ms(now_ms) <= self.until_ms
+        self.left() >= cost && self.stamp(now_ms) <= self.until_ms
     }
 
     fn report(self, holder: &str) -> BlockReport {
@@ -103,6 +112,18 @@ pub struct BlockHolder {
     /// This isolate's id, which the object grants to.
     holder: String,
     held: Vec<Held>,
+    /// The latest reading of the clock: one below it is a step back.
+    latest: u64,
+    /// Steps back read so far.
+    steps: u32,
+}
+
+/// A reading of the isolate's clock, as a call's send time: a block its
+/// call brings is mapped from it, unless the clock stepped back since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub ms: u64,
+    steps: u32,
 }
 
 impl BlockHolder {
@@ -110,6 +131,25 @@ impl BlockHolder {
         BlockHolder {
             holder,
             held: Vec::new(),
+            latest: 0,
+            steps: 0,
+        }
+    }
+
+    /// Takes a reading of the clock: one below the latest ends every
+    /// block held (see the module's note on clocks).
+    pub fn read(&mut self, now_ms: u64) -> Reading {
+        if now_ms < self.latest {
+            self.steps += 1;
+            for held in &mut self.held {
+                // Lapsed: reported as due, used no more.
+                held.until_ms = 0;
+            }
+        }
+        self.latest = now_ms;
+        Reading {
+            ms: now_ms,
+            steps: self.steps,
         }
     }
 
@@ -121,9 +161,10 @@ impl BlockHolder {
     /// The objects it holds a block of that can take one more admission
     /// at `now_ms`.
     pub fn usable(&self, now_ms: u64) -> impl Iterator<Item = &str> {
+        let stepped_back = now_ms < self.latest;
         self.held
             .iter()
-            .filter(move |h| h.usable(1, now_ms))
+            .filter(move |h| !stepped_back && h.usable(1, now_ms))
             .map(|h| h.object.as_str())
     }
 
@@ -138,16 +179,18 @@ impl BlockHolder {
     }
 
     /// Keeps `block`, granted by `object` in answer to a call sent at
-    /// `sent_ms` (this isolate's clock).
-    pub fn hold(&mut self, object: &str, block: &BlockGrant, sent_ms: u64) {
-        let shift = i128::from(block.granted_ms) - i128::from(sent_ms);
+    /// `sent`; held lapsed (to be reported, not used) when the clock
+    /// stepped back since, as the mapping is of the clock before.
+    pub fn hold(&mut self, object: &str, block: &BlockGrant, sent: Reading) {
+        let shift = i128::from(block.granted_ms) - i128::from(sent.ms);
+        let stepped_back = sent.steps != self.steps;
         self.held.push(Held {
             object: object.to_string(),
             policy: block.policy.clone(),
             id: block.id,
             admissions: block.admissions,
             granted_ms: block.granted_ms,
-            until_ms: block.until_ms,
+            until_ms: if stepped_back { 0 } else { block.until_ms },
             shift_ms: i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX }),
             times: Vec::new(),
             pending: Vec::new(),
@@ -169,6 +212,7 @@ impl BlockHolder {
         reserve: Option<Reserve<'_>>,
         now_ms: u64,
     ) -> Option<u64> {
+        let now_ms = self.read(now_ms).ms;
         let picks: Vec<usize> = policies
             .iter()
             .map(|policy| {
@@ -182,7 +226,7 @@ impl BlockHolder {
         }
         for &i in &picks {
             let held = &mut self.held[i];
-            let at = held.object_ms(now_ms);
+            let at = held.stamp(now_ms);
             match reserve {
                 Some(Reserve { id, ttl_ms }) => held.pending.push(Pending {
                     id: id.to_string(),
@@ -233,10 +277,11 @@ impl BlockHolder {
     /// object the isolate decides for now, whose spent blocks wait for its
     /// next call), taken out to be reported: `(object, report)`.
     pub fn due(&mut self, now_ms: u64, deciding: &str) -> Vec<(String, BlockReport)> {
+        let now_ms = self.read(now_ms).ms;
         let (due, kept) = std::mem::take(&mut self.held)
             .into_iter()
             .partition::<Vec<_>, _>(|h| {
-                h.object_ms(now_ms) > h.until_ms || (h.left() == 0 && h.object != deciding)
+                h.stamp(now_ms) > h.until_ms || (h.left() == 0 && h.object != deciding)
             });
         self.held = kept;
         due.into_iter()
@@ -274,8 +319,9 @@ mod tests {
     #[test]
     fn admits_from_every_policys_block_or_none() {
         let mut holder = BlockHolder::new("iso".into());
-        holder.hold("k", &grant(1, "minute", 5, T0, T0 + 500), T0);
-        holder.hold("k", &grant(2, "second", 2, T0, T0 + 500), T0);
+        let sent = holder.read(T0);
+        holder.hold("k", &grant(1, "minute", 5, T0, T0 + 500), sent);
+        holder.hold("k", &grant(2, "second", 2, T0, T0 + 500), sent);
         assert_eq!(
             holder.admit("k", &["minute", "second"], 1, None, T0 + 1),
             Some(1)
@@ -303,40 +349,65 @@ mod tests {
         assert_eq!(holder.usable(T0 + 4).count(), 0);
         let due = holder.due(T0 + 4, "other");
         assert_eq!(due.len(), 2, "spent, and another object decided");
-        assert_eq!(due[0].1.times, [T0 + 1, T0 + 2, T0 + 2, T0 + 2, T0 + 4]);
-        assert_eq!(due[1].1.times, [T0 + 1, T0 + 4]);
+        // Stamped the margin late.
+        let m = CLOCK_MARGIN_MS;
+        let times = [T0 + 1 + m, T0 + 2 + m, T0 + 2 + m, T0 + 2 + m, T0 + 4 + m];
+        assert_eq!(due[0].1.times, times);
+        assert_eq!(due[1].1.times, [T0 + 1 + m, T0 + 4 + m]);
         assert_eq!((due[0].1.holder.as_str(), due[0].0.as_str()), ("iso", "k"));
     }
 
     #[test]
-    fn maps_its_clock_onto_the_objects_and_stops_at_the_lease_end() {
+    fn maps_its_clock_onto_the_objects_and_stops_a_margin_before_the_lease_end() {
         let mut holder = BlockHolder::new("iso".into());
         // Sent at local 5_000, granted at object time T0: shift T0 - 5_000.
-        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), 5_000);
+        let sent = holder.read(5_000);
+        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), sent);
+        let m = CLOCK_MARGIN_MS;
         assert_eq!(holder.admit("k", &["p"], 1, None, 5_040), Some(9));
+        let last = 5_100 - m;
         assert_eq!(
-            holder.admit("k", &["p"], 1, None, 5_100),
+            holder.admit("k", &["p"], 1, None, last),
             Some(8),
-            "e itself is usable"
+            "stamped at e itself"
         );
-        assert!(holder.due(5_100, "").is_empty());
-        assert_eq!(holder.usable(5_100).collect::<Vec<_>>(), ["k"]);
-        assert_eq!(holder.admit("k", &["p"], 1, None, 5_101), None, "past e");
-        assert_eq!(holder.usable(5_101).count(), 0);
-        let due = holder.due(5_101, "k");
-        assert_eq!(due[0].1.times, [T0 + 40, T0 + 100]);
-        // A local clock behind the call's send time stamps at the grant.
-        holder.hold("k", &grant(2, "p", 10, T0, T0 + 100), 5_000);
-        holder.admit("k", &["p"], 1, None, 4_000);
-        assert_eq!(holder.take("k")[0].times, [T0]);
+        assert!(holder.due(last, "").is_empty());
+        assert_eq!(holder.usable(last).collect::<Vec<_>>(), ["k"]);
+        assert_eq!(holder.admit("k", &["p"], 1, None, last + 1), None);
+        assert_eq!(holder.usable(last + 1).count(), 0);
+        let due = holder.due(last + 1, "k");
+        assert_eq!(due[0].1.times, [T0 + 40 + m, T0 + 100]);
+    }
+
+    #[test]
+    fn a_clock_that_steps_back_ends_every_block() {
+        let mut holder = BlockHolder::new("iso".into());
+        let sent = holder.read(5_000);
+        holder.hold("k", &grant(1, "p", 10, T0, T0 + 500), sent);
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_010), Some(9));
+        // A call sent now, answered after the step back.
+        let before = holder.read(5_020);
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_019), None);
+        assert_eq!(holder.usable(5_019).count(), 0);
+        holder.hold("k", &grant(2, "p", 10, T0 + 20, T0 + 500), before);
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_030), None);
+        let due = holder.due(5_030, "k");
+        assert_eq!(due.len(), 2, "both due, to give their rest back");
+        assert_eq!(due[0].1.times, [T0 + 10 + CLOCK_MARGIN_MS]);
+        assert!(due[1].1.times.is_empty());
+        // A call sent after it maps the clock afresh.
+        let after = holder.read(5_031);
+        holder.hold("k", &grant(3, "p", 10, T0 + 40, T0 + 500), after);
+        assert_eq!(holder.admit("k", &["p"], 1, None, 5_032), Some(9));
     }
 
     #[test]
     fn strikes_and_unspent_blocks_ride_with_the_next_call() {
         let mut holder = BlockHolder::new("iso".into());
         assert!(!holder.strike("k"));
-        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), T0);
-        holder.hold("j", &grant(1, "p", 10, T0, T0 + 100), T0);
+        let sent = holder.read(T0);
+        holder.hold("k", &grant(1, "p", 10, T0, T0 + 100), sent);
+        holder.hold("j", &grant(1, "p", 10, T0, T0 + 100), sent);
         assert!(holder.strike("k"));
         assert!(holder.strike("k"));
         let reports = holder.take("k");

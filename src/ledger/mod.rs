@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use crate::control::Control;
 use crate::limit::gcra::{GcraPolicy, Throttle};
 use crate::limit::lease::{Grant, LeaseTable};
-use crate::limit::{Algorithm, Decision, Retry, SlidingLog, Spec};
+use crate::limit::{Algorithm, Decision, Recorded, Retry, SlidingLog, Spec};
 pub use ban::{Ban, BanNotice, BanPolicy};
 pub use invitations::MAX_INVITATIONS;
 pub use leases::LeaseAsk;
@@ -395,15 +395,25 @@ impl Ledger {
     }
 
     /// Forgets the key's state (an operator's reset) and says which rows to
-    /// delete. The floor of a lock's fences stays while a repeat is
-    /// possible, since a lock's fences must grow even across a reset, and
-    /// an operator's override and state (configuration, not state) stay
-    /// too.
-    pub fn reset(&mut self, now_ms: u64) -> Vec<Expired> {
-        let mut expired: Vec<Expired> = std::mem::take(&mut self.slots)
-            .into_iter()
-            .map(|slot| Expired::Slot { name: slot.name })
-            .collect();
+    /// write and delete. The floor of a lock's fences stays while a repeat
+    /// is possible, since a lock's fences must grow even across a reset,
+    /// and an operator's override and state (configuration, not state)
+    /// stay too. Admission blocks still out stay counted: a log counts
+    /// them beside itself, and a fixed window or a GCRA starts afresh but
+    /// for their charge ([`blocks`]).
+    pub fn reset(&mut self, now_ms: u64) -> (Vec<Write>, Vec<Expired>) {
+        let mut writes = Vec::new();
+        let mut expired = Vec::new();
+        for slot in std::mem::take(&mut self.slots) {
+            match self.recharged(&slot, now_ms) {
+                Some(mut kept) => {
+                    let (a, b) = kept.limiter.state().unwrap_or_default();
+                    slot::record(&mut kept, Recorded::State(a, b), &mut writes);
+                    self.slots.push(kept);
+                }
+                None => expired.push(Expired::Slot { name: slot.name }),
+            }
+        }
         if self.ban.take().is_some() {
             expired.push(Expired::Ban);
         }
@@ -413,7 +423,7 @@ impl Ledger {
         self.strikes = None;
         expired.extend(self.forget_reservations());
         self.forget_idle_leases(now_ms);
-        expired
+        (writes, expired)
     }
 
     /// The key's slots and ban at `now_ms` as it stored them, changing

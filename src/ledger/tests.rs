@@ -371,13 +371,14 @@ fn restored_bans_still_refuse() {
 fn reset_forgets_everything_about_a_key() {
     let mut ledger = Ledger::new();
     offend(&mut ledger, 0);
-    let mut expired = ledger.reset(0);
+    let (writes, mut expired) = ledger.reset(0);
+    assert!(writes.is_empty());
     expired.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         expired,
         [Expired::Ban, Expired::Slot { name: "api".into() }]
     );
-    assert!(ledger.reset(0).is_empty());
+    assert_eq!(ledger.reset(0), (Vec::new(), Vec::new()));
     assert!(check(&mut ledger, &[log("api", 1, 1000)], 10, 1).0.allowed);
     assert!(!ledger.is_empty(10), "the key starts afresh");
 }
@@ -549,7 +550,7 @@ fn leases_restore_and_reset() {
         "re-entrant across a restore"
     );
     assert_eq!(
-        ledger.reset(200),
+        ledger.reset(200).1,
         [Expired::Lease {
             id: "x".into(),
             floor: None
@@ -797,7 +798,7 @@ fn a_reset_keeps_the_override() {
     let mut ledger = Ledger::new();
     ledger.set_override(Some(overriding(vec![log("api", 5, 1000)], None)));
     check(&mut ledger, &[log("api", 1, 1000)], 1, 1);
-    let expired = ledger.reset(2);
+    let (_, expired) = ledger.reset(2);
     assert!(!expired.contains(&Expired::Override));
     assert!(ledger.overridden().is_some());
 }

@@ -1,14 +1,16 @@
-//! The room's cookie: a ticket (room, shard, number, time joined) while a
-//! visitor waits, a session pass once it is in. Both are signed with
-//! HMAC-SHA256 under the room's secret (`http::jwt::Hs256Key`, compared in
+//! What a room signs: its cookie, a ticket (room, shard, number, time
+//! joined) while a visitor waits, a session pass once it is in; a
+//! challenge's puzzle; and the `Sluice-Room-Pass` its origin receives.
+//! All are signed with HMAC-SHA256 (`http::jwt::Hs256Key`, compared in
 //! constant time), so the edge trusts them without asking anyone: an
 //! admitted visitor's requests cost no object call until its session is
 //! due for renewal.
 //!
-//! A value is `v1.<kind>.<room>.<shard>.<a>.<b>.<c>.<signature>`, every
-//! field digits or a name of `A-Z a-z 0-9 - _`, so it needs no escaping in
-//! a cookie. The room's id is inside what is signed: a cookie of another
-//! room, or signed with another secret, is no cookie here.
+//! A value is `v1.<kind>.<room>.<fields>.<signature>`, every field digits
+//! or a name of `A-Z a-z 0-9 - _`, so it needs no escaping in a cookie or
+//! a header. The kind and the room's id are inside what is signed: a value
+//! of another kind, of another room, or signed with another secret, is
+//! nothing here.
 
 use super::shard::Number;
 use crate::http::base64url;
@@ -35,11 +37,22 @@ pub struct Pass {
     pub renewed_ms: u64,
 }
 
-/// What a room's cookie holds, once its signature is checked.
+/// A challenge's puzzle: a newcomer's page finds an answer that makes
+/// SHA-256 of `<puzzle>.<answer>` start with `bits` zero bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Puzzle {
+    pub bits: u32,
+    pub issued_ms: u64,
+    /// Random: names the puzzle once it is spent.
+    pub id: u64,
+}
+
+/// What a room signed, once its signature is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signed {
     Ticket(Ticket),
     Session(Pass),
+    Puzzle(Puzzle),
 }
 
 /// The longest cookie value read: Sluice's own are under 150 bytes.
@@ -52,29 +65,45 @@ pub struct Signer<'a> {
 }
 
 impl Signer<'_> {
-    /// The cookie value carrying `signed`.
+    /// The value carrying `signed`.
     pub fn write(&self, signed: &Signed) -> String {
-        let payload = match *signed {
+        let fields = match *signed {
             Signed::Ticket(t) => {
                 let number = match t.number {
                     Number::Pre(j) => format!("j{j}"),
                     Number::Place(p) => format!("p{p}"),
                 };
                 format!(
-                    "v1.t.{}.{}.{number}.{}.{}",
+                    "t.{}.{}.{number}.{}.{}",
                     self.room, t.shard, t.joined_ms, t.seen
                 )
             }
             Signed::Session(p) => format!(
-                "v1.s.{}.{}.{}.{}.{}",
+                "s.{}.{}.{}.{}.{}",
                 self.room, p.shard, p.id, p.expires_ms, p.renewed_ms
             ),
+            Signed::Puzzle(w) => format!("w.{}.{}.{}.{}", self.room, w.bits, w.issued_ms, w.id),
         };
+        self.seal(format!("v1.{fields}"))
+    }
+
+    /// The `Sluice-Room-Pass` of session `pass`, for the origin:
+    /// `v1.pass.<room>.<shard>-<id>.<expires_ms>.<signature>`
+    /// (docs/http-api.md, "The room's pass").
+    pub fn pass(&self, pass: &Pass) -> String {
+        self.seal(format!(
+            "v1.pass.{}.{}-{}.{}",
+            self.room, pass.shard, pass.id, pass.expires_ms
+        ))
+    }
+
+    /// `payload`, a dot, and its signature in base64url.
+    fn seal(&self, payload: String) -> String {
         let signature = base64url::encode(&self.key.sign(payload.as_bytes()));
         format!("{payload}.{signature}")
     }
 
-    /// What `value` holds, if it is a cookie of this room signed with this
+    /// What `value` holds, if it is a value of this room signed with this
     /// room's secret; `None` for anything altered, foreign or malformed.
     pub fn read(&self, value: &str) -> Option<Signed> {
         if value.len() > MAX_VALUE_BYTES {
@@ -86,32 +115,37 @@ impl Signer<'_> {
             return None;
         }
         let fields: Vec<&str> = payload.split('.').collect();
-        let [version, kind, room, shard, a, b, c] = fields.as_slice() else {
+        let ["v1", kind, room, rest @ ..] = fields.as_slice() else {
             return None;
         };
-        if *version != "v1" || *room != self.room {
+        if *room != self.room {
             return None;
         }
-        let shard = u32::try_from(number(shard)?).ok()?;
-        match *kind {
-            "t" => {
+        let shard = |text: &str| u32::try_from(number(text)?).ok();
+        match (*kind, rest) {
+            ("t", [s, a, b, c]) => {
                 let ticket_number = match a.split_at_checked(1)? {
                     ("j", n) => Number::Pre(number(n)?),
                     ("p", n) => Number::Place(number(n)?),
                     _ => return None,
                 };
                 Some(Signed::Ticket(Ticket {
-                    shard,
+                    shard: shard(s)?,
                     number: ticket_number,
                     joined_ms: number(b)?,
                     seen: number(c)?,
                 }))
             }
-            "s" => Some(Signed::Session(Pass {
-                shard,
+            ("s", [s, a, b, c]) => Some(Signed::Session(Pass {
+                shard: shard(s)?,
                 id: number(a)?,
                 expires_ms: number(b)?,
                 renewed_ms: number(c)?,
+            })),
+            ("w", [bits, issued, id]) => Some(Signed::Puzzle(Puzzle {
+                bits: shard(bits)?,
+                issued_ms: number(issued)?,
+                id: number(id)?,
             })),
             _ => None,
         }
@@ -130,6 +164,12 @@ fn number(text: &str) -> Option<u64> {
 /// The cookie's name for room `room`.
 pub fn name(room: &str) -> String {
     format!("sluice_room_{room}")
+}
+
+/// The name of the cookie a solved challenge comes back in,
+/// `<puzzle>.<answer>`, set by the page's script (or an API client).
+pub fn work_name(room: &str) -> String {
+    format!("sluice_work_{room}")
 }
 
 /// The values of every cookie named `name` in a `Cookie` field.
@@ -185,7 +225,12 @@ mod tests {
             joined_ms: 1,
             seen: 0,
         });
-        for signed in [TICKET, session, pre] {
+        let puzzle = Signed::Puzzle(Puzzle {
+            bits: 18,
+            issued_ms: 1_764_583_200_000,
+            id: u64::MAX,
+        });
+        for signed in [TICKET, session, pre, puzzle] {
             let value = signer.write(&signed);
             assert!(value.len() < 150, "{value}");
             assert!(value
@@ -246,10 +291,35 @@ mod tests {
             "v1.s.shop.99999999999.1.2.3",
             "v1.t.shop.3.p.2.3",
             "v1.s.shop.3.1.2.3.4",
+            "v1.w.shop.18.1.2.3",
+            "v1.w.shop.99999999999.1.2",
+            "v1.pass.shop.3-1.2",
         ] {
             assert_eq!(signer.read(&signed(payload)), None, "{payload}");
         }
         assert!(signer.read(&signed("v1.s.shop.3.1.2.3")).is_some());
+    }
+
+    #[test]
+    fn the_pass_is_signed_for_the_origin_and_is_no_cookie() {
+        let k = key("a room secret of thirty-two chars!");
+        let signer = Signer {
+            room: "shop",
+            key: &k,
+        };
+        let pass = signer.pass(&Pass {
+            shard: 3,
+            id: 17,
+            expires_ms: 1_767_225_600_000,
+            renewed_ms: 1,
+        });
+        let (payload, signature) = pass.rsplit_once('.').unwrap();
+        assert_eq!(payload, "v1.pass.shop.3-17.1767225600000");
+        assert_eq!(
+            base64url::decode(signature).unwrap(),
+            k.sign(payload.as_bytes())
+        );
+        assert_eq!(signer.read(&pass), None, "a pass is not a cookie");
     }
 
     #[test]

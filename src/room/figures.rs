@@ -264,6 +264,8 @@ mod tests {
             refresh_ms: 20_000,
             opens_at_ms: None,
             secret: "ROOM_SECRET".into(),
+            pass_secret: "ROOM_SECRET".into(),
+            work_bits: None,
         }
     }
 

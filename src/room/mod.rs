@@ -7,6 +7,8 @@
 //! pre-queue at opening. `edge/room/` runs a shard in a Durable Object and
 //! carries visitors' requests to it.
 
+pub mod arrival;
+pub mod challenge;
 pub mod cookie;
 pub mod figures;
 pub mod lottery;

@@ -5,20 +5,28 @@
 //! Everything it shows is a number Sluice computed, the opening time the
 //! operator configured, or the reason the operator gave for pausing or
 //! closing the room (escaped): no text from the request is ever rendered.
-//! A closed room has a page of its own, which does not refresh.
+//! A closed room has a page of its own, which does not refresh; a room
+//! with a challenge, one whose only script (allowed by its hash) solves
+//! the puzzle.
 
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
+use super::challenge::SCRIPT;
 use crate::http::base64url;
 use crate::http::time::rfc3339;
 
 /// Where a waiting visitor stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
-    /// In line: `position` 1 is next.
-    InLine { position: u64, wait_s: u64 },
+    /// In line: `position` 1 is next; `drawn` when the place came from
+    /// the pre-queue's draw rather than the order of arrival.
+    InLine {
+        position: u64,
+        wait_s: u64,
+        drawn: bool,
+    },
     /// In the pre-queue, before the room opens.
     BeforeOpening { opens_at_ms: u64, opens_in_s: u64 },
 }
@@ -45,20 +53,58 @@ p.note{color:var(--ink);border-left:.25rem solid var(--accent);padding-left:.75r
 pub fn policy() -> &'static str {
     static POLICY: OnceLock<String> = OnceLock::new();
     POLICY.get_or_init(|| {
-        let hash = base64url::encode(&Sha256::digest(STYLE.as_bytes()))
-            .replace('-', "+")
-            .replace('_', "/");
-        format!("default-src 'none'; style-src 'sha256-{hash}='; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        format!("default-src 'none'; style-src {}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'", hashed(STYLE))
     })
+}
+
+/// The challenge page's: the same, and its one script by hash.
+pub fn challenge_policy() -> &'static str {
+    static POLICY: OnceLock<String> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        policy().replacen(
+            "; base-uri",
+            &format!("; script-src {}; base-uri", hashed(SCRIPT)),
+            1,
+        )
+    })
+}
+
+/// `'sha256-…'` of `text`, in standard base64 as CSP wants it.
+fn hashed(text: &str) -> String {
+    let hash = base64url::encode(&Sha256::digest(text.as_bytes()))
+        .replace('-', "+")
+        .replace('_', "/");
+    format!("'sha256-{hash}='")
+}
+
+/// How often a page refreshes: every `refresh_s`, or before the opening a
+/// tenth of the time left when that is longer (at most 5 minutes), so a
+/// pre-queue days away costs few refreshes and one near its opening
+/// misses nothing.
+pub fn refresh_s(standing: Standing, refresh_s: u64) -> u64 {
+    match standing {
+        Standing::BeforeOpening { opens_in_s, .. } => {
+            (opens_in_s / 10).clamp(refresh_s, refresh_s.max(300))
+        }
+        Standing::InLine { .. } => refresh_s,
+    }
 }
 
 /// The page, refreshing itself every `refresh_s` seconds; `paused` is the
 /// operator's reason while the room is paused.
 pub fn html(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String {
     let (title, lead, figures) = match standing {
-        Standing::InLine { position, wait_s } => (
+        Standing::InLine {
+            position,
+            wait_s,
+            drawn,
+        } => (
             "You are in line",
-            "Many people want in right now, so they are let in a few at a time, in the order they arrived.",
+            if drawn {
+                "Many people want in right now, so they are let in a few at a time, in the order the draw at opening gave them."
+            } else {
+                "Many people want in right now, so they are let in a few at a time, in the order they arrived."
+            },
             [
                 ("Your place in line", grouped(position), ""),
                 ("Estimated wait", wait(wait_s), ""),
@@ -114,6 +160,21 @@ pub fn closed_html(reason: &str) -> String {
     )
 }
 
+/// The challenge's page: its script finds the answer to `puzzle` and
+/// loads the page again with it in the cookie `cookie`.
+pub fn challenge_html(puzzle: &str, bits: u32, cookie: &str) -> String {
+    document(
+        "One moment",
+        "",
+        &format!(
+            "<p>Before you join the line, your browser does a short calculation. It takes a few seconds, and costs anyone who runs many browsers at once far more than it costs you.</p>\n\
+<p id=\"work\" data-puzzle=\"{puzzle}\" data-work=\"{bits}\" data-cookie=\"{cookie}\">Working…</p>\n\
+<noscript><p class=\"note\">This needs JavaScript: turn it on and load the page again.</p></noscript>\n\
+<script>{SCRIPT}</script>\n"
+        ),
+    )
+}
+
 /// A page of Sluice's own around `body`, under [`policy`].
 fn document(title: &str, head: &str, body: &str) -> String {
     format!(
@@ -161,7 +222,9 @@ fn escape(text: &str) -> String {
 /// as a JSON string ([`crate::json::Write`]).
 pub fn json(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String {
     let body = match standing {
-        Standing::InLine { position, wait_s } => format!(
+        Standing::InLine {
+            position, wait_s, ..
+        } => format!(
             r#"{{"state":"waiting","position":{position},"wait_s":{wait_s},"refresh_s":{refresh_s}}}"#
         ),
         Standing::BeforeOpening {
@@ -180,6 +243,12 @@ pub fn json(standing: Standing, refresh_s: u64, paused: Option<&str>) -> String 
             crate::json::to_string(reason)
         ),
     }
+}
+
+/// The challenge as JSON: `{"state": "challenge", "puzzle", "work",
+/// "cookie"}`, the puzzle and cookie name being Sluice's own characters.
+pub fn challenge_json(puzzle: &str, bits: u32, cookie: &str) -> String {
+    format!(r#"{{"state":"challenge","puzzle":"{puzzle}","work":{bits},"cookie":"{cookie}"}}"#)
 }
 
 /// Whether a client asked for JSON: its `Accept` names a JSON type and
@@ -255,6 +324,7 @@ mod tests {
             Standing::InLine {
                 position: 12_345,
                 wait_s: 250,
+                drawn: false,
             },
             20,
             None,
@@ -287,6 +357,7 @@ mod tests {
         let line = Standing::InLine {
             position: 3,
             wait_s: 40,
+            drawn: false,
         };
         assert_eq!(
             read(json(line, 20, None)),
@@ -308,6 +379,7 @@ mod tests {
         let line = Standing::InLine {
             position: 7,
             wait_s: 70,
+            drawn: false,
         };
         let page = html(line, 20, Some("<b>stock</b> & \"count\""));
         assert!(page.contains("<strong>Entry is paused.</strong>"));
@@ -356,7 +428,8 @@ mod tests {
         assert!(html(
             Standing::InLine {
                 position: 1,
-                wait_s: 0
+                wait_s: 0,
+                drawn: false
             },
             5,
             None
@@ -375,6 +448,67 @@ mod tests {
             "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
         )));
         assert!(!wants_json(Some("text/html, application/json")));
+    }
+
+    #[test]
+    fn the_draw_s_order_is_not_called_the_order_of_arrival() {
+        let line = |drawn| Standing::InLine {
+            position: 3,
+            wait_s: 60,
+            drawn,
+        };
+        assert!(html(line(false), 20, None).contains("in the order they arrived"));
+        let drawn = html(line(true), 20, None);
+        assert!(!drawn.contains("arrived"), "{drawn}");
+        assert!(drawn.contains("the draw at opening"));
+    }
+
+    #[test]
+    fn a_far_opening_refreshes_slowly_and_a_near_one_as_configured() {
+        let before = |opens_in_s| Standing::BeforeOpening {
+            opens_at_ms: 0,
+            opens_in_s,
+        };
+        assert_eq!(refresh_s(before(7 * 86_400), 20), 300);
+        assert_eq!(refresh_s(before(1_200), 20), 120);
+        assert_eq!(refresh_s(before(150), 20), 20);
+        assert_eq!(refresh_s(before(0), 20), 20);
+        let line = Standing::InLine {
+            position: 1,
+            wait_s: 0,
+            drawn: false,
+        };
+        assert_eq!(refresh_s(line, 20), 20);
+        assert!(
+            html(before(7 * 86_400), refresh_s(before(7 * 86_400), 20), None)
+                .contains("every 5 minutes")
+        );
+    }
+
+    #[test]
+    fn the_challenge_page_runs_its_one_script_by_hash() {
+        let page = challenge_html("v1.w.shop.18.1.2.sig", 18, "sluice_work_shop");
+        assert!(page.contains(
+            "<p id=\"work\" data-puzzle=\"v1.w.shop.18.1.2.sig\" data-work=\"18\" data-cookie=\"sluice_work_shop\">"
+        ));
+        assert!(page.contains(&format!("<script>{SCRIPT}</script>")));
+        assert_eq!(page.matches("<script").count(), 1);
+        assert!(!page.contains("http-equiv"), "the script reloads it");
+        let scripted = challenge_policy();
+        assert!(scripted.starts_with(policy().split("; base-uri").next().unwrap()));
+        assert!(scripted.contains(&format!("; script-src {}; base-uri", hashed(SCRIPT))));
+        assert!(!policy().contains("script-src"));
+        let body: serde_json::Value = serde_json::from_str(&challenge_json(
+            "v1.w.shop.18.1.2.sig",
+            18,
+            "sluice_work_shop",
+        ))
+        .unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"state": "challenge", "puzzle": "v1.w.shop.18.1.2.sig", "work": 18,
+                               "cookie": "sluice_work_shop"})
+        );
     }
 
     #[test]

@@ -137,6 +137,7 @@ mod tests {
         };
         for call in [
             RoomCall::Visit(terms, Holding::Nothing),
+            RoomCall::Visit(terms, Holding::Opened),
             RoomCall::Visit(terms, Holding::Ticket(Number::Place(9))),
             RoomCall::Visit(terms, Holding::Session(4)),
             RoomCall::End(terms, 7),
@@ -178,6 +179,7 @@ mod tests {
             RoomReply::Visit(Turn::Session(session), status(None)),
             RoomReply::Visit(wait, status(Some(control.clone()))),
             RoomReply::Visit(Turn::Closed, status(None)),
+            RoomReply::Visit(Turn::NotOpen, status(None)),
             RoomReply::Ended(true, status(None)),
             RoomReply::Figures(Figures {
                 status: status(None),

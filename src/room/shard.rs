@@ -143,8 +143,11 @@ pub enum Number {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Holding {
-    /// Nothing valid: a newcomer.
+    /// Nothing valid: a newcomer, counted in the pre-queue's cap.
     Nothing,
+    /// A newcomer the edge saw arrive after the opening, not counted in
+    /// the pre-queue's cap: it may take a place, never a pre-queue number.
+    Opened,
     Ticket(Number),
     /// A session, by id, to renew.
     Session(u64),
@@ -177,6 +180,8 @@ pub enum Turn {
     Wait { number: Number, fresh: bool },
     /// An operator closed the room: no session, no ticket.
     Closed,
+    /// An `Opened` newcomer at a shard not open yet: nothing taken.
+    NotOpen,
 }
 
 /// The shard's figures for one minute, for the dashboard.
@@ -355,7 +360,8 @@ impl Shard {
                 None => shard.join(now, out),
             },
             Holding::Ticket(number) => shard.claim(now, number, out),
-            Holding::Nothing => shard.join(now, out),
+            Holding::Opened if !shard.counters.opened && !shard.closed() => Turn::NotOpen,
+            Holding::Nothing | Holding::Opened => shard.join(now, out),
         })
     }
 

@@ -10,7 +10,11 @@
 use std::collections::HashMap;
 
 use super::shard::Status;
-use super::visit::STATUS_TTL_MS;
+
+/// How long an isolate shows a shard's "now serving" without asking it
+/// again: the most a displayed position lags, and the most a visitor's
+/// turn waits on top of its page's refresh.
+pub const STATUS_TTL_MS: u64 = 2_000;
 
 #[derive(Debug, Default)]
 pub struct Views {

@@ -15,21 +15,22 @@
 //! page says so (the shard lets nobody in), a closed room answers `410`,
 //! to a ticket from the isolate's view and to a newcomer from a fresh
 //! view of its shard, both without a call; sessions pass as ever.
+//!
+//! A newcomer first passes [`Room::admit`]: only a page load or an API
+//! call takes a place (`arrival`), not before the pre-queue opens, and
+//! with a challenge only with a solved puzzle; then the edge asks the
+//! room rule's join limit, and only then the shard.
 
+use super::challenge;
 use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
-use super::shard::{Holding, Status, Terms, Turn};
-use super::views::Views;
-use crate::config::room::WaitingRoom;
+use super::shard::{Holding, Number, Status, Terms, Turn};
+use super::views::{Views, STATUS_TTL_MS};
+use crate::config::room::{WaitingRoom, PRE_QUEUE_OPENS_MS};
 use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
 use crate::limits::DAY_MS;
-
-/// How long an isolate shows a shard's "now serving" without asking it
-/// again: the most a displayed position lags, and the most a visitor's
-/// turn waits on top of its page's refresh.
-pub const STATUS_TTL_MS: u64 = 2_000;
 
 /// A ticket is kept a day after its holder joined, or after the room
 /// opened for a pre-queue ticket: longer than anyone waits at one go.
@@ -58,13 +59,19 @@ pub struct Cookie {
 pub enum Step {
     /// To the origin, with a session; `cookie` renews the visitor's.
     Pass { pass: Pass, cookie: Option<Cookie> },
-    /// The waiting page, and the ticket's cookie; `paused` holds the
-    /// operator's reason while the room is paused.
+    /// The waiting page, and the ticket's cookie (none for a newcomer
+    /// the pre-queue does not take yet); `paused` holds the operator's
+    /// reason while the room is paused.
     Wait {
         standing: Standing,
-        cookie: Cookie,
+        cookie: Option<Cookie>,
         paused: Option<String>,
     },
+    /// A newcomer without a solved puzzle: this one to solve.
+    Challenge(String),
+    /// Not a page load nor an API call, and no session: no place, no
+    /// call (`arrival`).
+    NoPlace,
     /// The room is closed: `410`, no cookie set, so that a ticket keeps
     /// its place should the room open again.
     Closed(Control),
@@ -104,7 +111,8 @@ impl Room<'_> {
         RENEW_EVERY_MS.min(self.config.session_ms / 2)
     }
 
-    fn signer(&self) -> Signer<'_> {
+    /// The signer of the room's cookies and puzzles.
+    pub fn signer(&self) -> Signer<'_> {
         Signer {
             room: self.id,
             key: self.key,
@@ -123,9 +131,54 @@ impl Room<'_> {
             let good = match signed {
                 Signed::Ticket(t) => t.shard < self.config.shards && now < self.ticket_ends(&t),
                 Signed::Session(p) => p.shard < self.config.shards && now < p.expires_ms,
+                Signed::Puzzle(_) => false,
             };
             good.then_some(signed)
         })
+    }
+
+    /// Whether a newcomer may ask to join: `Ok` with the id of the puzzle
+    /// it solved (to spend) if the room has a challenge, or the answer
+    /// it gets instead: no place for a request that is no page load nor
+    /// API call (`joins`), the page without a ticket before the
+    /// pre-queue opens, a puzzle (numbered `id`) for one without a good
+    /// `answered` one.
+    pub fn admit(
+        &self,
+        joins: bool,
+        answered: Option<&str>,
+        now: u64,
+        id: u64,
+    ) -> Result<Option<u64>, Step> {
+        if !joins {
+            return Err(Step::NoPlace);
+        }
+        if let Some(at) = self.config.opens_at_ms {
+            if now.saturating_add(PRE_QUEUE_OPENS_MS) < at {
+                return Err(self.before_opening(now));
+            }
+        }
+        let Some(bits) = self.config.work_bits else {
+            return Ok(None);
+        };
+        let signer = self.signer();
+        match answered.and_then(|a| challenge::solved(&signer, bits, a, now)) {
+            Some(puzzle) => Ok(Some(puzzle.id)),
+            None => Err(Step::Challenge(challenge::issue(&signer, bits, now, id))),
+        }
+    }
+
+    /// The page before opening, without a ticket.
+    fn before_opening(&self, now: u64) -> Step {
+        let opens_at_ms = self.config.opens_at_ms.unwrap_or(now);
+        Step::Wait {
+            standing: Standing::BeforeOpening {
+                opens_at_ms,
+                opens_in_s: opens_at_ms.saturating_sub(now).div_ceil(1000),
+            },
+            cookie: None,
+            paused: None,
+        }
     }
 
     /// What a request holding `held` needs, by the isolate's `views` of
@@ -156,7 +209,7 @@ impl Room<'_> {
                     None => ask,
                 }
             }
-            None => {
+            Some(Signed::Puzzle(_)) | None => {
                 let shards = self.config.shards.max(1);
                 let (a, b) = (pick.0 % shards, pick.1 % shards);
                 let waiting = |shard| views.last(self.id, shard).map(|s| s.waiting());
@@ -170,10 +223,17 @@ impl Room<'_> {
                 if let Some(control) = closed {
                     return Step::Closed(control.clone());
                 }
-                Step::Ask {
-                    shard,
-                    holding: Holding::Nothing,
-                }
+                // Once the room opens by this isolate's clock, a newcomer
+                // is not counted in the pre-queue's cap, and so may take
+                // no pre-queue number (a shard whose clock is behind
+                // answers `NotOpen`).
+                let opened = self.config.opens_at_ms.is_some_and(|at| now >= at);
+                let holding = if opened {
+                    Holding::Opened
+                } else {
+                    Holding::Nothing
+                };
+                Step::Ask { shard, holding }
             }
         }
     }
@@ -188,6 +248,7 @@ impl Room<'_> {
                 let status = views.last(self.id, ticket.shard)?;
                 self.waiting(ticket, status, now)
             }
+            Signed::Puzzle(_) => None,
         }
     }
 
@@ -217,6 +278,7 @@ impl Room<'_> {
                     cookie: Some(cookie),
                 }
             }
+            Turn::NotOpen => self.before_opening(now),
             Turn::Closed => Step::Closed(status.in_state(RuleState::Closed).cloned().unwrap_or(
                 Control {
                     state: RuleState::Closed,
@@ -245,6 +307,7 @@ impl Room<'_> {
                         Standing::InLine {
                             position: 1,
                             wait_s: status.wait_s(1),
+                            drawn: matches!(ticket.number, Number::Pre(_)),
                         },
                         now,
                     )
@@ -277,6 +340,7 @@ impl Room<'_> {
         let standing = Standing::InLine {
             position,
             wait_s: status.wait_s(position),
+            drawn: matches!(ticket.number, Number::Pre(_)),
         };
         Some(self.wait(ticket, status, standing, now))
     }
@@ -288,10 +352,10 @@ impl Room<'_> {
         };
         Step::Wait {
             standing,
-            cookie: Cookie {
+            cookie: Some(Cookie {
                 value: self.signer().write(&Signed::Ticket(ticket)),
                 max_age_s: self.ticket_ends(&ticket).saturating_sub(now) / 1000,
-            },
+            }),
             paused: status
                 .in_state(RuleState::Paused)
                 .map(|control| control.reason.clone()),

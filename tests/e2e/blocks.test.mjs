@@ -1,8 +1,8 @@
-// Timing: the origin's clock judges every 3 s window, and the calls per 1 000
-// decisions depend on how many decisions the machine makes: run alone.
+// Timing: the origin's clock judges every 3 s window, and issue 40's burst
+// lands half a second after its first decisions: run alone.
 // Admission blocks (issue 30): four isolates on one hot key, each admitting
 // from the blocks its key object grants it. The origin's own clock is the
-// judge: no 3 s window may hold more than the limit's 300 admissions. The
+// judge: no 3 s window may hold more than the limit's 150 admissions. The
 // answers' RateLimit fields must parse and never overstate `r`, and the
 // isolates must have asked the key object far less than once per decision.
 //
@@ -10,16 +10,16 @@
 // sent and the moment the origin saw it; forwarding takes a variable time
 // on a loaded machine (arrivals alone put 336 in a 3 s window with blocks
 // off, every decision made by the object: the decisions were 3 s apart,
-// their arrivals not). So the judge brackets each decision: 301 admissions
+// their arrivals not). So the judge brackets each decision: 151 admissions
 // certainly fell in one window when the last arrival came less than 3 s
 // after the first send.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { parseList } from "structured-headers";
-import { certainlyInOneWindow, isolates as startIsolates, isolateStats, okOrigin } from "./harness.mjs";
+import { API_TOKEN, certainlyInOneWindow, isolates as startIsolates, isolateStats, okOrigin, sleepUntil } from "./harness.mjs";
 
 const ADMIN_TOKEN = "admin-token-for-admission-blocks-0123456789";
-const LIMIT = 300;
+const LIMIT = 150;
 const WINDOW_MS = 3_000;
 const RUN_MS = 9_000;
 const CLIENTS = 50;
@@ -41,7 +41,7 @@ before(async () => {
       { id: "fixed", match: { path: "/fixed" }, key: "header:x-user", algorithm: "fixed_window", limit: 100, window: "10s" },
     ],
   };
-  ({ sluice, fetchers: isolates } = await startIsolates(4, { config, secrets: { ADMIN_TOKEN } }));
+  ({ sluice, fetchers: isolates } = await startIsolates(4, { config, secrets: { ADMIN_TOKEN, API_TOKEN } }));
 });
 after(async () => {
   await sluice?.stop();
@@ -53,11 +53,14 @@ const stats = (fetcher) => isolateStats(fetcher, ADMIN_TOKEN);
 test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, few object calls", async () => {
   const before = await Promise.all(isolates.map(stats));
   const answers = [];
+  // RUN_MS at least, and on until the key is past its limit, however few
+  // decisions a loaded machine makes in a second.
   const end = Date.now() + RUN_MS;
   let next = 0;
+  let past = false;
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
-      while (Date.now() < end) {
+      while (Date.now() < end || (!past && Date.now() < end + 2 * RUN_MS)) {
         const id = String(next++);
         const isolate = isolates[Number(id) % isolates.length];
         const headers = { "x-user": "flash-sale", "x-request": id, "CF-Connecting-IP": "192.0.2.7" };
@@ -66,12 +69,13 @@ test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, f
         await response.arrayBuffer();
         const ratelimit = response.headers.get("ratelimit");
         answers.push({ id, sent, answered: Date.now(), status: response.status, ratelimit });
+        past ||= response.status === 429;
       }
     }),
   );
   const after = await Promise.all(isolates.map(stats));
 
-  // No 3 s window holds more than the limit: no 301 admissions whose
+  // No 3 s window holds more than the limit: no 151 admissions whose
   // first send and last arrival at the origin lie less than 3 s apart.
   const admitted = answers.filter((a) => a.status === 200);
   assert.equal(arrivals.size, admitted.length, "every admission reached the origin, once");
@@ -112,11 +116,10 @@ test("4 isolates on one hot key: exact by the origin's clock, r a lower bound, f
       `${local} admitted from blocks, ${calls} key-object calls = ${perThousand} per 1000 decisions`,
   );
   assert.ok(local > 0, "some admissions came from blocks");
-  // Most decisions are refusals past the limit, answered from the
-  // isolates' refusal caches; each admission near the limit is one call.
-  // So the figure grows as a slower machine makes fewer decisions: the
-  // bound leaves room for that.
-  assert.ok(perThousand < 600, `${perThousand} object calls per 1000 decisions`);
+  // Fewer calls than decisions, however fast the machine: refusals past
+  // the limit are answered from the isolates' refusal caches and some
+  // admissions from blocks (the figure itself is BENCHMARKS.md's).
+  assert.ok(calls < answers.length, `${perThousand} object calls per 1000 decisions`);
 });
 
 test("GCRA and fixed-window rules are decided from blocks too, within their bounds", async () => {
@@ -143,4 +146,31 @@ test("GCRA and fixed-window rules are decided from blocks too, within their boun
     // as if its units came at its lease's end.
     assert.ok(admitted >= 25, `${path}: ${admitted} admitted`);
   }
+});
+
+// Issue 40: the seed articles' boundary scenario on fresh keys of 10 per
+// second, through the decision API of one isolate (as `npm run dev` runs
+// it): 3 decisions, then 7 at once half a second later. The key turns hot
+// during the burst, so one of the 7 asks for a block while the others are
+// on their way to the object; a block must never refuse its own
+// isolate's requests, so every trial admits all 10.
+test("a burst on a fresh key of 10 a second admits all 10, trial after trial", async () => {
+  const decide = async (key) => {
+    const body = JSON.stringify({ key, limit: 10, window_ms: 1_000 });
+    const response = await isolates[0]("/_sluice/v1/limit", { method: "POST", headers: { "content-type": "application/json" }, body });
+    assert.equal(response.status, 200);
+    return (await response.json()).allowed;
+  };
+  const trials = [];
+  for (let trial = 0; trial < 12; trial++) {
+    const key = `burst-${trial}`;
+    let admitted = 0;
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) admitted += (await decide(key)) ? 1 : 0;
+    await sleepUntil(started + 500);
+    const burst = await Promise.all(Array.from({ length: 7 }, () => decide(key)));
+    admitted += burst.filter(Boolean).length;
+    trials.push(admitted);
+  }
+  assert.deepEqual(trials, Array(12).fill(10), `admitted per trial: ${trials.join(", ")}`);
 });

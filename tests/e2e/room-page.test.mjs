@@ -26,7 +26,9 @@ before(async () => {
     sluice: {
       rules: [
         place("shop", { refresh: "1s" }),
-        place("sale", { refresh: "20s", session: "10m" }),
+        // 1,293 visitors join this one from one address: one join key's
+        // object, rather than as many new ones as visitors.
+        place("sale", { refresh: "20s", session: "10m", join: { limit: 2_000, window: "1m" } }),
         place("launch", { refresh: "1m", opens_at: new Date(Date.now() + 2 * 3_600_000 + 5 * 60_000).toISOString() }),
       ],
     },
@@ -120,11 +122,11 @@ describe("the waiting page", { skip }, () => {
     // A minute's turnover first (sixty visitors in and out), so the
     // estimate is the shard's pace rather than its guess.
     for (let i = 0; i < 60; i++) {
-      const passing = visitor();
+      const passing = new Visitor((path, init) => sluice.fetch(path, init), "198.18.0.1");
       assert.equal((await passing.get("/sale/now")).status, 200);
       if (i < 59) await passing.get("/sale/done?room=end");
     }
-    const ahead = Array.from({ length: 1_233 }, visitor);
+    const ahead = Array.from({ length: 1_233 }, () => new Visitor((path, init) => sluice.fetch(path, init), "198.18.0.1"));
     for (let i = 0; i < ahead.length; i += 50) {
       await Promise.all(ahead.slice(i, i + 50).map((v) => v.get("/sale/now")));
     }
@@ -168,10 +170,12 @@ describe("the waiting page", { skip }, () => {
     const opening = await page.$eval("[data-room=launch] header p", (node) => node.textContent);
     assert.match(opening, /^opens [^·]+ · sessions last 5m · pages refresh every 1m$/);
     assert.doesNotMatch(opening, /T\d\d:/, "a date as people read it");
-    // The chart has a point for this minute, and the rooms are not in the
-    // traffic panel, which is for rate limits.
+    // The chart has a point for this minute, and the traffic panel counts
+    // the room's joins, as its join limit decided them.
     await page.waitForSelector("[data-room=sale] .chart canvas");
-    assert.equal(await page.$$eval("#traffic [data-rule=sale]", (nodes) => nodes.length), 0);
+    await page.waitForSelector("#traffic [data-rule=sale] .admitted b");
+    const joins = await page.$eval("#traffic [data-rule=sale] .admitted b", (node) => node.textContent);
+    assert.ok(Number(joins.replace(/,/g, "")) >= 1_234, `${joins} joins counted`);
     const listed = await page.$eval("#rules tr[data-rule=sale]", (row) => row.textContent);
     assert.match(listed, /waiting room: 1 at once, 600 a minute, 1 shard/);
     const roomState = (room) => page.$eval(`[data-room=${room}] .room-state`, (node) => node.textContent);

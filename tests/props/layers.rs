@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use crate::support::Rows;
+use crate::support::Object;
 use proptest::prelude::*;
 use serde_json::json;
 use sluice::config::Config;
@@ -30,7 +30,7 @@ use sluice::http::api::RESERVATION_TTL_MS;
 use sluice::http::Incoming;
 use sluice::isolate::banlist::BanRecord;
 use sluice::isolate::refusals::RefusalCache;
-use sluice::ledger::{Ask, Ledger, Outcome, Settled};
+use sluice::ledger::{Outcome, Settled};
 use sluice::limit::split::share;
 use sluice::objects::name::{ObjectName, Scope};
 use sluice::objects::protocol::{CheckRequest, SettleRequest};
@@ -85,13 +85,6 @@ impl Incoming for Buyer {
             _ => None,
         }
     }
-}
-
-/// One key object: its ledger and its rows.
-#[derive(Default)]
-struct Object {
-    ledger: Ledger,
-    rows: Rows,
 }
 
 /// The isolate's refusal cache, as the plan reads it.
@@ -178,22 +171,8 @@ impl World {
     /// What the object `request` names answers, as a key object does: it
     /// decides and writes before it answers.
     fn call(&mut self, request: &CheckRequest) -> Outcome {
-        let specs = request.policies().unwrap();
-        let ask = Ask {
-            specs: &specs,
-            cost: request.cost,
-            ban: None,
-            lease: None,
-        };
         let object = self.objects.entry(request.key.clone()).or_default();
-        let (outcome, writes) = match &request.reserve {
-            Some(r) => object
-                .ledger
-                .reserve(&ask, &r.id, self.now + r.ttl_ms, self.now),
-            None => object.ledger.check(&ask, self.now),
-        };
-        object.rows.write(writes);
-        outcome
+        object.answer(request, self.now)
     }
 
     fn settle(&mut self, settle: &SettleRequest) -> Option<Settled> {
@@ -412,7 +391,7 @@ proptest! {
                     let buyer = Buyer { user: format!("u{user}"), team: format!("t{}", user % 2) };
                     let known = Known { config: &config, jwt_key: None, memory: &isolate };
                     let arrival = Arrival {
-                        matched: Matched { rule, path: "/checkout", params: &[], ip: None },
+                        matched: Matched { rule, path: "/checkout", params: &[], ip: None, also: true },
                         request: &buyer,
                         now_ms: world.now,
                     };

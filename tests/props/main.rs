@@ -18,6 +18,7 @@ mod overrides;
 mod pages;
 mod reservation;
 mod room;
+mod room_join;
 mod sale;
 mod sliding_log;
 mod spread;

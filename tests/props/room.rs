@@ -379,7 +379,7 @@ fn held(turn: Turn, before: Holding) -> Holding {
     match turn {
         Turn::Session(s) => Holding::Session(s.id),
         Turn::Wait { number, .. } => Holding::Ticket(number),
-        Turn::Closed => before,
+        Turn::Closed | Turn::NotOpen => before,
     }
 }
 
@@ -517,7 +517,7 @@ proptest! {
                         shard.end(now, s.id, &mut || 0);
                     }
                     Turn::Wait { fresh, .. } => prop_assert!(!fresh, "a pre-queue ticket lost its place"),
-                    Turn::Closed => prop_assert!(false, "closed by nobody"),
+                    Turn::Closed | Turn::NotOpen => prop_assert!(false, "closed by nobody"),
                 }
             }
         }

@@ -3,7 +3,8 @@
 
 use sluice::control::Control;
 use sluice::ledger::blocks::{Block, TimesRow};
-use sluice::ledger::{Expired, Ledger, Override, Reservation, Write};
+use sluice::ledger::{Ask, Expired, Ledger, Outcome, Override, Reservation, Write};
+use sluice::objects::protocol::CheckRequest;
 
 /// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
 /// log's first run or a one-row algorithm's state.
@@ -154,5 +155,32 @@ impl Rows {
             ledger.restore_control(c.clone());
         }
         ledger
+    }
+}
+
+/// One key object: its ledger and its rows.
+#[derive(Default)]
+pub struct Object {
+    pub ledger: Ledger,
+    pub rows: Rows,
+}
+
+impl Object {
+    /// What the object answers `request` at `now`, as a key object does:
+    /// it decides and writes before it answers.
+    pub fn answer(&mut self, request: &CheckRequest, now: u64) -> Outcome {
+        let specs = request.policies().unwrap();
+        let ask = Ask {
+            specs: &specs,
+            cost: request.cost,
+            ban: None,
+            lease: None,
+        };
+        let (outcome, writes) = match &request.reserve {
+            Some(r) => self.ledger.reserve(&ask, &r.id, now + r.ttl_ms, now),
+            None => self.ledger.check(&ask, now),
+        };
+        self.rows.write(writes);
+        outcome
     }
 }

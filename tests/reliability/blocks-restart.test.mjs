@@ -1,5 +1,5 @@
 // Timing: a block is held only while the key is hot (several decisions a
-// second) and all within one 8 s window: run alone.
+// second) and all within one 30 s window: run alone.
 // Admission blocks across a hard restart: an isolate admits from a block
 // its key object granted, then the runtime is killed (SIGKILL, isolate and
 // object at once, the block never reported) and started again on the same
@@ -13,7 +13,7 @@ import { runtime } from "./support.mjs";
 
 const ADMIN_TOKEN = "blocks-restart-admin-token-0123456789";
 const LIMIT = 40;
-const WINDOW_MS = 8_000;
+const WINDOW_MS = 30_000;
 
 test("a block outstanding across a hard restart is still counted", { timeout: 120_000 }, async () => {
   const { dir, remove } = tempDir();
@@ -37,11 +37,18 @@ test("a block outstanding across a hard restart is still counted", { timeout: 12
     const key = "flash";
     const started = Date.now();
     let before = 0;
-    // Hot: decisions in a row until the isolate holds a block and admitted
-    // from it (the fifth decision within a second asks for one).
-    for (let i = 0; i < 15; i++) before += (await decide(key)) ? 1 : 0;
-    const held = await blocks();
-    assert.equal(before, 15, "far from the limit, all admitted");
+    let sent = 0;
+    let held = await blocks();
+    // Hot: bursts of 5 at once (the fifth decision within a second asks for
+    // a block, however slow the machine) until the isolate admitted from a
+    // block and holds one.
+    while (sent < 25 && !(held.admitted > 0 && held.held > 0)) {
+      const burst = await Promise.all(Array.from({ length: 5 }, () => decide(key)));
+      before += burst.filter(Boolean).length;
+      sent += burst.length;
+      held = await blocks();
+    }
+    assert.equal(before, sent, "far from the limit, all admitted");
     assert.ok(held.admitted > 0 && held.held > 0, `admitted from a block, one still held: ${JSON.stringify(held)}`);
 
     await current.kill();

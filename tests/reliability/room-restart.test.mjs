@@ -67,7 +67,8 @@ test("a runtime restart keeps every ticket and session", { timeout: 120_000 }, (
   report = await figures();
   assert.deepEqual([report.active, report.offered], [1, 1]);
   await restart();
-  assert.equal((await waiting[0].get("/shop/w")).status, 200, "the offered ticket claims its place after the restart");
+  const claimed = await waiting[0].get("/shop/w");
+  assert.equal(claimed.status, 200, `the offered ticket claims its place after the restart: ${claimed.text}`);
   assert.equal((await waiting[1].get("/shop/w")).body.position, 1);
   report = await figures();
   assert.deepEqual([report.active, report.offered, report.waiting], [2, 0, 3]);

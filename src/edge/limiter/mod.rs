@@ -356,12 +356,14 @@ impl Key {
         Ok(Ok(LimiterReply::Throttle(throttle)))
     }
 
-    /// An operator's reset: forget the key's state, and free storage if
-    /// nothing else is held.
+    /// An operator's reset: forget the key's state (but for what its
+    /// blocks still out hold), and free storage if nothing else is held.
     async fn reset(&self) -> Result<Answer> {
-        let expired = self.inner.borrow_mut().ledger.reset(now_ms());
-        let forgot = !expired.is_empty();
+        let now = now_ms();
+        let (writes, expired) = self.inner.borrow_mut().ledger.reset(now);
+        let forgot = !expired.is_empty() || !writes.is_empty();
         self.delete(expired).await?;
+        self.persist(writes, now).await?;
         Ok(Ok(LimiterReply::Reset { forgot }))
     }
 

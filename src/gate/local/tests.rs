@@ -57,13 +57,14 @@ fn decide(
     // As `edge/blocks` does: the check first, then the lapsed blocks.
     let decided = blocks.decide(request, true, now);
     for due in blocks.due(now, &request.key) {
-        serve(ledger, &due, now);
+        let outcome = serve(ledger, &due.request, now);
+        blocks.answered(&due, Some(&outcome));
     }
     match decided {
         Local::Admitted(outcome) => (outcome, false),
-        Local::Call { request, sent_ms } => {
-            let outcome = serve(ledger, &request, now);
-            blocks.answered(&request, Some(&outcome), sent_ms);
+        Local::Call(call) => {
+            let outcome = serve(ledger, &call.request, now);
+            blocks.answered(&call, Some(&outcome));
             (outcome, true)
         }
     }
@@ -92,7 +93,7 @@ fn a_hot_key_is_admitted_here_once_a_block_came() {
     assert_eq!(blocks.figures().value()["admitted"], 100 - calls);
     // Other limits (a config change): to the object, the blocks reported.
     let other = CheckRequest::new("k", &self::specs(999, 10_000), 1, None);
-    let Local::Call { request: call, .. } = blocks.decide(&other, true, T0 + 1_000) else {
+    let Local::Call(Call { request: call, .. }) = blocks.decide(&other, true, T0 + 1_000) else {
         panic!("another spec is decided by the object");
     };
     assert!(!call.reports.is_empty() && call.block.is_some());
@@ -107,12 +108,16 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     for i in 0..10 {
         decide(&mut blocks, &mut ledger, &request, T0 + i);
     }
-    let Local::Call { request: call, .. } = blocks.decide(&request, false, T0 + 20) else {
+    let Local::Call(call) = blocks.decide(&request, false, T0 + 20) else {
         panic!("off: always a call");
     };
-    assert!(call.block.is_none());
-    assert!(!call.reports.is_empty(), "what it held goes with the call");
-    serve(&mut ledger, &call, T0 + 20);
+    assert!(call.request.block.is_none());
+    assert!(
+        !call.request.reports.is_empty(),
+        "what it held goes with the call"
+    );
+    let outcome = serve(&mut ledger, &call.request, T0 + 20);
+    blocks.answered(&call, Some(&outcome));
     assert!(blocks.due(T0 + 60_000, "k").is_empty());
     // A block that lapses is reported by a call of cost 0.
     for i in 0..10 {
@@ -120,8 +125,9 @@ fn off_it_never_admits_here_and_spent_blocks_are_reported_alone() {
     }
     let due = blocks.due(T0 + 60_000, "k");
     assert_eq!(due.len(), 1);
-    assert_eq!((due[0].cost, due[0].policies().unwrap()), (0, specs));
-    serve(&mut ledger, &due[0], T0 + 60_000);
+    let due = &due[0].request;
+    assert_eq!((due.cost, due.policies().unwrap()), (0, specs));
+    serve(&mut ledger, due, T0 + 60_000);
     assert!(ledger.blocks().is_empty());
     assert_eq!(blocks.figures().value()["held"], 0);
 }
@@ -175,7 +181,7 @@ fn a_reservation_is_pending_in_its_block_and_settled_here_until_reported() {
         }),
         ..request.clone()
     };
-    let Local::Call { request: call, .. } = blocks.decide(&leased, true, T0 + 8) else {
+    let Local::Call(Call { request: call, .. }) = blocks.decide(&leased, true, T0 + 8) else {
         panic!("a lease goes to the object");
     };
     let reports = call.reports().unwrap();
@@ -210,24 +216,79 @@ fn a_burst_before_the_first_grant_asks_once() {
         decide(&mut blocks, &mut ledger, &request, T0 + i);
     }
     // Hot now: the first call asks, those sent before its answer do not.
-    let calls: Vec<CheckRequest> = (0..3)
+    let calls: Vec<Call> = (0..3)
         .map(|_| match blocks.decide(&request, true, T0 + 10) {
-            Local::Call { request, .. } => request,
+            Local::Call(call) => call,
             Local::Admitted(_) => panic!("no block yet"),
         })
         .collect();
-    let asks = calls.iter().filter(|c| c.block.is_some()).count();
+    let asks = calls.iter().filter(|c| c.request.block.is_some()).count();
     assert_eq!(asks, 1);
-    // A failed ask stops standing in at once; a lost one after ASK_MS.
-    blocks.answered(&calls[0], None, T0 + 10);
-    let Local::Call { request: again, .. } = blocks.decide(&request, true, T0 + 11) else {
+    // A failed ask stops standing in once it lands, whatever the clock
+    // says meanwhile.
+    let later = T0 + 11 + 60_000;
+    let Local::Call(Call { request: waits, .. }) = blocks.decide(&request, true, later) else {
+        panic!("no block yet");
+    };
+    assert!(waits.block.is_none());
+    blocks.answered(&calls[0], None);
+    let Local::Call(Call { request: again, .. }) = blocks.decide(&request, true, later) else {
         panic!("no block yet");
     };
     assert!(again.block.is_some());
-    let Local::Call { request: lost, .. } = blocks.decide(&request, true, T0 + 11 + ASK_MS) else {
-        panic!("no block yet");
-    };
-    assert!(lost.block.is_some());
+}
+
+#[test]
+fn a_burst_that_races_its_own_ask_is_never_refused_for_its_block() {
+    // Issue 40: a fresh key of 10 a second, 3 decisions, then 7 at once
+    // half a second later: the first of them answered before the others
+    // are decided (its ask, not hot yet, brings nothing), the other six
+    // sent before any answer.
+    let specs = specs(10, 1_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    for at in [0, 1, 2, 500] {
+        assert!(
+            decide(&mut blocks, &mut ledger, &request, T0 + at)
+                .0
+                .allowed
+        );
+    }
+    let calls: Vec<Call> = (0..6)
+        .map(|_| match blocks.decide(&request, true, T0 + 500) {
+            Local::Call(call) => call,
+            Local::Admitted(_) => panic!("no block yet"),
+        })
+        .collect();
+    assert!(calls[0].request.block.is_some(), "hot: the fifth asks");
+    // Served in order: the ask brings a block of 2, whose units then
+    // count in full against the calls that raced it.
+    let outcomes: Vec<Outcome> = calls
+        .iter()
+        .map(|call| serve(&mut ledger, &call.request, T0 + 501))
+        .collect();
+    assert_eq!(outcomes[0].blocks[0].admissions, 2);
+    let mut admitted = 4 + outcomes.iter().filter(|o| o.allowed).count();
+    assert_eq!(admitted, 8);
+    let refused: Vec<&Call> = calls
+        .iter()
+        .zip(&outcomes)
+        .filter(|(call, outcome)| blocks.answered(call, Some(outcome)))
+        .map(|(call, _)| call)
+        .collect();
+    assert_eq!(refused.len(), 2, "both refusals may be the block's");
+    assert!(!blocks.asking("k"), "the ask landed");
+    for call in refused {
+        assert!(blocks.again(call), "it brought a block");
+        let (outcome, called) = decide(&mut blocks, &mut ledger, &request, T0 + 502);
+        assert!(outcome.allowed && !called, "from the block");
+        admitted += 1;
+    }
+    assert_eq!(admitted, 10);
+    // A refusal that raced nothing, or calls that changed nothing, stands.
+    let (outcome, _) = decide(&mut blocks, &mut ledger, &request, T0 + 503);
+    assert!(!outcome.allowed);
 }
 
 proptest! {
@@ -272,4 +333,38 @@ proptest! {
             prop_assert!(within <= bound, "{within} in the window from {t}");
         }
     }
+}
+
+/// Issue 39, 4: after an override lowers the limit, a block granted before
+/// it answers for at most its lease under the limit of its grant, and says
+/// so (`limit` 300 with its own `r`); the object's next answer states the
+/// new limit (docs/algorithms.md, "`RateLimit` from a block").
+#[test]
+fn answers_from_a_block_granted_before_an_override_state_its_grants_limit() {
+    let request = CheckRequest::new("k", &specs(300, 10_000), 1, None);
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut ledger = Ledger::new();
+    let mut now = T0;
+    while decide(&mut blocks, &mut ledger, &request, now).1 {
+        now += 10;
+    }
+    ledger.set_override(Some(crate::ledger::Override {
+        policies: specs(10, 10_000),
+        until_ms: None,
+        reason: String::new(),
+        set_ms: now,
+    }));
+    let (local, called) = decide(&mut blocks, &mut ledger, &request, now + 1);
+    let stated = &local.policies[0].decision;
+    assert!(
+        !called && local.allowed && stated.limit == 300,
+        "{stated:?}"
+    );
+    let mut after = now + 1;
+    while !decide(&mut blocks, &mut ledger, &request, after).1 {
+        after += 1;
+        assert!(after <= now + 1_000, "within one lease");
+    }
+    let (outcome, _) = decide(&mut blocks, &mut ledger, &request, after + 1);
+    assert_eq!(outcome.policies[0].decision.limit, 10);
 }

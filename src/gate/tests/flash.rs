@@ -85,19 +85,18 @@ fn check(
     let decided = isolate.blocks.decide(request, local, now);
     for due in isolate.blocks.due(now, &request.key) {
         tally.calls += 1;
-        objects.call(&due, now).unwrap();
+        let answer = objects.call(&due.request, now).unwrap();
+        isolate.blocks.answered(&due, Some(&answer));
     }
     match decided {
         Local::Admitted(outcome) => {
             tally.from_blocks += 1;
             Ok(outcome)
         }
-        Local::Call { request, sent_ms } => {
+        Local::Call(call) => {
             tally.calls += 1;
-            let answer = objects.call(&request, now);
-            isolate
-                .blocks
-                .answered(&request, answer.as_ref().ok(), sent_ms);
+            let answer = objects.call(&call.request, now);
+            isolate.blocks.answered(&call, answer.as_ref().ok());
             answer
         }
     }
@@ -143,6 +142,7 @@ fn buy(
             path: "/",
             params: &[],
             ip: crate::http::key::client_ip(&request),
+            also: true,
         },
         request: &request,
         now_ms: now,
@@ -281,7 +281,8 @@ fn a_sold_out_sale_never_admits_one_more_however_the_isolates_interleave() {
 fn report_all(isolates: &mut [Isolate], objects: &mut Objects, at: u64) {
     for isolate in isolates {
         for due in isolate.blocks.due(at, "") {
-            objects.call(&due, at).unwrap();
+            let answer = objects.call(&due.request, at).unwrap();
+            isolate.blocks.answered(&due, Some(&answer));
         }
     }
 }

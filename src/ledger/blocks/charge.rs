@@ -26,10 +26,15 @@
 //!   and the block's real ones break the schedule, so the block's charge
 //!   stays and its unused units are lost (refusals possible, never
 //!   over-admission).
+//!
+//! **A reset** forgets the object's own admissions, not the blocks still
+//! out (issue 39): a log counts them beside it anyway; a fixed window
+//! keeps the window open with their tokens alone, and a GCRA a schedule of
+//! their units alone, all at the latest lease's end (`recharge`).
 
 use super::Block;
 use crate::limit::gcra::Gcra;
-use crate::limit::FixedWindow;
+use crate::limit::{Algorithm, FixedWindow};
 
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -71,6 +76,40 @@ pub(super) fn replay_schedule(cell: &mut Gcra, block: &Block, times: &[u64]) -> 
     // At most `after`: the real times lie before the lease's end.
     cell.restore(u64::try_from(replayed).unwrap_or(after).min(after));
     true
+}
+
+/// `limiter` afresh but for the charge of `out`, the blocks of its policy
+/// still out; `None` when they hold nothing in it (a log counts its
+/// blocks beside it).
+pub(super) fn recharge<'a>(
+    limiter: &Algorithm,
+    out: impl Iterator<Item = &'a Block>,
+    now_ms: u64,
+) -> Option<Algorithm> {
+    let mut fresh = Algorithm::new(limiter.spec());
+    match (limiter, &mut fresh) {
+        (Algorithm::Window(old), Algorithm::Window(new)) => {
+            old.open_until(now_ms)?;
+            let (opened, _) = old.state();
+            let tokens: u32 = out
+                .filter(|b| b.granted_ms >= opened)
+                .map(|b| b.admissions)
+                .sum();
+            (tokens > 0).then(|| new.admit(opened, tokens))?;
+        }
+        (Algorithm::Cell(_), Algorithm::Cell(new)) => {
+            let interval = u64::try_from(new.policy().emission_interval_ns()).ok()?;
+            let (end, units) = out.fold((0, 0), |(end, units), b| {
+                (end.max(b.until_ms), units + u64::from(b.admissions))
+            });
+            let tat = end
+                .saturating_mul(NS_PER_MS)
+                .saturating_add(interval.saturating_mul(units));
+            (tat > now_ms.saturating_mul(NS_PER_MS)).then(|| new.restore(tat))?;
+        }
+        _ => return None,
+    }
+    Some(fresh)
 }
 
 #[cfg(test)]

@@ -434,6 +434,21 @@ impl Ledger {
         slots
     }
 
+    /// `slot` after a reset, holding only what the blocks still out were
+    /// charged to it (`charge::recharge`); `None` when that is nothing.
+    pub(super) fn recharged(&self, slot: &Slot, now_ms: u64) -> Option<Slot> {
+        let out = self
+            .blocks
+            .iter()
+            .filter(|b| b.policy == slot.name && b.lapses_ms() > now_ms);
+        Some(Slot {
+            name: slot.name.clone(),
+            limiter: charge::recharge(&slot.limiter, out, now_ms)?,
+            stored: slot.stored,
+            invited: Default::default(),
+        })
+    }
+
     /// How many isolates other than `holder` hold a block of `policy`.
     fn other_holders(&self, policy: &str, holder: &str, now_ms: u64) -> u32 {
         let mut others: Vec<&str> = self
@@ -471,9 +486,10 @@ impl Ledger {
         if !decision.allowed || held.peek().is_none() {
             return (decision, false);
         }
-        let at = log.newest().unwrap_or(now_ms).max(now_ms);
-        let lo = (at + 1).saturating_sub(log.policy().window_ms());
-        let worst = worst::most_in_a_window(log, held.clone(), lo, at) + u64::from(cost);
+        // The windows that hold `now`, where this admission falls: a
+        // report stamped in the object's future must not move them on.
+        let lo = (now_ms + 1).saturating_sub(log.policy().window_ms());
+        let worst = worst::most_in_a_window(log, held.clone(), lo, now_ms) + u64::from(cost);
         let limit = decision.limit;
         if worst <= limit {
             let remaining = decision.remaining.min(limit - worst);

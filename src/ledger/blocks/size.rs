@@ -64,8 +64,20 @@ pub const MIN_BLOCK: u32 = 2;
 /// lease bounds what an unused block can hold back.
 pub const MAX_LEASE_MS: u64 = 1_000;
 
-/// The shortest lease, so that a block survives the call that brings it.
-pub const MIN_LEASE_MS: u64 = 20;
+/// How far an isolate's clock may fall behind its key object's within a
+/// lease, beyond the send-to-grant delay its mapping already allows for:
+/// an isolate uses a block only while its mapped reading plus this is
+/// within the lease, and stamps each admission that much later
+/// (`isolate::blocks`). Workers' `Date.now()` is the time of the last I/O
+/// (frozen while a turn runs, and while turns queued ahead of it run),
+/// in ticks of up to 3 ms, and a slewed clock drifts at most 500 ppm (0.5
+/// ms over a 1 s lease); steps back the isolate reads end its blocks.
+/// docs/algorithms.md, "Admission blocks", has the argument.
+pub const CLOCK_MARGIN_MS: u64 = 20;
+
+/// The shortest lease, so that a block survives the call that brings it
+/// and the margin leaves it as long again.
+pub const MIN_LEASE_MS: u64 = 2 * CLOCK_MARGIN_MS;
 
 /// What the object knows when an isolate asks for a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

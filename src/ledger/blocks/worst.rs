@@ -13,8 +13,11 @@
 //! so a check costs O(blocks · (log runs' binary search + blocks)).
 //!
 //! Counting the units at or after `a` rather than those before `a + W`
-//! is exact while no unit is logged after the range's windows end (an
-//! object decides at `max(now, newest)`), and only stricter otherwise.
+//! is exact while no unit is logged after the range's windows end, and
+//! only stricter otherwise: a decision checks the windows that hold `now`
+//! (issue 39: not those from the newest time logged, which a report
+//! stamped in the object's future moves past a block still counting),
+//! and units logged later count in each of them.
 
 use super::Block;
 use crate::limit::SlidingLog;

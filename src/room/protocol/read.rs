@@ -121,6 +121,7 @@ fn holding(scan: &mut Scan) -> Read<Holding> {
     let Some(object) = object else {
         return match &*name {
             "nothing" => Ok(Holding::Nothing),
+            "opened" => Ok(Holding::Opened),
             _ => Err(Malformed),
         };
     };
@@ -181,6 +182,7 @@ fn turn(scan: &mut Scan) -> Read<Turn> {
     let Some(object) = object else {
         return match &*name {
             "closed" => Ok(Turn::Closed),
+            "not_open" => Ok(Turn::NotOpen),
             _ => Err(Malformed),
         };
     };

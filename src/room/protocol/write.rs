@@ -85,6 +85,7 @@ impl Write for Holding {
     fn write(&self, out: &mut Text) {
         match self {
             Holding::Nothing => out.str("nothing"),
+            Holding::Opened => out.str("opened"),
             Holding::Ticket(number) => out.tagged("ticket", number),
             Holding::Session(id) => out.tagged("session", id),
         }
@@ -104,6 +105,7 @@ impl Write for Turn {
                 outer.end();
             }
             Turn::Closed => out.str("closed"),
+            Turn::NotOpen => out.str("not_open"),
         }
     }
 }

@@ -364,3 +364,45 @@ fn a_new_opens_at_ahead_or_a_reset_starts_the_line_over() {
     );
     assert_eq!(restored.counters(), shard.counters());
 }
+
+#[test]
+fn a_newcomer_not_counted_in_the_pre_queue_takes_no_pre_queue_number() {
+    let opens = 10 * MIN;
+    let mut shard = Shard::new(Terms {
+        opens_at_ms: Some(opens),
+        ..terms(1, 100)
+    });
+    let (turn, changes) = shard.visit(opens - 1, Holding::Opened, &mut seed());
+    assert_eq!(turn, Turn::NotOpen);
+    assert_eq!(shard.counters().pre, 0);
+    assert!(
+        changes.iter().all(|c| !matches!(c, Change::Counters(_))),
+        "{changes:?}"
+    );
+    assert_eq!(
+        ticket(shard.visit(opens - 1, Holding::Nothing, &mut seed()).0),
+        Number::Pre(0)
+    );
+    // Open, it joins as any newcomer; closed, it is turned away.
+    assert_eq!(
+        ticket(shard.visit(opens, Holding::Opened, &mut seed()).0),
+        Number::Place(1)
+    );
+    let mut closed = Shard::new(Terms {
+        opens_at_ms: Some(opens),
+        ..terms(1, 100)
+    });
+    closed.set_control(
+        0,
+        Control {
+            state: crate::control::RuleState::Closed,
+            reason: String::new(),
+            set_ms: 0,
+        },
+        &mut seed(),
+    );
+    assert_eq!(
+        closed.visit(1, Holding::Opened, &mut seed()).0,
+        Turn::Closed
+    );
+}

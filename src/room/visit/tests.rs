@@ -26,6 +26,8 @@ fn config() -> WaitingRoom {
         refresh_ms: 20_000,
         opens_at_ms: None,
         secret: "ROOM_SECRET".into(),
+        pass_secret: "ROOM_SECRET".into(),
+        work_bits: None,
     }
 }
 
@@ -71,7 +73,10 @@ fn session(id: u64) -> Session {
 
 fn cookie_field(step: &Step) -> String {
     let value = match step {
-        Step::Wait { cookie, .. } => &cookie.value,
+        Step::Wait {
+            cookie: Some(cookie),
+            ..
+        } => &cookie.value,
         Step::Pass {
             cookie: Some(cookie),
             ..
@@ -173,10 +178,11 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
         *standing,
         Standing::InLine {
             position: 11,
-            wait_s: 110
+            wait_s: 110,
+            drawn: false
         }
     );
-    assert_eq!(cookie.max_age_s, 86_400);
+    assert_eq!(cookie.as_ref().unwrap().max_age_s, 86_400);
     let field = cookie_field(&step);
     let held = room.held(Some(&field), NOW + 20_000);
     // Without a view of its shard: ask it.
@@ -201,7 +207,8 @@ fn a_waiting_ticket_is_answered_from_the_view_until_its_turn_may_have_come() {
         *standing,
         Standing::InLine {
             position: 6,
-            wait_s: 60
+            wait_s: 60,
+            drawn: false
         }
     );
     // A view older than what the visitor was shown does not move it back.
@@ -272,7 +279,7 @@ fn before_opening_the_page_says_when() {
         }
     );
     // A pre-queue ticket lasts a day from the opening.
-    assert_eq!(cookie.max_age_s, 86_400 + 3_600);
+    assert_eq!(cookie.as_ref().unwrap().max_age_s, 86_400 + 3_600);
     let field = cookie_field(&step);
     assert!(room
         .held(Some(&field), NOW + 3_600_000 + 86_399_999)
@@ -372,7 +379,8 @@ fn without_its_shard_a_session_passes_and_a_ticket_keeps_its_last_place() {
         standing,
         Standing::InLine {
             position: 9,
-            wait_s: 90
+            wait_s: 90,
+            drawn: false
         }
     );
     assert_eq!(room.without_shard(None, NOW, &old), None);
@@ -485,5 +493,135 @@ fn a_closed_room_turns_away_tickets_and_newcomers_but_not_sessions() {
     assert!(matches!(
         room.plan(Some(Signed::Session(pass)), NOW + 1_000, &views, (1, 1)),
         Step::Pass { .. }
+    ));
+}
+
+#[test]
+fn only_a_page_load_or_an_api_call_takes_a_place_and_the_pre_queue_opens_a_day_before_its_cap_ends()
+{
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    assert_eq!(room.admit(false, None, NOW, 1), Err(Step::NoPlace));
+    assert_eq!(room.admit(true, None, NOW, 1), Ok(None));
+    let opens = NOW + PRE_QUEUE_OPENS_MS + 1_000;
+    let fixture = Fixture::with(WaitingRoom {
+        opens_at_ms: Some(opens),
+        ..config()
+    });
+    let room = fixture.room();
+    let early = room.admit(true, None, NOW, 1).unwrap_err();
+    let Step::Wait {
+        standing: Standing::BeforeOpening { opens_in_s, .. },
+        cookie: None,
+        ..
+    } = early
+    else {
+        panic!("{early:?}")
+    };
+    assert_eq!(opens_in_s, (PRE_QUEUE_OPENS_MS + 1_000) / 1_000);
+    assert_eq!(room.admit(true, None, NOW + 1_000, 1), Ok(None));
+}
+
+#[test]
+fn a_newcomer_is_counted_in_the_pre_queue_until_the_opening_by_this_clock() {
+    let fixture = Fixture::with(WaitingRoom {
+        opens_at_ms: Some(NOW),
+        ..config()
+    });
+    let room = fixture.room();
+    let holding = |now| match room.plan(None, now, &none(), (0, 0)) {
+        Step::Ask { holding, .. } => holding,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(holding(NOW - 1), Holding::Nothing);
+    assert_eq!(holding(NOW), Holding::Opened);
+    // A shard whose clock is behind takes nothing: the page, no ticket.
+    let mut before = status(0, 0);
+    before.counters.opened = false;
+    let step = room.conclude(None, 0, Turn::NotOpen, &before, NOW);
+    assert!(
+        matches!(
+            step,
+            Step::Wait {
+                standing: Standing::BeforeOpening { opens_in_s: 0, .. },
+                cookie: None,
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn a_challenge_hands_out_a_puzzle_and_lets_its_answer_join_once_spent() {
+    let fixture = Fixture::with(WaitingRoom {
+        work_bits: Some(6),
+        ..config()
+    });
+    let room = fixture.room();
+    let Err(Step::Challenge(puzzle)) = room.admit(true, None, NOW, 77) else {
+        panic!("no puzzle")
+    };
+    let answered = (0u64..)
+        .map(|n| format!("{puzzle}.{n}"))
+        .find(|a| room.admit(true, Some(a), NOW, 78).is_ok())
+        .unwrap();
+    assert_eq!(
+        room.admit(true, Some(&answered), NOW + 1, 79),
+        Ok(Some(77)),
+        "the puzzle's id, for the edge to spend"
+    );
+    let late = room.admit(true, Some(&answered), NOW + challenge::PUZZLE_TTL_MS, 80);
+    assert!(
+        matches!(late, Err(Step::Challenge(p)) if p != puzzle),
+        "a new puzzle"
+    );
+    assert_eq!(
+        room.admit(false, Some(&answered), NOW, 81),
+        Err(Step::NoPlace)
+    );
+}
+
+#[test]
+fn a_ticket_from_the_draw_is_said_to_be_in_the_draw_s_order() {
+    let fixture = Fixture::new();
+    let room = fixture.room();
+    let mut drawn = status(0, 20);
+    drawn.counters.pre = 10;
+    drawn.counters.seed = 3;
+    let step = room.conclude(
+        None,
+        0,
+        Turn::Wait {
+            number: Number::Pre(4),
+            fresh: true,
+        },
+        &drawn,
+        NOW,
+    );
+    let Step::Wait {
+        standing: Standing::InLine { drawn, .. },
+        ..
+    } = step
+    else {
+        panic!("{step:?}")
+    };
+    assert!(drawn);
+    let later = room.conclude(
+        None,
+        0,
+        Turn::Wait {
+            number: Number::Place(15),
+            fresh: true,
+        },
+        &status(0, 20),
+        NOW,
+    );
+    assert!(matches!(
+        later,
+        Step::Wait {
+            standing: Standing::InLine { drawn: false, .. },
+            ..
+        }
     ));
 }

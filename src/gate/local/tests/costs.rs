@@ -36,12 +36,14 @@ fn run(
         let decided = blocks.decide(&request, true, now);
         for due in blocks.due(now, "k") {
             cost.calls += 1;
-            cost.rows += serve_counting(ledger, &due, now).1;
+            let (outcome, rows) = serve_counting(ledger, &due.request, now);
+            blocks.answered(&due, Some(&outcome));
+            cost.rows += rows;
         }
-        if let Local::Call { request, sent_ms } = decided {
-            let (outcome, rows) = serve_counting(ledger, &request, now);
+        if let Local::Call(call) = decided {
+            let (outcome, rows) = serve_counting(ledger, &call.request, now);
             assert!(outcome.allowed);
-            blocks.answered(&request, Some(&outcome), sent_ms);
+            blocks.answered(&call, Some(&outcome));
             cost.calls += 1;
             cost.rows += rows;
         }
