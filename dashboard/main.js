@@ -158,7 +158,8 @@ function start() {
   $("signin").hidden = true;
   $("dashboard").hidden = false;
   $("session").hidden = false;
-  $("main").focus();
+  // Focus for screen readers, without scrolling: the page opens at its top.
+  $("main").focus({ preventScroll: true });
   refresh();
 }
 
@@ -249,7 +250,7 @@ function chartOptions(width) {
     width,
     height: 170,
     scales: { x: { time: true }, y: { range: (_, __, max) => [0, Math.max(4, Math.ceil(max * 1.15))] } },
-    axes: [axis, { ...axis, size: 52 }],
+    axes: [{ ...axis, space: 72 }, { ...axis, size: 52 }],
     series: [
       { value: (_, v) => (v === null ? "–" : clock.format(new Date(v * 1000))) },
       line("admitted", css("--admitted")),
@@ -713,7 +714,7 @@ function renderRules(rules, viewed) {
       el("td", {}, ...(rule.waiting_room ? [roomText(rule.waiting_room)] : rule.tiers.flatMap((tier) =>
         tier.policies.length ? tier.policies.map((p) => line(tierLabel(tier), policyText(p))) : [line(tierLabel(tier), "none")])),
         ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, layer.policies.map(policyText).join(", ")))),
-      el("td", {}, line(scopeText(rule)), ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, scopeText(layer)))),
+      el("td", {}, line(rule.waiting_room ? "–" : scopeText(rule)), ...layers(rule).map((layer) => line(`also ${layer.lookup}: `, scopeText(layer)))),
       el("td", {}, rule.concurrency
         ? [line(`${number.format(rule.concurrency.limit)} at once`), line(`lease ${duration(rule.concurrency.lease_ttl_ms)}`),
           rule.concurrency.max_wait_ms ? line(`queue ${rule.concurrency.max_queue}, wait ${duration(rule.concurrency.max_wait_ms)}`) : null]
@@ -724,8 +725,8 @@ function renderRules(rules, viewed) {
           line(`answers ${rule.ban.status}`)]
         : "–"),
       el("td", {}, line(rule.shadow ? el("span", { class: "tag warn" }, "shadow") : "enforcing"),
-        rule.local ? null : line("one object call per decision")),
-      el("td", {}, rule.on_error === "allow" ? "allow (fail open)" : "deny (fail closed)"));
+        rule.local || rule.waiting_room ? null : line("one object call per decision")),
+      el("td", {}, rule.waiting_room ? "–" : rule.on_error === "allow" ? "allow (fail open)" : "deny (fail closed)"));
   }));
 }
 

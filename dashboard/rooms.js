@@ -131,7 +131,7 @@ export class Rooms {
       width,
       height: HEIGHT,
       scales: { x: { time: true }, y: { range: (_, __, max) => [0, Math.max(4, Math.ceil(max * 1.15))] } },
-      axes: [axis, { ...axis, size: 52 }],
+      axes: [{ ...axis, space: 72 }, { ...axis, size: 52 }],
       series: [
         { value: (_, v) => (v === null ? "–" : clock.format(new Date(v * 1000))) },
         line("waiting", css("--refused")),

@@ -1,9 +1,10 @@
 // The dashboard's sales: for each quota every caller shares (a global
 // rule, or a global `also` layer under a per-user limit, named as its
 // policies are: `checkout.all`), what `GET rules/{id}` answers summed over
-// its parts (admitted and refused in the last five minutes, what is left,
-// the rate and the time to sell out, a chart per second), and the override
-// of its whole limit. Every value reaches the page as text.
+// its parts (what is sold and left over the whole window, exact, from the
+// parts' logs; the rate and the time to sell out; a chart per second of
+// the last five minutes; refusals, sampled), and the override of its
+// whole limit. Every value reaches the page as text.
 import { Charts } from "./charts.js";
 
 const SECOND = 1_000;
@@ -132,12 +133,14 @@ export class Sales {
       ...(current.reason ? [el("span", { class: "muted reason" }, ` ${current.reason}`)] : []));
     const sellOut = view.sell_out_ms === null ? "not at this rate" : view.sell_out_ms === 0 ? "sold out" : `in ${duration(view.sell_out_ms)}`;
     const rate = view.rate.admitted / view.rate.over_s;
+    // Sold and left are what the parts' logs hold, exact, over the whole
+    // window; refusals are counted in the parts' memory (see the docs).
     const figures = [
-      ["admitted", "Admitted, 5 min", number.format(view.admitted)],
-      ["refused", "Refused, 5 min", number.format(view.refused)],
+      ...view.quota.map((q) => ["admitted", `Sold of ${q.policy}`, `${number.format(q.used)} of ${number.format(q.limit)} / ${duration(q.window_ms)}`]),
       ...view.quota.map((q) => ["", `Left of ${q.policy}`, `${number.format(q.remaining)} of ${number.format(q.limit)} / ${duration(q.window_ms)}`]),
       ["", `Rate, last ${view.rate.over_s} s`, `${rate.toFixed(1)} / s`],
       ["", "Sells out", sellOut],
+      ["refused", "Refused by its parts, 5 min (sampled)", number.format(view.refused)],
     ];
     card.figures.replaceChildren(...figures.map(([kind, name, value]) => el("div", { class: kind }, el("dt", {}, name), el("dd", {}, value))));
     card.note.hidden = view.unreachable.length === 0;

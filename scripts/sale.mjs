@@ -1,13 +1,17 @@
-// A flash sale rehearsed locally (npm run sale): Sluice started as
-// `npm run dev` starts it (scripts/dev.sh: wrangler dev, the same build,
-// the demo origin), with one stacked rule, "1 per buyer per window under a
-// global quota split into K parts", and autocannon (from npm) sending every
-// buyer's attempts. It prints what a sizing needs and checks the promise:
-// admitted must equal the quota exactly, and no buyer gets more than its
-// own limit; otherwise it exits non-zero. docs/flash-sale.md turns the
-// figures into a recipe.
+// `npm run sale`: Sluice started as `npm run dev` starts it
+// (scripts/dev.sh: wrangler dev, the same build, the demo origin) with a
+// sale's rules, and a rehearsal against it. It checks the promise: exactly
+// the stock is sold, and nobody gets more than their limit; otherwise it
+// exits non-zero. docs/flash-sale.md turns the figures into a recipe.
 //
-//   npm run sale [-- --buyers 2000 --attempts 3 --quota 500 --split 8 ...]
+// By default a whole drop (scripts/drop.mjs): visitors with cookie jars
+// through a waiting room with a pre-queue, to a checkout with its stock.
+// With --sizing, the load a split is sized with: one stacked rule, "1 per
+// buyer per window under a global quota split into K parts", and
+// autocannon (from npm) sending every buyer's attempts.
+//
+//   npm run sale [-- --visitors 300 --stock 100 ...]
+//   npm run sale -- --sizing [--buyers 2000 --attempts 3 --quota 500 --split 8 ...]
 //
 // Every process it starts (wrangler and the workerd it runs) is in one
 // process group, stopped by its id when the sale is over.
@@ -19,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
+import { dropConfig, dropOptions, rehearse, summary } from "./drop.mjs";
 
 const root = new URL("../", import.meta.url).pathname;
 const PREFIX = "/_sluice";
@@ -36,13 +41,14 @@ const OPTIONS = {
   "start-timeout": { default: "180", help: "seconds to wait for npm run dev to answer (it may build first)" },
 };
 
-function usage() {
-  const lines = Object.entries(OPTIONS).map(([name, { default: d, help }]) => `  --${name} <n>`.padEnd(26) + `${help} (${d})`);
-  return `usage: npm run sale [-- options]\n${lines.join("\n")}\n`;
+function usage(options = OPTIONS, command = "npm run sale -- --sizing [options]") {
+  const lines = Object.entries(options).map(([name, { default: d, help }]) => `  --${name} <n>`.padEnd(26) + `${help} (${d})`);
+  return `usage: ${command}\n${lines.join("\n")}\n`;
 }
 
-function options() {
+function options(args) {
   const { values } = parseArgs({
+    args,
     options: { ...Object.fromEntries(Object.entries(OPTIONS).map(([name, { default: d }]) => [name, { type: "string", default: d }])), help: { type: "boolean" } },
   });
   if (values.help) {
@@ -104,16 +110,16 @@ function freePort() {
  * own: `--var SLUICE:<json>` replaces wrangler.toml's rules, `--env-file`
  * gives the admin token (and keeps the developer's .dev.vars out), and
  * `--persist-to` a fresh directory, so no earlier run's admissions count. */
-async function launch(o, dir) {
+async function launch(sluice, dir) {
   const token = randomBytes(32).toString("hex");
   const envFile = join(dir, "sale.env");
-  writeFileSync(envFile, `ADMIN_TOKEN=${token}\n`, { mode: 0o600 });
+  writeFileSync(envFile, `ADMIN_TOKEN=${token}\nROOM_SECRET=${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
   const [port, inspector] = [await freePort(), await freePort()];
   const log = join(dir, "dev.log");
   const args = [
     join(root, "scripts/dev.sh"),
     "--env-file", envFile,
-    "--var", `SLUICE:${JSON.stringify(config(o))}`,
+    "--var", `SLUICE:${JSON.stringify(sluice)}`,
     "--persist-to", join(dir, "state"),
     "--inspector-port", String(inspector),
     "--show-interactive-dev-session=false",
@@ -334,9 +340,39 @@ function report(o, { result, answers, sent }, calls, sold) {
   return failures;
 }
 
-async function main() {
-  const o = options();
+/** The sizing load: every buyer's attempts through autocannon. */
+async function sizing(args, dir, started) {
+  const o = options(args);
   if (o.buyers * o.perUser < o.quota) throw new Error(`--buyers ${o.buyers} at --per-user ${o.perUser} cannot buy the --quota ${o.quota}: nothing would sell out`);
+  const dev = await started(config(o), o);
+  const before = await settledCalls(dev);
+  process.stderr.write(`sale: ${o.buyers * o.attempts} requests from ${o.buyers} buyers...\n`);
+  const run = await load(dev, o);
+  const calls = (await settledCalls(dev)) - before;
+  // The whole quota, its parts added up (read after the calls above:
+  // reading it calls each part).
+  const whole = await admin(dev, `/keys/${RULE}.${LAYER}/*`);
+  return report(o, run, calls, whole.slots[0].used);
+}
+
+/** A whole drop: the room opens `--lead` seconds after npm run dev is
+ * started, and the visitors who come early wait in its pre-queue. */
+async function drop(args, dir, started) {
+  const o = dropOptions(args, usage);
+  const opensAt = Date.now() + o.leadS * 1000;
+  const dev = await started(dropConfig(o, opensAt), o);
+  if (Date.now() > opensAt - 2000) throw new Error(`npm run dev took longer to start than --lead ${o.leadS}: give it a longer --lead`);
+  process.stderr.write(`sale: ${o.visitors} visitors; the room opens at ${new Date(opensAt).toISOString()}...\n`);
+  const logs = await rehearse(o, dev.base, opensAt);
+  const whole = await admin(dev, "/keys/checkout.stock/*");
+  const { lines, failures } = summary(o, logs, whole.slots[0].used, opensAt);
+  process.stdout.write(lines.join("\n") + "\n");
+  return failures;
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const run = args.includes("--sizing") ? sizing : drop;
   const dir = mkdtempSync(join(tmpdir(), "sluice-sale-"));
   let dev;
   const stop = async () => {
@@ -350,22 +386,17 @@ async function main() {
     await stop();
     process.exit(130);
   });
-  try {
-    process.stderr.write("sale: starting npm run dev with the sale's rule...\n");
-    dev = await launch(o, dir);
+  const started = async (sluice, o) => {
+    process.stderr.write("sale: starting npm run dev with the sale's rules...\n");
+    dev = await launch(sluice, dir);
     await ready(dev, o);
     process.stderr.write(`sale: npm run dev answers on ${dev.base}, process group ${dev.pid}\n`);
-    const before = await settledCalls(dev);
-    process.stderr.write(`sale: ${o.buyers * o.attempts} requests from ${o.buyers} buyers...\n`);
-    const run = await load(dev, o);
-    const calls = (await settledCalls(dev)) - before;
-    // The whole quota, its parts added up (read after the calls above:
-    // reading it calls each part).
-    const whole = await admin(dev, `/keys/${RULE}.${LAYER}/*`);
-    const sold = whole.slots[0].used;
-    const failures = report(o, run, calls, sold);
+    return dev;
+  };
+  try {
+    const failures = await run(args.filter((a) => a !== "--sizing"), dir, started);
     for (const failure of failures) process.stderr.write(`sale: FAILED: ${failure}\n`);
-    if (failures.length > 0) process.stderr.write(`sale: the end of npm run dev's log:\n${tail(dev.log())}\n`);
+    if (failures.length > 0 && dev) process.stderr.write(`sale: the end of npm run dev's log:\n${tail(dev.log())}\n`);
     process.exitCode = failures.length > 0 ? 1 : 0;
   } finally {
     await stop();

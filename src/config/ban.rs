@@ -1,5 +1,6 @@
 //! A rule's escalating bans (`ban`).
 
+use super::policies::quoting;
 use super::{error, ConfigError};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
@@ -38,7 +39,16 @@ pub(super) fn validate_ban(raw: RawBan, at: &str) -> Result<RuleBan, ConfigError
         raw.multiplier.unwrap_or(1),
         max,
     )
-    .map_err(|e| error(&format!("{at}.{}", e.field), e.message))?;
+    .map_err(|e| {
+        let written = match e.field {
+            "within" => Some(&raw.within),
+            "for" => Some(&raw.duration),
+            "max" => raw.max.as_ref(),
+            _ => None,
+        };
+        let message = written.map_or(e.message.clone(), |text| quoting(&e.message, text));
+        error(&format!("{at}.{}", e.field), message)
+    })?;
     let status = match raw.status {
         None | Some(429) => 429,
         Some(403) => 403,

@@ -11,7 +11,14 @@ pub struct Global {
     /// Each part's policies, with limits cut to the part's share; one entry
     /// when the quota is not split.
     pub parts: Vec<Vec<(String, Spec)>>,
+    /// `sold_out = "close"`: the rule closes itself once the whole quota
+    /// is used (`crate::ledger::stock`).
+    pub sold_out: bool,
 }
+
+/// Why a shadow rule takes no `sold_out`.
+pub(super) const SHADOW_SOLD_OUT: &str =
+    "a shadow rule refuses nothing, so it cannot close itself when sold out: leave sold_out out, or shadow";
 
 /// What `scope` and `split` must agree with.
 pub(super) struct RawScope {
@@ -21,6 +28,7 @@ pub(super) struct RawScope {
     pub(super) tiers: bool,
     pub(super) ban: bool,
     pub(super) concurrency: bool,
+    pub(super) sold_out: Option<String>,
 }
 
 pub(super) fn validate_scope(
@@ -31,13 +39,15 @@ pub(super) fn validate_scope(
     let field = |name: &str| format!("{at}.{name}");
     match raw.scope.as_deref() {
         None | Some("key") => {
-            return match raw.split {
-                None => Ok(None),
-                Some(_) => Err(error(
-                    &field("split"),
-                    "split divides a shared quota: it needs scope = \"global\"",
-                )),
+            let (name, does) = match (raw.split, raw.sold_out) {
+                (None, None) => return Ok(None),
+                (Some(_), _) => ("split", "split divides a shared quota"),
+                (None, Some(_)) => ("sold_out", "sold_out closes a shared quota once it is used"),
             };
+            return Err(error(
+                &field(name),
+                format!("{does}: it needs scope = \"global\""),
+            ));
         }
         Some("global") => {}
         Some(other) => {
@@ -79,7 +89,22 @@ pub(super) fn validate_scope(
             ),
         )
     })?;
-    Ok(Some(Global { parts: shares }))
+    let sold_out = match raw.sold_out.as_deref() {
+        None => false,
+        Some("close") if policies.len() == 1 && !matches!(policies[0].1, Spec::Gcra(_)) => true,
+        Some("close") => return Err(error(
+            &field("sold_out"),
+            "sold_out needs a quota of one limit (limit and window, sliding_log or fixed_window): it closes the rule once that limit is used",
+        )),
+        Some(other) => return Err(error(
+            &field("sold_out"),
+            format!("{other:?} is not a choice: use \"close\" (the rule closes itself, 410 closed, once the whole quota is used) or leave it out"),
+        )),
+    };
+    Ok(Some(Global {
+        parts: shares,
+        sold_out,
+    }))
 }
 
 /// `policies` divided over `parts` parts, each policy's limit cut to each

@@ -18,7 +18,7 @@
 use serde_json::Value;
 
 use super::count::{parse_count, CountedStatuses};
-use super::global::{validate_scope, Global, RawScope};
+use super::global::{validate_scope, Global, RawScope, SHADOW_SOLD_OUT};
 use super::names::validate_part_name;
 use super::pattern::Pattern;
 use super::policies::{validate_limits, RawLimits, RawPolicy};
@@ -143,6 +143,7 @@ from_tree! {
         burst: Option<u64> = optional "burst",
         policies: Option<Vec<RawPolicy>> = optional "policies",
         count: Option<Value> = optional "count",
+        sold_out: Option<String> = optional "sold_out",
     }
 }
 
@@ -254,6 +255,9 @@ fn validate_layer(
         None => rule.count.clone(),
         Some(value) => parse_count(Some(value), &field("count"))?,
     };
+    if rule.shadow && raw.sold_out.is_some() {
+        return Err(error(&field("sold_out"), SHADOW_SOLD_OUT));
+    }
     let reserves = !last || count.is_some();
     let limits = RawLimits {
         limit: raw.limit,
@@ -271,6 +275,7 @@ fn validate_layer(
         tiers: false,
         ban: false,
         concurrency: false,
+        sold_out: raw.sold_out,
     };
     let global = validate_scope(raw_scope, &policies, here)?;
     let key = match (raw.key, &global) {

@@ -406,16 +406,16 @@ mod tests {
             "origin": "demo",
             "jwt": {},
             "rules": [
-                {"id": "api", "tiers": [
+                {"id": "api", "match": {"path": "/api/*"}, "tiers": [
                     {"name": "registered", "when": "registered", "limit": 100, "window": "1m"},
                     {"name": "anonymous", "when": "anonymous", "limit": 10, "window": "1m"},
                 ]},
-                {"id": "plain", "limit": 1, "window": "1s"},
-                {"id": "sale", "scope": "global", "split": 4, "limit": 40, "window": "1s"},
-                {"id": "one", "scope": "global", "limit": 40, "window": "1s"},
-                {"id": "report", "concurrency": 2},
-                {"id": "shop", "waiting_room": {"active": 5, "per_minute": 5}},
-                {"id": "checkout", "key": "header:x-user", "limit": 1, "window": "1m", "also": [
+                {"id": "plain", "match": {"path": "/plain/*"}, "limit": 1, "window": "1s"},
+                {"id": "sale", "match": {"path": "/sale/*"}, "scope": "global", "split": 4, "limit": 40, "window": "1s"},
+                {"id": "one", "match": {"path": "/one/*"}, "scope": "global", "limit": 40, "window": "1s"},
+                {"id": "report", "match": {"path": "/report/*"}, "concurrency": 2},
+                {"id": "shop", "match": {"path": "/shop/*"}, "waiting_room": {"active": 5, "per_minute": 5}},
+                {"id": "checkout", "match": {"path": "/checkout/*"}, "key": "header:x-user", "limit": 1, "window": "1m", "also": [
                     {"id": "all", "scope": "global", "split": 4, "limit": 100, "window": "1m"},
                     {"id": "ip", "key": "ip", "limit": 5, "window": "1m"},
                 ]},

@@ -16,6 +16,7 @@ pub mod paths;
 pub mod pattern;
 mod policies;
 pub mod quota_override;
+mod reach;
 pub mod room;
 pub mod rule;
 pub mod tier;
@@ -316,6 +317,7 @@ impl Config {
                 format!("{prefix:?} is where Sluice's own endpoints live, and every path at or below it is answered by Sluice (a 404 where it has none), so SLUICE.rules[{i}] (match.path {:?}) would never see its requests; choose a prefix no rule's path starts with (the default is {DEFAULT_PREFIX:?})", rule.path.to_string()),
             ));
         }
+        reach::check(&rules)?;
         let origin =
             validate_origin(raw.origin.as_deref()).map_err(|m| error("SLUICE.origin", m))?;
         Ok(Config {

@@ -24,6 +24,15 @@ enum Token {
     Rest,
 }
 
+/// One step of a pattern: a character, one whole non-empty segment
+/// (`:name`), or any rest (`*`, always the last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    Char(char),
+    Segment,
+    Rest,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     tokens: Vec<Token>,
@@ -136,6 +145,20 @@ impl Pattern {
             Some(Token::Literal(text)) => text,
             _ => "",
         }
+    }
+
+    /// What the pattern matches, one step at a time, for reasoning about
+    /// the paths a rule can match (`config::reach`).
+    pub(super) fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for token in &self.tokens {
+            match token {
+                Token::Literal(text) => steps.extend(text.chars().map(Step::Char)),
+                Token::Param(_) => steps.push(Step::Segment),
+                Token::Rest => steps.push(Step::Rest),
+            }
+        }
+        steps
     }
 
     /// Whether the pattern captures a parameter called `name`.

@@ -120,6 +120,13 @@ struct Algo<'a> {
     no_gcra: Option<&'static str>,
 }
 
+/// A duration's error quoting the text written (`got "60d"`), not the
+/// milliseconds it was read as.
+pub(super) fn quoting(message: &str, written: &str) -> String {
+    let bound = message.split(", got ").next().unwrap_or(message);
+    format!("{bound}, got {written:?}")
+}
+
 fn validate_spec(
     limit: u64,
     window: &str,
@@ -132,13 +139,12 @@ fn validate_spec(
         no_gcra,
     } = algorithm;
     let window_ms = parse_ms(window).map_err(|m| error(&format!("{at}.window"), m))?;
-    let policy = Policy::new(limit, window_ms).map_err(|e| {
-        let name = if e.field() == "limit" {
-            "limit"
-        } else {
-            "window"
-        };
-        error(&format!("{at}.{name}"), e.to_string())
+    let policy = Policy::new(limit, window_ms).map_err(|e| match e.field() {
+        "limit" => error(&format!("{at}.limit"), e.to_string()),
+        _ => error(
+            &format!("{at}.window"),
+            quoting("window must be from 1 ms to 30 days", window),
+        ),
     })?;
     if burst.is_some() && algorithm != Some("gcra") {
         return Err(error(

@@ -31,6 +31,7 @@ impl QuotaOverride {
             until_ms: None,
             reason: self.reason.clone(),
             set_ms: now_ms,
+            whole: Some((self.policy.clone(), self.limit)),
         })
     }
 }
@@ -161,8 +162,8 @@ mod tests {
         Config::from_value(json!({
             "origin": "demo",
             "rules": [
-                {"id": "sale", "scope": "global", "split": 4, "limit": 10, "window": "1m"},
-                {"id": "two", "scope": "global", "split": 2, "policies": [
+                {"id": "sale", "match": {"path": "/sale"}, "scope": "global", "split": 4, "limit": 10, "window": "1m"},
+                {"id": "two", "match": {"path": "/two"}, "scope": "global", "split": 2, "policies": [
                     {"name": "second", "limit": 10, "window": "1s"},
                     {"name": "day", "limit": 1000, "window": "1d", "algorithm": "fixed_window"},
                 ]},

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::ban::{validate_ban, RawBan, RuleBan};
 use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
 use super::count::{validate_count, CountedStatuses};
-use super::global::{validate_scope, Global, RawScope};
+use super::global::{validate_scope, Global, RawScope, SHADOW_SOLD_OUT};
 use super::layers::{raw_order, validate_also, Layer, Owner, RawLayer, RESERVING_GCRA};
 use super::names::validate_rule_id;
 use super::paths::{validate_paths, RawPaths};
@@ -173,6 +173,7 @@ from_tree! {
         count: Option<Value> = optional "count",
         waiting_room: Option<RawRoom> = optional "waiting_room",
         also: Option<Vec<RawLayer>> = optional "also",
+        sold_out: Option<String> = optional "sold_out",
         room: Option<String> = optional "room",
     }
 }
@@ -229,6 +230,7 @@ pub(super) fn validate_rule(
             ("split", raw.split.is_some()),
             ("count", raw.count.is_some()),
             ("also", raw.also.is_some()),
+            ("sold_out", raw.sold_out.is_some()),
             ("room", raw.room.is_some()),
         ];
         let set: Vec<&str> = set.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
@@ -329,6 +331,9 @@ pub(super) fn validate_rule(
     };
     let concurrency =
         validate_concurrency(raw.concurrency, raw.lease_ttl.as_deref(), raw.queue, at)?;
+    if raw.shadow && raw.sold_out.is_some() {
+        return Err(error(&field("sold_out"), SHADOW_SOLD_OUT));
+    }
     let scope = RawScope {
         scope: raw.scope,
         split: raw.split,
@@ -336,6 +341,7 @@ pub(super) fn validate_rule(
         tiers: has_tiers,
         ban: ban.is_some(),
         concurrency: concurrency.is_some(),
+        sold_out: raw.sold_out,
     };
     let policies = tiers.first().map_or(&[][..], |tier| &tier.policies);
     let global = validate_scope(scope, policies, at)?;

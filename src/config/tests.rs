@@ -123,7 +123,7 @@ fn own_paths_sit_below_the_prefix() {
 fn a_prefix_that_would_take_every_path_of_a_rule_is_refused() {
     let config = |prefix: &str, path: &str, paths: Value| {
         json!({"origin": "demo", "prefix": prefix, "rules": [
-            {"id": "open", "match": {"path": "/*"}, "limit": 1, "window": "1s"},
+            {"id": "open", "match": {"path": "/open/*"}, "limit": 1, "window": "1s"},
             {"id": "api", "match": {"path": path}, "paths": paths, "limit": 1, "window": "1s"},
         ]})
     };
@@ -1305,8 +1305,8 @@ fn an_override_s_shorthand_is_a_tier_s_one_policy() {
     use crate::config::override_body::{parse_override, OverrideRequest};
     use crate::http::body;
     let config = Config::from_value(json!({"origin": "demo", "rules": [
-        {"id": "one", "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
-        {"id": "two", "policies": [
+        {"id": "one", "match": {"path": "/one"}, "policies": [{"name": "day", "limit": 10, "window": "1d"}]},
+        {"id": "two", "match": {"path": "/two"}, "policies": [
             {"name": "second", "limit": 2, "window": "1s"},
             {"name": "day", "limit": 10, "window": "1d"},
         ]},
@@ -1336,4 +1336,77 @@ fn an_override_s_shorthand_is_a_tier_s_one_policy() {
     )
     .unwrap();
     assert_eq!(named.policies[0].0, "two.day");
+}
+
+#[test]
+fn sold_out_closes_a_global_quota_of_one_limit_and_nothing_else() {
+    let rule = |extra: Value| {
+        let mut rule = json!({"id": "drop", "match": {"path": "/drop"}, "scope": "global", "split": 4, "limit": 8, "window": "30d", "sold_out": "close"});
+        for (k, v) in extra.as_object().unwrap() {
+            rule[k] = v.clone();
+        }
+        json!({"origin": "demo", "rules": [rule]})
+    };
+    let config = Config::from_value(rule(json!({}))).unwrap();
+    assert!(config.rules[0].global.as_ref().unwrap().sold_out);
+    let layered = Config::from_value(json!({"origin": "demo", "rules": [{
+        "id": "buy", "key": "header:x-user", "limit": 1, "window": "1h",
+        "also": [{"id": "all", "scope": "global", "split": 2, "limit": 4, "window": "30d", "sold_out": "close"}],
+    }]}))
+    .unwrap();
+    assert!(layered.rules[0].also[0].global.as_ref().unwrap().sold_out);
+    for (extra, field) in [
+        (
+            json!({"scope": "key", "split": null, "key": "ip"}),
+            "sold_out",
+        ),
+        (json!({"sold_out": "later"}), "sold_out"),
+        (
+            json!({"limit": null, "window": null, "policies": [{"name": "a", "limit": 8, "window": "1s"}, {"name": "b", "limit": 80, "window": "1d"}]}),
+            "sold_out",
+        ),
+        (json!({"split": null, "algorithm": "gcra"}), "sold_out"),
+        (json!({"shadow": true}), "sold_out"),
+    ] {
+        let mut config = rule(extra.clone());
+        let fields = config["rules"][0].as_object_mut().unwrap();
+        fields.retain(|_, v| !v.is_null());
+        let e = error_of(config);
+        assert_eq!(
+            e.field,
+            format!("SLUICE.rules[0].{field}"),
+            "{extra}: {}",
+            e.message
+        );
+    }
+}
+
+#[test]
+fn a_duration_out_of_range_is_quoted_as_written() {
+    for (rule, field, quoted) in [
+        (
+            json!({"window": "60d"}),
+            "SLUICE.rules[0].window",
+            "got \"60d\"",
+        ),
+        (
+            json!({"window": "1m", "ban": {"after": 2, "within": "31d", "for": "1h"}}),
+            "SLUICE.rules[0].ban.within",
+            "got \"31d\"",
+        ),
+        (
+            json!({"window": "1m", "ban": {"after": 2, "within": "1m", "for": "2h", "max": "1h"}}),
+            "SLUICE.rules[0].ban.max",
+            "at least for (2h) and at most 365 days, got \"1h\"",
+        ),
+    ] {
+        let mut spec = json!({"id": "a", "match": {"path": "/a"}, "limit": 1});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(rule.as_object().unwrap().clone());
+        let e = error_of(json!({"rules": [spec]}));
+        assert_eq!(e.field, field);
+        assert!(e.message.ends_with(quoted), "{}", e.message);
+        assert!(!e.message.contains(" ms,"), "{}", e.message);
+    }
 }

@@ -141,6 +141,16 @@ pub fn strictest<'a>(controls: impl IntoIterator<Item = &'a Control>) -> Option<
     controls.into_iter().max_by_key(|c| c.state)
 }
 
+/// Whether every part holds the same state, for the same reason (parts
+/// that closed themselves when sold out did so each at its own moment).
+pub fn agree(controls: &[Option<&Control>]) -> bool {
+    controls.windows(2).all(|pair| match pair {
+        [Some(a), Some(b)] => (a.state, &a.reason) == (b.state, &b.reason),
+        [a, b] => a.is_none() && b.is_none(),
+        _ => true,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

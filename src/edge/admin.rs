@@ -179,6 +179,8 @@ async fn call(
         (_, AdminRoute::Ban { .. }) => not_allowed("PUT, DELETE"),
         (Some(Method::Get), AdminRoute::Stats) => stats::get(objects, &params).await,
         (_, AdminRoute::Stats) => not_allowed("GET"),
+        (Some(Method::Get), AdminRoute::Metrics) => stats::metrics(objects, config).await,
+        (_, AdminRoute::Metrics) => not_allowed("GET"),
         (Some(Method::Get), AdminRoute::Top) => stats::top(objects, config, &params).await,
         (_, AdminRoute::Top) => not_allowed("GET"),
         (Some(Method::Put), AdminRoute::Override { rule, key }) => {
@@ -249,6 +251,7 @@ async fn put_override(
         until_ms: parsed.for_ms.map(|ms| now.saturating_add(ms)),
         reason: parsed.reason,
         set_ms: now,
+        whole: None,
     };
     let wire = WireOverride::encode(&overridden);
     let object = Scope::named(rule).object(key);

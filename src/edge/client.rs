@@ -26,7 +26,7 @@ use crate::objects::name::ObjectName;
 use crate::objects::protocol::{
     CheckRequest, ControlRequest, HubCall, HubReply, KeyBan, KeyBanRequest, KeyRequest, KeyState,
     LeaseRequest, LimiterCall, LimiterReply, OverrideRequest, PeekRequest, SettleAnswer,
-    SettleRequest, ThrottleRequest, UnbanRequest, WireOverride,
+    SettleRequest, StockRequest, ThrottleRequest, UnbanRequest, WireOverride,
 };
 use crate::room::protocol::{RoomCall, RoomReply};
 
@@ -105,6 +105,11 @@ impl Objects {
         }
     }
 
+    /// The worker's bindings.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
     /// The same objects with a longer deadline, for a call that may wait.
     pub fn with_timeout(&self, timeout_ms: u64) -> Objects {
         Objects {
@@ -181,6 +186,17 @@ impl Objects {
         });
         match self.limiter(key, &call).await? {
             LimiterReply::Control { previous } => Ok(previous),
+            other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
+        }
+    }
+
+    /// Tells a sibling part what a part of a sold-out quota says of its
+    /// stock.
+    pub async fn tell_stock(&self, request: StockRequest) -> Result<()> {
+        let key = request.key.clone();
+        let call = LimiterCall::Stock(request);
+        match self.limiter(&key, &call).await? {
+            LimiterReply::Control { .. } => Ok(()),
             other => Err(unexpected(LIMITER_BINDING, call.name(), other.name())),
         }
     }

@@ -120,7 +120,7 @@ async fn acquire(req: ClientRequest, objects: &Objects) -> Result<Response> {
             if let Some(problem) = api::lease_problem(&outcome) {
                 return respond::problem(&problem);
             }
-            isolate::record(API_SCOPE, &call.key, Verdict::of(outcome.allowed));
+            isolate::record(API_SCOPE, &call.key, Verdict::decided(&outcome, false));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
             respond::json(&lease_response(&outcome), headers)
@@ -206,7 +206,7 @@ async fn limit_one(request: LimitRequest, ctx: &Context, objects: &Objects) -> R
             ..
         }) => respond::problem(&api::policy_conflict(&name)).map(Reply::from),
         Ok(outcome) => {
-            isolate::record(API_SCOPE, &request.key, Verdict::of(outcome.allowed));
+            isolate::record(API_SCOPE, &request.key, Verdict::decided(&outcome, false));
             let reservation = check.reserve.as_ref().map(|r| r.id.as_str());
             let answer = limit_response(&request, &outcome, reservation);
             respond::json_with(&answer, &limit_fields(&outcome))
@@ -267,7 +267,7 @@ async fn limit_layers(request: LayeredRequest, ctx: &Context, objects: &Objects)
         None => {}
     }
     let announced = request.announced(&answers);
-    isolate::record(API_SCOPE, key, Verdict::of(announced.allowed));
+    isolate::record(API_SCOPE, key, Verdict::decided(&announced, false));
     let answer = layers_response(&request, &answers);
     respond::json_with(&answer, &limit_fields(&announced))
 }

@@ -32,8 +32,13 @@ use crate::isolate::stats::{HubStats, StatRow, MAX_STAT_RULES};
 use crate::isolate::top::{merge_all, TopKeys, CAPACITY};
 use crate::objects::protocol::{HubCall, HubReply};
 
-/// Per-minute counts are kept a week.
+/// Per-minute counts are kept a week; older ones are added to each rule's
+/// totals (`hub_totals`), so that the counts since the hub began only
+/// ever grow (the metrics' counters, `GET {prefix}/admin/metrics`).
 pub const KEEP_STATS_MS: u64 = 7 * 24 * 3_600_000;
+
+/// A stat row's counts, in the order the tables and [`StatRow`] hold them.
+const COUNTS: &str = "admitted, refused, failed, near_limit, shadow";
 
 /// Top refused keys are kept an hour.
 pub const KEEP_TOP_MS: u64 = 3_600_000;
@@ -51,7 +56,12 @@ CREATE TABLE IF NOT EXISTS hub_bans (
 CREATE TABLE IF NOT EXISTS hub_minutes (
   rule TEXT NOT NULL, minute_ms INTEGER NOT NULL,
   admitted INTEGER NOT NULL, refused INTEGER NOT NULL, failed INTEGER NOT NULL,
+  near_limit INTEGER NOT NULL DEFAULT 0, shadow INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (rule, minute_ms)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hub_totals (
+  rule TEXT NOT NULL PRIMARY KEY,
+  admitted INTEGER NOT NULL, refused INTEGER NOT NULL, failed INTEGER NOT NULL,
+  near_limit INTEGER NOT NULL, shadow INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hub_top (
   rule TEXT NOT NULL, minute_ms INTEGER NOT NULL, summary TEXT NOT NULL,
   PRIMARY KEY (rule, minute_ms)) WITHOUT ROWID;";
@@ -101,6 +111,8 @@ impl FromRow for StatRow {
             admitted: c.whole()?,
             refused: c.whole()?,
             failed: c.whole()?,
+            near_limit: c.whole()?,
+            shadow: c.whole()?,
         })
     }
 }
@@ -138,10 +150,18 @@ impl DurableObject for Hub {
         let now = now_ms();
         self.hand_over_legacy_bans(&sql, now).await?;
         sql.exec("DELETE FROM hub_bans WHERE until_ms <= ?", vec![int(now)])?;
+        let old = int(now.saturating_sub(KEEP_STATS_MS));
         sql.exec(
-            "DELETE FROM hub_minutes WHERE minute_ms < ?",
-            vec![int(now.saturating_sub(KEEP_STATS_MS))],
+            &format!(
+                "INSERT INTO hub_totals (rule, {COUNTS}) SELECT rule, SUM(admitted), SUM(refused),
+                 SUM(failed), SUM(near_limit), SUM(shadow) FROM hub_minutes WHERE minute_ms < ?
+                 GROUP BY rule ON CONFLICT (rule) DO UPDATE SET admitted = admitted + excluded.admitted,
+                 refused = refused + excluded.refused, failed = failed + excluded.failed,
+                 near_limit = near_limit + excluded.near_limit, shadow = shadow + excluded.shadow"
+            ),
+            vec![old.clone()],
         )?;
+        sql.exec("DELETE FROM hub_minutes WHERE minute_ms < ?", vec![old])?;
         sql.exec(
             "DELETE FROM hub_top WHERE minute_ms < ?",
             vec![int(now.saturating_sub(KEEP_TOP_MS))],
@@ -231,20 +251,26 @@ impl Hub {
         Ok((true, replaced))
     }
 
-    /// What this hub counted since `since_ms` and in the last hour, per
+    /// What this hub counted since `since_ms` (0: since it began, the
+    /// minutes aged out of the week included) and in the last hour, per
     /// rule, and how many bans it lists: counts only, so the answer's
     /// size depends on the number of rules, never on keys or bans.
     fn stats(&self, sql: &SqlStorage, since_ms: u64, now: u64) -> Result<HubStats> {
         let rules = i64::try_from(MAX_STAT_RULES).unwrap_or(i64::MAX);
         let totals: Vec<StatRow> = rows(&sql.exec(
-            "SELECT rule, MIN(minute_ms) AS minute_ms, SUM(admitted) AS admitted,
-             SUM(refused) AS refused, SUM(failed) AS failed FROM hub_minutes
-             WHERE minute_ms + 60000 > ? GROUP BY rule ORDER BY rule LIMIT ?",
-            vec![int(since_ms), rules.into()],
+            &format!(
+                "SELECT rule, MIN(minute_ms), SUM(admitted), SUM(refused), SUM(failed),
+                 SUM(near_limit), SUM(shadow) FROM (SELECT rule, minute_ms, {COUNTS} FROM hub_minutes
+                 WHERE minute_ms + 60000 > ? UNION ALL SELECT rule, 0, {COUNTS} FROM hub_totals
+                 WHERE ? = 0) GROUP BY rule ORDER BY rule LIMIT ?"
+            ),
+            vec![int(since_ms), int(since_ms), rules.into()],
         )?)?;
         let recent: Vec<StatRow> = rows(&sql.exec(
-            "SELECT rule, minute_ms, admitted, refused, failed FROM hub_minutes
-             WHERE minute_ms + 3660000 > ? ORDER BY rule, minute_ms LIMIT ?",
+            &format!(
+                "SELECT rule, minute_ms, {COUNTS} FROM hub_minutes
+                 WHERE minute_ms + 3660000 > ? ORDER BY rule, minute_ms LIMIT ?"
+            ),
             vec![int(now), rules.saturating_mul(61).into()],
         )?)?;
         let bans = |query: &str| count(sql, query, vec![int(now), MANUAL.into()]);
@@ -265,10 +291,21 @@ impl Hub {
     fn take_report(&self, sql: &SqlStorage, report: Report) -> Result<()> {
         for row in report.stats {
             sql.exec(
-                "INSERT INTO hub_minutes (rule, minute_ms, admitted, refused, failed) VALUES (?, ?, ?, ?, ?)
-                 ON CONFLICT (rule, minute_ms) DO UPDATE SET admitted = admitted + excluded.admitted,
-                 refused = refused + excluded.refused, failed = failed + excluded.failed",
-                vec![row.rule.into(), int(row.minute_ms), int(row.admitted), int(row.refused), int(row.failed)],
+                &format!(
+                    "INSERT INTO hub_minutes (rule, minute_ms, {COUNTS}) VALUES (?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (rule, minute_ms) DO UPDATE SET admitted = admitted + excluded.admitted,
+                     refused = refused + excluded.refused, failed = failed + excluded.failed,
+                     near_limit = near_limit + excluded.near_limit, shadow = shadow + excluded.shadow"
+                ),
+                vec![
+                    row.rule.into(),
+                    int(row.minute_ms),
+                    int(row.admitted),
+                    int(row.refused),
+                    int(row.failed),
+                    int(row.near_limit),
+                    int(row.shadow),
+                ],
             )?;
         }
         for part in report.top {
@@ -359,15 +396,26 @@ impl Hub {
 
 /// Brings a hub's tables to the current layout: `hub_bans` gained the
 /// time each ban started (0, unknown, for the bans listed before: they
-/// come last, as the oldest).
+/// come last, as the oldest), and `hub_minutes` the admissions near a
+/// limit and the shadow refusals (0 for the minutes counted before).
 fn upgrade(sql: &SqlStorage) -> Result<()> {
-    let schema: Vec<Text> = rows(&sql.exec(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'hub_bans'",
-        None,
-    )?)?;
-    if schema.iter().any(|table| !table.0.contains("started_ms")) {
+    let schema = |table: &str| -> Result<String> {
+        let found: Vec<Text> = rows(&sql.exec(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+            vec![table.into()],
+        )?)?;
+        Ok(found.into_iter().map(|t| t.0).collect())
+    };
+    if !schema("hub_bans")?.contains("started_ms") {
         sql.exec(
             "ALTER TABLE hub_bans ADD COLUMN started_ms INTEGER NOT NULL DEFAULT 0",
+            None,
+        )?;
+    }
+    if !schema("hub_minutes")?.contains("near_limit") {
+        sql.exec(
+            "ALTER TABLE hub_minutes ADD COLUMN near_limit INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE hub_minutes ADD COLUMN shadow INTEGER NOT NULL DEFAULT 0;",
             None,
         )?;
     }

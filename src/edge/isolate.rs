@@ -6,6 +6,9 @@
 use std::cell::RefCell;
 use std::net::IpAddr;
 
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use worker::js_sys::Reflect;
 use worker::{console_error, Context};
 
 use super::blocks;
@@ -25,6 +28,27 @@ thread_local! {
     static REFUSALS: RefCell<RefusalCache> = RefCell::new(RefusalCache::new(CAPACITY));
     static BANS: RefCell<BanList> = RefCell::new(BanList::new());
     static OUTBOX: RefCell<Outbox> = RefCell::new(Outbox::new());
+    /// The Analytics Engine dataset bound as [`ANALYTICS_BINDING`], looked
+    /// up by the isolate's first request (`undefined` when there is none).
+    static DATASET: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+}
+
+/// The optional Analytics Engine dataset binding each decision is written
+/// to (`[[analytics_engine_datasets]]` in wrangler.toml).
+pub const ANALYTICS_BINDING: &str = "ANALYTICS";
+
+/// One decision as a data point, in JavaScript: `writeDataPoint` queues it
+/// and returns at once (the runtime sends it after the response); a
+/// failure to write is no failure of the request.
+#[wasm_bindgen(
+    inline_js = "export function point(dataset, rule, outcome, key, near, shadow) {
+  try {
+    dataset.writeDataPoint({ indexes: [rule], blobs: [rule, outcome, key], doubles: [1, near, shadow] });
+  } catch {}
+}"
+)]
+extern "C" {
+    fn point(dataset: &JsValue, rule: &str, outcome: &str, key: &str, near: f64, shadow: f64);
 }
 
 pub fn cached_refusal(object: &ObjectName, now_ms: u64) -> Option<Outcome> {
@@ -114,8 +138,21 @@ pub fn record(rule: &str, key: &str, verdict: Verdict) {
     OUTBOX.with(|outbox| {
         let mut outbox = outbox.borrow_mut();
         outbox.record(rule, now_ms(), verdict);
-        if verdict == Verdict::Refused {
+        if matches!(verdict, Verdict::Refused | Verdict::Shadow) {
             outbox.refused(rule, key);
+        }
+    });
+    DATASET.with(|dataset| {
+        if let Some(dataset) = dataset.borrow().as_ref().filter(|d| !d.is_undefined()) {
+            let flag = |v: Verdict| f64::from(u8::from(verdict == v));
+            point(
+                dataset,
+                rule,
+                verdict.name(),
+                key,
+                flag(Verdict::Near),
+                flag(Verdict::Shadow),
+            );
         }
     });
 }
@@ -130,6 +167,13 @@ pub fn ban_started(record: BanRecord) {
 /// a new isolate, then every `every_ms`). The request that triggers it
 /// never waits for it.
 pub fn upkeep(objects: &Objects, ctx: &Context, every_ms: u64) {
+    DATASET.with(|dataset| {
+        let mut dataset = dataset.borrow_mut();
+        if dataset.is_none() {
+            let env: &JsValue = objects.env().as_ref();
+            *dataset = Reflect::get(env, &ANALYTICS_BINDING.into()).ok();
+        }
+    });
     if OUTBOX.with(|outbox| outbox.borrow_mut().claim(now_ms(), every_ms)) {
         let objects = objects.clone();
         ctx.wait_until(async move { report(&objects).await });

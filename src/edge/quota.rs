@@ -12,8 +12,8 @@ use worker::{console_error, Headers, Response, Result};
 use super::client::Objects;
 use super::clock::now_ms;
 use super::{isolate, respond};
-use crate::config::lookup::{whole_slots, Target};
-use crate::control::{strictest, Control, RuleState};
+use crate::config::lookup::{whole_slots, GlobalQuota, Target};
+use crate::control::{agree, strictest, Control, RuleState};
 use crate::ledger::{BanNotice, Override, SlotReport};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -307,7 +307,7 @@ pub fn sale(
         split: targets.len(),
         now_ms: now,
         state: Shown::of(strictest(controls.iter().copied().flatten())),
-        agree: controls.windows(2).all(|pair| pair[0] == pair[1]),
+        agree: agree(&controls),
         overridden,
         sell_out_ms: quota.iter().filter_map(|q| q.sell_out_ms).min(),
         quota,
@@ -337,6 +337,25 @@ pub fn sale(
         unreachable,
     };
     respond::json(&body, Headers::new())
+}
+
+/// A global quota's whole, each policy's figures added up over the parts
+/// that answered (the metrics' gauges).
+pub async fn whole(objects: &Objects, quota: &GlobalQuota<'_>) -> Vec<SlotReport> {
+    let now = now_ms();
+    let read = peek_parts(objects, &quota.targets).await;
+    let (mut shares, mut slots) = (Vec::new(), Vec::new());
+    for (share, state) in quota
+        .global
+        .parts
+        .iter()
+        .zip(read)
+        .filter_map(|(p, s)| Some((p, s?)))
+    {
+        shares.push(in_force_or(share, in_force(&state, now).as_ref()));
+        slots.push(state.slots);
+    }
+    whole_slots(&shares, &slots)
 }
 
 /// A part's override of the whole quota, while it is in force.

@@ -26,7 +26,7 @@ use crate::config::lookup::{global_quota, state_holders, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
-use crate::control::{strictest, Control, RuleState};
+use crate::control::{agree, strictest, Control, RuleState};
 use crate::http::body;
 use crate::http::control::parse_state;
 use crate::http::problem::{Code, Problem};
@@ -130,7 +130,7 @@ async fn read_parts(objects: &Objects, rule: &str, targets: &[Target]) -> Result
         .collect();
     let view = StateView {
         parts: Some(parts),
-        agree: Some(controls.windows(2).all(|pair| pair[0] == pair[1])),
+        agree: Some(agree(&controls)),
         ..StateView::new(rule, strictest(controls.iter().copied().flatten()), "parts")
     };
     respond::json(&view, Headers::new())

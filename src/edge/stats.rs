@@ -11,9 +11,11 @@ use worker::{console_error, Headers, Response, Result};
 
 use super::client::{hub_name, Objects};
 use super::clock::now_ms;
-use super::{isolate, respond};
+use super::{isolate, quota, respond, room};
+use crate::config::lookup::global_quota;
 use crate::config::Config;
 use crate::http::admin::{RULE, SINCE, TOP_LIMIT, TOP_MINUTES};
+use crate::http::metrics::{exposition, Figures};
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
 use crate::isolate::pages::{page_top, TopCursor};
@@ -64,6 +66,53 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
         "isolate": isolate::figures(),
     });
     respond::json(&body, Headers::new())
+}
+
+/// `GET /admin/metrics`: Prometheus's text format, after this isolate
+/// has sent what it holds: the hubs' counts since they began, the bans in
+/// force, each room's waiting and active, each global quota's whole.
+pub async fn metrics(objects: &Objects, config: &Config) -> Result<Response> {
+    isolate::report(objects).await;
+    let (mut totals, mut bans, mut unreachable) = (Vec::new(), (0, 0), 0);
+    for stats in objects.hub_stats(0).await {
+        match stats {
+            Ok(stats) => {
+                totals.extend(stats.totals);
+                bans = (bans.0.max(stats.manual_bans), bans.1 + stats.rule_bans);
+            }
+            Err(_) => unreachable += 1,
+        }
+    }
+    let decisions = summarize(&totals, &[], 0, now_ms()).rules;
+    let mut rooms = Vec::new();
+    let mut quotas = Vec::new();
+    for rule in &config.rules {
+        if let Some(room) = &rule.room {
+            let figures = room::admin::figures(objects, &rule.id, room).await;
+            rooms.push((rule.id.as_str(), figures.waiting, figures.active));
+        }
+        let layers = rule.also.iter().filter(|l| l.global.is_some());
+        let names = rule.global.iter().map(|_| rule.id.clone());
+        for name in names.chain(layers.map(|l| format!("{}.{}", rule.id, l.id))) {
+            if let Ok(quota) = global_quota(config, &name) {
+                quotas.push((name, quota::whole(objects, &quota).await));
+            }
+        }
+    }
+    let quotas = quotas
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.clone()))
+        .collect();
+    let text = exposition(&Figures {
+        decisions: &decisions,
+        bans,
+        hubs_unreachable: unreachable,
+        rooms,
+        quotas,
+    });
+    let headers = Headers::new();
+    headers.set("content-type", "text/plain; version=0.0.4; charset=utf-8")?;
+    Ok(Response::ok(text)?.with_headers(headers))
 }
 
 /// `GET /admin/top?rule=<id>&top_minutes=<1..60>&limit=<1..32>&cursor=`:

@@ -21,8 +21,13 @@ impl Ask<'_> {
         if self.level.split_parts().is_none() {
             return Judged::Decided(outcome);
         }
+        // Under an operator's override of the whole quota, its part says
+        // the whole limit it set.
         for (decision, (_, whole)) in outcome.policies.iter_mut().zip(self.level.policies) {
-            decision.decision.limit = whole.limit();
+            decision.decision.limit = match &outcome.whole {
+                Some((name, limit)) if *name == decision.name => *limit,
+                _ => whole.limit(),
+            };
         }
         // A paused or closed part answers for the whole quota: every part
         // holds the same state.
@@ -49,7 +54,7 @@ impl Ask<'_> {
                 started_ms: now_ms,
             });
         let mut conclusion = Conclusion {
-            record: Some((self.reported(), Verdict::of(outcome.allowed))),
+            record: Some((self.reported(), Verdict::decided(&outcome, rule.shadow))),
             ban_started,
             ..Conclusion::reply(Reply::untouched())
         };

@@ -6,6 +6,7 @@ use super::Answer;
 use crate::control::{Control, RuleState};
 use crate::http::headers::retry_after;
 use crate::http::problem::{Code, Problem};
+use crate::ledger::stock::SOLD_OUT;
 
 pub fn halted(rule_id: &str, control: &Control) -> Answer {
     let because = if control.reason.is_empty() {
@@ -15,6 +16,9 @@ pub fn halted(rule_id: &str, control: &Control) -> Answer {
     };
     let retry = control.retry_after_ms();
     let (code, detail) = match (control.state, retry) {
+        (RuleState::Closed, _) if control.reason == SOLD_OUT => {
+            (Code::Closed, format!("rule {rule_id} is sold out"))
+        }
         (RuleState::Closed, _) | (_, None) => (
             Code::Closed,
             format!("rule {rule_id} is closed by an operator{because}"),

@@ -21,7 +21,6 @@ use super::{sooner, unavailable};
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
 use crate::config::{OnError, Rule};
 use crate::http::api::{LayeredRequest, LimitRequest, RESERVATION_TTL_MS};
-use crate::isolate::stats::Verdict;
 use crate::ledger::Outcome;
 use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
@@ -339,12 +338,11 @@ impl<'a> Stack<'a> {
 
 /// Two layers' conclusions for one admitted request: one forward with
 /// both layers' RateLimit members, both settles, the lease, the first log
-/// line, and a failure counted if either failed (open).
+/// line, and what the more telling layer was counted as (a failure if
+/// either failed open, an admission near a limit if either was).
 fn merge(mut first: Conclusion, second: Conclusion) -> Conclusion {
     first.record = match (first.record, second.record) {
-        (Some((key, a)), Some((_, b))) if a == Verdict::Failed || b == Verdict::Failed => {
-            Some((key, Verdict::Failed))
-        }
+        (Some((key, a)), Some((_, b))) => Some((key, a.max(b))),
         (record, other) => record.or(other),
     };
     first.log = first.log.or(second.log);

@@ -64,15 +64,28 @@ pub struct Call {
     flight: Option<u64>,
 }
 
+/// What an object's blocks were granted under: the specs the check that
+/// asked for them named (a check asking others, after a changed config or
+/// from another decision-API caller, goes to the object), and what the
+/// granting answer announced, which admissions from them announce too:
+/// each policy's limit in force (an operator's override included) and a
+/// split quota's whole (`Outcome::whole`).
+#[derive(Debug)]
+struct Granted {
+    specs: Vec<(String, Spec)>,
+    limits: Vec<u64>,
+    whole: Option<(String, u64)>,
+}
+
 /// One isolate's blocks and heat.
 #[derive(Debug)]
 pub struct LocalBlocks {
     holder: BlockHolder,
     heat: Heat,
-    /// The specs each object's blocks were granted under (the check that
-    /// asked for them): a check asking other specs (a changed config, or
-    /// another decision-API caller's limits) goes to the object.
-    specs: HashMap<String, Vec<(String, Spec)>>,
+    /// What each object's blocks were granted under: a check asking
+    /// other specs (a changed config, or another decision-API caller's
+    /// limits) goes to the object.
+    specs: HashMap<String, Granted>,
     /// Its calls in flight that ask for blocks or carry reports.
     flights: Flights,
     /// Checks admitted here since the isolate started.
@@ -163,9 +176,8 @@ impl LocalBlocks {
 
     fn admit(&mut self, request: &CheckRequest, now_ms: u64) -> Option<Outcome> {
         let specs = request.policies().ok()?;
-        if self.specs.get(&request.key) != Some(&specs) {
-            return None;
-        }
+        let granted = self.specs.get(&request.key).filter(|g| g.specs == specs)?;
+        let (limits, whole) = (granted.limits.clone(), granted.whole.clone());
         let names: Vec<&str> = specs.iter().map(|(name, _)| name.as_str()).collect();
         let reserve = request.reserve.as_ref().map(|r| Reserve {
             id: &r.id,
@@ -177,12 +189,13 @@ impl LocalBlocks {
         self.admitted += 1;
         let policies = specs
             .iter()
-            .map(|(name, spec)| PolicyDecision {
+            .enumerate()
+            .map(|(i, (name, spec))| PolicyDecision {
                 name: name.clone(),
                 window_ms: spec.window_ms(),
                 decision: Decision {
                     allowed: true,
-                    limit: spec.limit(),
+                    limit: limits.get(i).copied().unwrap_or(spec.limit()),
                     remaining,
                     reset_ms: spec.window_ms(),
                     retry: Retry::NOW,
@@ -200,6 +213,7 @@ impl LocalBlocks {
             retry: Retry::NOW,
             spread: None,
             blocks: Vec::new(),
+            whole,
         })
     }
 
@@ -231,7 +245,12 @@ impl LocalBlocks {
                 self.holder.hold(&request.key, grant, call.sent);
             }
             self.granted += outcome.blocks.len() as u64;
-            self.specs.insert(request.key.clone(), specs);
+            let granted = Granted {
+                specs,
+                limits: outcome.policies.iter().map(|p| p.decision.limit).collect(),
+                whole: outcome.whole.clone(),
+            };
+            self.specs.insert(request.key.clone(), granted);
         }
         let refused = outcome.is_some_and(|o| {
             !o.allowed && o.ban.is_none() && o.halt.is_none() && o.conflict.is_none()
@@ -261,8 +280,8 @@ impl LocalBlocks {
             match calls.iter_mut().find(|(c, _)| c.key == object) {
                 Some((_, reports)) => reports.push(report),
                 None => {
-                    let specs = self.specs.get(&object).cloned().unwrap_or_default();
-                    let call = CheckRequest::new(&object, &specs, 0, None);
+                    let specs = self.specs.get(&object).map(|g| g.specs.clone());
+                    let call = CheckRequest::new(&object, &specs.unwrap_or_default(), 0, None);
                     calls.push((call, vec![report]));
                 }
             }

@@ -19,7 +19,7 @@ use crate::http::problem::{Code, Problem};
 use crate::http::Incoming;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::stats::Verdict;
-use crate::ledger::{LeaseAsk, Outcome};
+use crate::ledger::{LeaseAsk, Outcome, StockAsk};
 use crate::limit::{split, Spec};
 use crate::objects::name::{ObjectName, Scope, GLOBAL_KEY};
 use crate::objects::protocol::{CheckRequest, QueueAsk, ReserveAsk};
@@ -367,6 +367,7 @@ impl<'a> Ask<'a> {
         let ban = level.ban.map(|b| &b.policy);
         let mut request = CheckRequest::new(object.as_str(), level.policies, 1, ban);
         request.watched = level.key.is_none();
+        request.stock = stock(&level, 0, 1);
         // Only refusals the isolate caches need moments for its cache:
         // under a ban policy each refusal goes to the object to count.
         if !rule.shadow && ban.is_none() {
@@ -477,6 +478,7 @@ impl<'a> Ask<'a> {
                 let mut request = CheckRequest::new(object.as_str(), specs, 1, None);
                 request.reserve = self.reservation.as_deref().map(reservation);
                 request.watched = true;
+                request.stock = stock(&self.level, part, count);
                 if !self.rule.shadow {
                     request.invitations = memory.invitations(&object);
                 }
@@ -492,6 +494,14 @@ impl<'a> Ask<'a> {
         }
         Ok(self)
     }
+}
+
+/// What a part of a quota that closes once sold out is told of it: which
+/// part it is, of how many, and the whole limit.
+fn stock(level: &Level<'_>, part: u32, parts: u32) -> Option<StockAsk> {
+    level.global.filter(|g| g.sold_out)?;
+    let whole = level.policies.first()?.1.limit();
+    Some(StockAsk { part, parts, whole })
 }
 
 /// A reservation asked of a rule's object: kept when no settle comes

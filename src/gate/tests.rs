@@ -636,7 +636,7 @@ fn shadow_mode_forwards_and_reports_what_it_would_have_done() {
         "{shadow}"
     );
     assert!(matches!(conclusion.log, Some(Log::Info(_))));
-    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Refused)));
+    assert_eq!(conclusion.record, Some((CLIENT.into(), Verdict::Shadow)));
     assert_eq!(conclusion.cache, None);
 }
 

@@ -25,6 +25,8 @@ pub enum AdminRoute {
     Ban { key: String },
     /// `/admin/stats`
     Stats,
+    /// `/admin/metrics`: Prometheus's text format.
+    Metrics,
     /// `/admin/top`: a rule's most refused keys.
     Top,
     /// `/admin/rules`
@@ -81,6 +83,9 @@ impl AdminRoute {
         }
         if rest == "stats" {
             return Some(AdminRoute::Stats);
+        }
+        if rest == "metrics" {
+            return Some(AdminRoute::Metrics);
         }
         if rest == "top" {
             return Some(AdminRoute::Top);
@@ -322,6 +327,7 @@ mod tests {
     fn routes_parse_with_encoded_keys() {
         assert_eq!(AdminRoute::parse("/bans"), Some(AdminRoute::Bans));
         assert_eq!(AdminRoute::parse("/stats"), Some(AdminRoute::Stats));
+        assert_eq!(AdminRoute::parse("/metrics"), Some(AdminRoute::Metrics));
         assert_eq!(AdminRoute::parse("/rules"), Some(AdminRoute::Rules));
         assert_eq!(AdminRoute::parse("/top"), Some(AdminRoute::Top));
         let rule = || "sale".to_string();

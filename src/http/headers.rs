@@ -160,6 +160,7 @@ mod tests {
             retry: Retry::NOW,
             spread: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod forward;
 pub mod headers;
 pub mod jwt;
 pub mod key;
+pub mod metrics;
 pub mod params;
 pub mod path;
 pub mod problem;

@@ -272,6 +272,7 @@ mod tests {
             retry: Retry::After(retry_after_ms),
             spread: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::{Outcome, PolicyDecision};
 use crate::order;
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
@@ -14,14 +15,26 @@ use crate::order;
 /// memory.
 pub const MAX_PENDING: usize = 1_000;
 
-/// What a decision was, for counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a decision was, for counting; ordered so that of a request's
+/// layers the most telling one counts (a failure, then a refusal, then an
+/// admission near a limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verdict {
     Admitted,
+    /// Admitted, leaving a policy at most a fifth of its limit
+    /// ([`NEAR_LIMIT_LEFT`]): Envoy's `near_limit`.
+    Near,
     Refused,
+    /// Refused by a shadow rule, which let it through: counted as refused,
+    /// and as a shadow refusal.
+    Shadow,
     /// The key object could not decide (the rule's on_error applied).
     Failed,
 }
+
+/// An admission is near its limit when a policy has at most this share of
+/// its limit left (a fifth: 80 % used, as Envoy's ratelimit counts it).
+pub const NEAR_LIMIT_LEFT: (u64, u64) = (1, 5);
 
 impl Verdict {
     /// An admission or a refusal, as a decision said.
@@ -30,6 +43,27 @@ impl Verdict {
             Verdict::Admitted
         } else {
             Verdict::Refused
+        }
+    }
+
+    /// What `outcome` was, under a `shadow` rule or not.
+    pub fn decided(outcome: &Outcome, shadow: bool) -> Verdict {
+        let (left, of) = NEAR_LIMIT_LEFT;
+        let near = |p: &PolicyDecision| p.decision.remaining * of <= p.decision.limit * left;
+        match (outcome.allowed, shadow) {
+            (true, _) if outcome.policies.iter().any(near) => Verdict::Near,
+            (true, _) => Verdict::Admitted,
+            (false, true) => Verdict::Shadow,
+            (false, false) => Verdict::Refused,
+        }
+    }
+
+    /// How the metrics and Analytics Engine name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Admitted | Verdict::Near => "admitted",
+            Verdict::Refused | Verdict::Shadow => "refused",
+            Verdict::Failed => "failed",
         }
     }
 }
@@ -42,6 +76,12 @@ pub struct StatRow {
     pub admitted: u64,
     pub refused: u64,
     pub failed: u64,
+    /// Of the admissions, those near a limit ([`Verdict::Near`]).
+    #[serde(default)]
+    pub near_limit: u64,
+    /// Of the refusals, a shadow rule's ([`Verdict::Shadow`]).
+    #[serde(default)]
+    pub shadow: u64,
 }
 
 crate::write_json!(StatRow {
@@ -49,8 +89,21 @@ crate::write_json!(StatRow {
     minute_ms,
     admitted,
     refused,
-    failed
+    failed,
+    near_limit,
+    shadow
 });
+
+impl StatRow {
+    /// Adds `other`'s counts to this row's.
+    pub fn add(&mut self, other: &StatRow) {
+        self.admitted += other.admitted;
+        self.refused += other.refused;
+        self.failed += other.failed;
+        self.near_limit += other.near_limit;
+        self.shadow += other.shadow;
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -67,7 +120,15 @@ impl Tally {
         let row = self.row(rule, minute_ms);
         match verdict {
             Verdict::Admitted => row.admitted += 1,
+            Verdict::Near => {
+                row.admitted += 1;
+                row.near_limit += 1;
+            }
             Verdict::Refused => row.refused += 1,
+            Verdict::Shadow => {
+                row.refused += 1;
+                row.shadow += 1;
+            }
             Verdict::Failed => row.failed += 1,
         }
         self.bound();
@@ -76,10 +137,7 @@ impl Tally {
     /// Adds back rows that could not be sent.
     pub fn restore(&mut self, rows: Vec<StatRow>) {
         for back in rows {
-            let row = self.row(&back.rule, back.minute_ms);
-            row.admitted += back.admitted;
-            row.refused += back.refused;
-            row.failed += back.failed;
+            self.row(&back.rule, back.minute_ms).add(&back);
         }
         self.bound();
     }
@@ -123,6 +181,8 @@ pub struct RuleStats {
     pub admitted: u64,
     pub refused: u64,
     pub failed: u64,
+    pub near_limit: u64,
+    pub shadow: u64,
     /// The last hour, one entry per minute that saw a decision.
     pub per_minute: Vec<StatRow>,
 }
@@ -132,6 +192,8 @@ crate::write_json!(RuleStats {
     admitted,
     refused,
     failed,
+    near_limit,
+    shadow,
     per_minute
 });
 
@@ -192,6 +254,8 @@ pub fn summarize(
         stats.admitted += row.admitted;
         stats.refused += row.refused;
         stats.failed += row.failed;
+        stats.near_limit += row.near_limit;
+        stats.shadow += row.shadow;
     }
     let hour_ago = now_ms.saturating_sub(3_600_000);
     for row in recent
@@ -208,11 +272,7 @@ pub fn summarize(
             .iter_mut()
             .find(|m| m.minute_ms == row.minute_ms)
         {
-            Some(minute) => {
-                minute.admitted += row.admitted;
-                minute.refused += row.refused;
-                minute.failed += row.failed;
-            }
+            Some(minute) => minute.add(row),
             None => stats.per_minute.push(row.clone()),
         }
     }
@@ -280,6 +340,8 @@ mod tests {
             admitted,
             refused,
             failed: 0,
+            near_limit: 0,
+            shadow: 0,
         }
     }
 

@@ -75,7 +75,10 @@ impl BanPolicy {
         check(
             (for_ms..=MAX_BAN_MS).contains(&max_ms),
             "max",
-            format!("max must be at least for ({for_ms} ms) and at most 365 days, got {max_ms} ms"),
+            format!(
+                "max must be at least for ({}) and at most 365 days, got {max_ms} ms",
+                format_ms(for_ms)
+            ),
         )?;
         Ok(BanPolicy {
             strikes,

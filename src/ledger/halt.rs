@@ -127,6 +127,7 @@ mod tests {
             until_ms: None,
             reason: String::new(),
             set_ms: 0,
+            whole: None,
         }));
         ledger.set_control(control(RuleState::Paused));
         let ask = Ask {

@@ -20,10 +20,11 @@ mod invitations;
 mod leases;
 mod outcome;
 pub mod override_row;
-mod overrides;
+pub mod overrides;
 mod reservation;
 mod rows;
 mod slot;
+pub mod stock;
 
 use std::collections::VecDeque;
 
@@ -39,6 +40,7 @@ pub use overrides::Override;
 pub use reservation::{Reservation, Run, Settled, PENDING_RETRY_MS};
 pub use rows::{Expired, Write};
 pub use slot::SlotReport;
+pub use stock::{Stock, StockAsk, Told};
 
 use leases::lease_report;
 use reservation::pending_retry;
@@ -77,6 +79,8 @@ pub struct Ledger {
     blocks: Vec<blocks::Block>,
     /// The id the next block gets.
     next_block: u64,
+    /// A part of a quota that closes once sold out: its stock.
+    stock: Option<Stock>,
 }
 
 impl Ledger {
@@ -113,6 +117,10 @@ impl Ledger {
         }
         if let Some(halted) = self.halted(ask, now_ms) {
             return (halted, Vec::new());
+        }
+        if let Some(mut sold) = self.sold(ask, now_ms) {
+            self.hold_briefly(&mut sold);
+            return (sold, Vec::new());
         }
         let specs = self.policies(ask.specs, now_ms);
         let indices: Vec<usize> = specs
@@ -152,6 +160,11 @@ impl Ledger {
             }
         };
         self.forget_idle_slots(now_ms);
+        let mut outcome = Outcome {
+            whole: self.whole(now_ms),
+            ..outcome
+        };
+        self.hold_briefly(&mut outcome);
         (outcome, writes)
     }
 
@@ -385,7 +398,9 @@ impl Ledger {
         let overridden = self.overridden.as_ref().and_then(|o| o.until_ms);
         let reservations = self.reservations.iter().map(|r| r.lapses_ms);
         let blocks = self.blocks.iter().map(|b| b.lapses_ms());
+        let owed = self.stock.as_ref().and_then(|s| s.owed()).map(|o| o.2);
         slots
+            .chain(owed)
             .chain(ban)
             .chain(lease)
             .chain(overridden)
@@ -421,6 +436,7 @@ impl Ledger {
             expired.push(self.lease_gone(lease.id, now_ms));
         }
         self.strikes = None;
+        self.restock(now_ms);
         expired.extend(self.forget_reservations());
         self.forget_idle_leases(now_ms);
         (writes, expired)
@@ -462,6 +478,20 @@ impl Ledger {
         (self.with_blocks(slots, now_ms), self.active_ban(now_ms))
     }
 
+    /// The admissions the key's sliding log with the longest window holds,
+    /// `(at_ms, count)` oldest first, with that window: exact, and stored.
+    pub fn admissions(&self) -> Option<(u64, Vec<(u64, u32)>)> {
+        let log = self
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.limiter {
+                Algorithm::Log(log) => Some(log),
+                _ => None,
+            })
+            .max_by_key(|log| log.policy().window_ms())?;
+        Some((log.policy().window_ms(), log.entries().collect()))
+    }
+
     /// Whether the key holds nothing, so that its storage can be freed. A
     /// stored fence floor is held until the sweep deletes that row. Strikes
     /// and the memory of settled reservations are left out: they live in
@@ -471,6 +501,7 @@ impl Ledger {
             && self.ban.is_none()
             && self.overridden.is_none()
             && self.control.is_none()
+            && self.stock.is_none()
             && self.reservations.is_empty()
             && self.blocks.is_empty()
             && self.leases.is_idle(now_ms)

@@ -144,6 +144,10 @@ pub struct Outcome {
     /// them ([`super::blocks`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<BlockGrant>,
+    /// A part of a split quota whose whole limit an operator set: the
+    /// policy and the whole limit its answer announces (`Override::whole`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<(String, u64)>,
 }
 
 crate::write_json!(Outcome {
@@ -157,6 +161,7 @@ crate::write_json!(Outcome {
     retry as "retry_after_ms",
     spread if Option::is_none,
     blocks if Vec::is_empty,
+    whole if Option::is_none,
 });
 
 /// A refusal whose retry time was spread: `retry` is the moment its
@@ -237,6 +242,7 @@ impl Outcome {
             retry,
             spread: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::overrides::read_whole;
 use super::Override;
 use crate::input::scan::{list, need, nullable, whole, Read, Scan};
 use crate::limit::Spec;
@@ -14,13 +15,15 @@ struct Row {
     until_ms: Option<u64>,
     reason: String,
     set_ms: u64,
+    whole: Option<(String, u64)>,
 }
 
 crate::write_json!(Row {
     policies,
     until_ms,
     reason,
-    set_ms
+    set_ms,
+    whole if Option::is_none,
 });
 
 #[derive(Serialize)]
@@ -53,6 +56,7 @@ pub fn encode(o: &Override) -> String {
         until_ms: o.until_ms,
         reason: o.reason.clone(),
         set_ms: o.set_ms,
+        whole: o.whole.clone(),
     })
 }
 
@@ -74,11 +78,13 @@ pub fn decode(body: &str) -> Option<Override> {
         until_ms: row.until_ms,
         reason: row.reason,
         set_ms: row.set_ms,
+        whole: row.whole,
     })
 }
 
 fn row(scan: &mut Scan) -> Read<Row> {
     let (mut policies, mut until_ms, mut reason, mut set_ms) = (None, None, None, None);
+    let mut whole = None;
     let mut fields = scan.object()?;
     while let Some(field) = fields.key(scan)? {
         match &*field {
@@ -86,6 +92,7 @@ fn row(scan: &mut Scan) -> Read<Row> {
             "until_ms" => until_ms = nullable(scan, Scan::u64)?,
             "reason" => reason = Some(scan.string()?),
             "set_ms" => set_ms = Some(scan.u64()?),
+            "whole" => whole = nullable(scan, read_whole)?,
             _ => scan.skip()?,
         }
     }
@@ -94,6 +101,7 @@ fn row(scan: &mut Scan) -> Read<Row> {
         until_ms,
         reason: need(reason)?,
         set_ms: need(set_ms)?,
+        whole,
     })
 }
 
@@ -145,6 +153,11 @@ mod tests {
             (Some(5000), "launch", 100)
         );
         assert_eq!(encode(&o), body);
+        let whole = Override {
+            whole: Some(("api".into(), 30)),
+            ..o
+        };
+        assert_eq!(decode(&encode(&whole)), Some(whole));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! until it lapses or is lifted.
 
 use super::{Expired, Ledger, Write};
+use crate::input::scan::{Read, Scan};
 use crate::limit::Spec;
 
 /// An operator's limits for one key, in force over its rule's (or tier's)
@@ -16,6 +17,22 @@ pub struct Override {
     pub reason: String,
     /// When it was set, for operators.
     pub set_ms: u64,
+    /// A part of a global quota whose whole limit an operator set: the
+    /// policy it changed and the whole quota's limit, which a split
+    /// quota's part announces (its own share is in `policies`).
+    pub whole: Option<(String, u64)>,
+}
+
+/// An override's `whole`, `[policy, limit]`, as its row and the wire
+/// write it.
+pub fn read_whole(scan: &mut Scan) -> Read<(String, u64)> {
+    let mut items = scan.array()?;
+    items.more(scan)?;
+    let name = scan.string()?;
+    items.more(scan)?;
+    let limit = scan.u64()?;
+    items.close(scan)?;
+    Ok((name, limit))
 }
 
 impl Override {
@@ -74,6 +91,13 @@ impl Ledger {
         self.overridden = Some(overridden);
     }
 
+    /// What a split quota's part announces as its whole quota's limit
+    /// under an operator's override of the whole ([`Override::whole`]).
+    pub(super) fn whole(&self, now_ms: u64) -> Option<(String, u64)> {
+        let active = self.overridden.as_ref().filter(|o| o.is_active(now_ms));
+        active.and_then(|o| o.whole.clone())
+    }
+
     /// The policies in force: the ones asked, under an active override.
     pub(super) fn policies(&self, asked: &[(String, Spec)], now_ms: u64) -> Vec<(String, Spec)> {
         match &self.overridden {
@@ -114,6 +138,7 @@ mod tests {
             until_ms: None,
             reason: String::new(),
             set_ms: 5,
+            whole: None,
         }));
         assert!(!ledger.check(&ask, 10).0.allowed);
         let slot = &ledger.peek(10).0[0];

@@ -58,6 +58,9 @@ pub enum Write {
     Block { block: Block, replaces: Option<u64> },
     /// A reported block's real times, one row for the whole report.
     Times(TimesRow),
+    /// A sold-out quota's part's stock ([`super::stock`]), to insert or
+    /// overwrite.
+    Stock(super::Stock),
 }
 
 /// What a sweep or reset removed, for the caller to delete from storage.

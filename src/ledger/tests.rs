@@ -744,6 +744,7 @@ fn overriding(policies: Vec<(String, Spec)>, until_ms: Option<u64>) -> Override 
         until_ms,
         reason: "launch".into(),
         set_ms: 0,
+        whole: None,
     }
 }
 

@@ -64,6 +64,12 @@ impl Scope {
         self.object(&format!("{GLOBAL_KEY}#{part}"))
     }
 
+    /// Part `part` of the split quota `object` is a part of.
+    pub fn sibling(object: &str, part: u32) -> Option<ObjectName> {
+        let (head, _) = object.rsplit_once('#')?;
+        Some(ObjectName(format!("{head}#{part}")))
+    }
+
     /// Which part of this scope's split quota `object` names, if any: the
     /// inverse of [`part`](Self::part).
     pub fn part_of(&self, object: &str) -> Option<u32> {

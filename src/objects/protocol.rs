@@ -36,7 +36,9 @@ use serde::Serialize;
 
 use crate::control::Control;
 use crate::ledger::blocks::{times, BlockReport, Pending};
-use crate::ledger::{BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport};
+use crate::ledger::{
+    BanNotice, BanPolicy, LeaseAsk, Outcome, Override, SlotReport, StockAsk, Told,
+};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
@@ -82,6 +84,9 @@ pub enum LimiterCall {
     Ban(KeyBanRequest),
     /// Answered with [`LimiterReply::Control`].
     Control(ControlRequest),
+    /// A sibling part's word on its stock ([`crate::ledger::stock`]);
+    /// answered with [`LimiterReply::Control`], the state before.
+    Stock(StockRequest),
     /// What the object holds, for tests and benchmarks; answered with
     /// [`LimiterReply::Inspection`].
     Inspect,
@@ -101,6 +106,7 @@ impl LimiterCall {
             LimiterCall::Override(_) => "override",
             LimiterCall::Ban(_) => "ban",
             LimiterCall::Control(_) => "control",
+            LimiterCall::Stock(_) => "stock",
             LimiterCall::Inspect => "inspect",
         }
     }
@@ -214,6 +220,20 @@ pub struct CheckRequest {
     /// check is decided.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reports: Vec<WireReport>,
+    /// The object is a part of a quota that closes once sold out
+    /// ([`crate::ledger::stock`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stock: Option<StockAsk>,
+}
+
+/// Part `from`'s word on its stock to the part `key` names (part
+/// `ask.part` of the same quota).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StockRequest {
+    pub key: String,
+    pub from: u32,
+    pub ask: StockAsk,
+    pub told: Told,
 }
 
 /// An isolate's ask for blocks: its holder id and the key's decisions it
@@ -334,6 +354,7 @@ impl CheckRequest {
             watched: false,
             block: None,
             reports: Vec::new(),
+            stock: None,
         }
     }
 
@@ -429,6 +450,8 @@ pub struct WireOverride {
     pub until_ms: Option<u64>,
     pub reason: String,
     pub set_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whole: Option<(String, u64)>,
 }
 
 impl WireOverride {
@@ -438,6 +461,7 @@ impl WireOverride {
             until_ms: o.until_ms,
             reason: o.reason.clone(),
             set_ms: o.set_ms,
+            whole: o.whole.clone(),
         }
     }
 
@@ -447,6 +471,7 @@ impl WireOverride {
             until_ms: self.until_ms,
             reason: self.reason.clone(),
             set_ms: self.set_ms,
+            whole: self.whole.clone(),
         })
     }
 }
@@ -578,6 +603,11 @@ mod tests {
             strikes: 2,
         };
         request.reports = vec![WireReport::encode(&report)];
+        request.stock = Some(StockAsk {
+            part: 0,
+            parts: 8,
+            whole: 500,
+        });
         let LimiterCall::Check(back) = call_round_trip(&LimiterCall::Check(request.clone())) else {
             panic!("a check came back as another call");
         };
@@ -681,6 +711,7 @@ mod tests {
             until_ms: Some(9_000),
             reason: "launch".into(),
             set_ms: 1_000,
+            whole: None,
         };
         let calls = [
             LimiterCall::Settle(SettleRequest {
@@ -725,6 +756,21 @@ mod tests {
                     state: crate::control::RuleState::Paused,
                     reason: "stock count".into(),
                     set_ms: 5,
+                },
+            }),
+            LimiterCall::Stock(StockRequest {
+                key: "rule:sale:*#1".into(),
+                from: 2,
+                ask: StockAsk {
+                    part: 1,
+                    parts: 4,
+                    whole: 500,
+                },
+                told: Told {
+                    seq: 3,
+                    whole: 500,
+                    since: 7,
+                    used: true,
                 },
             }),
             LimiterCall::Inspect,
@@ -872,6 +918,7 @@ mod tests {
                 granted_ms: 1_700_000_000_000,
                 until_ms: 1_700_000_000_999,
             }],
+            whole: Some(("api".into(), 30)),
         };
         let overridden = WireOverride {
             policies: vec![WirePolicy::Gcra {
@@ -883,6 +930,7 @@ mod tests {
             until_ms: None,
             reason: String::new(),
             set_ms: 0,
+            whole: Some(("g".into(), 12)),
         };
         let mut no_such_lease = outcome.clone();
         if let Some(lease) = no_such_lease.lease.as_mut() {

@@ -1,8 +1,11 @@
 //! One part's admissions and refusals per second over the last
 //! [`SPAN_S`] seconds: a ring of that many counters, so its memory is
 //! fixed (4.8 KB) whatever the traffic. It lives in the part's memory
-//! only: a part that restarts counts from zero again (the quota's own
-//! state, its log, is stored and survives).
+//! only: a part that restarts (or that the runtime evicts when idle)
+//! counts from zero again. So its admissions are read from the part's log
+//! instead wherever the log holds them ([`Seconds::with_log`]): the log is
+//! stored, and holds every admission of its window, exactly; refusals,
+//! which write nothing, are only counted here.
 
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +103,34 @@ impl Seconds {
         Some(bucket)
     }
 
+    /// [`recent`](Self::recent), each second's admissions read from the
+    /// part's log where it covers that second: `log` is the log's window
+    /// and its entries `(at_ms, count)`, oldest first.
+    pub fn with_log(&self, now_ms: u64, log: Option<(u64, Vec<(u64, u32)>)>) -> Vec<Second> {
+        let mut seconds = self.recent(now_ms);
+        let Some((window_ms, entries)) = log else {
+            return seconds;
+        };
+        // Seconds wholly inside the log's window: their admissions are the
+        // log's, counted or not.
+        let from_s = now_ms.saturating_sub(window_ms) / 1000 + 1;
+        seconds.retain_mut(|s| {
+            s.1 = if s.0 >= from_s { 0 } else { s.1 };
+            s.1 + s.2 > 0
+        });
+        for (at_ms, count) in entries {
+            let at_s = at_ms / 1000;
+            if at_s < from_s || at_s + SPAN_S <= now_ms / 1000 {
+                continue;
+            }
+            match seconds.binary_search_by_key(&at_s, |s| s.0) {
+                Ok(i) => seconds[i].1 += u64::from(count),
+                Err(i) => seconds.insert(i, Second(at_s, u64::from(count), 0)),
+            }
+        }
+        seconds
+    }
+
     /// The seconds of the last [`SPAN_S`] (the current one included) that
     /// saw a decision, oldest first.
     pub fn recent(&self, now_ms: u64) -> Vec<Second> {
@@ -152,6 +183,39 @@ mod tests {
         );
         // A clock that steps back reports nothing from the future.
         assert!(seconds.recent(t0 - 10_000).is_empty());
+    }
+
+    #[test]
+    fn admissions_come_from_the_log_where_it_holds_them_and_survive_a_restart() {
+        let t0 = 1_700_000_000_000;
+        let at = t0 / 1000;
+        let log = |entries: &[(u64, u32)]| Some((60_000, entries.to_vec()));
+        // Counted in memory: two admissions and a refusal at t0, one at +1 s.
+        let mut seconds = Seconds::new();
+        seconds.count(t0, true);
+        seconds.count(t0, true);
+        seconds.count(t0, false);
+        seconds.count(t0 + 1_000, true);
+        // The log holds three at t0 (one an isolate admitted from a block)
+        // and one at +1 s: the log's figures, the memory's refusal.
+        let logged = [(t0, 2), (t0 + 10, 1), (t0 + 1_000, 1)];
+        assert_eq!(
+            seconds.with_log(t0 + 1_500, log(&logged)),
+            [Second(at, 3, 1), Second(at + 1, 1, 0)]
+        );
+        // Restarted: nothing in memory, the same admissions from the log.
+        let restarted = Seconds::new();
+        assert_eq!(
+            restarted.with_log(t0 + 1_500, log(&logged)),
+            [Second(at, 3, 0), Second(at + 1, 1, 0)]
+        );
+        // Beyond the log's window, the memory's count stands.
+        let late = t0 + 61_500;
+        assert_eq!(
+            seconds.with_log(late, log(&[(t0 + 1_000, 1)])),
+            [Second(at, 2, 1), Second(at + 1, 1, 0)]
+        );
+        assert_eq!(seconds.with_log(late, None), seconds.recent(late));
     }
 
     #[test]

@@ -206,6 +206,10 @@ test("bans a hub of an earlier version listed are still listed, and paged", asyn
       for (const ban of rest.bans) assert.deepEqual([ban.started_ms, ban.started], [null, null], "unknown, so the oldest");
       const stats = await (await call("/stats")).json();
       assert.deepEqual(stats.bans, { manual: 2, rule: 1 });
+      const counted = stats.rules.find((r) => r.rule === "old-rule");
+      assert.deepEqual([counted.admitted, counted.refused, counted.near_limit, counted.shadow], [7, 2, 0, 0], "minutes counted before near-limit and shadow were");
+      const metrics = await (await call("/metrics")).text();
+      assert.match(metrics, /^sluice_decisions_total\{rule="old-rule",outcome="admitted"\} 7$/m);
     } finally {
       await sluice.stop();
     }

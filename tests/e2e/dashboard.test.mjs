@@ -12,6 +12,7 @@ const TOKEN = "dashboard-token-for-e2e-0123456789-abcdef";
 const XSS = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>'];
 
 const JWT_SECRET = "dashboard-e2e-jwt-secret-0123456789-abcdef";
+const ROOM_SECRET = "dashboard-e2e-room-secret-0123456789-abcdef";
 const config = {
   jwt: { secret: "JWT_SECRET" },
   rules: [
@@ -31,6 +32,7 @@ const config = {
     { id: "drop", match: { path: "/drop" }, scope: "global", split: 2, limit: 10, window: "1h" },
     { id: "cart", match: { path: "/cart" }, key: "header:x-user", limit: 1, window: "1m",
       also: [{ id: "all", scope: "global", split: 2, limit: 10, window: "1h" }] },
+    { id: "hall", match: { path: "/hall/*" }, waiting_room: { active: 5, per_minute: 60 } },
   ],
 };
 
@@ -38,7 +40,7 @@ let sluice;
 let browser;
 before(async () => {
   if (skip) return;
-  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET } });
+  sluice = await Sluice.start({ sluice: config, secrets: { ADMIN_TOKEN: TOKEN, JWT_SECRET, ROOM_SECRET } });
   browser = await launch();
 });
 after(async () => {
@@ -121,14 +123,14 @@ describe("the dashboard", { skip }, () => {
     assert.equal(rules.headers.get("x-content-type-options"), "nosniff");
     assert.equal(rules.headers.get("referrer-policy"), "no-referrer");
     const listed = await rules.json();
-    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash", "drop", "cart"]);
+    assert.deepEqual(listed.rules.map((r) => r.id), ["api", "login", "search", "sale", "report", "tiers", "flash", "drop", "cart", "hall"]);
     assert.deepEqual([listed.rules[3].scope, listed.rules[3].split], ["global", 2]);
 
     // The assets are not reachable outside the admin path.
     const root = await sluice.fetch("/dashboard.js");
     assert.doesNotMatch(await root.text(), /uPlot|sluice-admin-token/);
 
-    const bare = await Sluice.start({ sluice: config, secrets: { JWT_SECRET } });
+    const bare = await Sluice.start({ sluice: config, secrets: { JWT_SECRET, ROOM_SECRET } });
     try {
       for (const path of ["/_sluice/admin/", "/_sluice/admin/dashboard.js", "/_sluice/admin"]) {
         assert.equal((await bare.fetch(path, { redirect: "manual" })).status, 404, path);
@@ -178,7 +180,7 @@ describe("the dashboard", { skip }, () => {
     // The rules as configured.
     await rowWith(page, "#rules", "api");
     const ruleRows = await page.$$eval("#rules tbody tr", (rows) => rows.map((row) => row.textContent));
-    assert.equal(ruleRows.length, 9);
+    assert.equal(ruleRows.length, 10);
     assert.match(ruleRows[0], /\/api\/\*.*GET, POST.*\{ip\}.*3 \/ 1m · sliding_log.*per key.*enforcing.*deny \(fail closed\)/);
     assert.match(ruleRows[1], /after 2 in 1m.*for 10m ×2 up to 1h/);
     assert.match(ruleRows[2], /enforcing.*one object call per decision/);
@@ -269,6 +271,19 @@ describe("the dashboard", { skip }, () => {
     await page.keyboard.press("Enter");
     await rowWith(page, "#rules", "api");
     await page.waitForSelector('.rule-card[data-rule="api"] canvas');
+    await page.waitForSelector('.room-card canvas, [data-room] canvas');
+    assert.equal(await page.evaluate(() => window.scrollY), 0, "it opens at the top, not scrolled to its main part");
+    // The rules table scrolls sideways in its box, every column reachable.
+    const reach = await page.$eval("#rules", (table) => {
+      const box = table.parentElement;
+      box.scrollLeft = box.scrollWidth;
+      const last = table.tHead.rows[0].cells[table.tHead.rows[0].cells.length - 1].getBoundingClientRect();
+      return { scrolls: box.scrollWidth > box.clientWidth, overflow: getComputedStyle(box).overflowX, lastRight: last.right, lastLeft: last.left };
+    });
+    assert.ok(reach.scrolls && reach.overflow === "auto", JSON.stringify(reach));
+    assert.ok(reach.lastLeft >= 0 && reach.lastRight <= 390, `the last column is reached by scrolling: ${JSON.stringify(reach)}`);
+    const room = await text(page, '#rules tr[data-rule="hall"]');
+    assert.doesNotMatch(room, /per key|fail closed|object call/, "a room's row speaks of a room");
     const unlabeled = await page.$$eval("input, select", (fields) =>
       fields.filter((field) => field.labels.length === 0).map((field) => field.id));
     assert.deepEqual(unlabeled, []);
@@ -379,7 +394,7 @@ describe("the dashboard", { skip }, () => {
     await signIn(page);
     // The sale: figures summed over the parts, a chart per second.
     await page.waitForSelector('.sale-card[data-sale="drop"] canvas');
-    await page.waitForFunction(() => /Admitted, 5 min4/.test(document.querySelector('.sale-card[data-sale="drop"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
+    await page.waitForFunction(() => /Sold of drop4 of 10 \/ 1h/.test(document.querySelector('.sale-card[data-sale="drop"] .sale-figures')?.textContent ?? ""), { timeout: 15_000 });
     const figures = await text(page, '.sale-card[data-sale="drop"] .sale-figures');
     assert.match(figures, /Left of drop6 of 10 \/ 1h/);
     // The rate counts complete seconds: just after the traffic it may be 0.
@@ -462,7 +477,7 @@ describe("the dashboard", { skip }, () => {
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert.ok(overflow <= 0, `${what}: no sideways scrolling at 1280 px (${overflow} px too wide)`);
       const wide = await page.$$eval("table", (tables) =>
-        tables.filter((t) => t.scrollWidth > t.parentElement.clientWidth + 1 && t.offsetParent !== null).map((t) => t.id || t.className));
+        tables.filter((t) => t.scrollWidth > t.parentElement.clientWidth + 1 && t.offsetParent !== null && !t.closest("details:not([open])")).map((t) => t.id || t.className));
       assert.deepEqual(wide, [], `${what}: no table is wider than its box`);
     };
     await fits("the lists");

@@ -166,6 +166,8 @@ export class Sluice {
    * without them, as they measure the baselines: see BENCHMARKS.md).
    * `intervalMs` shortens the isolate's report and state-read intervals
    * ([`INTERVAL_VAR`]); without it they are the deployed 10 s.
+   * `serviceBindings` adds bindings to workers of `workers` (a stand-in
+   * for a binding the local runtime only simulates).
    */
   static async start(options = {}) {
     const extra = { ...(options.secrets ?? {}) };
@@ -173,6 +175,7 @@ export class Sluice {
     if (options.sluice !== undefined) extra.SLUICE = withOrigin(options.sluice);
     const sluiceWorker = sluiceWorkerOptions(extra);
     if (options.assetRouter === false) delete sluiceWorker.assets;
+    if (options.serviceBindings) sluiceWorker.serviceBindings = { ...sluiceWorker.serviceBindings, ...options.serviceBindings };
     const workers = [sluiceWorker];
     if (options.faults) {
       sluiceWorker.durableObjects = {

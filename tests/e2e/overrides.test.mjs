@@ -33,6 +33,8 @@ const config = {
     },
     { id: "sale", match: { path: "/sale" }, scope: "global", limit: 10, window: "1m" },
     { id: "report", match: { path: "/report" }, key: "header:x-customer", concurrency: 2 },
+    { id: "hot", match: { path: "/hot" }, key: "header:x-customer", limit: 20, window: "1m" },
+    { id: "stock", match: { path: "/stock" }, scope: "global", split: 4, limit: 20, window: "1m" },
   ],
 };
 
@@ -80,6 +82,38 @@ describe("per-key overrides", () => {
     assert.equal((await override(who, undefined, "DELETE")).status, 404, "nothing left to lift");
     const after = await (await sluice.fetch(`/_sluice/admin/keys/api/${who}`, { headers: admin })).json();
     assert.equal(after.override, null);
+  });
+
+  test("after a quota of 20 is raised to 30, every answer announces q=30, from a block or not, split or not", async () => {
+    const who = customer();
+    const raised = [
+      await override(who, { limit: 30, window: "1m" }).then((r) => r.status),
+      await sluice.fetch("/_sluice/admin/keys/hot/" + who + "/override", {
+        method: "PUT",
+        headers: admin,
+        body: JSON.stringify({ limit: 30, window: "1m" }),
+      }).then((r) => r.status),
+      await sluice.fetch("/_sluice/admin/rules/stock/override", {
+        method: "PUT",
+        headers: admin,
+        body: JSON.stringify({ limit: 30 }),
+      }).then((r) => r.status),
+    ];
+    assert.deepEqual(raised, [200, 200, 200]);
+    for (const [path, name] of [["/hot", "hot"], ["/stock", "stock"]]) {
+      // A hot key: after its first decisions, its answers come from the
+      // isolate's admission blocks. A split quota's request may be refused
+      // with room left in parts it did not try; its answer says q=30 too.
+      let admitted = 0;
+      for (let sent = 1; sent <= 30; sent++) {
+        const answer = await sluice.fetch(path, { headers: { "X-Customer": who } });
+        admitted += answer.status === 200 ? 1 : 0;
+        assert.equal(answer.headers.get("ratelimit-policy"), `"${name}";q=30;w=60`, `${path} #${sent}`);
+        const r = Number(/;r=(\d+)/.exec(answer.headers.get("ratelimit"))[1]);
+        assert.ok(r <= 30 - admitted, `${path} #${sent}: r=${r} is more than what is left`);
+      }
+      assert.ok(admitted > 20, `${path}: ${admitted} admitted, more than the config's 20`);
+    }
   });
 
   test("unlimited admits everything and sends no RateLimit fields; it lapses after `for`", async () => {

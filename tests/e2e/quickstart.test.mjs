@@ -107,13 +107,22 @@ test("npm run dev on a fresh clone: tokens written once, the README's commands w
   try {
     const first = await dev(dir);
     let secrets;
+    // A decision on a key whose window outlasts a restart of npm run dev.
+    const decide = async (base) => {
+      const response = await fetch(`${base}/_sluice/v1/limit`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${secrets.API_TOKEN}` },
+        body: JSON.stringify({ key: "user:kept", limit: 5, window_ms: 3_600_000 }),
+      });
+      return response.json();
+    };
     try {
       const said = first.output().match(/wrote \.dev\.vars/g) ?? [];
       assert.equal(said.length, 1, `says once that it wrote .dev.vars:\n${first.output()}`);
       secrets = tokens(dir);
-      assert.deepEqual(Object.keys(secrets).sort(), ["ADMIN_TOKEN", "API_TOKEN"]);
+      assert.deepEqual(Object.keys(secrets).sort(), ["ADMIN_TOKEN", "API_TOKEN", "ROOM_SECRET"]);
       for (const value of Object.values(secrets)) assert.match(value, /^[0-9a-f]{64}$/);
-      assert.notEqual(secrets.API_TOKEN, secrets.ADMIN_TOKEN);
+      assert.equal(new Set(Object.values(secrets)).size, 3);
       assert.equal(statSync(join(dir, ".dev.vars")).mode & 0o077, 0, "only the owner can read it");
 
       const out = execFileSync("bash", ["-c", readmeCommands(first.port)], {
@@ -136,6 +145,7 @@ test("npm run dev on a fresh clone: tokens written once, the README's commands w
         });
       assert.equal((await limit()).status, 401, "and not without it");
       assert.equal((await limit(`Bearer ${secrets.ADMIN_TOKEN}`)).status, 401, "nor with the admin token");
+      assert.equal((await decide(first.base)).remaining, 4);
     } finally {
       await first.stop();
     }
@@ -144,6 +154,7 @@ test("npm run dev on a fresh clone: tokens written once, the README's commands w
     try {
       assert.doesNotMatch(second.output(), /wrote \.dev\.vars/, "a second run says nothing");
       assert.deepEqual(tokens(dir), secrets, "and keeps the tokens");
+      assert.equal((await decide(second.base)).remaining, 3, "and the state, as the README says");
       const response = await fetch(`${second.base}/_sluice/v1/limit`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${secrets.API_TOKEN}` },

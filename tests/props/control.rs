@@ -116,7 +116,7 @@ proptest! {
                 }
                 Step::Override { limit } => {
                     for i in 0..PARTS {
-                        let o = Override { policies: share(limit, i), until_ms: None, reason: String::new(), set_ms: now };
+                        let o = Override { policies: share(limit, i), until_ms: None, reason: String::new(), set_ms: now, whole: None };
                         let (_, writes, expired) = ledgers[i as usize].set_override(Some(o));
                         rows[i as usize].write(writes);
                         rows[i as usize].delete(expired);

@@ -22,4 +22,5 @@ mod room_join;
 mod sale;
 mod sliding_log;
 mod spread;
+mod stock;
 mod top;

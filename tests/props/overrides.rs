@@ -95,7 +95,7 @@ proptest! {
                 }
                 Step::Override { limit, extra, for_ms } => {
                     let until_ms = for_ms.map(|f| now + f);
-                    let next = Override { policies: overriding(limit, extra), until_ms, reason: String::new(), set_ms: now };
+                    let next = Override { policies: overriding(limit, extra), until_ms, reason: String::new(), set_ms: now, whole: None };
                     ledger.set_override(Some(next));
                     in_force = Some((limit, extra, until_ms));
                 }

@@ -3,7 +3,7 @@
 
 use sluice::control::Control;
 use sluice::ledger::blocks::{Block, TimesRow};
-use sluice::ledger::{Ask, Expired, Ledger, Outcome, Override, Reservation, Write};
+use sluice::ledger::{Ask, Expired, Ledger, Outcome, Override, Reservation, Stock, Write};
 use sluice::objects::protocol::CheckRequest;
 
 /// A slot row: `(policy, encoded spec, (s1, s2))`, where `(s1, s2)` is a
@@ -24,6 +24,8 @@ pub struct Rows {
     pub blocks: Vec<Block>,
     /// Reported blocks' times, one row each.
     pub times: Vec<TimesRow>,
+    /// A sold-out quota's part's stock, as its row's JSON.
+    pub stock: Option<String>,
 }
 
 impl Rows {
@@ -93,6 +95,7 @@ impl Rows {
                     }
                 }
                 Write::Times(row) => self.times.push(row),
+                Write::Stock(stock) => self.stock = Some(sluice::json::to_string(&stock)),
                 other => panic!("not written by these tests: {other:?}"),
             }
         }
@@ -153,6 +156,9 @@ impl Rows {
         }
         if let Some(c) = &self.control {
             ledger.restore_control(c.clone());
+        }
+        if let Some(row) = &self.stock {
+            ledger.restore_stock(Stock::decode(row).expect("a stock row reads back"));
         }
         ledger
     }

@@ -22,22 +22,26 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
 use worker::wasm_bindgen::JsValue;
-use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
+use worker::{
+    console_error, durable_object, Delay, DurableObject, Env, Request, Response, Result, State,
+};
 
+use super::client::Objects;
 use super::clock::now_ms;
 use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
 use crate::ledger::blocks::Taken;
-use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Write};
+use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Stock, StockAsk, Write};
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
+use crate::objects::name::Scope;
 use crate::objects::protocol::{
     CheckRequest, ControlRequest, Inspection, KeyBanRequest, KeyState, LeaseRequest, LimiterCall,
-    LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, ThrottleRequest,
-    WireOverride,
+    LimiterReply, OverrideRequest, PeekRequest, SettleAnswer, SettleRequest, StockRequest,
+    ThrottleRequest, WireOverride,
 };
 use crate::objects::queue::Queue;
 use crate::sale::Seconds;
@@ -51,8 +55,13 @@ pub struct Limiter {
 /// can own it (`rpc::answer_now`).
 struct Key {
     state: State,
+    /// For a sold-out quota's part, to tell its siblings of its stock.
+    env: Env,
     inner: RefCell<Inner>,
 }
+
+/// How long a part waits for a sibling to take its word on its stock.
+const TELL_MS: u64 = 2_000;
 
 /// A check that waits for a lease, and where its answer goes.
 struct Waiting {
@@ -99,10 +108,11 @@ struct Inner {
 }
 
 impl DurableObject for Limiter {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         Limiter {
             key: Rc::new(Key {
                 state,
+                env,
                 inner: RefCell::new(Inner::default()),
             }),
         }
@@ -148,7 +158,65 @@ impl Key {
         if freed_leases {
             self.serve_waiting().await?;
         }
+        self.tell_siblings().await?;
         Response::empty()
+    }
+
+    /// A sold-out quota's part tells the siblings it owes its word on its
+    /// stock, in its alarm (no request waits on it); a call that fails is
+    /// made again a while later, the others with it.
+    async fn tell_siblings(&self) -> Result<()> {
+        let now = now_ms();
+        let (before, owed) = {
+            let inner = self.inner.borrow();
+            let stock = inner.ledger.stock();
+            let owed = stock.and_then(|s| {
+                let (to, told, due_ms) = s.owed()?;
+                (due_ms <= now).then(|| (to.to_vec(), told, s.name.clone(), s.ask))
+            });
+            (stock.cloned(), owed)
+        };
+        let Some((to, told, name, ask)) = owed else {
+            return Ok(());
+        };
+        let objects = Objects::new(&self.env, TELL_MS);
+        for part in to {
+            let Some(sibling) = Scope::sibling(&name, part) else {
+                continue;
+            };
+            let request = StockRequest {
+                key: sibling.as_str().to_string(),
+                from: ask.part,
+                ask: StockAsk { part, ..ask },
+                told,
+            };
+            let told_it = objects.tell_stock(request).await;
+            let mut inner = self.inner.borrow_mut();
+            match told_it {
+                Ok(()) => inner.ledger.told(Some(part), told, now),
+                Err(e) => {
+                    console_error!("sluice: {name} could not tell {}: {e}", sibling.as_str());
+                    inner.ledger.told(None, told, now);
+                    break;
+                }
+            }
+        }
+        self.judge_stock(before).await
+    }
+
+    /// A part of a sold-out quota judges its stock after a call
+    /// (`ledger::stock`), from what it stored (`before`).
+    async fn judge_stock(&self, before: Option<Stock>) -> Result<()> {
+        let now = now_ms();
+        let (writes, expired) = {
+            let mut inner = self.inner.borrow_mut();
+            if before.is_none() && inner.ledger.stock().is_none() {
+                return Ok(());
+            }
+            inner.ledger.judge_stock(before.as_ref(), now)
+        };
+        self.persist(writes, now).await?;
+        self.delete(expired).await
     }
 
     /// [`Self::serve_call`], boxed: `fetch` and `serve` share one copy of
@@ -167,6 +235,7 @@ impl Key {
         let Ok(call) = LimiterCall::from_json(text) else {
             return Ok(Err(Problem::invalid("body", "malformed key object call")));
         };
+        let before = self.inner.borrow().ledger.stock().cloned();
         let answer = match call {
             LimiterCall::Check(check) => self.check(check).await?,
             LimiterCall::Throttle(request) => self.throttle(request).await?,
@@ -178,8 +247,10 @@ impl Key {
             LimiterCall::Override(request) => self.set_override(request).await?,
             LimiterCall::Ban(request) => self.set_ban(request).await?,
             LimiterCall::Control(request) => self.set_control(request).await?,
+            LimiterCall::Stock(request) => self.take_told(request),
             LimiterCall::Inspect => Ok(LimiterReply::Inspection(self.inspect()?)),
         };
+        self.judge_stock(before).await?;
         Ok(match answer {
             Ok(reply) => Ok(crate::json::to_string(&reply)),
             Err(problem) => Err(problem),
@@ -191,6 +262,22 @@ impl Key {
             Ok(reports) => reports,
             Err(e) => return Ok(Err(Problem::invalid("body", e.0))),
         };
+        if let Some(ask) = check.stock {
+            let policies = check.policies().unwrap_or_default();
+            let [share] = policies.as_slice() else {
+                return Ok(Err(Problem::invalid(
+                    "stock",
+                    "a sold-out quota has one policy",
+                )));
+            };
+            if !stock_fits(ask) {
+                return Ok(Err(Problem::invalid("stock", "no such part")));
+            }
+            self.inner
+                .borrow_mut()
+                .ledger
+                .ask_stock(&check.key, ask, share);
+        }
         // A lease is decided call by call: no block goes with one. A
         // reservation's may (the isolate holds its own reservations from
         // blocks pending until they are settled).
@@ -386,7 +473,7 @@ impl Key {
             leases: inner.ledger.leases().to_vec(),
             overridden: inner.ledger.overridden().map(WireOverride::encode),
             control: inner.ledger.control().cloned(),
-            seconds: inner.seconds.recent(now),
+            seconds: inner.seconds.with_log(now, inner.ledger.admissions()),
         }))
     }
 
@@ -437,6 +524,24 @@ impl Key {
         self.persist(writes, now).await?;
         self.delete(expired).await?;
         Ok(Ok(LimiterReply::Ban { previous }))
+    }
+
+    /// A sibling part's word on its stock; answers the state in force
+    /// before it (the judgement after the call may close or open it).
+    fn take_told(&self, request: StockRequest) -> Answer {
+        if !stock_fits(request.ask) || request.from >= request.ask.parts {
+            return Err(Problem::invalid("stock", "no such part"));
+        }
+        let mut inner = self.inner.borrow_mut();
+        let previous = inner.ledger.control().cloned();
+        let StockRequest {
+            key,
+            from,
+            ask,
+            told,
+        } = request;
+        inner.ledger.take_told(&key, ask, from, told);
+        Ok(LimiterReply::Control { previous })
     }
 
     /// Pauses, closes or opens the rule this object is a part of, from its
@@ -556,6 +661,11 @@ impl Key {
         self.inner.borrow_mut().alarm_ms = Some(due);
         Ok(())
     }
+}
+
+/// Whether a stock's part is one of a quota's parts.
+fn stock_fits(ask: StockAsk) -> bool {
+    ask.part < ask.parts && ask.parts <= crate::limit::split::MAX_PARTS
 }
 
 fn lease_reply(lease: Option<Lease>) -> LimiterReply {

@@ -45,7 +45,8 @@ pub async fn one(objects: &Objects, config: &Config, rule: &str, reset: bool) ->
             .with("field", "rule"),
         );
     };
-    let report = figures(objects, &found.id, room, reset).await;
+    let answers = ask(objects, &found.id, room, reset).await;
+    let report = report(&found.id, room, answers, now_ms());
     respond::json(&report, Headers::new())
 }
 
@@ -53,7 +54,7 @@ pub async fn one(objects: &Objects, config: &Config, rule: &str, reset: bool) ->
 pub async fn all(objects: &Objects, config: &Config) -> Result<Response> {
     let mut reports = Vec::new();
     for (rule, room) in rooms(config) {
-        reports.push(figures(objects, &rule.id, room, false).await);
+        reports.push(figures(objects, &rule.id, room).await);
     }
     respond::json(&json!({ "rooms": reports }), Headers::new())
 }
@@ -65,13 +66,9 @@ fn rooms(config: &Config) -> impl Iterator<Item = (&Rule, &WaitingRoom)> {
         .filter_map(|rule| Some((rule, rule.room.as_ref()?)))
 }
 
-async fn figures<'a>(
-    objects: &Objects,
-    rule: &'a str,
-    config: &WaitingRoom,
-    reset: bool,
-) -> Report<'a> {
-    let answers = ask(objects, rule, config, reset).await;
+/// The room's figures, every shard asked at once.
+pub async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
+    let answers = ask(objects, rule, config, false).await;
     report(rule, config, answers, now_ms())
 }
 

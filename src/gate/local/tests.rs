@@ -335,6 +335,29 @@ proptest! {
     }
 }
 
+#[test]
+fn admissions_from_a_block_announce_the_limit_in_force_an_operator_set() {
+    let specs = specs(20, 60_000);
+    let request = CheckRequest::new("k", &specs, 1, None);
+    let mut ledger = Ledger::new();
+    ledger.set_override(Some(crate::ledger::Override {
+        policies: self::specs(30, 60_000),
+        until_ms: None,
+        reason: String::new(),
+        set_ms: T0,
+        whole: None,
+    }));
+    let mut blocks = LocalBlocks::new("iso".into());
+    let mut local = 0;
+    for i in 0..25 {
+        let (outcome, called) = decide(&mut blocks, &mut ledger, &request, T0 + i);
+        assert!(outcome.allowed);
+        assert_eq!(outcome.policies[0].decision.limit, 30, "decision {i}");
+        local += u32::from(!called);
+    }
+    assert!(local > 0, "some came from blocks");
+}
+
 /// Issue 39, 4: after an override lowers the limit, a block granted before
 /// it answers for at most its lease under the limit of its grant, and says
 /// so (`limit` 300 with its own `r`); the object's next answer states the
@@ -353,6 +376,7 @@ fn answers_from_a_block_granted_before_an_override_state_its_grants_limit() {
         until_ms: None,
         reason: String::new(),
         set_ms: now,
+        whole: None,
     }));
     let (local, called) = decide(&mut blocks, &mut ledger, &request, now + 1);
     let stated = &local.policies[0].decision;

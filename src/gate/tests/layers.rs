@@ -146,7 +146,7 @@ fn a_user_layer_reserves_then_the_global_part_checks_and_the_reservation_is_kept
         "the per-user layer reserves, the last layer is a plain check"
     );
     assert!(full.is_empty());
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Admitted)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Near)));
     let pass = passed(&conclusion.reply);
     assert_eq!(pass.key.as_deref(), Some("ann"));
     assert_eq!(
@@ -286,6 +286,38 @@ fn a_refusal_by_the_user_layer_asks_nothing_else_and_is_remembered() {
     assert!(conclusion.settle_now.is_empty(), "it reserved nothing");
     let (object, _) = conclusion.cache.clone().unwrap();
     assert_eq!(object.as_str(), "rule:checkout:ann");
+}
+
+#[test]
+fn a_retry_before_the_last_requests_refund_lands_is_told_pending() {
+    let config = checkout(json!({}));
+    let mut objects = Objects::default();
+    for user in ["u1", "u2", "u3"] {
+        objects.buy(&config, user);
+    }
+    // ann's attempt is refused by the sold-out global layer; its refund of
+    // her per-user unit is sent after the answer, and has not landed yet.
+    let mut stack = match objects.plan(&config, "ann") {
+        Plan::Stack(stack) => stack,
+        other => panic!("a stacked rule climbs: {other:?}"),
+    };
+    while let Some(request) = stack.next_call() {
+        let answer = objects.call(&request.clone(), NOW + 100);
+        stack.answer(answer);
+    }
+    let refund = stack.conclude(NOW + 100).settle_now;
+    assert_eq!(refund.len(), 1);
+    let (retry, _) = objects.buy(&config, "ann");
+    let (status, code, fields) = answered(&retry.reply);
+    assert_eq!((status, code.as_str()), (429, "pending"));
+    assert_eq!(field(&fields, "retry-after"), Some("1"));
+    objects.settle(&refund[0], NOW + 150);
+    let (after, _) = objects.buy(&config, "ann");
+    let (_, code, _) = answered(&after.reply);
+    assert_eq!(
+        code, "quota-exceeded",
+        "once refunded, the global layer answers"
+    );
 }
 
 #[test]
@@ -538,7 +570,7 @@ fn a_shadow_stack_forwards_what_a_later_layer_would_refuse_and_refunds_the_rest(
         shadow.starts_with("refuse;violated=\"checkout.all\""),
         "{shadow}"
     );
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Refused)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Shadow)));
     assert!(conclusion.settle_now.iter().all(|s| !s.keep));
     assert_eq!(objects.used("rule:checkout:ann"), 0);
 }
@@ -585,7 +617,7 @@ fn a_global_rule_with_a_user_layer_asks_the_user_first_and_reports_the_user() {
     let (conclusion, _) = objects.buy(&config, "ann");
     let order: Vec<&str> = objects.calls.iter().map(|(o, _)| o.as_str()).collect();
     assert_eq!(order, ["rule:sale.user:ann", "rule:sale:*#0"]);
-    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Admitted)));
+    assert_eq!(conclusion.record, Some(("ann".into(), Verdict::Near)));
     assert_eq!(
         field(&passed(&conclusion.reply).fields, "ratelimit-policy"),
         Some("\"sale.user\";q=1;w=60, \"sale\";q=10;w=60")

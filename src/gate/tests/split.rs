@@ -4,6 +4,8 @@
 //! decisions counted under its clients, and its state held in its parts.
 
 use super::*;
+use crate::ledger::Override;
+use crate::limit::{Policy, Spec};
 
 #[test]
 fn a_part_a_block_can_admit_into_is_tried_first_and_the_random_one_second() {
@@ -221,4 +223,42 @@ fn a_full_part_gets_a_second_chance_and_answers_announce_the_whole_quota() {
     let conclusion = ask.all_full(Some(full), NOW);
     assert_eq!(answered(&conclusion.reply).0, 429);
     assert_eq!(conclusion.invited, None, "the object told its own moment");
+}
+
+#[test]
+fn under_an_override_of_the_whole_quota_a_parts_answer_announces_the_whole_it_set() {
+    let config = sale();
+    let ask = asked(plan_of(&config, &from(CLIENT)));
+    let request = &ask.tries[0].request;
+    let specs = request.policies().unwrap();
+    let mut ledger = Ledger::new();
+    let share = specs[0].1.limit() + 1;
+    ledger.set_override(Some(Override {
+        policies: vec![(
+            specs[0].0.clone(),
+            Spec::SlidingLog(Policy::new(share, 60_000).unwrap()),
+        )],
+        until_ms: None,
+        reason: String::new(),
+        set_ms: NOW,
+        whole: Some((specs[0].0.clone(), 12)),
+    }));
+    let question = Question {
+        specs: &specs,
+        cost: 1,
+        ban: None,
+        lease: None,
+    };
+    let Judged::Decided(admitted) = ask.judge(ledger.check(&question, NOW).0) else {
+        panic!("an admission decides");
+    };
+    assert_eq!(
+        admitted.policies[0].decision.limit, 12,
+        "not the config's 8"
+    );
+    assert_eq!(
+        admitted.policies[0].decision.remaining,
+        share - 1,
+        "the part's own"
+    );
 }

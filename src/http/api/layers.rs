@@ -157,6 +157,7 @@ impl LayeredRequest {
             spread: None,
             halt: None,
             blocks: Vec::new(),
+            whole: None,
         }
     }
 }

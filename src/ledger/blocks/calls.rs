@@ -284,6 +284,7 @@ mod tests {
             until_ms: None,
             reason: "launch".into(),
             set_ms: T0,
+            whole: None,
         }));
         let (more, writes) = ledger.grant_blocks(&specs, "iso", 100, T0 + 1);
         assert!(
@@ -316,6 +317,7 @@ mod tests {
             until_ms: None,
             reason: "one a minute".into(),
             set_ms: T0,
+            whole: None,
         }));
         // The isolate asks for the rule's policies only: a block of them
         // would let it admit past the override's own.

@@ -126,6 +126,8 @@ mod tests {
                     admitted: 3,
                     refused: 1,
                     failed: 0,
+                    near_limit: 2,
+                    shadow: 1,
                 }],
                 top: vec![RuleTop {
                     rule: "api".into(),
@@ -179,6 +181,8 @@ mod tests {
                     admitted: 1,
                     refused: 2,
                     failed: 3,
+                    near_limit: 0,
+                    shadow: 0,
                 }],
                 recent: Vec::new(),
                 manual_bans: 4,

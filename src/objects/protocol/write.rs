@@ -19,6 +19,7 @@ impl Write for LimiterCall {
             LimiterCall::Override(r) => out.tagged(name, r),
             LimiterCall::Ban(r) => out.tagged(name, r),
             LimiterCall::Control(r) => out.tagged(name, r),
+            LimiterCall::Stock(r) => out.tagged(name, r),
             LimiterCall::Inspect => out.str(name),
         }
     }
@@ -90,6 +91,13 @@ crate::write_json!(CheckRequest {
     watched if std::ops::Not::not,
     block if Option::is_none,
     reports if Vec::is_empty,
+    stock if Option::is_none,
+});
+crate::write_json!(StockRequest {
+    key,
+    from,
+    ask,
+    told
 });
 crate::write_json!(BlockAskWire { holder, rate });
 crate::write_json!(WireReport {
@@ -132,7 +140,8 @@ crate::write_json!(WireOverride {
     policies,
     until_ms,
     reason,
-    set_ms
+    set_ms,
+    whole if Option::is_none,
 });
 crate::write_json!(OverrideRequest { key, overridden as "override" });
 crate::write_json!(KeyBanRequest { key, ban });

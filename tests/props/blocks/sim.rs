@@ -413,6 +413,7 @@ impl Sim {
                     until_ms: None,
                     reason: String::new(),
                     set_ms: self.now,
+                    whole: None,
                 });
                 let (_, writes, expired) = self.ledger.set_override(next);
                 self.rows.write(writes);

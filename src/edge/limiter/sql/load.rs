@@ -8,7 +8,7 @@ use crate::control::Control;
 use crate::edge::storage::{BodyRow, Columns, FromRow};
 use crate::input::scan::whole;
 use crate::ledger::blocks::Block;
-use crate::ledger::{override_row, Ban, Ledger, Reservation};
+use crate::ledger::{override_row, Ban, Ledger, Reservation, Stock};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
@@ -178,6 +178,13 @@ pub fn load(sql: &SqlStorage, tables: Tables) -> Result<Ledger> {
     load_overrides(sql, tables, &mut ledger)?;
     load_reservations(sql, tables, &mut ledger)?;
     load_control(sql, tables, &mut ledger)?;
+    for row in rows_if::<BodyRow>(sql, tables, Table::Stocks, "SELECT body FROM stocks")? {
+        // A row that no longer reads back is dropped: the part judges its
+        // stock afresh from its next check.
+        if let Some(stock) = Stock::decode(&row.body) {
+            ledger.restore_stock(stock);
+        }
+    }
     Ok(ledger)
 }
 

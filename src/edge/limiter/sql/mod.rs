@@ -29,10 +29,11 @@ pub enum Table {
     Controls,
     Blocks,
     Times,
+    Stocks,
 }
 
 impl Table {
-    const ALL: [Table; 10] = [
+    const ALL: [Table; 11] = [
         Table::Slots,
         Table::Hits,
         Table::Bans,
@@ -43,6 +44,7 @@ impl Table {
         Table::Controls,
         Table::Blocks,
         Table::Times,
+        Table::Stocks,
     ];
 
     fn name(self) -> &'static str {
@@ -57,6 +59,7 @@ impl Table {
             Table::Controls => "controls",
             Table::Blocks => "blocks",
             Table::Times => "times",
+            Table::Stocks => "stocks",
         }
     }
 
@@ -107,6 +110,8 @@ impl Table {
             // A reported block's real times, one row per report
             // (`ledger::blocks::times`), kept until its newest one expires.
             Table::Times => "policy TEXT NOT NULL, newest_ms INTEGER NOT NULL, times TEXT NOT NULL",
+            // A sold-out quota's part's stock (`ledger::stock`): JSON.
+            Table::Stocks => "body TEXT NOT NULL",
         }
     }
 
@@ -179,6 +184,7 @@ impl Table {
                 "policy, newest_ms, times",
                 "SELECT policy, newest_ms, times FROM times",
             ),
+            Table::Stocks => ("rowid, body", "SELECT 1, body FROM stocks LIMIT 1"),
         }
     }
 }

@@ -22,6 +22,7 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
         Write::Control(_) => Some(Table::Controls),
         Write::Block { .. } => Some(Table::Blocks),
         Write::Times(_) => Some(Table::Times),
+        Write::Stock(_) => Some(Table::Stocks),
         // A refund changes rows its admission wrote: no table to create.
         Write::Refund { .. } => None,
     };
@@ -68,6 +69,11 @@ pub fn put(sql: &SqlStorage, tables: &mut Tables, write: Write) -> Result<()> {
             sql,
             "INSERT INTO times (policy, newest_ms, times) VALUES (?, ?, ?)",
             vec![row.policy.into(), int(row.newest_ms), row.times.into()],
+        ),
+        Write::Stock(stock) => run(
+            sql,
+            "INSERT OR REPLACE INTO stocks (rowid, body) VALUES (1, ?)",
+            vec![crate::json::to_string(&stock).into()],
         ),
     }
 }

@@ -2,13 +2,14 @@
 
 use super::super::{
     BlockAskWire, CheckRequest, ControlRequest, KeyBan, KeyBanRequest, KeyRequest, LeaseRequest,
-    LimiterCall, OverrideRequest, PeekRequest, QueueAsk, ReserveAsk, SettleRequest,
+    LimiterCall, OverrideRequest, PeekRequest, QueueAsk, ReserveAsk, SettleRequest, StockRequest,
     ThrottleRequest, WireBan, WireOverride, WirePolicy, WireReport,
 };
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::ledger::blocks::Pending;
-use crate::ledger::LeaseAsk;
+use crate::ledger::overrides::read_whole;
+use crate::ledger::{LeaseAsk, StockAsk, Told};
 
 impl LimiterCall {
     /// The call a body carries, or [`Malformed`] if it carries none.
@@ -36,6 +37,7 @@ fn call(scan: &mut Scan) -> Read<LimiterCall> {
         "override" => LimiterCall::Override(override_request(scan)?),
         "ban" => LimiterCall::Ban(ban_request(scan)?),
         "control" => LimiterCall::Control(control_request(scan)?),
+        "stock" => LimiterCall::Stock(stock_request(scan)?),
         "inspect" if scan.null() => LimiterCall::Inspect,
         _ => return Err(Malformed),
     };
@@ -63,6 +65,7 @@ fn check(scan: &mut Scan) -> Read<CheckRequest> {
             "watched" => request.watched = scan.bool()?,
             "block" => request.block = nullable(scan, block_ask)?,
             "reports" => request.reports = list(scan, report)?,
+            "stock" => request.stock = nullable(scan, StockAsk::read)?,
             _ => scan.skip()?,
         }
     }
@@ -70,6 +73,26 @@ fn check(scan: &mut Scan) -> Read<CheckRequest> {
     request.policies = need(policies)?;
     request.cost = need(cost)?;
     Ok(request)
+}
+
+fn stock_request(scan: &mut Scan) -> Read<StockRequest> {
+    let (mut key, mut from, mut ask, mut told) = (None, None, None, None);
+    let mut object = scan.object()?;
+    while let Some(field) = object.key(scan)? {
+        match &*field {
+            "key" => key = Some(scan.string()?),
+            "from" => from = Some(scan.u32()?),
+            "ask" => ask = Some(StockAsk::read(scan)?),
+            "told" => told = Some(Told::read(scan)?),
+            _ => scan.skip()?,
+        }
+    }
+    Ok(StockRequest {
+        key: need(key)?,
+        from: need(from)?,
+        ask: need(ask)?,
+        told: need(told)?,
+    })
 }
 
 fn block_ask(scan: &mut Scan) -> Read<BlockAskWire> {
@@ -379,6 +402,7 @@ fn override_request(scan: &mut Scan) -> Read<OverrideRequest> {
 
 pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireOverride> {
     let (mut policies, mut until_ms, mut reason, mut set_ms) = (None, None, None, None);
+    let mut whole = None;
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
         match &*field {
@@ -386,6 +410,7 @@ pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireO
             "until_ms" => until_ms = nullable(scan, Scan::u64)?,
             "reason" => reason = Some(scan.string()?),
             "set_ms" => set_ms = Some(scan.u64()?),
+            "whole" => whole = nullable(scan, read_whole)?,
             _ => scan.skip()?,
         }
     }
@@ -394,6 +419,7 @@ pub(in crate::objects::protocol) fn wire_override(scan: &mut Scan) -> Read<WireO
         until_ms,
         reason: need(reason)?,
         set_ms: need(set_ms)?,
+        whole,
     })
 }
 

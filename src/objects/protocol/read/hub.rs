@@ -111,7 +111,9 @@ fn report(scan: &mut Scan) -> Read<Report> {
 
 fn stat_row(scan: &mut Scan) -> Read<StatRow> {
     let mut rule = None;
-    let mut values = [None; 4];
+    // The last two, near_limit and shadow, are absent from a worker of
+    // the version before.
+    let mut values = [None, None, None, None, Some(0), Some(0)];
     let mut fields = scan.object()?;
     while let Some(field) = fields.key(scan)? {
         let slot = match &*field {
@@ -123,6 +125,8 @@ fn stat_row(scan: &mut Scan) -> Read<StatRow> {
             "admitted" => 1,
             "refused" => 2,
             "failed" => 3,
+            "near_limit" => 4,
+            "shadow" => 5,
             _ => {
                 scan.skip()?;
                 continue;
@@ -130,13 +134,15 @@ fn stat_row(scan: &mut Scan) -> Read<StatRow> {
         };
         values[slot] = Some(scan.u64()?);
     }
-    let [minute_ms, admitted, refused, failed] = values;
+    let [minute_ms, admitted, refused, failed, near_limit, shadow] = values;
     Ok(StatRow {
         rule: need(rule)?,
         minute_ms: need(minute_ms)?,
         admitted: need(admitted)?,
         refused: need(refused)?,
         failed: need(failed)?,
+        near_limit: need(near_limit)?,
+        shadow: need(shadow)?,
     })
 }
 

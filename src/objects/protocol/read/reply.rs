@@ -5,6 +5,7 @@ use super::call::wire_override;
 use crate::control::Control;
 use crate::input::scan::{list, need, nullable, whole, Malformed, Read, Scan};
 use crate::ledger::blocks::BlockGrant;
+use crate::ledger::overrides::read_whole;
 use crate::ledger::{BanNotice, LeaseOutcome, Outcome, PolicyDecision, SlotReport, Spread};
 use crate::limit::gcra::Throttle;
 use crate::limit::lease::{Lease, LeaseError};
@@ -85,6 +86,7 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
         retry: Retry::Never,
         spread: None,
         blocks: Vec::new(),
+        whole: None,
     };
     let mut object = scan.object()?;
     while let Some(field) = object.key(scan)? {
@@ -99,6 +101,7 @@ fn outcome(scan: &mut Scan) -> Read<Outcome> {
             "retry_after_ms" => retry = Some(retry_after(scan)?),
             "spread" => outcome.spread = nullable(scan, spread)?,
             "blocks" => outcome.blocks = list(scan, block_grant)?,
+            "whole" => outcome.whole = nullable(scan, read_whole)?,
             _ => scan.skip()?,
         }
     }
