@@ -199,9 +199,13 @@ async fn call(
         (_, AdminRoute::Rules) => not_allowed("GET"),
         (Some(Method::Get), AdminRoute::Rooms) => room::admin::all(objects, config).await,
         (Some(Method::Get), AdminRoute::Room { rule }) => {
-            room::admin::one(objects, config, &rule).await
+            room::admin::one(objects, config, &rule, false).await
         }
-        (_, AdminRoute::Rooms | AdminRoute::Room { .. }) => not_allowed("GET"),
+        (Some(Method::Delete), AdminRoute::Room { rule }) => {
+            room::admin::one(objects, config, &rule, true).await
+        }
+        (_, AdminRoute::Rooms) => not_allowed("GET"),
+        (_, AdminRoute::Room { .. }) => not_allowed("GET, DELETE"),
         (Some(Method::Get), AdminRoute::Rule { rule }) => {
             rules::view(env, objects, config, &rule).await
         }
