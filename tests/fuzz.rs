@@ -722,7 +722,8 @@ fn room_cookies_and_opening_times_never_panic() {
 
 /// A shard's calls as its object receives them, valid ones with one value
 /// replaced by garbage: whatever passes `Terms::check` runs a visit, an
-/// end or an operator's state on a shard without a panic, at any time.
+/// end, an operator's state or a reset on a shard without a panic, at any
+/// time.
 #[test]
 fn room_calls_never_panic_a_shard() {
     let visit = json!({"visit": [{"places": 5, "per_minute": 10, "session_ms": 300000,
@@ -730,8 +731,11 @@ fn room_calls_never_panic_a_shard() {
     let end = json!({"end": [{"places": 1, "per_minute": 1, "session_ms": 1, "grace_ms": 1}, 7]});
     let control = json!({"control": [{"places": 2, "per_minute": 3, "session_ms": 1000, "grace_ms": 10},
         {"state": "paused", "reason": "stock count", "set_ms": 5}]});
+    let reset = json!({"reset": {"places": 2, "per_minute": 3, "session_ms": 1000, "grace_ms": 10,
+        "opens_at_ms": 5000}});
     let calls = prop_oneof![
         3 => mutated(visit).prop_map(|v| v.to_string().into_bytes()),
+        1 => mutated(reset).prop_map(|v| v.to_string().into_bytes()),
         1 => mutated(end).prop_map(|v| v.to_string().into_bytes()),
         1 => mutated(control).prop_map(|v| v.to_string().into_bytes()),
         1 => json_value().prop_map(|v| v.to_string().into_bytes()),
@@ -757,6 +761,10 @@ fn room_calls_never_panic_a_shard() {
                 }
                 RoomCall::Inspect(_) => {
                     let _ = shard.tick(at, &mut || 1);
+                }
+                RoomCall::Reset(_) => {
+                    let _ = shard.visit(at, Holding::Nothing, &mut || 1);
+                    let _ = shard.reset(at, &mut || 1);
                 }
                 RoomCall::Control(_, ref control) => {
                     let _ = shard.set_control(at, control.clone(), &mut || 1);

@@ -27,6 +27,9 @@ pub enum RoomCall {
     /// An operator's state for the room (open, paused, closed); answered
     /// with [`RoomReply::Control`].
     Control(Terms, Control),
+    /// An operator's reset of the room's line; answered with
+    /// [`RoomReply::Figures`].
+    Reset(Terms),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -57,7 +60,8 @@ impl RoomCall {
             RoomCall::Visit(terms, _)
             | RoomCall::End(terms, _)
             | RoomCall::Inspect(terms)
-            | RoomCall::Control(terms, _) => *terms,
+            | RoomCall::Control(terms, _)
+            | RoomCall::Reset(terms) => *terms,
         }
     }
 
@@ -68,6 +72,7 @@ impl RoomCall {
             RoomCall::End(..) => "end",
             RoomCall::Inspect(_) => "inspect",
             RoomCall::Control(..) => "control",
+            RoomCall::Reset(_) => "reset",
         }
     }
 }
@@ -138,6 +143,7 @@ mod tests {
             RoomCall::End(terms, 7),
             RoomCall::Inspect(terms),
             RoomCall::Control(terms, control.clone()),
+            RoomCall::Reset(terms),
         ] {
             let text = crate::json::written(&call);
             assert_eq!(RoomCall::from_json(&text).unwrap(), call, "{text}");
@@ -149,6 +155,8 @@ mod tests {
                 pre: 3,
                 opened: true,
                 seed: 4,
+                start: 1,
+                up_ms: 6,
             },
             places: 5,
             per_minute: 6,

@@ -27,10 +27,17 @@
 //! in only when nobody in the shard is waiting: first come, first served
 //! within the shard.
 //!
+//! **Outages.** While offers wait, the shard runs at least every
+//! [`BEAT_MS`] (its alarm), so a longer gap between two of its operations
+//! is time the runtime was down: the offers' graces are moved on by it,
+//! and a visitor whose turn came just before an outage keeps it.
+//!
 //! **Opening.** With `opens_at_ms`, tickets handed out before then are
 //! join numbers of a pre-queue; at opening a seed is drawn and join number
 //! `j` becomes place `lottery::place(seed, pre, j)`, and later arrivals
-//! take places `pre`, `pre + 1`, ... behind them.
+//! take places `pre`, `pre + 1`, ... behind them. Another `opens_at` still
+//! ahead, or an operator's reset, starts the line over: numbers handed out
+//! before `start` are no ticket, sessions end, and a new pre-queue begins.
 //!
 //! **A place is claimed once.** A session is named by its place, and only
 //! a live offer turns into one: a second claim of a place that has a
@@ -59,6 +66,10 @@ pub const RATE_WINDOW_MS: u64 = 60_000;
 
 /// Minutes of figures a shard keeps for the dashboard.
 pub const HISTORY_MINUTES: usize = 60;
+
+/// While offers wait for their tickets, the shard's alarm runs it at least
+/// this often; a gap of more than two of these is an outage.
+pub const BEAT_MS: u64 = 2_000;
 
 /// What a shard is given by the room's config: its shares and durations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,11 +115,18 @@ pub struct Counters {
     pub next: u64,
     /// Every place below this has been offered.
     pub serving: u64,
-    /// Join numbers handed out before opening.
+    /// Join numbers handed out before opening (from `start`).
     pub pre: u64,
     pub opened: bool,
     /// The lottery's seed, drawn at opening.
     pub seed: u64,
+    /// The line's first number: anything numbered below it belongs to a
+    /// line started over since.
+    #[serde(default)]
+    pub start: u64,
+    /// The shard was last seen running here, while offers waited.
+    #[serde(default)]
+    pub up_ms: u64,
 }
 
 /// A ticket's number within its shard.
@@ -277,14 +295,46 @@ impl Shard {
 
     /// Takes the terms a call brings (a deploy may change the config);
     /// sessions and offers beyond new, smaller shares stay until they end,
-    /// and no new ones are made until the shard is below them.
-    pub fn set_terms(&mut self, terms: Terms) -> Option<Change> {
+    /// and no new ones are made until the shard is below them. An opened
+    /// shard given another `opens_at`, still ahead, starts its line over.
+    pub fn set_terms(&mut self, now: u64, terms: Terms) -> Vec<Change> {
         if terms == self.terms {
-            return None;
+            return Vec::new();
         }
+        let ahead = terms.opens_at_ms.is_some_and(|at| at > now);
+        let again = ahead && self.counters.opened && terms.opens_at_ms != self.terms.opens_at_ms;
         self.terms = terms;
         self.log.set_policy(terms.rate());
-        Some(Change::Terms(terms))
+        let mut out = vec![Change::Terms(terms)];
+        if again {
+            self.restart_line(now, &mut out);
+        }
+        out
+    }
+
+    /// An operator's reset after a rehearsal: the line starts over.
+    pub fn reset(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
+        let mut out = self.tick(now, draw);
+        self.restart_line(now, &mut out);
+        out
+    }
+
+    /// Sessions end, offers and tickets are gone, and a pre-queue begins
+    /// anew if `opens_at` is ahead; the last minute's starts still count.
+    fn restart_line(&mut self, now: u64, out: &mut Vec<Change>) {
+        for (id, _) in self.sessions.iter_mut() {
+            out.push(Change::SessionGone { id });
+        }
+        for (place, _) in self.offers.iter_mut() {
+            out.push(Change::OfferGone { place });
+        }
+        self.sessions = Keyed::new();
+        self.offers = Keyed::new();
+        let c = &mut self.counters;
+        let start = c.next.max(c.pre);
+        (c.start, c.next, c.serving, c.pre) = (start, start, start, start);
+        c.opened = self.terms.opens_at_ms.is_none_or(|at| at <= now);
+        out.push(Change::Counters(self.counters));
     }
 
     pub fn counters(&self) -> Counters {
@@ -296,7 +346,7 @@ impl Shard {
         &mut self,
         now: u64,
         holding: Holding,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
     ) -> (Turn, Vec<Change>) {
         self.operate(now, draw, |shard, out| match holding {
             Holding::Session(id) => match shard.sessions.get_mut(id) {
@@ -317,12 +367,7 @@ impl Shard {
 
     /// The origin ended session `id`: its place goes to the next ticket at
     /// once. True if it was live.
-    pub fn end(
-        &mut self,
-        now: u64,
-        id: u64,
-        draw: &mut impl FnMut() -> u64,
-    ) -> (bool, Vec<Change>) {
+    pub fn end(&mut self, now: u64, id: u64, draw: &mut dyn FnMut() -> u64) -> (bool, Vec<Change>) {
         self.operate(now, draw, |shard, out| {
             let ended = shard.sessions.remove(id).is_some();
             if ended {
@@ -335,7 +380,7 @@ impl Shard {
 
     /// Lapses, expiries, offers and the opening that are due: the alarm's
     /// work, and every call's first step.
-    pub fn tick(&mut self, now: u64, draw: &mut impl FnMut() -> u64) -> Vec<Change> {
+    pub fn tick(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
         self.operate(now, draw, |_, _| ()).1
     }
 
@@ -359,8 +404,9 @@ impl Shard {
     }
 
     /// When something is next due: an offer lapses, a session ends, the
-    /// room opens, or, with tickets waiting, the rate frees a start. While
-    /// halted, offers do not lapse and nothing is offered.
+    /// room opens, or, with tickets waiting, the rate frees a start; with
+    /// offers out, the next beat. While halted, offers do not lapse and
+    /// nothing is offered.
     pub fn next_alarm(&self) -> Option<u64> {
         let moving = self.control.is_none();
         let offers = self.offers.values().map(|o| o.until_ms).filter(|_| moving);
@@ -368,7 +414,14 @@ impl Shard {
         let opening = self.terms.opens_at_ms.filter(|_| !self.counters.opened);
         let waiting = moving && self.counters.opened && self.counters.serving < self.counters.next;
         let rate = self.log.oldest_expiry().filter(|_| waiting);
-        offers.chain(sessions).chain(opening).chain(rate).min()
+        let beat = (moving && self.offers.len() > 0)
+            .then_some(self.counters.up_ms.saturating_add(BEAT_MS));
+        offers
+            .chain(sessions)
+            .chain(opening)
+            .chain(rate)
+            .chain(beat)
+            .min()
     }
 
     /// Runs `op` after the due work, then offers what it freed; answers
@@ -376,28 +429,64 @@ impl Shard {
     fn operate<T>(
         &mut self,
         now: u64,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
         op: impl FnOnce(&mut Shard, &mut Vec<Change>) -> T,
     ) -> (T, Vec<Change>) {
         let before = self.counters;
-        let mut out = Vec::new();
-        self.open_if_due(now, draw);
-        self.lapse(now, &mut out);
-        self.offer(now, &mut out);
+        let mut out = self.due(now, draw);
         let result = op(self, &mut out);
-        self.sample(now, &mut out);
-        if self.counters != before {
-            out.push(Change::Counters(self.counters));
-        }
+        self.done(now, before, &mut out);
         (result, out)
     }
 
-    fn open_if_due(&mut self, now: u64, draw: &mut impl FnMut() -> u64) {
+    /// `operate`'s work before the operation, apart from it so that the
+    /// wasm holds one copy whatever the operation.
+    fn due(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) -> Vec<Change> {
+        let mut out = Vec::new();
+        self.open_if_due(now, draw);
+        self.catch_up(now, &mut out);
+        self.lapse(now, &mut out);
+        self.offer(now, &mut out);
+        out
+    }
+
+    /// `operate`'s work after it: the sample, and the counters if changed.
+    fn done(&mut self, now: u64, before: Counters, out: &mut Vec<Change>) {
+        self.sample(now, out);
+        if self.counters != before {
+            out.push(Change::Counters(self.counters));
+        }
+    }
+
+    fn open_if_due(&mut self, now: u64, draw: &mut dyn FnMut() -> u64) {
         let due = self.terms.opens_at_ms.is_none_or(|at| now >= at);
         if due && !self.counters.opened {
             self.counters.opened = true;
             self.counters.seed = draw();
             self.counters.next = self.counters.next.max(self.counters.pre);
+        }
+    }
+
+    /// Offers standing when the runtime was down: the time it was down
+    /// does not count against their grace (a gap longer than two beats,
+    /// which the alarm keeps while offers wait, is an outage). The beat
+    /// is kept in storage only while offers wait.
+    fn catch_up(&mut self, now: u64, out: &mut Vec<Change>) {
+        if self.offers.len() == 0 {
+            return;
+        }
+        let down = now.saturating_sub(self.counters.up_ms);
+        if down > 2 * BEAT_MS && self.counters.up_ms > 0 {
+            for (place, offer) in self.offers.iter_mut() {
+                offer.until_ms = offer.until_ms.saturating_add(down);
+                out.push(Change::Offer {
+                    place,
+                    offer: *offer,
+                });
+            }
+        }
+        if down >= BEAT_MS {
+            self.counters.up_ms = now;
         }
     }
 
@@ -448,6 +537,9 @@ impl Shard {
             && self.counters.serving < self.counters.next
             && self.may_start(now)
         {
+            if self.offers.len() == 0 {
+                self.counters.up_ms = now;
+            }
             let place = self.counters.serving;
             self.counters.serving += 1;
             let offer = Offer {
@@ -469,10 +561,15 @@ impl Shard {
                 return Turn::Closed;
             }
             return match number {
-                Number::Pre(j) if !self.counters.opened && j < self.counters.pre => Turn::Wait {
-                    number,
-                    fresh: false,
-                },
+                Number::Pre(j)
+                    if !self.counters.opened
+                        && (self.counters.start..self.counters.pre).contains(&j) =>
+                {
+                    Turn::Wait {
+                        number,
+                        fresh: false,
+                    }
+                }
                 _ => self.join(now, out),
             };
         };

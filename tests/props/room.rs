@@ -7,7 +7,10 @@
 //!   newcomer is let straight in only when nobody waits;
 //! - a place gives at most one session, ever;
 //! - a restart (the shard read back from what its changes stored) changes
-//!   nothing;
+//!   nothing, and an outage (time with no alarm and no call) takes nothing
+//!   from an offer's grace;
+//! - an operator's reset leaves nobody waiting, in or offered, and the
+//!   promises above hold across it;
 //! - while an operator holds the shard paused or closed, no session starts
 //!   and no place is offered; a ticket not yet called keeps its place
 //!   (paused: it waits; closed: it is turned away); a closed shard hands
@@ -42,7 +45,12 @@ enum Step {
     Leave(usize),
     Alarm,
     Restart,
+    /// Time passes; the alarm runs whenever it is due.
     Wait(u64),
+    /// The runtime is down this long: no alarm, no call.
+    Outage(u64),
+    /// An operator resets the room: the line starts over.
+    Reset,
     /// An operator sets the shard's state.
     Set(RuleState),
 }
@@ -57,6 +65,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Alarm),
         1 => Just(Step::Restart),
         4 => (0u64..25_000).prop_map(Step::Wait),
+        1 => (5_000u64..60_000).prop_map(Step::Outage),
+        1 => Just(Step::Reset),
         2 => prop_oneof![
             Just(RuleState::Open),
             Just(RuleState::Paused),
@@ -285,6 +295,45 @@ impl Room {
         self.record(&changes, halted)
     }
 
+    /// The runtime is down `ms`, then its alarm runs: every offer standing
+    /// before still stands.
+    fn outage(&mut self, ms: u64) -> Result<(), TestCaseError> {
+        let offered = self.store.offers.keys().copied().collect::<Vec<_>>();
+        self.now += ms;
+        self.alarm()?;
+        let lost: Vec<_> = offered
+            .iter()
+            .filter(|p| !self.store.offers.contains_key(p))
+            .collect();
+        prop_assert!(lost.is_empty(), "offers {:?} lost to an outage", lost);
+        Ok(())
+    }
+
+    fn reset(&mut self) -> Result<(), TestCaseError> {
+        let halted = self.shard.control().is_some();
+        let changes = self.shard.reset(self.now, &mut || 4);
+        self.record(&changes, halted)?;
+        prop_assert_eq!(self.shard.status().waiting(), 0);
+        prop_assert_eq!(self.shard.status().active + self.shard.status().offered, 0);
+        Ok(())
+    }
+
+    /// `ms` pass with the runtime up: the alarm runs when it is due.
+    fn wait(&mut self, ms: u64) -> Result<(), TestCaseError> {
+        let until = self.now + ms;
+        while let Some(due) = self.shard.next_alarm().filter(|&due| due <= until) {
+            prop_assert!(
+                due > self.now || due < until,
+                "the alarm at {} is due again at once",
+                due
+            );
+            self.now = self.now.max(due).max(self.now + 1).min(until);
+            self.alarm()?;
+        }
+        self.now = until;
+        Ok(())
+    }
+
     fn set(&mut self, state: RuleState) -> Result<(), TestCaseError> {
         let halted = self.shard.control().is_some();
         let control = Control {
@@ -398,7 +447,9 @@ proptest! {
                 }
                 Step::Alarm => room.alarm()?,
                 Step::Restart => room.restart()?,
-                Step::Wait(ms) => room.now += ms,
+                Step::Wait(ms) => room.wait(ms)?,
+                Step::Outage(ms) => room.outage(ms)?,
+                Step::Reset => room.reset()?,
                 Step::Set(state) => room.set(state)?,
             }
         }
@@ -410,8 +461,7 @@ proptest! {
         let deadline = room.now + 3_600_000 + 200 * terms.session_ms;
         while visitors.iter().any(|v| !v.gone) {
             prop_assert!(room.now < deadline, "visitors still waiting: {:?}", visitors.iter().filter(|v| !v.gone).collect::<Vec<_>>());
-            room.now += 5_000;
-            room.alarm()?;
+            room.wait(5_000)?;
             for visitor in visitors.iter_mut().filter(|v| !v.gone) {
                 let turn = room.visit(visitor.holding)?;
                 visitor.holding = held(turn, visitor.holding);

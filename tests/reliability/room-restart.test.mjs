@@ -25,16 +25,18 @@ const OPTIONS = {
  * fetches from whichever runtime is up, `visitor()` is a new visitor
  * through it, `restart()` kills it (SIGKILL) and starts another on the
  * same state. The runtime is stopped and the directory removed after. */
-async function withRuntime(use) {
+async function withRuntime(use, options = OPTIONS) {
   const { dir, remove } = tempDir();
   let current = null;
   const at = (path, init) => fetch(current.url + path, init);
-  const restart = async () => {
+  // `down` ms without a runtime; `next` options (a new config) after.
+  const restart = async ({ down = 0, next = options } = {}) => {
     await current.kill();
-    current = await runtime(dir, OPTIONS);
+    await new Promise((resolve) => setTimeout(resolve, down));
+    current = await runtime(dir, next);
   };
   try {
-    current = await runtime(dir, OPTIONS);
+    current = await runtime(dir, options);
     await use({ at, visitor: () => new Visitor(at), restart });
   } finally {
     await current?.kill();
@@ -126,3 +128,52 @@ test("a runtime restart keeps an operator's state in every shard, and an offer t
   report = await call("GET", "/rooms/shop");
   assert.deepEqual([report.state, report.active, report.offered], ["open", 2, 0]);
 }));
+
+/** A room of `active` places on `shards` shards, opening at `opensAt`. */
+const room = (room) => ({
+  ...OPTIONS,
+  sluice: { ...OPTIONS.sluice, rules: [{ ...OPTIONS.sluice.rules[0], waiting_room: { per_minute: 100, refresh: "2s", ...room } }] },
+});
+const admin = (at, method, path) => at(`/_sluice/admin${path}`, { method, headers: { authorization: `Bearer ${ADMIN}` } });
+
+test("an offered place survives an outage longer than its grace", { timeout: 120_000 }, () => withRuntime(async ({ visitor, restart }) => {
+  const [a, b] = [visitor(), visitor()];
+  assert.equal((await a.get("/shop/a")).status, 200);
+  assert.equal((await b.get("/shop/b")).body.position, 1);
+  // a ends: b is offered a's place (its grace is 8 s at a 2 s refresh),
+  // and the runtime is down for 12 s before b comes back.
+  assert.equal((await a.get("/shop/a?room=end")).status, 200);
+  await restart({ down: 12_000 });
+  const c = visitor();
+  assert.notEqual((await c.get("/shop/c")).status, 200, "a newcomer does not take b's place");
+  assert.equal((await b.get("/shop/b")).status, 200, "b claims the place it was offered before the outage");
+  assert.equal((await c.get("/shop/c")).body.position, 1);
+}, room({ active: 1, shards: 1 })));
+
+test("a new opens_at reaches every shard, and a reset starts a rehearsed room over", { timeout: 120_000 }, () => withRuntime(async ({ at, visitor, restart }) => {
+  // A rehearsal: opened an hour ago, four shards, places for everyone.
+  const rehearsed = Array.from({ length: 8 }, () => visitor());
+  for (const v of rehearsed) assert.equal((await v.get("/shop/r")).status, 200);
+  // The real opening, a week ahead: no shard lets anyone in, old ticket
+  // or session, and newcomers join the pre-queue.
+  const opensAt = new Date(Date.now() + 7 * 86_400_000).toISOString();
+  await restart({ next: room({ active: 20, shards: 4, opens_at: opensAt }) });
+  for (let i = 0; i < 12; i++) {
+    const answer = await visitor().get("/shop/n");
+    assert.equal(answer.status, 503, `newcomer ${i}`);
+    assert.equal(answer.body.state, "pre-queue");
+  }
+  let report = await (await admin(at, "GET", "/rooms/shop")).json();
+  assert.deepEqual([report.active, report.offered], [0, 0], "the rehearsal's sessions ended");
+  assert.equal(report.waiting, 12);
+  // A reset (the token needed) empties the pre-queue too.
+  assert.equal((await at("/_sluice/admin/rooms/shop", { method: "DELETE" })).status, 401);
+  const reset = await admin(at, "DELETE", "/rooms/shop");
+  assert.equal(reset.status, 200);
+  report = await reset.json();
+  assert.deepEqual([report.active, report.offered, report.waiting], [0, 0, 0]);
+  await restart({ next: room({ active: 20, shards: 4, opens_at: opensAt }) });
+  report = await (await admin(at, "GET", "/rooms/shop")).json();
+  assert.deepEqual([report.active, report.offered, report.waiting], [0, 0, 0], "the reset survives a restart");
+  assert.equal((await visitor().get("/shop/n")).body.state, "pre-queue");
+}, room({ active: 20, shards: 4, opens_at: new Date(Date.now() - 3_600_000).toISOString() })));

@@ -178,6 +178,12 @@ async fn call(
         (_, AdminRoute::Dashboard { .. } | AdminRoute::DashboardHome) => {
             Ok(endpoints::not_found(req.path())?)
         }
+        (Some(Method::Delete), AdminRoute::Room { rule }) => {
+            Ok(room::admin::one(objects, config, &rule, true).await?)
+        }
+        (method, AdminRoute::Room { .. }) if method != Some(Method::Get) => {
+            Ok(not_allowed("GET, DELETE")?)
+        }
         (method, _) if method != Some(Method::Get) => Ok(not_allowed("GET")?),
         (_, AdminRoute::Bans) => bans::list(objects, &params).await,
         (_, AdminRoute::Stats) => stats::get(objects, &params).await,
@@ -185,7 +191,9 @@ async fn call(
         (_, AdminRoute::Top) => stats::top(objects, config, &params).await,
         (_, AdminRoute::Rules) => respond::body(&listing::of(config)),
         (_, AdminRoute::Rooms) => Ok(room::admin::all(objects, config).await?),
-        (_, AdminRoute::Room { rule }) => Ok(room::admin::one(objects, config, &rule).await?),
+        (_, AdminRoute::Room { rule }) => {
+            Ok(room::admin::one(objects, config, &rule, false).await?)
+        }
         (_, AdminRoute::Rule { rule }) => rules::view(env, objects, config, &rule).await,
     }
 }

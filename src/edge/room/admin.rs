@@ -1,7 +1,9 @@
 //! `GET {prefix}/admin/rooms` and `GET {prefix}/admin/rooms/{rule}`: each
 //! room's figures, asked of all its shards at once (`crate::room::figures`
-//! sums them); and a room's state, written to and read from its shards for
-//! the rule state routes (`edge::admin::rules`).
+//! sums them); `DELETE {prefix}/admin/rooms/{rule}`, a reset of the room's
+//! line after a rehearsal (every shard's, then its figures); and a room's
+//! state, written to and read from its shards for the rule state routes
+//! (`edge::admin::rules`).
 
 use crate::json;
 use worker::{Headers, Response, Result};
@@ -18,12 +20,12 @@ use crate::control::{strictest, Control};
 use crate::http::problem::{Code, Problem};
 use crate::objects::name::ObjectName;
 use crate::room::figures::{report, Report};
-use crate::room::protocol::{RoomCall, RoomReply};
+use crate::room::protocol::{Figures, RoomCall, RoomReply};
 use crate::room::visit::terms;
 
-/// One room's figures; a 404 naming the field when `rule` is no rule, or
-/// no room.
-pub async fn one(objects: &Objects, config: &Config, rule: &str) -> Result<Response> {
+/// One room's figures, after a reset of its line with `reset`; a 404
+/// naming the field when `rule` is no rule, or no room.
+pub async fn one(objects: &Objects, config: &Config, rule: &str, reset: bool) -> Result<Response> {
     let Some(found) = config.rules.iter().find(|r| r.id == rule) else {
         let rooms: Vec<&str> = rooms(config).map(|(r, _)| r.id.as_str()).collect();
         return respond::problem(
@@ -43,7 +45,8 @@ pub async fn one(objects: &Objects, config: &Config, rule: &str) -> Result<Respo
             .with("field", "rule"),
         );
     };
-    let report = figures(objects, &found.id, room).await;
+    let answers = ask(objects, &found.id, room, reset).await;
+    let report = report(&found.id, room, answers, now_ms());
     respond::json(&report, Headers::new())
 }
 
@@ -63,24 +66,38 @@ fn rooms(config: &Config) -> impl Iterator<Item = (&Rule, &WaitingRoom)> {
         .filter_map(|rule| Some((rule, rule.room.as_ref()?)))
 }
 
+/// The room's figures, every shard asked at once.
 pub async fn figures<'a>(objects: &Objects, rule: &'a str, config: &WaitingRoom) -> Report<'a> {
+    let answers = ask(objects, rule, config, false).await;
+    report(rule, config, answers, now_ms())
+}
+
+/// Every shard's figures, after a reset of its line with `reset`, or why
+/// it did not answer.
+async fn ask(
+    objects: &Objects,
+    rule: &str,
+    config: &WaitingRoom,
+    reset: bool,
+) -> Vec<std::result::Result<Figures, String>> {
     let calls: Vec<_> = (0..config.shards)
         .map(|shard| {
-            let call = RoomCall::Inspect(terms(config, shard));
+            let terms = terms(config, shard);
+            let call = match reset {
+                true => RoomCall::Reset(terms),
+                false => RoomCall::Inspect(terms),
+            };
             (ObjectName::room_shard(rule, shard), call)
         })
         .collect();
-    let answers = objects
-        .rooms(&calls)
-        .await
-        .into_iter()
+    let answers = objects.rooms(&calls).await.into_iter();
+    answers
         .map(|answer| match answer {
             Ok(RoomReply::Figures(figures)) => Ok(figures),
             Ok(other) => Err(format!("the shard answered {}", other.name())),
             Err(e) => Err(e.to_string()),
         })
-        .collect();
-    report(rule, config, answers, now_ms())
+        .collect()
 }
 
 /// One shard's line in an answer about the room's state: what it holds
@@ -173,22 +190,8 @@ pub async fn write_state(
 /// reach them all: `agree` says so). A shard that does not answer is
 /// named in its line; when none answers, `503`.
 pub async fn read_state(objects: &Objects, rule: &str, config: &WaitingRoom) -> Result<Response> {
-    let calls: Vec<_> = (0..config.shards)
-        .map(|shard| {
-            let call = RoomCall::Inspect(terms(config, shard));
-            (ObjectName::room_shard(rule, shard), call)
-        })
-        .collect();
-    let answers: Vec<std::result::Result<Option<Control>, String>> = objects
-        .rooms(&calls)
-        .await
-        .into_iter()
-        .map(|answer| match answer {
-            Ok(RoomReply::Figures(figures)) => Ok(figures.status.control),
-            Ok(other) => Err(format!("the shard answered {}", other.name())),
-            Err(e) => Err(e.to_string()),
-        })
-        .collect();
+    let answers = ask(objects, rule, config, false).await.into_iter();
+    let answers: Vec<_> = answers.map(|a| a.map(|f| f.status.control)).collect();
     let held: Vec<Option<&Control>> = answers
         .iter()
         .filter_map(|a| a.as_ref().ok().map(Option::as_ref))

@@ -81,7 +81,7 @@ impl Room {
         let calls = self.calls.get();
         let answer = self.operate(|shard| {
             let mut draw = || seed;
-            let mut changes: Vec<Change> = shard.set_terms(terms).into_iter().collect();
+            let mut changes = shard.set_terms(now, terms);
             let reply = match call {
                 RoomCall::Visit(_, holding) => {
                     let (turn, done) = shard.visit(now, holding, &mut draw);
@@ -98,8 +98,11 @@ impl Room {
                     changes.extend(done);
                     RoomReply::Control(previous, shard.status())
                 }
-                RoomCall::Inspect(_) => {
-                    changes.extend(shard.tick(now, &mut draw));
+                RoomCall::Inspect(_) | RoomCall::Reset(_) => {
+                    changes.extend(match call {
+                        RoomCall::Reset(_) => shard.reset(now, &mut draw),
+                        _ => shard.tick(now, &mut draw),
+                    });
                     RoomReply::Figures(Figures {
                         status: shard.status(),
                         history: shard.history().copied().collect(),

@@ -50,7 +50,7 @@ impl Terms {
 impl Counters {
     pub fn read(scan: &mut Scan) -> Read<Counters> {
         let mut opened = None;
-        let mut values = [None; 4];
+        let mut values = [None; 6];
         let mut fields = scan.object()?;
         while let Some(field) = fields.key(scan)? {
             let slot = match &*field {
@@ -62,6 +62,8 @@ impl Counters {
                 "serving" => 1,
                 "pre" => 2,
                 "seed" => 3,
+                "start" => 4,
+                "up_ms" => 5,
                 _ => {
                     scan.skip()?;
                     continue;
@@ -69,13 +71,15 @@ impl Counters {
             };
             values[slot] = Some(scan.u64()?);
         }
-        let [next, serving, pre, seed] = values;
+        let [next, serving, pre, seed, start, up_ms] = values;
         Ok(Counters {
             next: need(next)?,
             serving: need(serving)?,
             pre: need(pre)?,
             opened: need(opened)?,
             seed: need(seed)?,
+            start: start.unwrap_or(0),
+            up_ms: up_ms.unwrap_or(0),
         })
     }
 }
@@ -95,6 +99,8 @@ fn call(scan: &mut Scan) -> Read<RoomCall> {
     };
     let call = if name == "inspect" {
         RoomCall::Inspect(Terms::read(scan)?)
+    } else if name == "reset" {
+        RoomCall::Reset(Terms::read(scan)?)
     } else {
         let (terms, items) = pair(scan, Terms::read)?;
         let call = match &*name {

@@ -11,7 +11,7 @@ impl Write for RoomCall {
         match self {
             RoomCall::Visit(terms, holding) => out.tagged(name, &(terms, holding)),
             RoomCall::End(terms, id) => out.tagged(name, &(terms, id)),
-            RoomCall::Inspect(terms) => out.tagged(name, terms),
+            RoomCall::Inspect(terms) | RoomCall::Reset(terms) => out.tagged(name, terms),
             RoomCall::Control(terms, control) => out.tagged(name, &(terms, control)),
         }
     }
@@ -46,7 +46,9 @@ crate::write_json!(Counters {
     serving,
     pre,
     opened,
-    seed
+    seed,
+    start,
+    up_ms
 });
 crate::write_json!(Session {
     id,

@@ -22,7 +22,7 @@ impl Shard {
         &mut self,
         now: u64,
         control: Control,
-        draw: &mut impl FnMut() -> u64,
+        draw: &mut dyn FnMut() -> u64,
     ) -> (Option<Control>, Vec<Change>) {
         self.operate(now, draw, |shard, out| {
             let previous = shard.control.take();
@@ -67,7 +67,7 @@ impl Shard {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Holding, Number, Session, Stored, Terms, Turn};
+    use super::super::{Holding, Number, Session, Stored, Terms, Turn, BEAT_MS};
     use super::*;
 
     const MIN: u64 = 60_000;
@@ -179,7 +179,7 @@ mod tests {
             c,
             Change::Offer { place: 1, offer } if offer.until_ms == 240_000
         )));
-        assert_eq!(shard.next_alarm(), Some(240_000));
+        assert_eq!(shard.next_alarm(), Some(200_000 + BEAT_MS));
         assert_eq!(
             session(visit(&mut shard, 239_999, Holding::Ticket(b))).id,
             1

@@ -35,7 +35,7 @@ impl Status {
         if c.opened {
             c.next.saturating_sub(c.serving)
         } else {
-            c.pre
+            c.pre.saturating_sub(c.start)
         }
     }
 
@@ -68,11 +68,16 @@ impl Status {
 }
 
 impl Counters {
-    /// The place `number` holds, once it has one.
+    /// The place `number` holds, once it has one: a number of a line
+    /// started before this one holds none.
     pub fn place_of(&self, number: Number) -> Option<u64> {
+        let start = self.start;
         match number {
-            Number::Place(p) if p < self.next => Some(p),
-            Number::Pre(j) if self.opened => lottery::place(self.seed, self.pre, j),
+            Number::Place(p) if (start..self.next).contains(&p) => Some(p),
+            Number::Pre(j) if self.opened && j >= start => {
+                let drawn = lottery::place(self.seed, self.pre.saturating_sub(start), j - start);
+                drawn.map(|p| start + p)
+            }
             _ => None,
         }
     }
@@ -90,6 +95,7 @@ impl Status {
                 pre: 0,
                 opened: true,
                 seed: 0,
+                ..Counters::default()
             },
             places: 3,
             per_minute: 15,

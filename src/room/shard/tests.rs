@@ -114,6 +114,17 @@ fn an_unclaimed_offer_lapses_and_the_place_moves_on() {
     let gone = ticket(shard.visit(1, Holding::Nothing, &mut seed()).0);
     let next = ticket(shard.visit(2, Holding::Nothing, &mut seed()).0);
     shard.end(10, first.id, &mut seed());
+    // The alarm beats every 2 s while the offer waits, so that a longer
+    // gap is an outage.
+    assert_eq!(shard.next_alarm(), Some(10 + BEAT_MS));
+    let mut now = 10;
+    while now < 10 + 40_000 - BEAT_MS {
+        now += BEAT_MS;
+        let changes = shard.tick(now, &mut seed());
+        assert!(!changes
+            .iter()
+            .any(|c| matches!(c, Change::OfferGone { .. })));
+    }
     assert_eq!(shard.next_alarm(), Some(10 + 40_000));
     let changes = shard.tick(10 + 40_000, &mut seed());
     assert!(changes.contains(&Change::OfferGone { place: 1 }));
@@ -233,12 +244,12 @@ fn smaller_terms_keep_the_sessions_running_and_start_none_until_below() {
         .map(|i| session(shard.visit(i, Holding::Nothing, &mut seed()).0))
         .collect();
     assert_eq!(
-        shard.set_terms(terms(1, 100)),
-        Some(Change::Terms(terms(1, 100)))
+        shard.set_terms(5, terms(1, 100)),
+        [Change::Terms(terms(1, 100))]
     );
     assert_eq!(
-        shard.set_terms(terms(1, 100)),
-        None,
+        shard.set_terms(5, terms(1, 100)),
+        [],
         "the same terms change nothing"
     );
     let waiting = ticket(shard.visit(10, Holding::Nothing, &mut seed()).0);
@@ -255,6 +266,103 @@ fn smaller_terms_keep_the_sessions_running_and_start_none_until_below() {
         shard.visit(14, Holding::Ticket(waiting), &mut seed()).0,
         Turn::Session(_)
     ));
+}
+
+#[test]
+fn an_offer_keeps_its_grace_through_an_outage_and_nobody_passes_it() {
+    let mut shard = Shard::new(terms(1, 100));
+    let a = session(shard.visit(0, Holding::Nothing, &mut seed()).0);
+    let b = ticket(shard.visit(1, Holding::Nothing, &mut seed()).0);
+    shard.end(2_000, a.id, &mut seed());
+    // Up for 10 s of the 40 s grace, then down for 60 s.
+    let mut now = 2_000;
+    while now < 12_000 {
+        now = shard.next_alarm().unwrap();
+        shard.tick(now, &mut seed());
+    }
+    now += 60_000;
+    let c = ticket(shard.visit(now, Holding::Nothing, &mut seed()).0);
+    assert_eq!(
+        session(shard.visit(now + 1, Holding::Ticket(b), &mut seed()).0).id,
+        1
+    );
+    assert_eq!(
+        shard.visit(now + 2, Holding::Ticket(c), &mut seed()).0,
+        Turn::Wait {
+            number: c,
+            fresh: false
+        }
+    );
+    // Without an outage the grace runs out as before.
+    let mut shard = Shard::new(terms(1, 100));
+    let a = session(shard.visit(0, Holding::Nothing, &mut seed()).0);
+    let b = ticket(shard.visit(1, Holding::Nothing, &mut seed()).0);
+    shard.end(2_000, a.id, &mut seed());
+    while let Some(due) = shard.next_alarm().filter(|&due| due <= 2_000 + 40_000) {
+        shard.tick(due, &mut seed());
+    }
+    assert_eq!(shard.status().offered, 0, "the offer lapsed");
+    let again = session(shard.visit(42_001, Holding::Ticket(b), &mut seed()).0);
+    assert_eq!(again.id, 2, "b joined at the back");
+}
+
+#[test]
+fn a_new_opens_at_ahead_or_a_reset_starts_the_line_over() {
+    const DAY: u64 = 86_400_000;
+    let rehearsal = Terms {
+        opens_at_ms: Some(1_000),
+        ..terms(1, 100)
+    };
+    let mut shard = Shard::new(rehearsal);
+    let early = ticket(shard.visit(0, Holding::Nothing, &mut seed()).0);
+    let inside = session(shard.visit(1_000, Holding::Ticket(early), &mut seed()).0);
+    let waiting = ticket(shard.visit(1_001, Holding::Nothing, &mut seed()).0);
+    // The real opening, a day ahead: the line starts over.
+    let real = Terms {
+        opens_at_ms: Some(DAY),
+        ..rehearsal
+    };
+    let changes = shard.set_terms(2_000, real);
+    assert!(changes.contains(&Change::SessionGone { id: inside.id }));
+    assert!(changes.contains(&Change::Counters(shard.counters())));
+    assert_eq!(shard.status().waiting(), 0);
+    // An old session or ticket is nothing now: it joins the pre-queue.
+    for held in [
+        Holding::Session(inside.id),
+        Holding::Ticket(waiting),
+        Holding::Ticket(early),
+    ] {
+        let turn = shard.visit(3_000, held, &mut seed()).0;
+        assert!(
+            matches!(
+                turn,
+                Turn::Wait {
+                    number: Number::Pre(_),
+                    fresh: true
+                }
+            ),
+            "{turn:?}"
+        );
+    }
+    assert_eq!(shard.status().waiting(), 3);
+    // The same terms again change nothing; an operator's reset empties
+    // the pre-queue, and the room opens at the real opening.
+    assert_eq!(shard.set_terms(4_000, real), []);
+    shard.reset(5_000, &mut seed());
+    assert_eq!(shard.status().waiting(), 0);
+    let first = ticket(shard.visit(6_000, Holding::Nothing, &mut seed()).0);
+    assert_eq!(
+        session(shard.visit(DAY, Holding::Ticket(first), &mut seed()).0).started_ms,
+        DAY
+    );
+    let restored = Shard::restore(
+        real,
+        Stored {
+            counters: shard.counters(),
+            ..Stored::default()
+        },
+    );
+    assert_eq!(restored.counters(), shard.counters());
 }
 
 #[test]
