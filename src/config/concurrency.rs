@@ -2,9 +2,9 @@
 //! with leases that lapse and an optional queue.
 
 use super::{error, ConfigError};
+use crate::bounds::{DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::limits::{DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_TTL_MS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Concurrency {

@@ -1,8 +1,6 @@
 //! Counting by answer (`count`): which of the origin's answers count.
 
-use super::rule::Rule;
 use super::{error, json_text, ConfigError};
-use crate::limit::Spec;
 
 /// The origin's answers that count against a rule: statuses and classes
 /// (`"5xx"`).
@@ -20,13 +18,15 @@ impl CountedStatuses {
 }
 
 /// `count = "all"` (the default) or `count = { status = [401, 403, "5xx"] }`
-/// for the rule's own layer. Counting by answer needs a refund, which GCRA
-/// has not, and no lease, whose slot a refused login would not give back
-/// sooner. A global quota may: the part that admits a request holds its
-/// reservation, and the settle goes to that part.
+/// for the rule's own layer. Counting by answer needs a refund, which a
+/// policy that cannot give a unit back (GCRA) has not, and no lease, whose
+/// slot a refused login would not give back sooner. A global quota may:
+/// the part that admits a request holds its reservation, and the settle
+/// goes to that part.
 pub(super) fn validate_count(
     raw: Option<serde_json::Value>,
-    rule: &Rule,
+    concurrency: bool,
+    refunds: bool,
     at: &str,
 ) -> Result<Option<CountedStatuses>, ConfigError> {
     let field = format!("{at}.count");
@@ -34,15 +34,10 @@ pub(super) fn validate_count(
         return Ok(None);
     };
     let refuse = |why: &str| Err(error(&field, why.to_string()));
-    if rule.concurrency.is_some() {
+    if concurrency {
         return refuse("a concurrency limit already frees its slot when the answer comes; count by answer on a rule without concurrency");
     }
-    if rule
-        .tiers
-        .iter()
-        .flat_map(|t| &t.policies)
-        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
-    {
+    if !refunds {
         return refuse("GCRA cannot give back a unit, so it cannot count by answer: use sliding_log or fixed_window");
     }
     Ok(Some(counted))

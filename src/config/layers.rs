@@ -20,15 +20,14 @@ use serde_json::Value;
 use super::count::{parse_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope, SHADOW_SOLD_OUT};
 use super::names::validate_part_name;
-use super::pattern::Pattern;
+use super::pattern::{check_key_parts, Pattern};
 use super::policies::{validate_limits, RawLimits, RawPolicy};
-use super::rule::{check_key_parts, Rule};
 use super::tier::Tier;
 use super::{error, ConfigError, RuleBan};
+use crate::bounds::MAX_LAYERS;
 use crate::from_tree;
 use crate::http::key::KeySpec;
 use crate::limit::Spec;
-use crate::limits::MAX_LAYERS;
 use crate::objects::name::Scope;
 
 /// One of a rule's `also` layers.
@@ -78,38 +77,6 @@ impl Level<'_> {
     }
 }
 
-impl Rule {
-    /// The layers a request of `tier` is asked about, in the order they
-    /// are asked ([`ask_order`]); one, the rule's own, without `also`.
-    pub fn levels<'a>(&'a self, tier: &'a Tier) -> Vec<Level<'a>> {
-        let own = Level {
-            scope: &tier.scope,
-            key: self.global.is_none().then_some(&tier.key),
-            policies: &tier.policies,
-            global: self.global.as_ref(),
-            count: self.count.as_ref(),
-            ban: self.ban.as_ref(),
-            own: true,
-        };
-        let global: Vec<bool> = self.also.iter().map(|l| l.global.is_some()).collect();
-        ask_order(self.global.is_some(), &global)
-            .into_iter()
-            .map(|at| match at.and_then(|j| self.also.get(j)) {
-                None => own,
-                Some(layer) => Level {
-                    scope: &layer.scope,
-                    key: layer.key.as_ref(),
-                    policies: &layer.policies,
-                    global: layer.global.as_ref(),
-                    count: layer.count.as_ref(),
-                    ban: None,
-                    own: false,
-                },
-            })
-            .collect()
-    }
-}
-
 /// The order layers are asked in, `None` for the rule's own and `Some(j)`
 /// for `also[j]`: layers with a key first, then global ones, each in the
 /// order written with the rule's own first. A request refused per caller
@@ -127,9 +94,9 @@ pub fn ask_order(own_global: bool, also_global: &[bool]) -> Vec<Option<usize>> {
     class(false).chain(class(true)).collect()
 }
 
-/// Why a layer may not use GCRA: it takes a reservation, which must be
-/// able to give its unit back.
-pub(super) const RESERVING_GCRA: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
+/// Why a layer's policies must give units back ([`Spec::refunds`]): it
+/// takes a reservation.
+pub(super) const RESERVING_NEEDS_REFUND: &str = "GCRA cannot give a unit back, so only the layer asked last (layers with a key are asked first, global ones last) may use it, and only if it counts every request; use sliding_log or fixed_window";
 
 from_tree! {
     pub(super) struct RawLayer {
@@ -158,9 +125,17 @@ impl RawLayer {
 /// The rule whose layers are validated (its own fields are, already):
 /// what layers inherit from it and must not collide with.
 pub(super) struct Owner<'r> {
-    pub(super) rule: &'r Rule,
+    pub(super) id: &'r str,
     /// Its path pattern, for the path parameters a layer's key may use.
     pub(super) path: &'r Pattern,
+    pub(super) tiers: &'r [Tier],
+    /// What its own layer counts, and a layer without `count` with it.
+    pub(super) count: Option<&'r CountedStatuses>,
+    pub(super) concurrency: bool,
+    pub(super) global: bool,
+    pub(super) action: bool,
+    /// A shadow rule, whose layers cannot close once sold out.
+    pub(super) shadow: bool,
 }
 
 /// The order of a rule's layers from its raw fields, for what must be
@@ -171,13 +146,12 @@ pub(super) fn raw_order(own_scope: Option<&str>, also: &[RawLayer]) -> Vec<Optio
 }
 
 /// Validates `also`. The rule's own fields are validated already (its
-/// policies against [`RESERVING_GCRA`] by the order [`raw_order`] gave).
+/// policies against [`RESERVING_NEEDS_REFUND`] by the order [`raw_order`] gave).
 pub(super) fn validate_also(
     raw: Vec<RawLayer>,
     owner: &Owner<'_>,
     at: &str,
 ) -> Result<Vec<Layer>, ConfigError> {
-    let rule = owner.rule;
     let field = format!("{at}.also");
     if raw.is_empty() || raw.len() >= MAX_LAYERS {
         return Err(error(
@@ -188,15 +162,15 @@ pub(super) fn validate_also(
             ),
         ));
     }
-    if rule.concurrency.is_some() {
+    if owner.concurrency {
         return Err(error(
             &field,
             "a rule with a concurrency limit takes no also layers: its lease and its layers' reservations could not be given back together; limit concurrency on a rule of its own",
         ));
     }
-    let own_scope = rule.global.is_some().then_some("global");
+    let own_scope = owner.global.then_some("global");
     let last = raw_order(own_scope, &raw).last().copied().flatten();
-    let own_names: Vec<&str> = rule
+    let own_names: Vec<&str> = owner
         .tiers
         .iter()
         .flat_map(|t| &t.policies)
@@ -213,7 +187,7 @@ pub(super) fn validate_also(
                 format!("layer id {:?} is used twice", layer.id),
             ));
         }
-        if rule
+        if owner
             .tiers
             .iter()
             .any(|t| t.name.as_deref() == Some(&layer.id))
@@ -247,15 +221,14 @@ fn validate_layer(
     last: bool,
     here: &str,
 ) -> Result<Layer, ConfigError> {
-    let rule = owner.rule;
     let field = |name: &str| format!("{here}.{name}");
     validate_part_name(&raw.id).map_err(|m| error(&field("id"), m))?;
-    let scope = Scope::rule(&rule.id, Some(&raw.id));
+    let scope = Scope::rule(owner.id, Some(&raw.id));
     let count = match raw.count {
-        None => rule.count.clone(),
+        None => owner.count.cloned(),
         Some(value) => parse_count(Some(value), &field("count"))?,
     };
-    if rule.shadow && raw.sold_out.is_some() {
+    if owner.shadow && raw.sold_out.is_some() {
         return Err(error(&field("sold_out"), SHADOW_SOLD_OUT));
     }
     let reserves = !last || count.is_some();
@@ -265,7 +238,7 @@ fn validate_layer(
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra: reserves.then_some(RESERVING_GCRA),
+        needs_refund: reserves.then_some(RESERVING_NEEDS_REFUND),
     };
     let policies = validate_limits(limits, scope.id(), here)?;
     let raw_scope = RawScope {
@@ -282,7 +255,7 @@ fn validate_layer(
         (_, Some(_)) => None,
         (Some(text), None) => {
             let key = KeySpec::parse(&text).map_err(|m| error(&field("key"), m))?;
-            check_key_parts(&key, owner.path, rule.action.is_some(), &field("key"))?;
+            check_key_parts(&key, owner.path, owner.action, &field("key"))?;
             Some(key)
         }
         (None, None) => {

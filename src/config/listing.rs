@@ -3,8 +3,6 @@
 //! enforces. Built from the config types, so it shows what Sluice runs,
 //! not what the var said.
 
-use serde::Serialize;
-
 use super::concurrency::Concurrency;
 use super::room::WaitingRoom;
 use super::{Config, Layer, OnError, Rule, RuleBan, Tier, When};
@@ -12,15 +10,14 @@ use crate::http::time::rfc3339;
 use crate::limit::Spec;
 use crate::objects::name::API_SCOPE;
 
-/// Every rule in match order, and the name the decision API's keys are
-/// looked up under.
-#[derive(Serialize)]
-pub struct Listing<'a> {
-    rules: Vec<Listed<'a>>,
-    api_rule: &'static str,
+crate::wire! {
+    /// Every rule in match order, and the name the decision API's keys are
+    /// looked up under.
+    pub write struct Listing<'a> {
+        rules: Vec<Listed<'a>>,
+        api_rule: &'static str,
+    }
 }
-
-crate::write_json!(Listing<'_> { rules, api_rule });
 
 pub fn of(config: &Config) -> Listing<'_> {
     Listing {
@@ -29,71 +26,42 @@ pub fn of(config: &Config) -> Listing<'_> {
     }
 }
 
-#[derive(Serialize)]
-struct Listed<'a> {
-    id: &'a str,
-    #[serde(rename = "match")]
-    matcher: Match<'a>,
-    paths: Paths,
-    action: Option<&'a str>,
-    tiers: Vec<ListedTier<'a>>,
-    scope: &'static str,
-    split: usize,
-    concurrency: Option<ListedConcurrency>,
-    ban: Option<ListedBan>,
-    allow: Vec<String>,
-    deny: Vec<String>,
-    shadow: bool,
-    /// Whether the rule lets hot keys be decided from admission blocks:
-    /// an operator reading a refusal count needs to know when decisions
-    /// were made in the isolate.
-    local: bool,
-    on_error: &'static str,
-    also: Vec<ListedLayer<'a>>,
-    /// Only on a waiting room's rule, which has no tiers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    waiting_room: Option<ListedRoom>,
+crate::wire! {
+    write struct Listed<'a> {
+        id: &'a str,
+        matcher as "match": Match<'a>,
+        paths: Paths,
+        action: Option<&'a str>,
+        tiers: Vec<ListedTier<'a>>,
+        scope: &'static str,
+        split: usize,
+        concurrency: Option<ListedConcurrency>,
+        ban: Option<ListedBan>,
+        allow: Vec<String>,
+        deny: Vec<String>,
+        shadow: bool,
+        /// Whether the rule lets hot keys be decided from admission blocks:
+        /// an operator reading a refusal count needs to know when decisions
+        /// were made in the isolate.
+        local: bool,
+        on_error: &'static str,
+        also: Vec<ListedLayer<'a>>,
+        /// Only on a waiting room's rule, which has no tiers.
+        waiting_room: Option<ListedRoom> = None,
+    }
 }
 
-crate::write_json!(Listed<'_> {
-    id,
-    matcher as "match",
-    paths,
-    action,
-    tiers,
-    scope,
-    split,
-    concurrency,
-    ban,
-    allow,
-    deny,
-    shadow,
-    local,
-    on_error,
-    also,
-    waiting_room if Option::is_none,
-});
-
-#[derive(Serialize)]
-struct ListedRoom {
-    active: u32,
-    per_minute: u32,
-    session_ms: u64,
-    shards: u32,
-    refresh_ms: u64,
-    opens_at: Option<String>,
-    challenge_work: Option<u32>,
+crate::wire! {
+    write struct ListedRoom {
+        active: u32,
+        per_minute: u32,
+        session_ms: u64,
+        shards: u32,
+        refresh_ms: u64,
+        opens_at: Option<String>,
+        challenge_work: Option<u32>,
+    }
 }
-
-crate::write_json!(ListedRoom {
-    active,
-    per_minute,
-    session_ms,
-    shards,
-    refresh_ms,
-    opens_at,
-    challenge_work
-});
 
 impl ListedRoom {
     fn of(room: &WaitingRoom) -> ListedRoom {
@@ -109,106 +77,83 @@ impl ListedRoom {
     }
 }
 
-/// A stacked layer (`also`), as written: its key (none for a global
-/// quota), its split, its policies, and the rule name its keys are looked
-/// up under (`rule.layer`).
-#[derive(Serialize)]
-struct ListedLayer<'a> {
-    id: &'a str,
-    key: Option<String>,
-    scope: &'static str,
-    split: usize,
-    lookup: &'a str,
-    policies: Vec<ListedPolicy<'a>>,
+crate::wire! {
+    /// A stacked layer (`also`), as written: its key (none for a global
+    /// quota), its split, its policies, and the rule name its keys are looked
+    /// up under (`rule.layer`).
+    write struct ListedLayer<'a> {
+        id: &'a str,
+        key: Option<String>,
+        scope: &'static str,
+        split: usize,
+        lookup: &'a str,
+        policies: Vec<ListedPolicy<'a>>,
+    }
 }
 
-crate::write_json!(ListedLayer<'_> { id, key, scope, split, lookup, policies });
-
-#[derive(Serialize)]
-struct Match<'a> {
-    path: String,
-    methods: Option<&'a [String]>,
+crate::wire! {
+    write struct Match<'a> {
+        path: String,
+        methods: Option<&'a [String]>,
+    }
 }
 
-crate::write_json!(Match<'_> { path, methods });
-
-/// How the rule compares paths, in the config's words.
-#[derive(Serialize)]
-struct Paths {
-    /// `insensitive` or `sensitive`.
-    case: &'static str,
-    /// `ignore` or `strict`.
-    trailing_slash: &'static str,
+crate::wire! {
+    /// How the rule compares paths, in the config's words.
+    write struct Paths {
+        /// `insensitive` or `sensitive`.
+        case: &'static str,
+        /// `ignore` or `strict`.
+        trailing_slash: &'static str,
+    }
 }
 
-crate::write_json!(Paths {
-    case,
-    trailing_slash
-});
-
-/// A tier: who it is for, its key (none for a global quota, which every
-/// caller shares), its policies, and the rule name its keys are looked up
-/// under (`GET /admin/keys/{lookup}/{key}`).
-#[derive(Serialize)]
-struct ListedTier<'a> {
-    name: Option<&'a str>,
-    /// `always`, `registered`, `anonymous`, or `claim plan in [pro, team]`.
-    when: String,
-    key: Option<String>,
-    lookup: &'a str,
-    policies: Vec<ListedPolicy<'a>>,
+crate::wire! {
+    /// A tier: who it is for, its key (none for a global quota, which every
+    /// caller shares), its policies, and the rule name its keys are looked up
+    /// under (`GET /admin/keys/{lookup}/{key}`).
+    write struct ListedTier<'a> {
+        name: Option<&'a str>,
+        /// `always`, `registered`, `anonymous`, or `claim plan in [pro, team]`.
+        when: String,
+        key: Option<String>,
+        lookup: &'a str,
+        policies: Vec<ListedPolicy<'a>>,
+    }
 }
 
-crate::write_json!(ListedTier<'_> { name, when, key, lookup, policies });
-
-/// A policy as the config spells it: for GCRA, `limit` per `window` with
-/// a `burst` (not the bucket's capacity and refill time, which the
-/// RateLimit fields announce).
-#[derive(Serialize)]
-struct ListedPolicy<'a> {
-    name: &'a str,
-    limit: u64,
-    window_ms: u64,
-    algorithm: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    burst: Option<u64>,
+crate::wire! {
+    /// A policy as the config spells it: for GCRA, `limit` per `window` with
+    /// a `burst` (not the bucket's capacity and refill time, which the
+    /// RateLimit fields announce).
+    write struct ListedPolicy<'a> {
+        name: &'a str,
+        limit: u64,
+        window_ms: u64,
+        algorithm: &'static str,
+        burst: Option<u64> = None,
+    }
 }
 
-crate::write_json!(ListedPolicy<'_> { name, limit, window_ms, algorithm, burst if Option::is_none });
-
-#[derive(Serialize)]
-struct ListedConcurrency {
-    limit: u32,
-    lease_ttl_ms: u64,
-    max_wait_ms: u64,
-    max_queue: u32,
+crate::wire! {
+    write struct ListedConcurrency {
+        limit: u32,
+        lease_ttl_ms: u64,
+        max_wait_ms: u64,
+        max_queue: u32,
+    }
 }
 
-crate::write_json!(ListedConcurrency {
-    limit,
-    lease_ttl_ms,
-    max_wait_ms,
-    max_queue
-});
-
-#[derive(Serialize)]
-struct ListedBan {
-    after: u32,
-    within_ms: u64,
-    for_ms: u64,
-    multiplier: u64,
-    max_ms: u64,
-    status: u16,
+crate::wire! {
+    write struct ListedBan {
+        after: u32,
+        within_ms: u64,
+        for_ms: u64,
+        multiplier: u64,
+        max_ms: u64,
+        status: u16,
+    }
 }
-
-crate::write_json!(ListedBan {
-    after,
-    within_ms,
-    for_ms,
-    multiplier,
-    max_ms,
-    status
-});
 
 impl<'a> Listed<'a> {
     fn of(rule: &'a Rule) -> Listed<'a> {
@@ -298,11 +243,7 @@ impl<'a> ListedLayer<'a> {
 
 impl<'a> ListedPolicy<'a> {
     fn of(name: &'a str, spec: &Spec) -> ListedPolicy<'a> {
-        let (algorithm, limit, window_ms, burst) = match spec {
-            Spec::SlidingLog(_) => ("sliding_log", spec.limit(), spec.window_ms(), None),
-            Spec::FixedWindow(_) => ("fixed_window", spec.limit(), spec.window_ms(), None),
-            Spec::Gcra(g) => ("gcra", g.count(), g.period_ms(), Some(g.max_burst())),
-        };
+        let (algorithm, limit, window_ms, burst) = spec.written();
         ListedPolicy {
             name,
             limit,
@@ -344,7 +285,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn listed(config: Value) -> Value {
-        serde_json::to_value(of(&Config::from_value(config).unwrap())).unwrap()
+        crate::json::value_of(&of(&Config::from_value(config).unwrap()))
     }
 
     #[test]

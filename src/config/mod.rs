@@ -33,8 +33,7 @@ use crate::http::forward::{may_carry_secret, may_keep, FORWARDING_CLAIMS};
 use crate::http::jwt::Validation;
 use crate::http::path::{PathOptions, RequestPath};
 use crate::input::duration;
-use crate::input::tree;
-use crate::input::words::{self, Dialect};
+use crate::input::tree::{self, Dialect, Unreadable, REPEATED};
 pub use ban::RuleBan;
 pub use global::Global;
 pub use layers::{Layer, Level};
@@ -220,29 +219,20 @@ impl Config {
     pub fn from_value(value: Value) -> Result<Config, ConfigError> {
         let value = match value {
             Value::Null => return Ok(Config::default()),
-            // Read as bytes, as request bodies are: one copy of
-            // `Value`'s parser in the wasm instead of two (2.5 KB). The
-            // text is UTF-8 already, so nothing parses differently.
-            Value::String(text) => {
-                serde_json::from_slice(text.as_bytes()).map_err(|e| ConfigError {
-                    field: "SLUICE".into(),
-                    message: format!("is a string but not valid JSON: {e}"),
-                })?
-            }
+            Value::String(text) => tree::parse(&text).map_err(|e| match e {
+                Unreadable::Syntax(line, column) => error(
+                    "SLUICE",
+                    format!("is a string but not valid JSON at line {line} column {column}"),
+                ),
+                Unreadable::Repeated(path) => error(&format!("SLUICE.{path}"), REPEATED),
+            })?,
             other => other,
         };
-        let raw: RawConfig = tree::from_value(value).map_err(|e| {
-            let path = e.path();
-            let mut field = if path == "." {
-                "SLUICE".to_string()
-            } else {
-                format!("SLUICE.{path}")
-            };
-            let (missing, message) = words::plain(e.message(), Dialect::Toml);
-            if let Some(name) = missing {
-                field = format!("{field}.{name}");
-            }
-            ConfigError { field, message }
+        let raw: RawConfig = tree::from_value(value).map_err(|e| ConfigError {
+            field: e
+                .field()
+                .map_or_else(|| "SLUICE".to_string(), |f| format!("SLUICE.{f}")),
+            message: e.words(Dialect::Toml),
         })?;
         Config::validate(raw)
     }

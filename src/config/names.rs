@@ -1,6 +1,6 @@
 //! The names a config gives: rule ids, tier and policy names.
 
-use crate::limits::MAX_NAME_BYTES;
+use crate::bounds::MAX_NAME_BYTES;
 
 /// Rule ids name key objects (`rule:<id>.<tier>:<key>`) and policies
 /// (`<id>.<policy>`), so they hold no `.` or `:`; `_` starts Sluice's own

@@ -4,10 +4,10 @@
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::tier::Tier;
 use super::{error, ConfigError};
+use crate::bounds::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 use crate::from_tree;
 use crate::input::duration::parse_ms;
 use crate::limit::Spec;
-use crate::limits::{reason_fits, DAY_MS, MAX_OVERRIDE_MS, REASON_RULE};
 
 from_tree! {
     /// `PUT {prefix}/admin/keys/{rule}/{key}/override` as sent: the limits,
@@ -72,7 +72,7 @@ pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody,
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra: None,
+        needs_refund: None,
     };
     let given = limits.limit.is_some() || limits.window.is_some() || limits.policies.is_some();
     let policies = match raw.unlimited {
@@ -106,15 +106,6 @@ pub fn parse_override(raw: OverrideRequest, tier: &Tier) -> Result<OverrideBody,
     })
 }
 
-/// The window a policy was configured with (GCRA's period, not the refill
-/// time its limit and burst make).
-fn configured_window(spec: &Spec) -> u64 {
-    match spec {
-        Spec::Gcra(policy) => policy.period_ms(),
-        Spec::SlidingLog(_) | Spec::FixedWindow(_) => spec.window_ms(),
-    }
-}
-
 /// Refuses a policy whose name the tier uses with another window or
 /// algorithm; see [`parse_override`].
 fn check_same_shape(
@@ -139,10 +130,10 @@ fn check_same_shape(
                 format!("policy {name:?} keeps its algorithm; an override changes its limit, or adds a policy under another name"),
             ));
         }
-        if configured_window(held) != configured_window(spec) {
+        if held.written().2 != spec.written().2 {
             return Err(error(
                 &field("window"),
-                format!("policy {name:?} keeps its window of {} ms; an override changes its limit, or adds a policy under another name", configured_window(held)),
+                format!("policy {name:?} keeps its window of {} ms; an override changes its limit, or adds a policy under another name", held.written().2),
             ));
         }
     }

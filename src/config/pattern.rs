@@ -1,20 +1,13 @@
-//! Path patterns for rules: `/login`, `/api/*`, `/threads/:id/reply`.
-//!
-//! - literal characters match themselves;
-//! - `:name` matches one whole, non-empty path segment and captures it;
-//! - `*` may only end a pattern and matches any rest, `/` included.
-//!
-//! Requests are matched in their canonical form ([`crate::http::path`]),
-//! so a pattern must be written canonically too: no `//`, `.` or `..`
-//! segments, `;` parameters, or escapes of characters that need none.
-//!
-//! Keeping `*` at the end and parameters whole-segment makes matching one
-//! left-to-right pass with no backtracking, so a hostile path costs linear
-//! time whatever the pattern.
+//! Path patterns for rules: `/login`, `/api/*`, `/threads/:id/reply`
+//! (literals, `:name` one whole segment, `*` only at the end), matched
+//! against the canonical path in one left-to-right pass, so a hostile path
+//! costs linear time. A pattern must be written canonically.
 
 use std::fmt;
 
+use super::{error, ConfigError};
 use crate::http::case::lowercase;
+use crate::http::key::{KeySpec, Part};
 use crate::http::path::{PathForm, PathOptions, RequestPath};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +181,36 @@ fn flush(literal: &mut String, tokens: &mut Vec<Token>) {
     if !literal.is_empty() {
         tokens.push(Token::Literal(std::mem::take(literal)));
     }
+}
+
+/// Every part a key names must be something the rule can provide: a path
+/// parameter its pattern captures, the action if it sets one.
+pub(super) fn check_key_parts(
+    key: &KeySpec,
+    path: &Pattern,
+    has_action: bool,
+    at: &str,
+) -> Result<(), ConfigError> {
+    for part in key.parts() {
+        match part {
+            Part::Param(name) if !path.has_param(name) => {
+                return Err(error(
+                    at,
+                    format!(
+                        "the key uses path parameter {name:?}, which match.path does not capture"
+                    ),
+                ))
+            }
+            Part::Action if !has_action => {
+                return Err(error(
+                    at,
+                    "the key uses {action}, and the rule sets no action",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,11 +3,11 @@
 
 use super::names::validate_part_name;
 use super::{error, ConfigError};
+use crate::bounds::MAX_POLICIES;
 use crate::from_tree;
 use crate::input::duration::parse_ms;
-use crate::limit::gcra::{GcraPolicy, MAX_BURST};
-use crate::limit::{Policy, Spec};
-use crate::limits::MAX_POLICIES;
+use crate::limit::gcra::MAX_BURST;
+use crate::limit::{Policy, Spec, Unnamed};
 
 /// One policy in shorthand (`limit`, `window`) or several (`policies`).
 pub(super) struct RawLimits {
@@ -16,9 +16,9 @@ pub(super) struct RawLimits {
     pub(super) algorithm: Option<String>,
     pub(super) burst: Option<u64>,
     pub(super) policies: Option<Vec<RawPolicy>>,
-    /// Why GCRA may not be used here, if it may not: a layer that takes a
-    /// reservation must be able to give its unit back.
-    pub(super) no_gcra: Option<&'static str>,
+    /// Why a policy that cannot give a unit back ([`Spec::refunds`]) may
+    /// not be used here, if it may not: a layer that takes a reservation.
+    pub(super) needs_refund: Option<&'static str>,
 }
 
 from_tree! {
@@ -58,7 +58,7 @@ pub(super) fn validate_limits(
             let algorithm = Algo {
                 name: raw.algorithm.as_deref(),
                 burst: raw.burst,
-                no_gcra: raw.no_gcra,
+                needs_refund: raw.needs_refund,
             };
             let spec = validate_spec(limit, &window, algorithm, at)?;
             Ok(vec![(base.to_string(), spec)])
@@ -102,7 +102,7 @@ pub(super) fn validate_limits(
                 let algorithm = Algo {
                     name: policy.algorithm.as_deref(),
                     burst: policy.burst,
-                    no_gcra: raw.no_gcra,
+                    needs_refund: raw.needs_refund,
                 };
                 let spec = validate_spec(policy.limit, &policy.window, algorithm, &here)?;
                 out.push((name, spec));
@@ -112,12 +112,12 @@ pub(super) fn validate_limits(
     }
 }
 
-/// A policy's algorithm as written, its burst, and why GCRA is not allowed
-/// where it is, if it is not.
+/// A policy's algorithm as written, its burst, and why it must give units
+/// back here, if it must.
 struct Algo<'a> {
     name: Option<&'a str>,
     burst: Option<u64>,
-    no_gcra: Option<&'static str>,
+    needs_refund: Option<&'static str>,
 }
 
 /// A duration's error quoting the text written (`got "60d"`), not the
@@ -136,7 +136,7 @@ fn validate_spec(
     let Algo {
         name: algorithm,
         burst,
-        no_gcra,
+        needs_refund,
     } = algorithm;
     let window_ms = parse_ms(window).map_err(|m| error(&format!("{at}.window"), m))?;
     let policy = Policy::new(limit, window_ms).map_err(|e| match e.field() {
@@ -152,30 +152,21 @@ fn validate_spec(
             "burst applies to algorithm = \"gcra\" only",
         ));
     }
-    if let (Some("gcra"), Some(why)) = (algorithm, no_gcra) {
-        return Err(error(&format!("{at}.algorithm"), why));
-    }
-    match algorithm {
-        None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
-        Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
-        Some("gcra") => {
-            let max_burst = burst.unwrap_or(limit - 1);
-            GcraPolicy::new(max_burst, limit, window_ms)
-                .map(Spec::Gcra)
-                .map_err(|_| {
-                    error(
-                        &format!("{at}.burst"),
-                        format!(
-                            "burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"
-                        ),
-                    )
-                })
-        }
-        Some(other) => Err(error(
+    let spec = Spec::named(algorithm, policy, burst).map_err(|e| match e {
+        Unnamed::Burst(max_burst) => error(
+            &format!("{at}.burst"),
+            format!("burst must be a whole number from 0 to {MAX_BURST}, got {max_burst}"),
+        ),
+        Unnamed::Algorithm => error(
             &format!("{at}.algorithm"),
             format!(
-                "{other:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\""
+                "{:?} is not an algorithm: use \"sliding_log\", \"fixed_window\" or \"gcra\"",
+                algorithm.unwrap_or_default()
             ),
-        )),
+        ),
+    })?;
+    match needs_refund {
+        Some(why) if !spec.refunds() => Err(error(&format!("{at}.algorithm"), why)),
+        _ => Ok(spec),
     }
 }

@@ -6,10 +6,10 @@ use super::global::divide;
 use super::lookup::GlobalQuota;
 use super::override_body::OverrideRequest;
 use super::{error, ConfigError};
+use crate::bounds::{reason_fits, REASON_RULE};
 use crate::input::duration::parse_ms;
 use crate::ledger::Override;
-use crate::limit::{Policy, Spec, MAX_LIMIT};
-use crate::limits::{reason_fits, REASON_RULE};
+use crate::limit::{Spec, MAX_LIMIT};
 
 /// A validated override of a global quota.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,17 +82,15 @@ pub fn parse_quota_override(
     let index = chosen(policies, raw.window.as_deref())?;
     let mut whole = policies.to_vec();
     let (name, spec) = &mut whole[index];
-    *spec = match *spec {
-        Spec::SlidingLog(p) => Policy::new(limit, p.window_ms()).map(Spec::SlidingLog),
-        Spec::FixedWindow(p) => Policy::new(limit, p.window_ms()).map(Spec::FixedWindow),
-        Spec::Gcra(_) => {
-            return Err(error(
+    *spec = spec
+        .with_limit(limit)
+        .ok_or_else(|| {
+            error(
                 "limit",
                 format!("policy {name:?} is gcra: an override of a global quota changes a sliding_log or fixed_window limit"),
-            ))
-        }
-    }
-    .map_err(|e| error("limit", e.to_string()))?;
+            )
+        })?
+        .map_err(|e| error("limit", e.to_string()))?;
     let policy = name.clone();
     let parts = divide(&whole, parts).map_err(|name| {
         error(

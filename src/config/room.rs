@@ -258,7 +258,7 @@ fn validate_join(
         algorithm: None,
         burst: None,
         policies: None,
-        no_gcra: None,
+        needs_refund: None,
     };
     let policies = validate_limits(limits, id, at)?;
     let cap = policies.first().map_or(limit, |(_, spec)| spec.limit());

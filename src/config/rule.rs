@@ -8,10 +8,12 @@ use super::ban::{validate_ban, RawBan, RuleBan};
 use super::concurrency::{validate_concurrency, Concurrency, RawQueue};
 use super::count::{validate_count, CountedStatuses};
 use super::global::{validate_scope, Global, RawScope, SHADOW_SOLD_OUT};
-use super::layers::{raw_order, validate_also, Layer, Owner, RawLayer, RESERVING_GCRA};
+use super::layers::{
+    ask_order, raw_order, validate_also, Layer, Level, Owner, RawLayer, RESERVING_NEEDS_REFUND,
+};
 use super::names::validate_rule_id;
 use super::paths::{validate_paths, RawPaths};
-use super::pattern::Pattern;
+use super::pattern::{check_key_parts, Pattern};
 use super::policies::{validate_limits, RawLimits, RawPolicy};
 use super::room::{validate_room, RawRoom, WaitingRoom};
 use super::tier::{validate_tiers, RawTier, Tier, When};
@@ -76,6 +78,38 @@ pub enum OnError {
     Allow,
     /// Fail closed: 503 with Retry-After.
     Deny,
+}
+
+impl Rule {
+    /// The layers a request of `tier` is asked about, in the order they
+    /// are asked ([`ask_order`]); one, the rule's own, without `also`.
+    pub fn levels<'a>(&'a self, tier: &'a Tier) -> Vec<Level<'a>> {
+        let own = Level {
+            scope: &tier.scope,
+            key: self.global.is_none().then_some(&tier.key),
+            policies: &tier.policies,
+            global: self.global.as_ref(),
+            count: self.count.as_ref(),
+            ban: self.ban.as_ref(),
+            own: true,
+        };
+        let global: Vec<bool> = self.also.iter().map(|l| l.global.is_some()).collect();
+        ask_order(self.global.is_some(), &global)
+            .into_iter()
+            .map(|at| match at.and_then(|j| self.also.get(j)) {
+                None => own,
+                Some(layer) => Level {
+                    scope: &layer.scope,
+                    key: layer.key.as_ref(),
+                    policies: &layer.policies,
+                    global: layer.global.as_ref(),
+                    count: layer.count.as_ref(),
+                    ban: None,
+                    own: false,
+                },
+            })
+            .collect()
+    }
 }
 
 impl Rule {
@@ -266,14 +300,14 @@ pub(super) fn validate_rule(
         .also
         .as_deref()
         .is_some_and(|also| raw_order(raw.scope.as_deref(), also).last() != Some(&None));
-    let no_gcra = own_reserves.then_some(RESERVING_GCRA);
+    let needs_refund = own_reserves.then_some(RESERVING_NEEDS_REFUND);
     let limits = RawLimits {
         limit: raw.limit,
         window: raw.window,
         algorithm: raw.algorithm,
         burst: raw.burst,
         policies: raw.policies,
-        no_gcra,
+        needs_refund,
     };
     let has_tiers = raw.tiers.is_some();
     let tiers = match raw.tiers {
@@ -304,7 +338,7 @@ pub(super) fn validate_rule(
                     "a rule with tiers sets limits in each tier, not at the rule level",
                 ));
             }
-            validate_tiers(tiers, raw.key.as_deref(), &raw.id, no_gcra, at)?
+            validate_tiers(tiers, raw.key.as_deref(), &raw.id, needs_refund, at)?
         }
     };
     for (i, tier) in tiers.iter().enumerate() {
@@ -374,44 +408,26 @@ pub(super) fn validate_rule(
         also: Vec::new(),
         behind: raw.room,
     };
-    rule.count = validate_count(count_raw, &rule, at)?;
+    let refunds = rule
+        .tiers
+        .iter()
+        .flat_map(|t| &t.policies)
+        .all(|(_, spec)| spec.refunds());
+    rule.count = validate_count(count_raw, rule.concurrency.is_some(), refunds, at)?;
     if let Some(also) = raw.also {
         let owner = Owner {
-            rule: &rule,
+            id: &rule.id,
             path: &rule.path,
+            tiers: &rule.tiers,
+            count: rule.count.as_ref(),
+            concurrency: rule.concurrency.is_some(),
+            global: rule.global.is_some(),
+            action: rule.action.is_some(),
+            shadow: rule.shadow,
         };
         rule.also = validate_also(also, &owner, at)?;
     }
     Ok(rule)
-}
-
-/// Every part a key names must be something the rule can provide.
-pub(super) fn check_key_parts(
-    key: &KeySpec,
-    path: &Pattern,
-    has_action: bool,
-    at: &str,
-) -> Result<(), ConfigError> {
-    for part in key.parts() {
-        match part {
-            Part::Param(name) if !path.has_param(name) => {
-                return Err(error(
-                    at,
-                    format!(
-                        "the key uses path parameter {name:?}, which match.path does not capture"
-                    ),
-                ))
-            }
-            Part::Action if !has_action => {
-                return Err(error(
-                    at,
-                    "the key uses {action}, and the rule sets no action",
-                ))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 fn validate_methods(mut methods: Vec<String>) -> Result<Vec<String>, String> {

@@ -476,6 +476,18 @@ fn every_bad_field_is_named() {
     ]});
     assert_eq!(error_field(dup), "SLUICE.rules[1].id");
     assert_eq!(error_field(json!("{not json")), "SLUICE");
+    let e = Config::from_value(json!("{\"origin\": \"demo\",\n \"prefix\" 1}")).unwrap_err();
+    assert_eq!(
+        e.message,
+        "is a string but not valid JSON at line 2 column 11"
+    );
+    let twice = json!(r#"{"origin": "demo", "rules": [{"id": "a", "limit": 1, "limit": 2}]}"#);
+    let e = Config::from_value(twice).unwrap_err();
+    assert_eq!(e.field, "SLUICE.rules[0].limit");
+    assert!(
+        e.message.starts_with("the key appears more than once"),
+        "{e}"
+    );
 }
 
 #[test]

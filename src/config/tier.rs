@@ -68,13 +68,14 @@ from_tree! {
     }
 }
 
-/// The tiers of rule `rule_id`; `no_gcra` says why their policies may not
-/// use GCRA, when the rule's own layer takes a reservation.
+/// The tiers of rule `rule_id`; `needs_refund` says why their policies must
+/// give units back ([`Spec::refunds`](crate::limit::Spec::refunds)), when
+/// the rule's own layer takes a reservation.
 pub(super) fn validate_tiers(
     raw: Vec<RawTier>,
     rule_key: Option<&str>,
     rule_id: &str,
-    no_gcra: Option<&'static str>,
+    needs_refund: Option<&'static str>,
     at: &str,
 ) -> Result<Vec<Tier>, ConfigError> {
     if raw.is_empty() {
@@ -117,7 +118,7 @@ pub(super) fn validate_tiers(
             algorithm: tier.algorithm,
             burst: tier.burst,
             policies: tier.policies,
-            no_gcra,
+            needs_refund,
         };
         let policies = validate_limits(limits, scope.id(), &here)?;
         tiers.push(Tier {

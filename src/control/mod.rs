@@ -1,20 +1,11 @@
-//! Live control of a rule: an operator opens, pauses or closes it without a
-//! redeploy. What a decision does under each state is here; where a
-//! rule's state lives depends on the rule:
-//!
-//! - a global quota's state lives in each of its parts (the key objects of
-//!   `rule:<id>:*` or `*#i`), which decide with it exactly, from their next
-//!   decision (`crate::ledger`);
-//! - any other rule's state is read-mostly data every isolate needs: one
-//!   document in Workers KV holding every such rule's state
-//!   ([`RuleStates`]), read by each isolate in the background at a fixed
-//!   interval (`crate::isolate::states`), never on a request's path.
+//! Live control of a rule (open, paused, closed) without a redeploy, and
+//! what a decision does under each. A global quota's state lives in its
+//! parts, which decide with it exactly; any other rule's is one Workers KV
+//! document ([`RuleStates`]) each isolate reads in the background.
 
 mod states;
 
-use serde::{Deserialize, Serialize};
-
-use crate::input::scan::{need, Malformed, Read, Scan};
+use crate::input::scan::{FromScan, Malformed, Read, Scan};
 
 pub use states::{RuleStates, MAX_RULE_STATES};
 
@@ -25,10 +16,9 @@ pub use states::{RuleStates, MAX_RULE_STATES};
 pub const PAUSED_RETRY_MS: u64 = 10_000;
 
 /// A rule's state, as operators set it; ordered from the most open to the
-/// strictest. On the wire it is its name, read and written as a string:
-/// serde's enum machinery cost the worker more code than the three names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "&'static str")]
+/// strictest. On the wire it is its name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RuleState {
     /// Decided as configured.
     #[default]
@@ -59,67 +49,31 @@ impl RuleState {
     }
 }
 
-impl TryFrom<String> for RuleState {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<RuleState, String> {
-        RuleState::named(&name).ok_or_else(|| {
-            format!("{name:?} is not a state: use \"open\", \"paused\" or \"closed\"")
-        })
-    }
-}
-
-impl From<RuleState> for &'static str {
-    fn from(state: RuleState) -> &'static str {
-        state.as_str()
-    }
-}
-
 impl crate::json::Write for RuleState {
     fn write(&self, out: &mut crate::json::Text) {
         out.str(self.as_str());
     }
 }
 
-/// A rule's state, why, and since when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Control {
-    pub state: RuleState,
-    /// The operator's reason, shown in every answer the state gives.
-    #[serde(default)]
-    pub reason: String,
-    /// When it was set, ms since the epoch.
-    #[serde(default)]
-    pub set_ms: u64,
+impl FromScan for RuleState {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<RuleState> {
+        RuleState::named(&scan.str()?).ok_or(Malformed)
+    }
 }
 
-crate::write_json!(Control {
-    state,
-    reason,
-    set_ms
-});
+crate::wire! {
+    /// A rule's state, why, and since when.
+    #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+    pub struct Control {
+        pub state: RuleState,
+        /// The operator's reason, shown in every answer the state gives.
+        pub reason: String => Default::default(),
+        /// When it was set, ms since the epoch.
+        pub set_ms: u64 => Default::default(),
+    }
+}
 
 impl Control {
-    /// A state as serde writes it, read by hand ([`crate::input::scan`]):
-    /// the worker and its objects send one with several calls and replies.
-    pub fn read(scan: &mut Scan) -> Read<Control> {
-        let (mut state, mut reason, mut set_ms) = (None, String::new(), 0);
-        let mut object = scan.object()?;
-        while let Some(field) = object.key(scan)? {
-            match &*field {
-                "state" => state = Some(RuleState::named(&scan.str()?).ok_or(Malformed)?),
-                "reason" => reason = scan.string()?,
-                "set_ms" => set_ms = scan.u64()?,
-                _ => scan.skip()?,
-            }
-        }
-        Ok(Control {
-            state: need(state)?,
-            reason,
-            set_ms,
-        })
-    }
-
     /// Whether the state answers requests itself (paused or closed), so
     /// that nothing is decided, admitted or counted toward a ban.
     pub fn halts(&self) -> bool {
@@ -193,12 +147,12 @@ mod tests {
     #[test]
     fn states_are_spelled_in_lower_case_on_the_wire() {
         for state in [RuleState::Open, RuleState::Paused, RuleState::Closed] {
-            let wire = crate::json::written(&state);
+            let wire = crate::json::to_string(&state);
             assert_eq!(wire, format!("\"{}\"", state.as_str()));
-            assert_eq!(serde_json::from_str::<RuleState>(&wire).unwrap(), state);
+            assert_eq!(RuleState::from_json(&wire).unwrap(), state);
         }
-        assert!(serde_json::from_str::<RuleState>("\"Paused\"").is_err());
-        let control: Control = serde_json::from_str(r#"{"state":"closed"}"#).unwrap();
+        assert!(RuleState::from_json("\"Paused\"").is_err());
+        let control = Control::from_json(r#"{"state":"closed"}"#).unwrap();
         assert_eq!(
             (control.state, control.reason.as_str()),
             (RuleState::Closed, "")

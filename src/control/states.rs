@@ -6,46 +6,20 @@
 //! A list rather than a map: a config has a handful of rules, and a map
 //! type of its own would cost the worker more code than it saves.
 
-use serde::{Deserialize, Serialize};
-
 use super::Control;
-use crate::input::scan::{list, need, whole, Read, Scan};
+use crate::input::scan::FromScan;
 
 /// The most rules a document may list; beyond it, an isolate keeps the
 /// first (by id). The admin API writes only configured rules, so the bound
 /// only matters for a value written by hand.
 pub const MAX_RULE_STATES: usize = 1024;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleStates {
-    /// Each rule once, by id.
-    rules: Vec<(String, Control)>,
-}
-
-crate::write_json!(RuleStates { rules });
-
-/// The `rules` of a document, read by hand ([`crate::input::scan`]).
-fn rules(scan: &mut Scan) -> Read<Vec<(String, Control)>> {
-    let mut rules = None;
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "rules" => rules = Some(list(scan, rule_state)?),
-            _ => scan.skip()?,
-        }
+crate::wire! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct RuleStates {
+        /// Each rule once, by id.
+        rules: Vec<(String, Control)>,
     }
-    need(rules)
-}
-
-/// `[rule, control]`.
-fn rule_state(scan: &mut Scan) -> Read<(String, Control)> {
-    let mut items = scan.array()?;
-    items.more(scan)?;
-    let rule = scan.string()?;
-    items.more(scan)?;
-    let control = Control::read(scan)?;
-    items.close(scan)?;
-    Ok((rule, control))
 }
 
 impl RuleStates {
@@ -57,7 +31,7 @@ impl RuleStates {
     /// the reader keeps the states it had rather than open every rule.
     pub fn decode(text: &str) -> Option<RuleStates> {
         let mut states = RuleStates::new();
-        for (rule, control) in whole(text, rules).ok()? {
+        for (rule, control) in RuleStates::from_json(text).ok()?.rules {
             if states.len() == MAX_RULE_STATES {
                 break;
             }
@@ -164,7 +138,7 @@ mod tests {
         let rules: Vec<(String, Control)> = (0..MAX_RULE_STATES + 5)
             .map(|i| (format!("r{i:05}"), control(RuleState::Paused, "")))
             .collect();
-        let text = serde_json::to_string(&RuleStates { rules }).unwrap();
+        let text = RuleStates { rules }.encode();
         let mut states = RuleStates::decode(&text).unwrap();
         assert_eq!(states.len(), MAX_RULE_STATES);
         assert!(states.get("r00000").is_some());

@@ -12,6 +12,7 @@ use worker::{Env, Result};
 
 use super::rpc;
 use crate::control::Control;
+use crate::input::scan::FromScan;
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::calls::ObjectCalls;
 use crate::isolate::pages::BanCursor;
@@ -403,9 +404,9 @@ impl Objects {
 
 /// Runs `calls` at once and answers their outputs in order.
 ///
-/// Joined by hand rather than with `futures_util`'s `join_all`, which
-/// for a long list switches to `FuturesOrdered`: that branch (5 KB of
-/// wasm) was linked for the hubs' calls and never taken with 16 hubs.
+/// Joined by hand rather than with `futures_util`'s `join_all`, which for
+/// a long list switches to `FuturesOrdered`: that branch was linked for the
+/// hubs' calls and never taken with 16 hubs.
 /// Each call is boxed so that it stays put while it is polled.
 async fn joined<F: Future>(mut calls: Vec<Pin<Box<F>>>) -> Vec<F::Output> {
     let mut outputs: Vec<Option<F::Output>> = calls.iter().map(|_| None).collect();

@@ -49,7 +49,7 @@ pub async fn file(req: &ClientRequest, env: &Env, file: &str) -> Result<Response
 
 /// The asset `file`, fetched through the raw binding: `worker::Fetcher::fetch`
 /// takes an optional `worker::RequestInit`, whose conversion (with the `cf`
-/// options' serialisation, 11 KB of wasm) is linked even when none is given.
+/// options' serialisation) is linked even when none is given.
 async fn asset(env: &Env, file: &str) -> Result<Response> {
     let assets: Fetcher = env.assets("ASSETS")?.into_rpc();
     let promise = assets.fetch_with_str(&format!("https://assets.invalid/{file}"))?;

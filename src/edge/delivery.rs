@@ -1,13 +1,7 @@
-//! Releasing a request's lease once its response has been delivered.
-//!
-//! A lease must be held while the origin works and the answer streams back,
-//! and released when the last byte has gone out, when forwarding fails, or
-//! when the client goes away; if the worker dies first, the lease lapses on
-//! its own. The release is registered with `waitUntil` as soon as the lease
-//! is granted, and triggered by dropping a guard: the guard lives in the
-//! request handler until the response exists, then travels with the body
-//! stream, which is dropped when it ends, fails, or is cancelled. A handler
-//! that is cancelled drops the guard too.
+//! Releasing a request's lease once its response has been delivered: the
+//! release is registered with `waitUntil` when the lease is granted and
+//! triggered by dropping a guard that travels with the body stream, so it
+//! runs when the last byte goes, forwarding fails or the client leaves.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};

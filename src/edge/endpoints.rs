@@ -10,9 +10,10 @@ use worker::{console_error, Context, Env, Headers, Method, Response, Result};
 use super::client::{new_lease_id, Objects};
 use super::gate::settle_later;
 use super::incoming::ClientRequest;
-use super::respond::{self, Reply};
+use super::respond::{self, handled, Handled, Reply};
 use super::settings::settings;
 use super::{blocks, isolate};
+use crate::bounds::MAX_BODY_BYTES;
 use crate::gate::{self, Passed, Stop, Try};
 use crate::http::api::{
     self, key_param, layers_response, lease_response, limit_response, parse_lease_request,
@@ -26,7 +27,6 @@ use crate::http::problem::{Code, Problem};
 use crate::http::url;
 use crate::isolate::stats::Verdict;
 use crate::ledger::{LeaseAsk, Outcome};
-use crate::limits::MAX_BODY_BYTES;
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest, ThrottleRequest};
 
 /// The name the decision API's counts are kept under.
@@ -49,7 +49,7 @@ pub async fn serve(
     // The decision API's answers are built in one crossing (`Reply`), so
     // it is routed before the rest.
     if path == "/v1/limit" && method == Some(Method::Post) {
-        return limit(req, ctx, objects).await;
+        return handled(limit(req, ctx, objects).await);
     }
     let response = match path {
         "/health" => match method {
@@ -60,19 +60,19 @@ pub async fn serve(
         },
         "/v1/limit" => not_allowed("POST"),
         "/v1/limit/settle" => match method {
-            Some(Method::Post) => settle(req, objects).await,
+            Some(Method::Post) => handled(settle(req, objects).await),
             _ => not_allowed("POST"),
         },
         "/v1/throttle" => match method {
-            Some(Method::Post) => throttle(req, objects).await,
+            Some(Method::Post) => handled(throttle(req, objects).await),
             _ => not_allowed("POST"),
         },
         "/v1/leases" => match method {
-            Some(Method::Post) => acquire(req, objects).await,
+            Some(Method::Post) => handled(acquire(req, objects).await),
             _ => not_allowed("POST"),
         },
         _ => match path.strip_prefix("/v1/leases/") {
-            Some(rest) => lease_route(req, objects, rest).await,
+            Some(rest) => handled(lease_route(req, objects, rest).await),
             None => not_found(path),
         },
     };
@@ -100,11 +100,8 @@ fn api_refusal(req: &ClientRequest, env: &Env, path: &str) -> Result<Option<Resp
 }
 
 /// `POST /v1/leases`: a lease under a concurrency limit, or a lock.
-async fn acquire(req: ClientRequest, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&req, parse_lease_request).await? {
-        Ok(call) => call,
-        Err(problem) => return respond::problem(&problem),
-    };
+async fn acquire(req: ClientRequest, objects: &Objects) -> Handled {
+    let call = parsed_body(&req, parse_lease_request).await?;
     let mut request = CheckRequest::new(Scope::Api.object(&call.key).as_str(), &[], 1, None);
     request.lease = Some(LeaseAsk {
         name: "concurrency".into(),
@@ -118,44 +115,37 @@ async fn acquire(req: ClientRequest, objects: &Objects) -> Result<Response> {
     match objects.check_request(&request).await {
         Ok(outcome) => {
             if let Some(problem) = api::lease_problem(&outcome) {
-                return respond::problem(&problem);
+                return Err(problem.into());
             }
             isolate::record(API_SCOPE, &call.key, Verdict::decided(&outcome, false));
             let headers = Headers::new();
             respond::limit_headers(&headers, &outcome)?;
-            respond::json(&lease_response(&outcome), headers)
+            Ok(respond::json(&lease_response(&outcome), headers)?)
         }
         Err(e) => {
             isolate::record(API_SCOPE, &call.key, Verdict::Failed);
             console_error!("sluice: lease for the API failed: {e}");
-            unavailable()
+            Ok(unavailable()?)
         }
     }
 }
 
 /// `POST /v1/leases/{id}/renew` and `DELETE /v1/leases/{id}`, with the key
 /// in the query (`?key=...`).
-async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Result<Response> {
-    let key = key_param(url::param(req.url(), "key"));
-    let key = match key {
-        Ok(key) => Scope::Api.object(&key),
-        Err(problem) => return respond::problem(&problem),
-    };
+async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Handled {
+    let key = Scope::Api.object(&key_param(url::param(req.url(), "key"))?);
     let answer = match (req.known_method(), rest.strip_suffix("/renew")) {
         (Some(Method::Post), Some(id)) if !id.is_empty() && !id.contains('/') => {
-            let ttl = match parsed_body(&req, parse_renew_body).await? {
-                Ok(ttl) => ttl,
-                Err(problem) => return respond::problem(&problem),
-            };
+            let ttl = parsed_body(&req, parse_renew_body).await?;
             objects.renew(key.as_str(), id, ttl).await
         }
         (Some(Method::Delete), None) if !rest.is_empty() && !rest.contains('/') => {
             objects.release(key.as_str(), rest).await
         }
-        (_, Some(_)) => return not_allowed("POST"),
-        (_, None) => return not_allowed("DELETE"),
+        (_, Some(_)) => return Ok(not_allowed("POST")?),
+        (_, None) => return Ok(not_allowed("DELETE")?),
     };
-    match answer {
+    let response = match answer {
         Ok(Some(lease)) => respond::json(
             &json!({
                 "lease_id": lease.id,
@@ -174,16 +164,16 @@ async fn lease_route(req: ClientRequest, objects: &Objects, rest: &str) -> Resul
             console_error!("sluice: lease call failed: {e}");
             unavailable()
         }
-    }
+    };
+    Ok(response?)
 }
 
 /// `POST /v1/limit`: decide for the caller, who acts on the answer.
-async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Result<Reply> {
-    match parsed_body(&req, parse_limit_request).await? {
-        Ok(LimitCall::One(request)) => limit_one(request, ctx, objects).await,
-        Ok(LimitCall::Layers(request)) => limit_layers(request, ctx, objects).await,
-        Err(problem) => respond::problem(&problem).map(Reply::from),
-    }
+async fn limit(req: ClientRequest, ctx: &Context, objects: &Objects) -> Handled<Reply> {
+    Ok(match parsed_body(&req, parse_limit_request).await? {
+        LimitCall::One(request) => limit_one(request, ctx, objects).await?,
+        LimitCall::Layers(request) => limit_layers(request, ctx, objects).await?,
+    })
 }
 
 /// One key's decision, a reservation if asked; a hot key's from the
@@ -273,17 +263,14 @@ async fn limit_layers(request: LayeredRequest, ctx: &Context, objects: &Objects)
 }
 
 /// `POST /v1/limit/settle`: keep or refund a reservation.
-async fn settle(req: ClientRequest, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&req, parse_settle_request).await? {
-        Ok(call) => call,
-        Err(problem) => return respond::problem(&problem),
-    };
+async fn settle(req: ClientRequest, objects: &Objects) -> Handled {
+    let call = parsed_body(&req, parse_settle_request).await?;
     let request = SettleRequest {
         key: Scope::Api.object(&call.key).to_string(),
         reservation: call.reservation,
         keep: call.keep,
     };
-    match objects.settle(&request).await {
+    let response = match objects.settle(&request).await {
         Ok(Some(answer)) => respond::json(&answer, Headers::new()),
         Ok(None) => respond::problem(
             &Problem::new(
@@ -296,15 +283,13 @@ async fn settle(req: ClientRequest, objects: &Objects) -> Result<Response> {
             console_error!("sluice: settle for the API failed: {e}");
             unavailable()
         }
-    }
+    };
+    Ok(response?)
 }
 
 /// `POST /v1/throttle`: redis-cell's `CL.THROTTLE` over HTTP.
-async fn throttle(req: ClientRequest, objects: &Objects) -> Result<Response> {
-    let call = match parsed_body(&req, parse_throttle_request).await? {
-        Ok(call) => call,
-        Err(problem) => return respond::problem(&problem),
-    };
+async fn throttle(req: ClientRequest, objects: &Objects) -> Handled {
+    let call = parsed_body(&req, parse_throttle_request).await?;
     let request = ThrottleRequest {
         key: Scope::Api.object(&call.key).to_string(),
         max_burst: call.policy.max_burst(),
@@ -312,7 +297,7 @@ async fn throttle(req: ClientRequest, objects: &Objects) -> Result<Response> {
         period_ms: call.policy.period_ms(),
         quantity: call.quantity,
     };
-    match objects.throttle(&request).await {
+    let response = match objects.throttle(&request).await {
         Ok(answer) => {
             isolate::record(API_SCOPE, &call.key, Verdict::of(!answer.limited));
             respond::json(&answer, Headers::new())
@@ -322,7 +307,8 @@ async fn throttle(req: ClientRequest, objects: &Objects) -> Result<Response> {
             console_error!("sluice: throttle failed: {e}");
             unavailable()
         }
-    }
+    };
+    Ok(response?)
 }
 
 /// The body, refused with 413 when it is larger than any endpoint needs.
@@ -372,11 +358,10 @@ async fn read_body(req: &ClientRequest) -> std::result::Result<Vec<u8>, Problem>
 pub async fn parsed_body<T>(
     req: &ClientRequest,
     parse: impl FnOnce(Option<&str>, &[u8]) -> std::result::Result<T, Problem>,
-) -> Result<std::result::Result<T, Problem>> {
+) -> Handled<T> {
     let content_type = req.headers().get("content-type")?;
-    Ok(read_body(req)
-        .await
-        .and_then(|body| parse(content_type.as_deref(), &body)))
+    let body = read_body(req).await?;
+    Ok(parse(content_type.as_deref(), &body)?)
 }
 
 pub fn not_found(path: &str) -> Result<Response> {

@@ -22,9 +22,9 @@ use worker::{
 use super::client::Objects;
 use super::clock::now_ms;
 use super::rpc::{self, served_by_rpc, Served};
-use super::storage::{self, int, rows, set_alarm_at, Columns, Count, FromRow};
+use super::storage::{self, int, row, rows, set_alarm_at, Columns, Count, FromRow};
 use crate::http::problem::Problem;
-use crate::input::scan::whole;
+use crate::input::scan::FromScan;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report};
@@ -82,15 +82,9 @@ pub struct Hub {
     requests: Cell<u64>,
 }
 
-struct Next {
-    at: Option<u64>,
-}
-
-impl FromRow for Next {
-    fn read(c: &mut Columns) -> Result<Next> {
-        Ok(Next {
-            at: c.whole_or_null()?,
-        })
+row! {
+    struct Next {
+        at: Option<u64>,
     }
 }
 
@@ -103,32 +97,10 @@ impl FromRow for Text {
     }
 }
 
-impl FromRow for StatRow {
-    fn read(c: &mut Columns) -> Result<StatRow> {
-        Ok(StatRow {
-            rule: c.text()?,
-            minute_ms: c.whole()?,
-            admitted: c.whole()?,
-            refused: c.whole()?,
-            failed: c.whole()?,
-            near_limit: c.whole()?,
-            shadow: c.whole()?,
-        })
-    }
-}
+row! { StatRow { rule, minute_ms, admitted, refused, failed, near_limit, shadow } }
 
-/// Read from `key, source, until_ms, reason, started_ms`.
-impl FromRow for BanRecord {
-    fn read(c: &mut Columns) -> Result<BanRecord> {
-        Ok(BanRecord {
-            key: c.text()?,
-            source: c.text()?,
-            until_ms: c.whole()?,
-            reason: c.text()?,
-            started_ms: c.whole()?,
-        })
-    }
-}
+// Read from `key, source, until_ms, reason, started_ms`.
+row! { BanRecord { key, source, until_ms, reason, started_ms } }
 
 impl DurableObject for Hub {
     fn new(state: State, env: Env) -> Self {
@@ -315,7 +287,7 @@ impl Hub {
             )?)?;
             let mut keys: TopKeys = held
                 .first()
-                .and_then(|row| whole(&row.0, TopKeys::read).ok())
+                .and_then(|row| TopKeys::from_json(&row.0).ok())
                 .unwrap_or_default();
             keys.merge(&part.keys, CAPACITY);
             sql.exec(
@@ -489,7 +461,7 @@ fn top(sql: &SqlStorage, rule: &str, since_ms: u64) -> Result<TopKeys> {
         vec![rule.into(), int(since_ms)],
     )?)?
     .into_iter()
-    .filter_map(|row| whole(&row.0, TopKeys::read).ok())
+    .filter_map(|row| TopKeys::from_json(&row.0).ok())
     .collect();
     Ok(merge_all(&minutes, CAPACITY))
 }

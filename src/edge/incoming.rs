@@ -1,9 +1,7 @@
-//! The request a client sent, as the worker reads it.
-//!
-//! `worker::Request` copies the runtime's `cf` object into Rust when it is
-//! made, for every request: on a hot decision that getter alone was 4 % of
-//! the runtime's CPU time (BENCHMARKS.md), and Sluice never reads `cf`.
-//! This reads the method, URL and header set once, and nothing else.
+//! The request a client sent, as the worker reads it: the method, URL and
+//! header set, once. `worker::Request` also copies the runtime's `cf` object
+//! into Rust for every request, which Sluice never reads (its cost:
+//! BENCHMARKS.md).
 
 use std::cell::Cell;
 

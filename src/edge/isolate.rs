@@ -98,8 +98,7 @@ pub fn address_banned(ip: Option<IpAddr>, ipv6_prefix: u8) -> Option<Answer> {
 }
 
 /// Whether this isolate knows of any manual ban, so that a request need
-/// not name its network to look for one (formatting it cost a hot
-/// decision about 3 % of its CPU, BENCHMARKS.md).
+/// not name its network to look for one (its cost: BENCHMARKS.md).
 pub fn any_manual_ban() -> bool {
     BANS.with(|bans| !bans.borrow().is_empty())
 }

@@ -4,7 +4,6 @@
 //! It is thin glue over `config`, `http`, `ledger` and `limit`.
 
 mod admin;
-mod bans;
 mod blocks;
 mod client;
 mod clock;
@@ -22,9 +21,7 @@ mod quota;
 mod respond;
 mod room;
 mod rpc;
-mod rules;
 mod settings;
-mod stats;
 mod storage;
 
 pub use hub::Hub;
@@ -66,8 +63,7 @@ async fn fetch(raw: web_sys::Request, env: Env, ctx: Context) -> Result<Reply> {
     let own = config.own_path(&path);
     // The client's address, a header read and parsed: Sluice's own paths
     // read it only when a deny list or a manual ban could hold it (its
-    // parse was about 1.4 % of a hot decision's samples, BENCHMARKS.md);
-    // rules need it.
+    // cost: BENCHMARKS.md); rules need it.
     let ip = if own.is_none() || !config.deny.is_empty() || isolate::any_manual_ban() {
         client_ip(&req)
     } else {

@@ -92,7 +92,7 @@ fn below(req: &ClientRequest, base: &str) -> String {
 /// Made with the runtime's own `Request` and `RequestInit`, as
 /// `client::Objects` makes its calls: `worker::RequestInit`'s conversion
 /// also writes the `cf` options Sluice never sets, and brings their
-/// serialisation (11 KB of wasm) with it.
+/// serialisation with it.
 fn upstream(
     req: &ClientRequest,
     target: &str,

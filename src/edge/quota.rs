@@ -6,7 +6,6 @@
 //! and the time to sell out ([`sale`]).
 
 use crate::json;
-use serde::Serialize;
 use worker::{console_error, Headers, Response, Result};
 
 use super::client::Objects;
@@ -55,7 +54,6 @@ pub async fn inspect(
 }
 
 /// One part of a split quota, as its object reports it.
-#[derive(Serialize)]
 struct Part<'a> {
     rule: &'a str,
     key: &'a str,
@@ -96,7 +94,6 @@ pub async fn peek_parts(objects: &Objects, targets: &[Target]) -> Vec<Option<Key
 }
 
 /// A global quota's sale as operators watch it.
-#[derive(Serialize)]
 struct SaleView<'a> {
     rule: &'a str,
     scope: &'static str,
@@ -107,7 +104,6 @@ struct SaleView<'a> {
     agree: bool,
     /// An operator's override of the whole quota: each policy's limit
     /// added up over the parts that hold it.
-    #[serde(rename = "override")]
     overridden: Option<WholeOverride<'a>>,
     /// Per policy, the whole quota's figures and the time to sell out.
     quota: Vec<QuotaFigures>,
@@ -142,7 +138,6 @@ crate::write_json!(SaleView<'_> {
     unreachable,
 });
 
-#[derive(Serialize)]
 struct WholeOverride<'a> {
     policies: Vec<Limit<'a>>,
     reason: &'a str,
@@ -154,7 +149,6 @@ struct WholeOverride<'a> {
 crate::write_json!(WholeOverride<'_> { policies, reason, set_ms, parts });
 
 /// A policy's name, limit and window.
-#[derive(Serialize)]
 pub struct Limit<'a> {
     pub name: &'a str,
     pub limit: u64,
@@ -177,7 +171,6 @@ pub fn limits(policies: &[(String, Spec)]) -> Vec<Limit<'_>> {
 
 /// A policy of the whole quota: its parts' figures added up
 /// ([`whole_slots`]), and when it sells out at the current rate.
-#[derive(Serialize)]
 struct QuotaFigures {
     policy: String,
     limit: u64,
@@ -199,7 +192,6 @@ crate::write_json!(QuotaFigures {
 });
 
 /// Admissions in the last `over_s` complete seconds.
-#[derive(Serialize)]
 struct Rate {
     admitted: u64,
     over_s: u64,
@@ -207,13 +199,11 @@ struct Rate {
 
 crate::write_json!(Rate { admitted, over_s });
 
-#[derive(Serialize)]
 struct SalePart<'a> {
     key: &'a str,
     object: &'a ObjectName,
     state: Shown<'a>,
     /// Its share of an override of the whole quota.
-    #[serde(rename = "override")]
     overridden: Option<Vec<Limit<'a>>>,
     slots: &'a [SlotReport],
     admitted: u64,
@@ -374,7 +364,6 @@ fn in_force_or(share: &[(String, Spec)], overridden: Option<&Override>) -> Vec<(
 }
 
 /// A state as the admin API shows it: `open` when there is none.
-#[derive(Serialize)]
 pub struct Shown<'a> {
     pub state: RuleState,
     pub reason: &'a str,

@@ -10,6 +10,38 @@ use crate::http::headers::{limit_fields, Fields};
 use crate::http::problem::{Code, Problem, CONTENT_TYPE};
 use crate::ledger::Outcome;
 
+/// Where a handler stops short of its answer: a problem the caller is told
+/// (problem+json), or the runtime failing under it. `?` stops at either.
+pub enum Failure {
+    Problem(Problem),
+    Runtime(worker::Error),
+}
+
+impl From<Problem> for Failure {
+    fn from(problem: Problem) -> Failure {
+        Failure::Problem(problem)
+    }
+}
+
+impl From<worker::Error> for Failure {
+    fn from(error: worker::Error) -> Failure {
+        Failure::Runtime(error)
+    }
+}
+
+/// A handler's answer, or where it stopped.
+pub type Handled<T = Response> = std::result::Result<T, Failure>;
+
+/// The handler's answer, or its problem answered; the runtime's failure
+/// stays an error.
+pub fn handled<T: From<Response>>(answer: Handled<T>) -> Result<T> {
+    match answer {
+        Ok(answer) => Ok(answer),
+        Err(Failure::Problem(stop)) => problem(&stop).map(T::from),
+        Err(Failure::Runtime(error)) => Err(error),
+    }
+}
+
 pub fn problem(problem: &Problem) -> Result<Response> {
     problem_with(problem, Headers::new())
 }
@@ -27,6 +59,11 @@ pub fn bearer_challenge(realm: &str, message: &str) -> Result<Response> {
     let headers = Headers::new();
     headers.set("www-authenticate", &format!("Bearer realm=\"{realm}\""))?;
     problem_with(&Problem::new(Code::Unauthorized, message), headers)
+}
+
+/// `value` as a JSON answer with no other headers, a handler's.
+pub fn body(value: &impl crate::json::Write) -> Handled {
+    Ok(json(value, Headers::new())?)
 }
 
 pub fn json(value: &impl crate::json::Write, headers: Headers) -> Result<Response> {

@@ -1,16 +1,8 @@
 //! How the worker calls its Durable Objects (key objects, hubs, room
-//! shards): by the runtime's RPC, one method `serve` on each object that
-//! takes the call's JSON and answers the reply's. A `Request`/`Response`
-//! pair per call cost more: a `Request` built in the worker, its body
-//! read in the object, a `Response` built there and its body read back
-//! in the worker, each a crossing of the wasm boundary and an await
-//! (BENCHMARKS.md, "The call itself"). The runtime serves RPC only on a
-//! class that derives from `DurableObject`, which `src/entry.mjs`
-//! makes of each object.
-//!
-//! Each object still answers the same calls by `fetch`, so that a worker
-//! of the version before, still running while a deploy rolls out, reaches
-//! the new objects.
+//! shards): the runtime's RPC, one method `serve` that takes the call's JSON
+//! and answers the reply's, cheaper than a `Request`/`Response` per call
+//! (BENCHMARKS.md, "The call itself"). Objects still answer by `fetch` for a
+//! worker of the version before, during a deploy.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;

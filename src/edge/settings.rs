@@ -188,10 +188,9 @@ fn required_secret(env: &Env, name: &str, field: &str) -> Result<String, ConfigE
 /// unreadable is an error, never a silent "no rules".
 ///
 /// A structured var is written out by the runtime's `JSON.stringify` and
-/// parsed by the `Value` parser bodies use: `Env::object_var` would walk
-/// it with `serde_wasm_bindgen`, whose reader was in the wasm for this
-/// alone, and whose errors were the last path to `f64`'s `Display` (13 KB
-/// gzip together).
+/// parsed as bodies are (`input::tree::parse`), not walked by
+/// `Env::object_var` with `serde_wasm_bindgen`, whose reader was in the
+/// wasm for this alone (BENCHMARKS.md).
 fn raw_config(env: &Env) -> Result<Value, ConfigError> {
     let raw =
         Reflect::get(env.as_ref(), &JsValue::from_str("SLUICE")).unwrap_or(JsValue::UNDEFINED);
@@ -209,5 +208,5 @@ fn raw_config(env: &Env) -> Result<Value, ConfigError> {
         .map_err(|e| unreadable(format!("{e:?}")))?
         .as_string()
         .ok_or_else(|| unreadable("it has no JSON form".into()))?;
-    serde_json::from_slice(text.as_bytes()).map_err(|e| unreadable(e.to_string()))
+    crate::input::tree::parse(&text).map_err(|e| unreadable(format!("{e:?}")))
 }

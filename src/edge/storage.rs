@@ -7,12 +7,50 @@ use worker::{console_error, js_sys, Error, Result, SqlCursor, SqlStorageValue, S
 /// A row type read from the runtime's raw rows: its fields from the
 /// query's columns, in the query's order.
 ///
-/// `SqlCursor::to_array` reads each row as an object through
-/// `serde_wasm_bindgen`, with a derived reader per row type: 4.5 KB gzip
-/// of the wasm for a dozen small rows of integers and text.
+/// Not `SqlCursor::to_array`, which reads each row as an object through
+/// `serde_wasm_bindgen` with a derived reader per row type (BENCHMARKS.md).
 pub trait FromRow: Sized {
     fn read(columns: &mut Columns) -> Result<Self>;
 }
+
+/// A row type declared once: `row! { struct Name { field: Type, .. } }`
+/// declares the struct and its [`FromRow`]; `row! { Name { field, .. } }`
+/// reads a struct declared elsewhere. Each field is the next column, read
+/// as its type says ([`Column`]).
+macro_rules! row {
+    ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$m])* $vis struct $name { $($(#[$fm])* $fvis $field: $ty),* }
+        $crate::edge::storage::row! { $name { $($field),* } }
+    };
+    ($name:ident { $($field:ident),* $(,)? }) => {
+        impl $crate::edge::storage::FromRow for $name {
+            fn read(c: &mut $crate::edge::storage::Columns) -> worker::Result<$name> {
+                use $crate::edge::storage::Column;
+                Ok($name { $($field: Column::read(c)?),* })
+            }
+        }
+    };
+}
+pub(crate) use row;
+
+/// A column's type, as [`row!`] reads it.
+pub trait Column: Sized {
+    fn read(columns: &mut Columns) -> Result<Self>;
+}
+
+/// Each column type read by its `Columns` method.
+macro_rules! columns {
+    ($($ty:ty => $read:ident),*) => {
+        $(impl Column for $ty {
+            fn read(columns: &mut Columns) -> Result<Self> {
+                columns.$read()
+            }
+        })*
+    };
+}
+
+columns!(String => text, Option<String> => text_or_null, u64 => whole,
+    Option<u64> => whole_or_null, u32 => small, Option<u32> => small_or_null);
 
 /// The columns of one row, read in order.
 pub struct Columns {
@@ -113,7 +151,7 @@ pub fn rows<T: FromRow>(cursor: &SqlCursor) -> Result<Vec<T>> {
     Ok(rows)
 }
 
-/// A loop, not `collect` into a `Result`, whose adapter was 1.9 KB of wasm.
+/// A loop, not `collect` into a `Result`, whose adapter is larger.
 #[inline(never)]
 fn raw_rows(cursor: &SqlCursor) -> Result<Vec<Vec<SqlStorageValue>>> {
     let mut rows = Vec::new();
@@ -123,30 +161,18 @@ fn raw_rows(cursor: &SqlCursor) -> Result<Vec<Vec<SqlStorageValue>>> {
     Ok(rows)
 }
 
-/// A row of one JSON text column, `body`: a key's override and state, a
-/// room shard's state.
-pub struct BodyRow {
-    pub body: String,
-}
-
-impl FromRow for BodyRow {
-    fn read(columns: &mut Columns) -> Result<BodyRow> {
-        Ok(BodyRow {
-            body: columns.text()?,
-        })
+row! {
+    /// A row of one JSON text column, `body`: a key's override and state, a
+    /// room shard's state.
+    pub struct BodyRow {
+        pub body: String,
     }
 }
 
-/// A count (`SELECT COUNT(*) ...`).
-pub struct Count {
-    pub n: u64,
-}
-
-impl FromRow for Count {
-    fn read(columns: &mut Columns) -> Result<Count> {
-        Ok(Count {
-            n: columns.whole()?,
-        })
+row! {
+    /// A count (`SELECT COUNT(*) ...`).
+    pub struct Count {
+        pub n: u64,
     }
 }
 

@@ -1,21 +1,10 @@
 //! A request asked of several layers in turn (a rule's `also`, or a
 //! decision-API call's `layers`), admitted only when every layer admits.
-//!
-//! [`Climb`] asks the layers in order: each layer's tries until one
-//! decides, then the next layer once it admitted, and it stops at the
-//! first refusal (or failure, unless the rule fails open). Every layer but
-//! the last admits as a reservation, so what it holds can be given back:
-//! once the climb ends, [`Climb::settle_now`] says which to keep (every
-//! layer admitted) and which to refund (one refused or failed). So in
-//! every layer no window ever holds more than its limit, a refused request
-//! leaves nothing counted once its refunds land, and an admitted one is
-//! never forgotten: a settle that never arrives lapses into a kept
-//! reservation, which at worst counts a refused request.
-//!
-//! [`Stack`] is a rule's climb: its layers are [`Ask`]s, and what the
-//! climb ends with becomes the request's [`Conclusion`] through the same
-//! conclusions a rule of one layer reaches. [`key_climb`] is a
-//! decision-API call's, over the keys of its `layers`.
+//! [`Climb`] stops at the first refusal (or failure); every layer but the
+//! last admits as a reservation, which [`Climb::settle_now`] keeps or
+//! refunds, so no window ever holds more than its limit and nothing
+//! admitted is forgotten (docs/algorithms.md). [`Stack`] is a rule's climb,
+//! [`key_climb`] a decision-API call's.
 
 use super::{sooner, unavailable};
 use super::{Ask, Conclusion, Judged, Pass, Reply, Try};
@@ -24,7 +13,7 @@ use crate::http::api::{LayeredRequest, LimitRequest, RESERVATION_TTL_MS};
 use crate::ledger::Outcome;
 use crate::objects::name::{ObjectName, Scope};
 use crate::objects::protocol::{CheckRequest, ReserveAsk, SettleRequest};
-use crate::order;
+use crate::short_sort;
 
 /// One layer as a climb asks it.
 pub trait Layered {
@@ -317,7 +306,7 @@ impl<'a> Stack<'a> {
                         (position, concluded)
                     })
                     .collect();
-                order::sort_by_key(&mut admitted, |(position, _)| *position);
+                short_sort::sort_by_key(&mut admitted, |(position, _)| *position);
                 admitted.into_iter().map(|(_, c)| c).reduce(merge)
             }
         };

@@ -1,37 +1,15 @@
 //! A hot key decided in the isolate (issue 30): the isolate's admission
 //! blocks ([`BlockHolder`]), how hot each key is ([`Heat`]), and what a
 //! check becomes with them. Pure, so every branch runs in host tests;
-//! `edge/blocks.rs` keeps one per isolate and makes the calls.
-//!
-//! A check the gate marks local ([`super::Try::local`]) is admitted here
-//! when a block of each of its policies, granted under the very specs it
-//! asks now, can take its cost: no call. Otherwise it goes to the object
-//! as before, carrying the reports of every block the isolate holds of
-//! that object (taken out, so a new block is asked for only with the old
-//! ones reported) and an ask for new blocks with the key's heat: while a
-//! key stays hot, one call per block reports the last and brings the next.
-//! A block that lapses before its key's next call, or is spent while the
-//! isolate decides for other objects, is reported by a call of its own
-//! ([`LocalBlocks::due`], in the background, made after the check so that
-//! the checked key's reports ride with its call): a check of cost 0, which
-//! decides nothing.
-//!
-//! An admission a later layer or the origin's answer may give back (a
-//! check with a reservation) is admitted as a reservation pending in its
-//! blocks; its settle ([`LocalBlocks::settle`]) is then made here, with no
-//! call, unless the block was reported meanwhile.
-//!
-//! Only admissions come from blocks, never refusals: a request no block
-//! can take is decided as without blocks (under a ban policy, by the
-//! object, which counts the refusal toward the ban). A block never refuses
-//! its own isolate's requests (issue 40): every call carries the reports
-//! of its key still in flight, and a refusal of a call that raced an ask
-//! is looked at again once the ask has landed ([`Flights`]).
-//!
-//! An answer admitted here tells each policy the block's unused
-//! admissions as its `remaining`: a lower bound of the truth (see
-//! `ledger::blocks`), and `reset_ms` the policy's whole window, the
-//! longest the oldest admission in it can still count.
+//! `edge/blocks.rs` keeps one per isolate and makes the calls. A check the
+//! gate marks local ([`super::Try::local`]) is admitted here, with no call,
+//! when a block of each of its policies, granted under the specs it asks
+//! now, can take its cost; otherwise it goes to the object carrying the
+//! reports of the isolate's blocks of it and an ask for new ones. Only
+//! admissions come from blocks, never refusals, and a block never refuses
+//! its own isolate's requests ([`Flights`]). The rest (lapsed blocks'
+//! calls, [`LocalBlocks::due`]; settles, [`LocalBlocks::settle`]; what a
+//! block's answer tells): docs/algorithms.md, "Admission blocks".
 
 use std::collections::HashMap;
 

@@ -23,7 +23,7 @@ use crate::ledger::{LeaseAsk, Outcome, StockAsk};
 use crate::limit::{split, Spec};
 use crate::objects::name::{ObjectName, Scope, GLOBAL_KEY};
 use crate::objects::protocol::{CheckRequest, QueueAsk, ReserveAsk};
-use crate::order;
+use crate::short_sort;
 
 /// The rule a request matched, and what the match gave keys to use.
 pub struct Matched<'a> {
@@ -267,7 +267,7 @@ pub fn plan<'a, M: Memory, I: Incoming>(
         .enumerate()
         .collect();
     if layers.len() > 1 {
-        order::sort_by_key(&mut layers, |(_, (level, key, route))| {
+        short_sort::sort_by_key(&mut layers, |(_, (level, key, route))| {
             !known_refused(known.memory, level, key, *route, now_ms)
         });
     }
@@ -316,11 +316,7 @@ fn known_refused(
     route: Option<Route>,
     now_ms: u64,
 ) -> bool {
-    if level
-        .policies
-        .iter()
-        .any(|(_, spec)| matches!(spec, Spec::Gcra(_)))
-    {
+    if level.policies.iter().any(|(_, spec)| !spec.refunds()) {
         return false;
     }
     match (level.split_parts(), route) {

@@ -10,8 +10,7 @@ use super::jwt::bearer;
 
 /// A configured token, kept as its SHA-256 digest: it is taken once per
 /// isolate with the settings, so a request hashes only the token it
-/// brings (two digests per request were about 3 % of a hot decision's
-/// samples, one is about 1.5 %: BENCHMARKS.md).
+/// brings (BENCHMARKS.md).
 pub struct Token([u8; 32]);
 
 impl Token {

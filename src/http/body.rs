@@ -7,10 +7,8 @@
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
-use crate::input::tree::{self, FromTree};
-use crate::input::unique_keys::repeated_key;
-use crate::input::words::{self, Dialect};
-use crate::limits::MAX_BODY_BYTES;
+use crate::bounds::MAX_BODY_BYTES;
+use crate::input::tree::{self, Dialect, FromTree, Unreadable, REPEATED};
 
 /// The body as a `T`, or the problem that says why not: the content type,
 /// the size, then the JSON and its shape, in that order.
@@ -20,9 +18,9 @@ pub fn read<T: FromTree>(content_type: Option<&str>, body: &[u8]) -> Result<T, P
 
 /// The body as a JSON object, or the problem that says why not: the
 /// content type, the size, then the JSON. Kept out of line so that each
-/// body type's [`read`] holds only its own deserialisation: inlined, this
-/// was a copy per endpoint in the fetch handler (about 3 KB of wasm). A
-/// body of a field or two may be read from it by hand ([`fields`]).
+/// body type's [`read`] holds only its own reading, not a copy of this per
+/// endpoint. A body of a field or two may be read from it by hand
+/// ([`fields`]).
 #[inline(never)]
 pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Value, Problem> {
     let media_type = content_type
@@ -40,22 +38,21 @@ pub fn json_object(content_type: Option<&str>, body: &[u8]) -> Result<Value, Pro
     // Read as a JSON value first, as the config is: what is not JSON at all
     // (truncated, too deep, a number out of range, a lone surrogate) is a
     // body error, and only a well-formed object is read field by field.
-    // A key twice in one object is refused, naming it: the value would keep
-    // the last copy, and a proxy or log before Sluice may have read the
-    // first.
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(object)) => match repeated_key(body) {
-            Some(field) => Err(Problem::invalid(
-                &field,
-                format!("{field}: the key appears more than once in its object; JSON readers disagree on which copy counts, so send it once"),
-            )),
-            None => Ok(Value::Object(object)),
-        },
-        Ok(_) => Err(Problem::invalid("body", "the body must be a JSON object")),
-        Err(e) => Err(Problem::invalid(
+    // A key twice in one object is refused, naming it: a proxy or log before
+    // Sluice may have read the other copy.
+    let text = std::str::from_utf8(body)
+        .map_err(|_| Problem::invalid("body", "the body is not valid JSON: it is not UTF-8"))?;
+    let object = text.trim_start().starts_with('{');
+    match tree::parse(text) {
+        Ok(value) if object => Ok(value),
+        Err(Unreadable::Syntax(line, column)) => Err(Problem::invalid(
             "body",
-            format!("the body is not valid JSON: {e}"),
+            format!("the body is not valid JSON at line {line} column {column}"),
         )),
+        Err(Unreadable::Repeated(field)) if object => {
+            Err(Problem::invalid(&field, format!("{field}: {REPEATED}")))
+        }
+        _ => Err(Problem::invalid("body", "the body must be a JSON object")),
     }
 }
 
@@ -91,14 +88,11 @@ pub fn too_large() -> Problem {
 /// of line for the same reason as [`json_object`].
 #[inline(never)]
 fn shape_problem(e: tree::Error) -> Problem {
-    let path = e.path();
-    let (missing, message) = words::plain(e.message(), Dialect::Json);
-    let at_root = path == ".";
-    match missing {
-        Some(name) if at_root => Problem::invalid(&name, message),
-        Some(name) => Problem::invalid(&format!("{path}.{name}"), message),
-        None if at_root => Problem::invalid("body", message),
-        None => Problem::invalid(&path, format!("{path}: {message}")),
+    let message = e.words(Dialect::Json);
+    match e.field() {
+        Some(field) if e.is_missing() => Problem::invalid(&field, message),
+        Some(field) => Problem::invalid(&field, format!("{field}: {message}")),
+        None => Problem::invalid("body", message),
     }
 }
 
@@ -212,6 +206,10 @@ mod tests {
             "]".repeat(10_000)
         );
         assert_eq!(error(&deep).0, "body");
+        assert_eq!(
+            error("{\"name\":\"a\",\n\"count\":01}").1,
+            "the body is not valid JSON at line 2 column 11"
+        );
     }
 
     #[test]

@@ -1,13 +1,7 @@
-//! Lower-casing as `str::to_lowercase` does it (every character's Unicode
-//! mapping, and `Σ` as `ς` at the end of a word), from tables about a
-//! tenth of the size of std's: std's own (one row per character, 1 434
-//! rows, and its code) were 18 KB of the 400 KB wasm. Case-insensitive
-//! rules fold a request's path and their patterns' text with it.
-//!
-//! The tables are derived from the toolchain's std by the tests below,
-//! which compare every character, in every context the end-of-word rule
-//! reads, with `str::to_lowercase`; a toolchain with newer Unicode data
-//! fails them and they print the tables to paste.
+//! Lower-casing as `str::to_lowercase` does it (`Σ` as `ς` at a word's end
+//! too), from tables a tenth of the size of std's (BENCHMARKS.md), for
+//! case-insensitive rules. The tests derive the tables from the toolchain's
+//! std and print new ones when its Unicode data changes.
 
 /// `text` lower-cased, exactly as `text.to_lowercase()`.
 pub fn lowercase(text: &str) -> String {

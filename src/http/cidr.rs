@@ -1,14 +1,7 @@
-//! IP networks: the allow and deny lists in configuration, and the network a
-//! client is keyed by.
-//!
-//! An IPv6 client usually holds a whole /64 (often a /56 or /48) and can
-//! pick a fresh address from it for every request, so keying on the full
-//! address would give each request its own budget. Keying on the prefix
-//! makes one allocation share one limit, as one IPv4 address does.
-//!
-//! IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are folded to IPv4, in
-//! lists and in lookups alike, so a dual-stack socket cannot present a
-//! listed IPv4 client in a form the list does not match.
+//! IP networks: the allow and deny lists, and the network a client is keyed
+//! by (an IPv6 client holds a whole /64 or more and could take a fresh
+//! address per request). IPv4-mapped IPv6 addresses are folded to IPv4, in
+//! lists and lookups alike.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

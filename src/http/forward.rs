@@ -1,23 +1,10 @@
-//! The header fields a request carries on to the origin.
-//!
-//! Sluice is a proxy, so it does what RFC 9110 §7.6.1 asks of one: fields
-//! that describe the client's connection to Sluice (hop-by-hop fields, and
-//! any field the client names in `Connection`) end there. It also speaks for
-//! itself about the request: a client's own `X-Forwarded-For`, `Forwarded`
-//! or `X-Real-IP` is a claim nobody checked, so it is dropped and
-//! `X-Forwarded-For` is set to the one address Sluice trusts,
-//! `CF-Connecting-IP`. So are the other fields origins and frameworks read
-//! as a proxy's word about the request (the host and scheme it came to, the
-//! URL before a rewrite, the client address under other names, Cloudflare's
-//! `cf-*`): an origin that builds a password-reset link from
-//! `X-Forwarded-Host` would otherwise build it from whatever a client sent.
-//! Sluice sets `X-Forwarded-Host` and `X-Forwarded-Proto` from the URL it
-//! received; the config's `keep_headers` lets named ones through from a
-//! proxy the operator trusts. Last, the origin-auth field, when configured,
-//! carries the secret that lets an origin refuse whatever did not come
-//! through Sluice; a client's copy of that field is never passed on. So is
-//! the waiting room's `Sluice-Room-Pass`: only Sluice sends it, on a
-//! request with a room's session.
+//! The header fields a request carries on to the origin: hop-by-hop fields
+//! end at Sluice (RFC 9110 §7.6.1), a client's forwarding claims are dropped
+//! and Sluice's own set (`X-Forwarded-For` from `CF-Connecting-IP`, the host
+//! and scheme it was reached at), `keep_headers` let through, and the
+//! origin-auth secret and a room's `Sluice-Room-Pass` added by Sluice
+//! alone. Which fields and why: docs/http-api.md, "What
+//! reaches the origin".
 
 use std::net::IpAddr;
 

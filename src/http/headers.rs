@@ -1,15 +1,7 @@
 //! The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-11)
-//! and `Retry-After`.
-//!
-//! `RateLimit-Policy: "api";q=100;w=60` announces each policy (quota and
-//! window in seconds); `RateLimit: "api";r=42;t=17` reports what remains and
-//! `t`, the seconds until at least one more unit can be admitted (until `r`
-//! grows; 0 while nothing is held), the same for every algorithm, so a
-//! refused one-unit request's `t` is its `Retry-After`. Both fields are
-//! structured-field lists, one member per policy. Seconds are rounded up,
-//! so a client that waits `t` or `Retry-After` seconds never comes back too
-//! early, and `w` is at least 1: the draft requires a positive window, so a
-//! sub-second window is announced as one second.
+//! and `Retry-After`: `RateLimit-Policy` announces each policy's quota and
+//! window, `RateLimit` what remains and `t`, the seconds until one more unit
+//! fits; seconds round up, so a client that waits as told is never early.
 
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;

@@ -1,24 +1,9 @@
-//! HS256 JWT verification, to tell registered callers (a valid token in
-//! `Authorization: Bearer`) from anonymous ones, and to key their limits on
-//! claims such as `sub`.
-//!
-//! Only HS256 is accepted, whatever the token's header says: letting the
-//! header pick the algorithm is how `alg: none` and RS256/HS256 confusion
-//! attacks work, and Sluice only ever holds one shared secret. Headers with
-//! `crit` are refused because no extension is understood. Signatures are
-//! checked in constant time so that response timing reveals nothing about
-//! how much of a forged signature was right. A token that fails any check is
-//! never treated as valid; the caller decides whether that means 401 or
-//! anonymous limits.
-//!
-//! Header and payload must each hold every JSON key once: parsers disagree
-//! on which of two `sub` keys wins (serde_json keeps the last, others the
-//! first), so a token with both could name one caller to Sluice and another
-//! to the origin behind it. `exp` and `nbf` must be whole seconds within a
-//! sane range, so no date arithmetic can overflow or round.
-//!
-//! Time is passed in rather than read from a clock, so expiry is tested on
-//! the host without waiting.
+//! HS256 JWT verification, to tell registered callers from anonymous ones and
+//! key their limits on claims. Only HS256, whatever the header says (no
+//! `alg: none` or algorithm confusion), `crit` refused, signatures compared
+//! in constant time, every JSON key once in header and payload (readers
+//! disagree on a repeated `sub`), `exp` and `nbf` whole seconds in range.
+//! Time is passed in.
 
 use std::fmt;
 
@@ -28,7 +13,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::base64url;
-use crate::input::unique_keys::repeated_key;
+use crate::input::tree::{self, Unreadable};
 
 /// Longest token looked at. Real tokens are a few hundred bytes; the bound
 /// caps the decoding and JSON work a hostile header can cause.
@@ -279,15 +264,13 @@ fn decode_object(
     duplicate: &'static str,
 ) -> Result<Map<String, Value>, JwtError> {
     let bytes = base64url::decode(part).ok_or(JwtError::Malformed(not_base64))?;
-    // Read as a Value, as request bodies are, so the wasm holds one
-    // serde_json reader for both rather than another for a bare map.
-    let Ok(Value::Object(object)) = serde_json::from_slice(&bytes) else {
-        return Err(JwtError::Malformed(not_object));
-    };
-    if repeated_key(&bytes).is_some() {
-        return Err(JwtError::Malformed(duplicate));
+    let text = std::str::from_utf8(&bytes).map_err(|_| JwtError::Malformed(not_object))?;
+    let object = text.trim_start().starts_with('{');
+    match tree::parse(text) {
+        Ok(Value::Object(object)) => Ok(object),
+        Err(Unreadable::Repeated(_)) if object => Err(JwtError::Malformed(duplicate)),
+        _ => Err(JwtError::Malformed(not_object)),
     }
-    Ok(object)
 }
 
 /// A NumericDate claim (RFC 7519 §2), narrowed to whole seconds from the

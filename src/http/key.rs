@@ -1,18 +1,7 @@
-//! Rule keys: which parts of a request identify the caller.
-//!
-//! Two spellings, one meaning:
-//! - parts joined by `+`: `ip`, `ip+path`, `header:x-api-key+method`;
-//! - a template: `{sub}:{action}`, `{ip}/{param:id}`, literal text between.
-//!
-//! Parts: `ip`, `method`, `path`, `action` (the rule's `action`), `sub` (the
-//! JWT subject), `header:<name>`, `cookie:<name>`, `param:<name>` (a path
-//! parameter), `claim:<name>` (a JWT claim); in a template a bare `{name}`
-//! that is none of the words above is a path parameter.
-//!
-//! The client IP comes from `CF-Connecting-IP` only: Cloudflare sets it at
-//! the edge and a client cannot forge it, unlike `X-Forwarded-For`, which is
-//! never read. IPv6 clients are keyed by their network (a /64 by default), so
-//! rotating addresses within one allocation does not dodge a limit.
+//! Rule keys: which parts of a request identify the caller, written as parts
+//! joined by `+` (`ip+path`) or as a template (`{sub}:{action}`). The client
+//! address comes from `CF-Connecting-IP` only, an IPv6 client keyed by its
+//! network. The parts: docs/configuration.md, "Keys".
 
 use std::fmt;
 use std::net::IpAddr;
@@ -23,7 +12,7 @@ use super::cidr::client_network;
 use super::jwt::Claims;
 use super::problem::Code;
 use super::Incoming;
-use crate::limits::MAX_KEY_BYTES;
+use crate::bounds::MAX_KEY_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
@@ -158,8 +147,8 @@ impl KeySpec {
             pieces
         };
         // Each character once, in the order first met: only `contains`
-        // reads the list, and sorting it linked a sort of `char`s (4 KB
-        // of wasm) for nothing else.
+        // reads the list, and sorting it linked a sort of `char`s for
+        // nothing else.
         let mut escaped = vec!['%'];
         for piece in &pieces {
             if let Piece::Literal(text) = piece {

@@ -9,7 +9,6 @@ pub mod base64url;
 pub mod body;
 pub mod case;
 pub mod cidr;
-pub mod control;
 pub mod forward;
 pub mod headers;
 pub mod jwt;

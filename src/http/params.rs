@@ -1,16 +1,11 @@
-//! The admin API's query parameters, read one way for every route: a
-//! route names the parameters it takes, and an unknown one, one given
-//! twice, or a value out of its range is a `400` naming the parameter, as
-//! a wrong body field is. Nothing is clamped or defaulted in silence: an
-//! operator who asks for `top_minutes=0` learns that it means nothing.
-//!
-//! Paged answers hand back a `cursor` that the next call sends as it was
-//! given; it is the last item's sort key, as hex of its JSON, so a page
-//! starts after that item even when items came or went in between.
+//! The admin API's query parameters, read one way for every route: an
+//! unknown one, one given twice or a value out of range is a `400` naming
+//! it, nothing clamped in silence. A paged answer's `cursor` is its last
+//! item's sort key (hex of its JSON), so a page starts after that item.
 
 use super::problem::Problem;
 use super::url;
-use crate::input::scan::{whole, Read, Scan};
+use crate::input::scan::FromScan;
 
 /// A whole-number parameter: its name, what it counts, its range and the
 /// value taken when it is absent.
@@ -96,13 +91,12 @@ impl Params {
 
     /// The `cursor` a previous page handed back, decoded; `None` for the
     /// first page. One that no page could have given is a 400 naming it.
-    /// Read by `read`, by hand ([`crate::input::scan`]).
-    pub fn cursor<T>(&self, read: fn(&mut Scan) -> Read<T>) -> Result<Option<T>, Problem> {
+    pub fn cursor<T: FromScan>(&self) -> Result<Option<T>, Problem> {
         let Some(text) = self.text(CURSOR) else {
             return Ok(None);
         };
         decode_hex(text)
-            .and_then(|bytes| whole(std::str::from_utf8(&bytes).ok()?, read).ok())
+            .and_then(|bytes| T::from_json(std::str::from_utf8(&bytes).ok()?).ok())
             .map(Some)
             .ok_or_else(|| {
                 Problem::invalid(
@@ -221,30 +215,20 @@ mod tests {
     }
 
     /// A cursor of three values, as the ban pages' is.
-    fn triple(scan: &mut Scan) -> Read<(u64, String, String)> {
-        let mut items = scan.array()?;
-        items.more(scan)?;
-        let n = scan.u64()?;
-        items.more(scan)?;
-        let a = scan.string()?;
-        items.more(scan)?;
-        let b = scan.string()?;
-        items.close(scan)?;
-        Ok((n, a, b))
-    }
+    type Triple = (u64, String, String);
 
     #[test]
     fn a_cursor_round_trips_and_a_forged_one_is_named() {
         let next = cursor(&(1_700_000_000_000u64, "ké\"y", "manual"));
         assert!(next.bytes().all(|b| b.is_ascii_hexdigit()));
         let params = read(&format!("cursor={next}")).unwrap();
-        let back = params.cursor(triple).unwrap().unwrap();
+        let back = params.cursor::<Triple>().unwrap().unwrap();
         assert_eq!(back, (1_700_000_000_000, "ké\"y".into(), "manual".into()));
-        assert_eq!(read("").unwrap().cursor(triple).unwrap(), None);
+        assert_eq!(read("").unwrap().cursor::<Triple>().unwrap(), None);
         for bad in ["zz", "abc", "5b315d", "", "7b7d", "5b312c2261225d"] {
             let problem = read(&format!("cursor={bad}"))
                 .unwrap()
-                .cursor(triple)
+                .cursor::<Triple>()
                 .unwrap_err();
             assert_eq!(field(&problem), "cursor", "{bad}");
         }

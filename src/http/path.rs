@@ -1,28 +1,9 @@
-//! The canonical form of a request path, which rules are matched against.
-//!
-//! An origin serves one resource under many spellings: Express routes
-//! `/Login`, `/login/` and `/login` to one handler, most servers decode
-//! `%61` to `a`, collapse `//`, resolve `..`, and Java servers drop `;jsessionid=`
-//! parameters. A limiter that compares the raw bytes is skipped by any of
-//! them, so a rule sees the path the way the broadest origin would:
-//!
-//! 1. percent-escapes of unreserved characters (`A-Z a-z 0-9 - . _ ~`) are
-//!    decoded, and `%2F` too: an encoded slash counts as a separator, so
-//!    `/api%2fhello` is `/api/hello`. Every other escape is kept, with upper-case
-//!    hex, and a `%` that starts no escape is written `%25`. One pass only:
-//!    `%252F` stays `%252F`, as an origin that decodes once sees it;
-//! 2. `;` and what follows it in a segment (matrix or session parameters)
-//!    are dropped;
-//! 3. empty segments (`//`) and `.` segments are dropped, and `..` removes
-//!    the segment before it (never above the root);
-//! 4. then, per rule ([`PathOptions`]): letters are lower-cased unless the
-//!    rule is case-sensitive, and a trailing `/` is optional unless the rule
-//!    is strict about it.
-//!
-//! The origin still receives the request as the client sent it: rewriting
-//! it could change what a signed URL or an encoded slash means to the
-//! origin. Matching the broadest reading is what makes that safe: every
-//! spelling an origin might treat as the protected path is counted.
+//! The canonical form of a request path, which rules are matched against: the
+//! broadest reading an origin might give it (unreserved escapes and `%2F`
+//! decoded once, `;` parameters, empty and `.` segments dropped, `..`
+//! resolved, then case and a trailing `/` per rule), so that no spelling of a
+//! path skips its rule. The origin still gets the path as sent. The rules:
+//! docs/configuration.md, "Paths".
 
 use super::case::lowercase;
 

@@ -206,9 +206,8 @@ impl Problem {
     }
 
     /// The body as compact JSON, written by [`crate::json::Write`], not
-    /// `Value`'s `Display`, which also links a pretty-printer and its own
-    /// writer (with the config's messages, 3 KB of wasm), and without the
-    /// copy of the body that a `Value` needed.
+    /// `Value`'s `Display`, which also links a pretty-printer and a writer
+    /// of its own.
     pub fn to_json(&self) -> String {
         crate::json::to_string(&self.body)
     }

@@ -1,9 +1,7 @@
-//! The path and query of a request's URL, read from the string the
-//! runtime hands over. The runtime has already parsed and serialised that
-//! URL (WHATWG rules), so slicing it gives what `url::Url::path` and
-//! `url::Url::query` would. Parsing it again with the `url` crate
-//! (`worker::Request::url`) put that crate's parser, host and IDNA
-//! handling, 62 KB, into the wasm for no gain.
+//! The path and query of a request's URL, sliced from the string the runtime
+//! hands over, already parsed and serialised by WHATWG rules: what
+//! `url::Url::path` and `query` would give, without linking the `url` crate's
+//! parser (BENCHMARKS.md).
 
 use super::path::escape_at;
 
@@ -12,8 +10,7 @@ use super::path::escape_at;
 /// always has a path, `/` at least, and escapes `?` and `#` inside it).
 pub fn path(url: &str) -> &str {
     // A scan of the bytes, not `find("://")`: a `&str` pattern sets up a
-    // two-way searcher on every call, which took about 1 % of a hot
-    // decision's samples (BENCHMARKS.md).
+    // two-way searcher on every call (BENCHMARKS.md).
     let after_scheme = url
         .as_bytes()
         .windows(3)

@@ -1,12 +1,12 @@
-//! Reading what people write, shared by the config (`src/config/`) and the
-//! HTTP API (`src/http/`) so that both read a duration, and word a shape
-//! error, the same way; neither imports the other for it. And [`scan`], the
-//! JSON reader for what the worker and its objects say to each other
-//! (`src/objects/protocol/`, `src/room/protocol.rs`).
+//! Reading what people and the objects write: [`scan`], the one JSON
+//! reader (object calls, stored rows and cursors read over it directly);
+//! [`tree`], JSON read into a tree and types out of it with the path of
+//! the first error in the writer's words (the config, API bodies, JWTs);
+//! durations and instants as the config and the API write them. Shared so
+//! that `config` and `http` read the same way without importing each
+//! other.
 
 pub mod duration;
 pub mod instant;
 pub mod scan;
 pub mod tree;
-pub mod unique_keys;
-pub mod words;

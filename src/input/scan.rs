@@ -1,17 +1,8 @@
-//! A small JSON reader, not generic over anything, for the calls and
-//! replies between the worker and its objects. serde's derived readers
-//! over `serde_json` inline a copy of serde_json's parsing into every type
-//! read: the key objects' calls and replies alone cost the wasm 21 KB
-//! gzip more that way than through the hand-written readers in
-//! `objects/protocol/read/` and `room/protocol/read.rs`, which share this
-//! one (BENCHMARKS.md) and read the same JSON.
-//!
-//! It is as strict as `serde_json` where a well-formed call could be
-//! misread (numbers out of range or with a fraction where an integer is
-//! due, strings with raw control characters, anything after the value)
-//! and skips the values of fields it does not know, as serde's derived
-//! readers do. Nesting deeper than [`MAX_DEPTH`] is refused, never
-//! recursed into.
+//! The one JSON reader, small and not generic: the object calls and replies,
+//! stored rows and cursors are read over it by [`FromScan`] (which
+//! [`wire!`](crate::wire!) implements), and JSON trees by `super::tree`. As
+//! strict as `serde_json` where a value could be misread; unknown fields are
+//! skipped, nesting deeper than [`MAX_DEPTH`] refused.
 
 use std::borrow::Cow;
 
@@ -51,7 +42,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The next byte that is not whitespace, not consumed.
-    fn peek(&mut self) -> Option<u8> {
+    pub(super) fn peek(&mut self) -> Option<u8> {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes().get(self.at) {
             self.at += 1;
         }
@@ -78,7 +69,25 @@ impl<'a> Scan<'a> {
 
     /// Nothing but whitespace is left.
     pub fn end(mut self) -> Read<()> {
+        self.rest()
+    }
+
+    /// Nothing but whitespace is left, the cursor at the first thing that is not.
+    pub(super) fn rest(&mut self) -> Read<()> {
         ok(self.peek().is_none())
+    }
+
+    /// Where the cursor is: line and column (in characters), from 1. Counted
+    /// on bytes: after an error the cursor may be inside a character.
+    pub(super) fn line_column(&self) -> (usize, usize) {
+        let before = &self.bytes()[..self.at.min(self.text.len())];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+        let starts = before[line_start..].iter().filter(|&&b| b & 0xc0 != 0x80);
+        (line, 1 + starts.count())
     }
 
     /// Reads a `null` if one comes next.
@@ -244,13 +253,17 @@ impl<'a> Scan<'a> {
                 self.bool()?;
             }
             b'n' => ok(self.null())?,
-            _ => self.number()?,
+            _ => {
+                self.number()?;
+            }
         }
         Ok(())
     }
 
-    /// Reads past any number, with a sign, a fraction or an exponent.
-    fn number(&mut self) -> Read<()> {
+    /// Any number, with a sign, a fraction or an exponent: its text.
+    pub(super) fn number(&mut self) -> Read<&'a str> {
+        self.peek();
+        let start = self.at;
         self.eat(b'-');
         let digits = |scan: &mut Scan| {
             let start = scan.at;
@@ -259,7 +272,10 @@ impl<'a> Scan<'a> {
             }
             ok(scan.at > start)
         };
+        let first = self.at;
         digits(self)?;
+        // No leading zero: `0` is a number, `01` is not JSON.
+        ok(self.bytes()[first] != b'0' || self.at == first + 1)?;
         if self.bytes().get(self.at) == Some(&b'.') {
             self.at += 1;
             digits(self)?;
@@ -271,7 +287,7 @@ impl<'a> Scan<'a> {
             }
             digits(self)?;
         }
-        Ok(())
+        Ok(&self.text[start..self.at])
     }
 
     /// An enum as serde tags it by default: a unit variant is its name, any
@@ -296,6 +312,19 @@ impl Open {
         let key = scan.str()?;
         scan.expect(b':')?;
         Ok(Some(key))
+    }
+
+    /// The place in `names` of the object's next key among them, its colon
+    /// read; the members whose keys are not among them are skipped; `None`
+    /// once closed.
+    pub fn field(&mut self, scan: &mut Scan, names: &[&str]) -> Read<Option<usize>> {
+        while let Some(key) = self.key(scan)? {
+            match names.iter().position(|name| **name == *key) {
+                Some(at) => return Ok(Some(at)),
+                None => scan.skip()?,
+            }
+        }
+        Ok(None)
     }
 
     /// Whether another member follows (its comma read); false once closed.
@@ -326,6 +355,98 @@ fn ok(holds: bool) -> Read<()> {
         Ok(())
     } else {
         Err(Malformed)
+    }
+}
+
+/// A value read from its JSON by hand: the fields of what
+/// [`wire!`](crate::wire!) declares, and the types it declares.
+pub trait FromScan: Sized {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Self>;
+
+    /// The value of a field left out, if one may be: `None` for an
+    /// optional field.
+    fn absent() -> Option<Self> {
+        None
+    }
+
+    /// The whole text as one value.
+    fn from_json(text: &str) -> Read<Self> {
+        whole(text, Self::from_scan)
+    }
+}
+
+impl FromScan for String {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<String> {
+        scan.string()
+    }
+}
+
+impl FromScan for bool {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<bool> {
+        scan.bool()
+    }
+}
+
+impl FromScan for u64 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<u64> {
+        scan.u64()
+    }
+}
+
+impl FromScan for u32 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<u32> {
+        scan.u32()
+    }
+}
+
+impl FromScan for i64 {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<i64> {
+        scan.i64()
+    }
+}
+
+/// `null` or a value; left out, `None`.
+impl<T: FromScan> FromScan for Option<T> {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Option<T>> {
+        nullable(scan, T::from_scan)
+    }
+
+    fn absent() -> Option<Option<T>> {
+        Some(None)
+    }
+}
+
+impl<T: FromScan> FromScan for Vec<T> {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Vec<T>> {
+        list(scan, T::from_scan)
+    }
+}
+
+/// A pair, as serde writes one: a list of its two values.
+impl<A: FromScan, B: FromScan> FromScan for (A, B) {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<(A, B)> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let a = A::from_scan(scan)?;
+        items.more(scan)?;
+        let b = B::from_scan(scan)?;
+        items.close(scan)?;
+        Ok((a, b))
+    }
+}
+
+/// A triple, as serde writes one: a list of its three values.
+impl<A: FromScan, B: FromScan, C: FromScan> FromScan for (A, B, C) {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<(A, B, C)> {
+        let mut items = scan.array()?;
+        items.more(scan)?;
+        let a = A::from_scan(scan)?;
+        items.more(scan)?;
+        let b = B::from_scan(scan)?;
+        items.more(scan)?;
+        let c = C::from_scan(scan)?;
+        items.close(scan)?;
+        Ok((a, b, c))
     }
 }
 
@@ -445,6 +566,8 @@ mod tests {
             r#"{1:1}"#,
             "1.",
             "-",
+            "01",
+            "-01",
             "nul",
             "[1] 2",
             "[",

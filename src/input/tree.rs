@@ -1,32 +1,177 @@
-//! A type read out of a parsed JSON value, with the path of the first
-//! error (`rules[0].also[1].limit`), for the config and the API bodies.
-//!
-//! Each type is read by hand ([`FromTree`]) with [`Fields`], which takes
-//! an object's fields by name; [`from_tree!`](crate::from_tree!) writes
-//! that reader for a struct from one list of its fields and keys. serde's derived readers, over a
-//! `Deserializer` of our own that added the path, cost the wasm a
-//! visitor, a field-name matcher and a `MapAccess` loop per type, all
-//! inlined into the config's reader and each endpoint's (BENCHMARKS.md);
-//! here the shared work (the object's keys, unknown fields, the order of
-//! errors) is one non-generic function, and each type only names its
-//! fields.
-//!
-//! The values read, the messages and the paths are those serde's derived
-//! readers gave over this module's `Deserializer` before (and
-//! `serde_path_to_error` before that), so `words::plain` turns them into
-//! the writer's words as before: the first error in the order of the
-//! object's keys (serde_json's map keeps them sorted), then the first
-//! missing field in the order the type names them; `null` is no value
-//! for an optional field, and a value of the wrong type for any other.
-//!
-//! A `Value` holds one copy of a repeated key, so refusing one is the
-//! caller's, on the text (`http::body` does, with `unique_keys`). Object
-//! calls and stored rows need no path and are not read through a `Value`
-//! (2-4 times slower to parse): they are read by hand over [`super::scan`].
+//! JSON read into a tree ([`parse`], over [`super::scan`], the one JSON
+//! reader in the wasm), and a type read out of the tree ([`FromTree`]) with
+//! the path of its first error (`rules[0].also[1].limit`) in the writer's
+//! words, for the config, the API bodies and JWTs. Object calls and stored
+//! rows need no path and are read over `scan` directly.
 
-use std::fmt;
+use std::fmt::Write as _;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
+
+use super::scan::{Malformed, Read, Scan};
+
+/// Why a text is not the JSON it should be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Not JSON: where reading it stopped, line and column from 1.
+    Syntax(usize, usize),
+    /// An object holds this key twice (its path, `policies[1].limit`):
+    /// RFC 8259 leaves which copy counts open and readers disagree, so a
+    /// proxy or the origin may read the other one.
+    Repeated(String),
+}
+
+/// What is wrong with a key that [`Unreadable::Repeated`] names.
+pub const REPEATED: &str = "the key appears more than once in its object; JSON readers disagree on which copy counts, so send it once";
+
+/// `text` as one JSON value: refused where it is not JSON (nesting deeper
+/// than [`super::scan::MAX_DEPTH`] included), then where an object holds
+/// a key twice (the first in document order).
+pub fn parse(text: &str) -> Result<Value, Unreadable> {
+    let mut scan = Scan::new(text);
+    let mut repeated = None;
+    let read = value(&mut scan, None, &mut repeated).and_then(|v| scan.rest().map(|()| v));
+    match (read, repeated) {
+        (Err(Malformed), _) => {
+            let (line, column) = scan.line_column();
+            Err(Unreadable::Syntax(line, column))
+        }
+        (Ok(_), Some(path)) => Err(Unreadable::Repeated(path)),
+        (Ok(value), None) => Ok(value),
+    }
+}
+
+/// Where a value is, as a chain of steps up to the root.
+struct At<'p> {
+    up: Option<&'p At<'p>>,
+    key: Option<&'p str>,
+    index: usize,
+}
+
+impl At<'_> {
+    fn path(&self) -> String {
+        let mut steps = vec![self];
+        while let Some(up) = steps[steps.len() - 1].up {
+            steps.push(up);
+        }
+        let mut path = String::new();
+        for step in steps.iter().rev() {
+            match step.key {
+                Some(key) if path.is_empty() => path.push_str(key),
+                Some(key) => {
+                    let _ = write!(path, ".{key}");
+                }
+                None => {
+                    let _ = write!(path, "[{}]", step.index);
+                }
+            }
+        }
+        path
+    }
+}
+
+/// The next value, noting the first key repeated in an object.
+fn value(scan: &mut Scan, at: Option<&At>, repeated: &mut Option<String>) -> Read<Value> {
+    Ok(match scan.peek().ok_or(Malformed)? {
+        b'{' => {
+            let mut map = Map::new();
+            let mut object = scan.object()?;
+            while let Some(key) = object.key(scan)? {
+                let here = At {
+                    up: at,
+                    key: Some(&key),
+                    index: 0,
+                };
+                if repeated.is_none() && map.contains_key(&*key) {
+                    *repeated = Some(here.path());
+                }
+                let value = value(scan, Some(&here), repeated)?;
+                map.insert(key.into_owned(), value);
+            }
+            Value::Object(map)
+        }
+        b'[' => {
+            let mut items = Vec::new();
+            let mut array = scan.array()?;
+            while array.item(scan)? {
+                let here = At {
+                    up: at,
+                    key: None,
+                    index: items.len(),
+                };
+                items.push(value(scan, Some(&here), repeated)?);
+            }
+            Value::Array(items)
+        }
+        b'"' => Value::String(scan.string()?),
+        b't' | b'f' => Value::Bool(scan.bool()?),
+        b'n' if scan.null() => Value::Null,
+        _ => Value::Number(number(scan.number()?)?),
+    })
+}
+
+/// A number as `serde_json` holds it: an integer without a fraction or an
+/// exponent that fits a `u64` or, negative, an `i64`; else a float.
+fn number(text: &str) -> Read<Number> {
+    if !text.contains(['.', 'e', 'E']) {
+        if let Ok(n) = text.parse::<u64>() {
+            return Ok(n.into());
+        }
+        // `-0` is a float to serde_json, as it is to JavaScript.
+        if let Ok(n @ ..=-1) = text.parse::<i64>() {
+            return Ok(n.into());
+        }
+    }
+    Number::from_f64(float(text)).ok_or(Malformed)
+}
+
+/// A float read as `serde_json` reads one (without its `float_roundtrip`
+/// feature): its digits as an integer, scaled by powers of ten, so exact
+/// for the usual few digits; not `str::parse`, whose tables cost the wasm
+/// more than the reader (BENCHMARKS.md). Infinite (so refused) when out of
+/// range.
+fn float(text: &str) -> f64 {
+    let (negative, text) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+    let (mantissa, exponent) = text.split_once(['e', 'E']).unwrap_or((text, ""));
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let (sign, exponent) = match exponent.strip_prefix('-') {
+        Some(digits) => (-1, digits),
+        None => (1, exponent.trim_start_matches('+')),
+    };
+    let mut scale = sign
+        * exponent
+            .bytes()
+            .fold(0i32, |e, d| (e * 10 + i32::from(d - b'0')).min(99_999));
+    let mut significand = 0u64;
+    let push = |n: u64, d: u8| n.checked_mul(10)?.checked_add(u64::from(d - b'0'));
+    for d in whole.bytes() {
+        match push(significand, d) {
+            Some(n) => significand = n,
+            None => scale += 1,
+        }
+    }
+    for d in fraction.bytes() {
+        if let Some(n) = push(significand, d) {
+            significand = n;
+            scale -= 1;
+        }
+    }
+    let mut f = significand as f64;
+    while scale != 0 && f != 0.0 && f.is_finite() {
+        let step = scale.clamp(-22, 22);
+        if step > 0 {
+            f *= 10f64.powi(step);
+        } else {
+            f /= 10f64.powi(-step);
+        }
+        scale -= step;
+    }
+    if negative {
+        -f
+    } else {
+        f
+    }
+}
 
 /// `value` read as a `T`, or the first error and where it was found.
 pub fn from_value<T: FromTree>(value: Value) -> Result<T, Error> {
@@ -38,13 +183,38 @@ pub trait FromTree: Sized {
     fn from_tree(value: Value) -> Result<Self, Error>;
 }
 
+/// The notation the input was written in, which names maps and sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The config: a TOML table in wrangler.toml (or the same as JSON).
+    Toml,
+    /// An API body.
+    Json,
+}
+
+impl Dialect {
+    fn map(self) -> &'static str {
+        match self {
+            Dialect::Toml => "a table",
+            Dialect::Json => "an object",
+        }
+    }
+
+    fn sequence(self) -> &'static str {
+        match self {
+            Dialect::Toml => "a list",
+            Dialect::Json => "an array",
+        }
+    }
+}
+
 /// An error and the path to where it was found.
 #[derive(Debug)]
 pub struct Error {
     /// Innermost first: each object or array the error comes out of adds
     /// its step at the end.
     steps: Vec<Step>,
-    message: String,
+    kind: Kind,
 }
 
 #[derive(Debug)]
@@ -53,77 +223,110 @@ enum Step {
     Index(usize),
 }
 
+#[derive(Debug)]
+enum Kind {
+    /// A required field is absent.
+    Missing(&'static str),
+    /// A key the type does not name.
+    Unknown(String, &'static [&'static str]),
+    /// A value of the wrong kind or out of range.
+    Wrong(Wanted, Value),
+}
+
+/// What a field takes.
+#[derive(Debug)]
+enum Wanted {
+    Map,
+    Sequence,
+    /// A whole number from 0 to the bound.
+    Whole(u64),
+    Words(&'static str),
+}
+
 impl Error {
-    fn new(message: String) -> Error {
+    fn new(kind: Kind) -> Error {
         Error {
             steps: Vec::new(),
-            message,
+            kind,
         }
     }
 
-    /// The path as `serde_path_to_error` writes it: keys joined by dots,
-    /// indexes in brackets (`items[0].size`), `.` for the whole value.
-    pub fn path(&self) -> String {
-        if self.steps.is_empty() {
-            return ".".to_string();
-        }
-        let mut path = String::new();
-        for step in self.steps.iter().rev() {
-            match step {
-                Step::Index(i) => path.push_str(&format!("[{i}]")),
-                Step::Key(key) => {
-                    if !path.is_empty() {
-                        path.push('.');
-                    }
-                    path.push_str(key);
-                }
-            }
-        }
-        path
-    }
-
-    /// What is wrong, in serde's words (`missing field `id``).
-    pub fn message(&self) -> &str {
-        &self.message
+    fn wrong(wanted: Wanted, found: Value) -> Error {
+        Error::new(Kind::Wrong(wanted, found))
     }
 
     fn at(mut self, step: Step) -> Error {
         self.steps.push(step);
         self
     }
-}
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path(), self.message)
+    /// Whether the error is a required field that is absent, which
+    /// [`Error::field`] names.
+    pub fn is_missing(&self) -> bool {
+        matches!(self.kind, Kind::Missing(_))
     }
-}
 
-impl std::error::Error for Error {}
+    /// The field at fault as a path, keys joined by dots and indexes in
+    /// brackets (`items[0].size`), a missing field's name last; `None`
+    /// for the whole value.
+    pub fn field(&self) -> Option<String> {
+        let mut path = String::new();
+        for step in self.steps.iter().rev() {
+            match step {
+                Step::Index(i) => {
+                    let _ = write!(path, "[{i}]");
+                }
+                Step::Key(key) if path.is_empty() => path.push_str(key),
+                Step::Key(key) => {
+                    let _ = write!(path, ".{key}");
+                }
+            }
+        }
+        if let Kind::Missing(name) = self.kind {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(name);
+        }
+        (!path.is_empty()).then_some(path)
+    }
 
-/// `invalid type: null, expected u32`, worded as serde words it.
-fn mismatch(what: &str, found: &Value, expected: &str) -> Error {
-    Error::new(format!(
-        "invalid {what}: {}, expected {expected}",
-        described(found)
-    ))
-}
-
-fn wrong_type(found: &Value, expected: &str) -> Error {
-    mismatch("type", found, expected)
-}
-
-/// What was found, as serde describes a JSON value: `null` for nothing,
-/// a float as JSON writes it.
-fn described(value: &Value) -> String {
-    match value {
-        Value::Null => "null".to_string(),
-        Value::Bool(b) => format!("boolean `{b}`"),
-        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
-        Value::Number(n) => format!("integer `{n}`"),
-        Value::String(s) => format!("string {s:?}"),
-        Value::Array(_) => "sequence".to_string(),
-        Value::Object(_) => "map".to_string(),
+    /// What is wrong, in the writer's words.
+    pub fn words(&self, dialect: Dialect) -> String {
+        let (wanted, found) = match &self.kind {
+            Kind::Missing(name) => return format!("{name} is required"),
+            Kind::Unknown(key, names) => {
+                let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                let message = match quoted.as_slice() {
+                    [] => format!("unknown field `{key}`, there are no fields"),
+                    [one] => format!("unknown field `{key}`, expected {one}"),
+                    [a, b] => format!("unknown field `{key}`, expected {a} or {b}"),
+                    all => format!("unknown field `{key}`, expected one of {}", all.join(", ")),
+                };
+                return message.replace('`', "\"");
+            }
+            Kind::Wrong(wanted, found) => (wanted, found),
+        };
+        let wanted = match wanted {
+            Wanted::Map => dialect.map(),
+            Wanted::Sequence => dialect.sequence(),
+            Wanted::Words(words) => words,
+            Wanted::Whole(max) => match found {
+                Value::Number(n) if n.as_u64().is_some_and(|n| n > *max) => {
+                    return format!("expected a whole number up to {max}, got the number {n}")
+                }
+                _ => "a non-negative whole number",
+            },
+        };
+        let found = match found {
+            Value::Null => "nothing".to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => format!("the number {n}"),
+            Value::String(s) => format!("the string {s:?}"),
+            Value::Array(_) => dialect.sequence().to_string(),
+            Value::Object(_) => dialect.map().to_string(),
+        };
+        format!("expected {wanted}, got {found}")
     }
 }
 
@@ -137,7 +340,7 @@ impl FromTree for String {
     fn from_tree(value: Value) -> Result<String, Error> {
         match value {
             Value::String(s) => Ok(s),
-            other => Err(wrong_type(&other, "a string")),
+            other => Err(Error::wrong(Wanted::Words("a string"), other)),
         }
     }
 }
@@ -146,21 +349,8 @@ impl FromTree for bool {
     fn from_tree(value: Value) -> Result<bool, Error> {
         match value {
             Value::Bool(b) => Ok(b),
-            other => Err(wrong_type(&other, "a boolean")),
+            other => Err(Error::wrong(Wanted::Words("a boolean"), other)),
         }
-    }
-}
-
-/// A whole number from 0 to `max`, serde's `name` for its type (`u8`)
-/// in the error: a value out of range, negative included, is an invalid
-/// value, a fraction or anything else an invalid type.
-fn unsigned(value: &Value, max: u64, name: &str) -> Result<u64, Error> {
-    match value {
-        Value::Number(n) if n.is_u64() || n.is_i64() => match n.as_u64() {
-            Some(n) if n <= max => Ok(n),
-            _ => Err(mismatch("value", value, name)),
-        },
-        other => Err(wrong_type(other, name)),
     }
 }
 
@@ -168,7 +358,10 @@ macro_rules! unsigned {
     ($($t:ty),*) => {$(
         impl FromTree for $t {
             fn from_tree(value: Value) -> Result<$t, Error> {
-                unsigned(&value, <$t>::MAX.into(), stringify!($t)).map(|n| n as $t)
+                match value.as_u64().map(<$t>::try_from) {
+                    Some(Ok(n)) => Ok(n),
+                    _ => Err(Error::wrong(Wanted::Whole(<$t>::MAX.into()), value)),
+                }
             }
         }
     )*};
@@ -179,7 +372,7 @@ unsigned!(u8, u16, u32, u64);
 impl<T: FromTree> FromTree for Vec<T> {
     fn from_tree(value: Value) -> Result<Vec<T>, Error> {
         let Value::Array(items) = value else {
-            return Err(wrong_type(&value, "a sequence"));
+            return Err(Error::wrong(Wanted::Sequence, value));
         };
         // A loop rather than `collect` into a `Result`, whose adapter is
         // a larger copy for each type of item.
@@ -203,9 +396,6 @@ impl<T: FromTree> FromTree for Vec<T> {
 ///     }
 /// }
 /// ```
-///
-/// serde's name for the type (`struct RawBan`) is what an error says was
-/// expected where the value is not an object.
 #[macro_export]
 macro_rules! from_tree {
     (
@@ -222,11 +412,7 @@ macro_rules! from_tree {
         impl $crate::input::tree::FromTree for $name {
             fn from_tree(value: ::serde_json::Value) -> Result<$name, $crate::input::tree::Error> {
                 const NAMES: &[&str] = &[$($key),*];
-                let mut fields = $crate::input::tree::Fields::new(
-                    value,
-                    concat!("struct ", stringify!($name)),
-                    NAMES,
-                )?;
+                let mut fields = $crate::input::tree::Fields::new(value, NAMES)?;
                 let read = $name {
                     $($field: fields.$how($key)),*
                 };
@@ -237,8 +423,11 @@ macro_rules! from_tree {
 }
 
 /// An object's fields, taken one by one by name as a type reads itself.
-/// An error is kept, not returned, until [`Fields::finish`], which
-/// answers the one serde would have met first.
+/// An error is kept, not returned, until [`Fields::finish`], which answers
+/// the first in the order of the object's keys (sorted, as the tree's map
+/// keeps them), else the first required field absent in the order the
+/// type reads them. `null` is no value for an optional field, and a value
+/// of the wrong type for any other.
 pub struct Fields {
     names: &'static [&'static str],
     /// Each named field's value, with the place of its key in the object.
@@ -250,21 +439,11 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// `value`'s fields, which must be among `names`; `expected` is what
-    /// serde calls the type (`struct RawRule`), for an error about a
-    /// value that is not an object.
-    pub fn new(
-        value: Value,
-        expected: &str,
-        names: &'static [&'static str],
-    ) -> Result<Fields, Error> {
+    /// `value`'s fields, which must be among `names`.
+    pub fn new(value: Value, names: &'static [&'static str]) -> Result<Fields, Error> {
         let Value::Object(map) = value else {
-            return Err(wrong_type(&value, expected));
+            return Err(Error::wrong(Wanted::Map, value));
         };
-        Ok(Fields::of(map, names))
-    }
-
-    fn of(map: Map<String, Value>, names: &'static [&'static str]) -> Fields {
         let mut fields = Fields {
             names,
             values: names.iter().map(|_| None).collect(),
@@ -275,13 +454,13 @@ impl Fields {
             match names.iter().position(|name| *name == key) {
                 Some(i) => fields.values[i] = Some((place, value)),
                 None if fields.first.is_none() => {
-                    let e = Error::new(unknown_field(&key, names));
+                    let e = Error::new(Kind::Unknown(key.clone(), names));
                     fields.first = Some((place, e.at(Step::Key(key))));
                 }
                 None => {}
             }
         }
-        fields
+        Ok(fields)
     }
 
     /// Field `name`; `None` when absent or `null`.
@@ -319,7 +498,7 @@ impl Fields {
     pub fn finish(self) -> Result<(), Error> {
         match (self.first, self.missing) {
             (Some((_, e)), _) => Err(e),
-            (None, Some(name)) => Err(Error::new(format!("missing field `{name}`"))),
+            (None, Some(name)) => Err(Error::new(Kind::Missing(name))),
             (None, None) => Ok(()),
         }
     }
@@ -348,283 +527,5 @@ impl Fields {
     }
 }
 
-/// serde's words for a field not in `names`.
-fn unknown_field(key: &str, names: &[&str]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-    match quoted.as_slice() {
-        [] => format!("unknown field `{key}`, there are no fields"),
-        [one] => format!("unknown field `{key}`, expected {one}"),
-        [a, b] => format!("unknown field `{key}`, expected {a} or {b}"),
-        all => format!("unknown field `{key}`, expected one of {}", all.join(", ")),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-    use serde::Deserialize;
-    use serde_json::json;
-
-    use super::*;
-
-    from_tree! {
-        /// Read by [`from_tree!`] here, and by serde's derived reader
-        /// (`serde_json::from_value`) to compare: the same fields and
-        /// defaults.
-        #[derive(Debug, Default, Deserialize, PartialEq)]
-        #[serde(deny_unknown_fields)]
-        struct Config {
-            id: String = required "id",
-            #[serde(default)]
-            rules: Vec<Rule> = or_default "rules",
-            tags: Option<Vec<String>> = optional "tags",
-            on: Option<bool> = optional "on",
-            #[serde(default)]
-            strict: bool = or_default "strict",
-            small: Option<u8> = optional "small",
-            any: Option<Value> = optional "any",
-        }
-    }
-
-    from_tree! {
-        #[derive(Debug, Default, Deserialize, PartialEq)]
-        #[serde(deny_unknown_fields)]
-        struct Rule {
-            limit: u32 = required "limit",
-            also: Option<Vec<Rule>> = optional "also",
-            scope: Option<String> = optional "scope",
-            big: Option<u64> = optional "big",
-            port: Option<u16> = optional "port",
-        }
-    }
-
-    fn error(value: Value) -> (String, String) {
-        let e = from_value::<Config>(value.clone()).expect_err(&value.to_string());
-        (e.path(), e.message().to_string())
-    }
-
-    #[test]
-    fn values_read_as_serde_reads_them() {
-        let value = json!({
-            "id": "a",
-            "rules": [{"limit": 1, "also": [{"limit": 2, "scope": "global", "big": u64::MAX}]}],
-            "tags": ["x"],
-            "on": null,
-            "strict": true,
-            "small": 255,
-            "any": {"k": [1, "v"]},
-        });
-        let read: Config = from_value(value.clone()).unwrap();
-        assert_eq!(read, serde_json::from_value::<Config>(value).unwrap());
-        assert_eq!(read.rules[0].also.as_ref().unwrap()[0].big, Some(u64::MAX));
-        let bare: Config = from_value(json!({"id": "b"})).unwrap();
-        assert_eq!(
-            bare,
-            Config {
-                id: "b".into(),
-                ..Config::default()
-            }
-        );
-    }
-
-    /// Each case's path and message as `serde_path_to_error` gave them
-    /// over `serde_json::Value` (checked against it when this module
-    /// first replaced it).
-    #[test]
-    fn an_error_names_the_path_to_it() {
-        let also = |layer: Value| json!({"id": "a", "rules": [{"limit": 1, "also": [{"limit": 1}, layer]}]});
-        let cases = [
-            (
-                json!(7),
-                ".",
-                "invalid type: integer `7`, expected struct Config",
-            ),
-            (json!({}), ".", "missing field `id`"),
-            (
-                json!({"id": 7}),
-                "id",
-                "invalid type: integer `7`, expected a string",
-            ),
-            (
-                json!({"id": "a", "zzz": 1}),
-                "zzz",
-                "unknown field `zzz`, expected one of `id`, `rules`, `tags`, `on`, `strict`, `small`, `any`",
-            ),
-            (
-                also(json!({"limit": "x"})),
-                "rules[0].also[1].limit",
-                "invalid type: string \"x\", expected u32",
-            ),
-            (
-                also(json!({"limit": -1})),
-                "rules[0].also[1].limit",
-                "invalid value: integer `-1`, expected u32",
-            ),
-            (
-                also(json!({"limit": 1.5})),
-                "rules[0].also[1].limit",
-                "invalid type: floating point `1.5`, expected u32",
-            ),
-            (
-                also(json!({"limit": 10.0})),
-                "rules[0].also[1].limit",
-                "invalid type: floating point `10.0`, expected u32",
-            ),
-            (also(json!({})), "rules[0].also[1]", "missing field `limit`"),
-            (
-                also(json!({"limit": 1, "x": 2})),
-                "rules[0].also[1].x",
-                "unknown field `x`, expected one of `limit`, `also`, `scope`, `big`, `port`",
-            ),
-            (
-                also(json!({"limit": 1, "port": 65536})),
-                "rules[0].also[1].port",
-                "invalid value: integer `65536`, expected u16",
-            ),
-            (
-                json!({"id": "a", "rules": {}}),
-                "rules",
-                "invalid type: map, expected a sequence",
-            ),
-            (
-                json!({"id": "a", "rules": [1]}),
-                "rules[0]",
-                "invalid type: integer `1`, expected struct Rule",
-            ),
-            (
-                json!({"id": "a", "rules": [[1]]}),
-                "rules[0]",
-                "invalid type: sequence, expected struct Rule",
-            ),
-            (
-                json!({"id": "a", "tags": ["x", null]}),
-                "tags[1]",
-                "invalid type: null, expected a string",
-            ),
-            (
-                json!({"id": "a", "small": 300}),
-                "small",
-                "invalid value: integer `300`, expected u8",
-            ),
-            (
-                json!({"id": "a", "strict": null}),
-                "strict",
-                "invalid type: null, expected a boolean",
-            ),
-            (
-                json!({"id": null}),
-                "id",
-                "invalid type: null, expected a string",
-            ),
-            // The first error by the object's keys (sorted), then the
-            // first missing field.
-            (
-                json!({"id": 1, "zzz": 1}),
-                "id",
-                "invalid type: integer `1`, expected a string",
-            ),
-            (
-                json!({"aaa": 1, "id": 1}),
-                "aaa",
-                "unknown field `aaa`, expected one of `id`, `rules`, `tags`, `on`, `strict`, `small`, `any`",
-            ),
-            (json!({"rules": [{}]}), "rules[0]", "missing field `limit`"),
-        ];
-        for (value, path, message) in cases {
-            assert_eq!(
-                error(value.clone()),
-                (path.into(), message.into()),
-                "{value}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_unknown_field_lists_the_known_ones_as_serde_does() {
-        assert_eq!(
-            unknown_field("b", &[]),
-            "unknown field `b`, there are no fields"
-        );
-        assert_eq!(
-            unknown_field("b", &["a"]),
-            "unknown field `b`, expected `a`"
-        );
-        assert_eq!(
-            unknown_field("c", &["a", "b"]),
-            "unknown field `c`, expected `a` or `b`"
-        );
-    }
-
-    /// Any JSON value: scalars of every kind a field may be wrongly given,
-    /// and arrays and objects of them, with the test types' field names
-    /// and a stranger among the keys.
-    fn any_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            prop_oneof![
-                Just(0u64),
-                Just(255),
-                Just(256),
-                Just(65_536),
-                Just(u64::MAX)
-            ]
-            .prop_map(Value::from),
-            (-3i64..3).prop_map(Value::from),
-            prop_oneof![Just(1.5f64), Just(10.0), Just(-0.5)].prop_map(Value::from),
-            "[a-z\"]{0,3}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(4, 24, 4, |inner| {
-            let key = prop_oneof![
-                Just("id"),
-                Just("rules"),
-                Just("tags"),
-                Just("on"),
-                Just("strict"),
-                Just("small"),
-                Just("any"),
-                Just("limit"),
-                Just("also"),
-                Just("scope"),
-                Just("big"),
-                Just("port"),
-                Just("zz"),
-            ];
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
-                prop::collection::btree_map(key.prop_map(String::from), inner, 0..5)
-                    .prop_map(|map| Value::Object(map.into_iter().collect())),
-            ]
-        })
-    }
-
-    /// Whether `value`, read as a test type, holds an array where a
-    /// struct is read: serde reads one as the struct's fields in order,
-    /// this module refuses it (no config or body was meant to be one).
-    fn struct_as_array(value: &Value) -> bool {
-        match value {
-            Value::Array(_) => true,
-            Value::Object(map) => ["rules", "also"].iter().any(|key| {
-                matches!(map.get(*key), Some(Value::Array(items)) if items.iter().any(struct_as_array))
-            }),
-            _ => false,
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn reads_and_refuses_as_serde_does(fields in any_value()) {
-            let value = match fields {
-                Value::Object(mut map) => {
-                    map.entry("id").or_insert_with(|| Value::from("a"));
-                    Value::Object(map)
-                }
-                other => other,
-            };
-            prop_assume!(!struct_as_array(&value));
-            let hand = from_value::<Config>(value.clone()).map_err(|e| e.message().to_string());
-            let serde = serde_json::from_value::<Config>(value).map_err(|e| e.to_string());
-            prop_assert_eq!(hand, serde);
-        }
-    }
-}
+mod tests;

@@ -1,17 +1,10 @@
-//! The isolate's copy of the operators' manual bans.
-//!
-//! Manual bans apply on every rule, so checking them must not cost a
-//! Durable Object call per request: each isolate keeps the list, which a
-//! hub sends back with every report the isolate makes in the background
-//! ([`crate::isolate::report`]), and applies its own admin calls at once. A ban or
-//! unban made through another isolate takes effect here within one report
-//! interval; a report that fails keeps the last list it had, so bans never
-//! silently stop applying.
+//! The isolate's copy of the operators' manual bans, which apply on every
+//! rule without an object call: a hub sends the list back with every report
+//! ([`crate::isolate::report`]) and the isolate applies its own admin calls
+//! at once. A failed report keeps the last list, so bans never silently stop.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-
-use serde::{Deserialize, Serialize};
 
 use crate::http::admin::ban_network;
 use crate::http::cidr::Cidr;
@@ -24,29 +17,22 @@ pub const MAX_MANUAL_BANS: usize = 1_000;
 /// The `source` of a ban an operator made.
 pub const MANUAL: &str = "manual";
 
-/// A ban as the hubs list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BanRecord {
-    pub key: String,
-    pub until_ms: u64,
-    pub reason: String,
-    /// `manual`, or the scope of the rule whose key object banned the key.
-    pub source: String,
-    /// When the ban started: the operator's call, or the decision that
-    /// started it (0 from an isolate of an earlier version: the hub that
-    /// receives it takes its own time; 0 in a hub's list of an earlier
-    /// version: unknown).
-    #[serde(default)]
-    pub started_ms: u64,
+crate::wire! {
+    /// A ban as the hubs list it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BanRecord {
+        pub key: String,
+        pub until_ms: u64,
+        pub reason: String,
+        /// `manual`, or the scope of the rule whose key object banned the key.
+        pub source: String,
+        /// When the ban started: the operator's call, or the decision that
+        /// started it (0 from an isolate of an earlier version: the hub that
+        /// receives it takes its own time; 0 in a hub's list of an earlier
+        /// version: unknown).
+        pub started_ms: u64 => Default::default(),
+    }
 }
-
-crate::write_json!(BanRecord {
-    key,
-    until_ms,
-    reason,
-    source,
-    started_ms
-});
 
 /// The manual bans an isolate applies, indexed for the check every
 /// request makes: a ban on a key or an address is one hash lookup; a ban on

@@ -1,46 +1,14 @@
 //! The admission blocks an isolate holds (issue 30), per key object and
 //! policy: it admits from them with no call while they last, records the
-//! real times, and says when each is to be reported.
-//!
-//! **Clocks.** A block's lease is in its object's clock. The holder maps
-//! its own clock onto it from the call that brought the block: the grant
-//! happened after the call was sent, so `granted + (now − sent)` is never
-//! earlier than the object's time of the same moment while this clock
-//! keeps pace. As Workers' clocks lag a little (issue 39), a block is used
-//! only while the mapped reading plus [`CLOCK_MARGIN_MS`] is within the
-//! lease, each admission is stamped that much later, and a reading below
-//! an earlier one (a step back) ends every block held (docs/algorithms.md,
-//! "Clocks").
-//!
-//! **When to report.** Every block of a key rides with the isolate's next
-//! call to that key's object ([`take`](BlockHolder::take)): a block spent
-//! or lapsed sends the key's next request to the object, and that one call
-//! reports it and asks for the next block (the object takes the reports
-//! before it sizes a grant, so the old block's rest and times are back
-//! first). A block is due on its own ([`due`](BlockHolder::due), reported
-//! in the background) once it has lapsed with no such call (the key went
-//! quiet: its unused rest goes back), or once it is spent while the
-//! isolate decides for another object (a split quota's other part: the
-//! spent one may not be called again soon, and the object shares the
-//! headroom among the holders it counts). A spent block waiting for its
-//! key's next call holds nothing the isolate did not use: its `b` units
-//! are real admissions, counted at their worst placement within the lease
-//! instead of at their real times, for at most one lease. A report carries
-//! the refusals the isolate answered itself for the key meanwhile, which
-//! count toward a ban.
-//!
-//! **Reservations.** An admission a layer or the origin's answer may give
-//! back is taken as a reservation: held in its block as pending, at its
-//! real time. A settle of it ([`settle`](BlockHolder::settle)) keeps it (a
-//! time like any other) or refunds it (gone from the block, its unit free
-//! again), with no call. A block reported while a reservation is pending
-//! carries it as such: the object holds it as a reservation of its own,
-//! and the settle goes there.
-//!
-//! **Remaining.** A request admitted here is told the least of its blocks'
-//! unused admissions as its RateLimit `r`: the object counts them as this
-//! isolate's and nobody else's, so at least that many remain, a lower
-//! bound of the truth.
+//! real times, and says when each is to be reported. A lease is in its
+//! object's clock, mapped onto this one from the call that brought it and
+//! used only while the reading plus [`CLOCK_MARGIN_MS`] is within it; every
+//! block rides with its key's next call ([`take`](BlockHolder::take)), or is
+//! [`due`](BlockHolder::due) on its own once lapsed, or spent while the
+//! isolate decides for another object; a reservation is held in its block
+//! and settled there ([`settle`](BlockHolder::settle)). Why, and what each
+//! promises: docs/algorithms.md, "Admission blocks" (clocks, reports,
+//! `RateLimit` from a block, reservations from blocks).
 
 use crate::ledger::blocks::size::CLOCK_MARGIN_MS;
 use crate::ledger::blocks::{BlockGrant, BlockReport, Pending};

@@ -1,18 +1,8 @@
-//! Failed admin authentications per client, in the isolate's memory.
-//!
-//! The admin token has at least 32 characters, so guessing it is hopeless;
-//! the lockout keeps a guesser from costing anything and from filling the
-//! logs. After `MAX_FAILURES` failures within `FAILURE_WINDOW_MS`, a client
-//! is refused with 429 for `LOCKOUT_MS` without its token being looked at,
-//! the right one included, so a locked-out client learns nothing from its
-//! answers. Clients are what `ip` keys use: an address, or an IPv6 network
-//! of `ipv6_prefix` bits, so rotating addresses within one network does not
-//! reset the count.
-//!
-//! The table is per isolate and bounded: when full, clients whose window
-//! and lockout are over go first, then the one whose last event is oldest.
-//! An attacker spread over more isolates or more networks than that gets
-//! more tries, never a way in.
+//! Failed admin authentications per client, in the isolate's memory: after
+//! `MAX_FAILURES` within `FAILURE_WINDOW_MS` a client is refused for
+//! `LOCKOUT_MS` without its token being looked at, so a guesser costs nothing
+//! and learns nothing. Clients as `ip` keys see them; the table is bounded,
+//! so more isolates or networks buy more tries, never a way in.
 
 use std::collections::HashMap;
 

@@ -1,26 +1,16 @@
-//! The admin API's paged lists, merged from the hubs: bans newest first
-//! and a rule's top refused keys largest first. Every answer is at most a
-//! page, and so is what each hub sends for it, so no call grows with the
-//! number of bans or keys the hubs hold.
-//!
-//! A page ends with a cursor, the sort key of its last item; the next page
-//! starts strictly after it. Each hub answers the first `limit` of its own
-//! list after the cursor, in the same order; the worker merges them,
-//! drops copies (a manual ban is held by every hub, with the same start),
-//! and keeps the first `limit`. An item is never on two pages, and one
-//! that existed throughout is on one of them, whatever came or went in
-//! between.
+//! The admin API's paged lists merged from the hubs (bans newest first, a
+//! rule's top keys largest first): each hub answers a page after the cursor,
+//! the worker merges them, drops copies and keeps a page, so no call grows
+//! with what the hubs hold and no item is on two pages.
 
 use std::cmp::Ordering;
 
-use serde::{Deserialize, Serialize};
-
-use crate::input::scan::{Read, Scan};
+use crate::input::scan::{FromScan, Read, Scan};
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::top::Counted;
 
 /// Where a page of bans ends: the last ban's start, key and source.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BanCursor(pub u64, pub String, pub String);
 
 impl crate::json::Write for BanCursor {
@@ -33,18 +23,12 @@ impl BanCursor {
     pub fn of(ban: &BanRecord) -> BanCursor {
         BanCursor(ban.started_ms, ban.key.clone(), ban.source.clone())
     }
+}
 
-    /// `[started_ms, key, source]`, as serde writes it, read by hand
-    /// ([`crate::input::scan`]): a hub is sent one, and a page hands one out.
-    pub fn read(scan: &mut Scan) -> Read<BanCursor> {
-        let mut items = scan.array()?;
-        items.more(scan)?;
-        let started_ms = scan.u64()?;
-        items.more(scan)?;
-        let key = scan.string()?;
-        items.more(scan)?;
-        let source = scan.string()?;
-        items.close(scan)?;
+/// `[started_ms, key, source]`: a hub is sent one, and a page hands one out.
+impl FromScan for BanCursor {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<BanCursor> {
+        let (started_ms, key, source) = FromScan::from_scan(scan)?;
         Ok(BanCursor(started_ms, key, source))
     }
 }
@@ -83,7 +67,7 @@ pub fn merge_bans(hubs: Vec<Vec<BanRecord>>, limit: usize) -> (Vec<BanRecord>, O
 }
 
 /// Where a page of top keys ends: the last key's count and the key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopCursor(pub u64, pub String);
 
 impl crate::json::Write for TopCursor {
@@ -92,15 +76,10 @@ impl crate::json::Write for TopCursor {
     }
 }
 
-impl TopCursor {
-    /// `[count, key]`, read as [`BanCursor::read`] reads its cursor.
-    pub fn read(scan: &mut Scan) -> Read<TopCursor> {
-        let mut items = scan.array()?;
-        items.more(scan)?;
-        let count = scan.u64()?;
-        items.more(scan)?;
-        let key = scan.string()?;
-        items.close(scan)?;
+/// `[count, key]`.
+impl FromScan for TopCursor {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<TopCursor> {
+        let (count, key) = FromScan::from_scan(scan)?;
         Ok(TopCursor(count, key))
     }
 }

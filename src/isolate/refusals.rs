@@ -1,37 +1,10 @@
-//! The isolate's memory of refusals: "this object refuses until T".
-//!
-//! A flood from a banned or exhausted key is answered from here without a
-//! Durable Object call. It can only refuse, never admit, so a stale entry
-//! errs on the strict side; and it is only filled with refusals that stay
-//! refusals until T whatever else happens (a window frees up no sooner while
-//! nothing is admitted, a ban does not end early), so it refuses nothing the
-//! object would admit, short of an operator's reset. The one exception is
-//! a refusal that only reservations in flight caused (`Outcome::pending`):
-//! a refund may end it sooner, but its retry is at most a second, the wait
-//! the client is told, so it is held no longer. A ban's refusal is
-//! held only until the ban ends, so that the object then answers (and counts
-//! the refusal toward the next offence), and a minute at most, so that an
-//! operator's lift reaches every isolate. A paused or closed part's answer
-//! is held a second at most, so that opening it is seen within a second.
-//! It is bounded: when full, expired entries go first, then those that end
-//! soonest.
-//!
-//! **Spread refusals.** A refusal over quota is told when one of the key's
-//! places frees that no earlier refusal was told (`limit::spread`), so the
-//! cache does not tell every refusal it answers the same moment: the object
-//! hands it a batch of moments with the refusal (`Outcome::spread`), taken
-//! from the key's own schedule, and it tells them one per refusal, in
-//! order. When the batch is spent it answers no more, and the next refusal
-//! goes to the object, asking for twice as many; when the entry ends (a
-//! place may be free), for as many as it told ([`RefusalCache::invitations`],
-//! 1 at first, at most `MAX_INVITATIONS`). Since every moment comes from
-//! the object's one cursor, however many isolates answer for a key, at most
-//! N are invited for any window of time, as if the object had answered
-//! every refusal. Moments an isolate was given but never told (the rest of
-//! its last batch, no more than it told, since batches at most double)
-//! only push later refusals further out, never earlier: at most twice as
-//! far as the object alone would have told them. A spread entry that has ended keeps how many it told (not its
-//! moments) until it is replaced or evicted, to size the next batch.
+//! The isolate's memory of refusals, "this object refuses until T", so a
+//! flood on a banned or exhausted key costs no object call. It only refuses,
+//! and only what the object would refuse until T (a ban's end, a minute at
+//! most; a pending refusal's second; a paused part's second); a refusal over
+//! quota tells the batch of moments its object handed out, one each
+//! (docs/algorithms.md, "When a refused request is told to come back").
+//! Bounded: expired entries go first, then those that end soonest.
 
 use std::collections::{HashMap, VecDeque};
 

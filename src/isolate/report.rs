@@ -1,17 +1,10 @@
-//! What an isolate tells the hubs, and how it keeps that bounded.
-//!
-//! Nothing on a request's path talks to a shared object. Instead each
-//! isolate collects, in memory, per-minute decision counts per rule, the
-//! keys it refused most often per rule ([`TopKeys`]), and the bans its
-//! decisions started; at most once per [`INTERVAL_MS`] it sends all of it
-//! in one request to one hub picked at random, in the background, and the
-//! hub answers with the operators' manual bans. Everything here is
-//! bounded, so an outage of the hubs or a flood of distinct keys cannot
+//! What an isolate tells the hubs: per-minute decision counts per rule, its
+//! most refused keys ([`TopKeys`]) and the bans it started, sent at most once
+//! per [`INTERVAL_MS`] to one hub at random, in the background, which answers
+//! with the manual bans. Bounded, so a hub outage or a flood of keys cannot
 //! grow an isolate's memory or its next report.
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::stats::{StatRow, Tally, Verdict};
@@ -49,23 +42,23 @@ pub const MAX_RULES: usize = 128;
 /// dropped (each still holds in its own object).
 pub const MAX_BANS: usize = 64;
 
-/// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Report {
-    pub stats: Vec<StatRow>,
-    pub top: Vec<RuleTop>,
-    pub bans: Vec<BanRecord>,
+crate::wire! {
+    /// An isolate's report to a hub ([`crate::objects::protocol::HubCall::Report`]).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Report {
+        pub stats: Vec<StatRow>,
+        pub top: Vec<RuleTop>,
+        pub bans: Vec<BanRecord>,
+    }
 }
 
-crate::write_json!(Report { stats, top, bans });
-
-/// A hub's answer to a report: the manual bans every isolate applies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubAnswer {
-    pub manual_bans: Vec<BanRecord>,
+crate::wire! {
+    /// A hub's answer to a report: the manual bans every isolate applies.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct HubAnswer {
+        pub manual_bans: Vec<BanRecord>,
+    }
 }
-
-crate::write_json!(HubAnswer { manual_bans });
 
 #[derive(Debug, Default)]
 pub struct Outbox {

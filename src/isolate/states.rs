@@ -1,14 +1,8 @@
-//! The isolate's copy of the rule states kept in Workers KV (every rule's
-//! but a global quota's, whose parts hold theirs): read in the background
-//! at most once per [`REFRESH_MS`], never on a request's path. A new
-//! isolate starts with every rule open and reads at once; until that read
-//! answers it applies no state, as it applies no manual ban before its
-//! first report.
-//!
-//! A change an operator makes through this isolate applies here at once and
-//! is pinned for [`PIN_MS`]: a read that left before the change was
-//! written, or that KV answers from a copy older than it (a location's
-//! copy of a value is up to a minute old), would otherwise undo it here.
+//! The isolate's copy of the rule states in Workers KV, read in the
+//! background at most once per [`REFRESH_MS`], never on a request's path. A
+//! new isolate applies no state until its first read answers; a change made
+//! through this isolate applies at once and is pinned for [`PIN_MS`], so an
+//! older copy read back does not undo it here.
 
 use crate::control::{Control, RuleStates};
 

@@ -5,10 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::ledger::{Outcome, PolicyDecision};
-use crate::order;
+use crate::short_sort;
 
 /// At most this many (rule, minute) rows wait for a report; beyond it the
 /// oldest are dropped, so an outage of the hubs cannot grow an isolate's
@@ -68,31 +66,22 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatRow {
-    pub rule: String,
-    /// Start of the minute, ms since the epoch.
-    pub minute_ms: u64,
-    pub admitted: u64,
-    pub refused: u64,
-    pub failed: u64,
-    /// Of the admissions, those near a limit ([`Verdict::Near`]).
-    #[serde(default)]
-    pub near_limit: u64,
-    /// Of the refusals, a shadow rule's ([`Verdict::Shadow`]).
-    #[serde(default)]
-    pub shadow: u64,
+crate::wire! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct StatRow {
+        pub rule: String,
+        /// Start of the minute, ms since the epoch.
+        pub minute_ms: u64,
+        pub admitted: u64,
+        pub refused: u64,
+        pub failed: u64,
+        /// Of the admissions, those near a limit ([`Verdict::Near`]); absent
+        /// from a worker of the version before.
+        pub near_limit: u64 => 0,
+        /// Of the refusals, a shadow rule's ([`Verdict::Shadow`]).
+        pub shadow: u64 => 0,
+    }
 }
-
-crate::write_json!(StatRow {
-    rule,
-    minute_ms,
-    admitted,
-    refused,
-    failed,
-    near_limit,
-    shadow
-});
 
 impl StatRow {
     /// Adds `other`'s counts to this row's.
@@ -174,66 +163,48 @@ impl Tally {
 /// hostile or forgotten input.
 pub const MAX_STAT_RULES: usize = 128;
 
-/// One rule's counts, as `GET /admin/stats` answers them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleStats {
-    pub rule: String,
-    pub admitted: u64,
-    pub refused: u64,
-    pub failed: u64,
-    pub near_limit: u64,
-    pub shadow: u64,
-    /// The last hour, one entry per minute that saw a decision.
-    pub per_minute: Vec<StatRow>,
+crate::wire! {
+    /// One rule's counts, as `GET /admin/stats` answers them.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct RuleStats {
+        pub rule: String,
+        pub admitted: u64,
+        pub refused: u64,
+        pub failed: u64,
+        pub near_limit: u64,
+        pub shadow: u64,
+        /// The last hour, one entry per minute that saw a decision.
+        pub per_minute: Vec<StatRow>,
+    }
 }
 
-crate::write_json!(RuleStats {
-    rule,
-    admitted,
-    refused,
-    failed,
-    near_limit,
-    shadow,
-    per_minute
-});
-
-/// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
-/// counts, not lists, so its size depends on the rules only.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubStats {
-    /// Requests the hub has received since its instance started.
-    pub requests: u64,
-    /// Per rule, everything since the time asked (`minute_ms` is the
-    /// first minute counted); at most [`MAX_STAT_RULES`] rules.
-    pub totals: Vec<StatRow>,
-    /// Per rule and minute, the last hour.
-    pub recent: Vec<StatRow>,
-    /// Manual bans in force (every hub holds them all).
-    pub manual_bans: u64,
-    /// Bans rules started, as this hub has them listed.
-    pub rule_bans: u64,
+crate::wire! {
+    /// What one hub counted ([`crate::objects::protocol::HubCall::Stats`]):
+    /// counts, not lists, so its size depends on the rules only.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct HubStats {
+        /// Requests the hub has received since its instance started.
+        pub requests: u64,
+        /// Per rule, everything since the time asked (`minute_ms` is the
+        /// first minute counted); at most [`MAX_STAT_RULES`] rules.
+        pub totals: Vec<StatRow>,
+        /// Per rule and minute, the last hour.
+        pub recent: Vec<StatRow>,
+        /// Manual bans in force (every hub holds them all).
+        pub manual_bans: u64,
+        /// Bans rules started, as this hub has them listed.
+        pub rule_bans: u64,
+    }
 }
 
-crate::write_json!(HubStats {
-    requests,
-    totals,
-    recent,
-    manual_bans,
-    rule_bans
-});
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatsAnswer {
-    pub since_ms: u64,
-    pub now_ms: u64,
-    pub rules: Vec<RuleStats>,
+crate::wire! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct StatsAnswer {
+        pub since_ms: u64,
+        pub now_ms: u64,
+        pub rules: Vec<RuleStats>,
+    }
 }
-
-crate::write_json!(StatsAnswer {
-    since_ms,
-    now_ms,
-    rules
-});
 
 /// Totals since `since_ms` and the last hour per minute, for every rule
 /// the hubs counted (at most [`MAX_STAT_RULES`], by name), from the hubs'
@@ -278,7 +249,7 @@ pub fn summarize(
     }
     let mut rules: Vec<RuleStats> = rules.into_values().take(MAX_STAT_RULES).collect();
     for stats in &mut rules {
-        order::sort_by_key(&mut stats.per_minute, |row| row.minute_ms);
+        short_sort::sort_by_key(&mut stats.per_minute, |row| row.minute_ms);
     }
     StatsAnswer {
         since_ms,

@@ -1,46 +1,30 @@
-//! The keys refused most often, in bounded memory: the space-saving
-//! summary (Metwally, Agrawal, El Abbadi, 2005).
-//!
-//! A summary keeps at most `capacity` counters. A key already counted adds
-//! to its counter; a new key takes a free counter, or else replaces the
-//! smallest one and inherits its count, remembered as `error`. So:
-//!
-//! - every counted `count` is an upper bound of the key's true count, and
-//!   `count - error` a lower bound;
-//! - a key seen more than `n / capacity` times (of `n` seen in all) is
-//!   always listed.
-//!
-//! Summaries merge by adding counts (and errors) key by key, then keeping
-//! the `capacity` largest: the merged bounds hold for the sum of the
-//! inputs, with `n` the total, because a key left out of one input had at
-//! most that input's smallest count there, and that is added to its error.
-
-use serde::{Deserialize, Serialize};
-
-use crate::input::scan::{list, need, Read, Scan};
+//! The keys refused most often, in bounded memory: the space-saving summary
+//! (Metwally, Agrawal, El Abbadi, 2005). Each `count` is an upper bound of a
+//! key's true count and `count - error` a lower one; a key seen more than
+//! `n / capacity` times is always listed; summaries merge keeping both bounds.
 
 /// How many keys an isolate (and a hub, per rule and minute) keeps.
 pub const CAPACITY: usize = 32;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counted {
-    pub key: String,
-    /// At least the key's true count.
-    pub count: u64,
-    /// How much `count` may overstate it.
-    pub error: u64,
+crate::wire! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Counted {
+        pub key: String,
+        /// At least the key's true count.
+        pub count: u64,
+        /// How much `count` may overstate it.
+        pub error: u64,
+    }
 }
 
-crate::write_json!(Counted { key, count, error });
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TopKeys {
-    counted: Vec<Counted>,
-    /// Everything ever added, so readers can state the guarantee.
-    seen: u64,
+crate::wire! {
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct TopKeys {
+        counted: Vec<Counted>,
+        /// Everything ever added, so readers can state the guarantee.
+        seen: u64,
+    }
 }
-
-crate::write_json!(TopKeys { counted, seen });
 
 impl TopKeys {
     pub fn new() -> TopKeys {
@@ -117,24 +101,6 @@ impl TopKeys {
         ranked
     }
 
-    /// A summary as serde writes it, read by hand ([`crate::input::scan`]):
-    /// what a hub stores and is sent.
-    pub fn read(scan: &mut Scan) -> Read<TopKeys> {
-        let (mut counted, mut seen) = (None, None);
-        let mut fields = scan.object()?;
-        while let Some(field) = fields.key(scan)? {
-            match &*field {
-                "counted" => counted = Some(list(scan, read_counted)?),
-                "seen" => seen = Some(scan.u64()?),
-                _ => scan.skip()?,
-            }
-        }
-        Ok(TopKeys {
-            counted: need(counted)?,
-            seen: need(seen)?,
-        })
-    }
-
     pub fn seen(&self) -> u64 {
         self.seen
     }
@@ -161,44 +127,22 @@ pub fn merge_all<'a>(parts: impl IntoIterator<Item = &'a TopKeys>, capacity: usi
 
 /// Larger counts first, then keys in order. One named function for both
 /// sorts, so the sort is compiled once for it rather than once per
-/// closure (2 KB of wasm).
-fn read_counted(scan: &mut Scan) -> Read<Counted> {
-    let (mut key, mut count, mut error) = (None, None, None);
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "key" => key = Some(scan.string()?),
-            "count" => count = Some(scan.u64()?),
-            "error" => error = Some(scan.u64()?),
-            _ => scan.skip()?,
-        }
-    }
-    Ok(Counted {
-        key: need(key)?,
-        count: need(count)?,
-        error: need(error)?,
-    })
-}
-
+/// closure (BENCHMARKS.md).
 fn by_rank(a: &Counted, b: &Counted) -> std::cmp::Ordering {
     b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key))
 }
 
-/// One rule's most refused keys in one minute: what an isolate reports,
-/// what a hub keeps and what the admin stats merge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleTop {
-    pub rule: String,
-    /// The minute the keys were counted in (when the report was made).
-    pub minute_ms: u64,
-    pub keys: TopKeys,
+crate::wire! {
+    /// One rule's most refused keys in one minute: what an isolate reports,
+    /// what a hub keeps and what the admin stats merge.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct RuleTop {
+        pub rule: String,
+        /// The minute the keys were counted in (when the report was made).
+        pub minute_ms: u64,
+        pub keys: TopKeys,
+    }
 }
-
-crate::write_json!(RuleTop {
-    rule,
-    minute_ms,
-    keys
-});
 
 #[cfg(test)]
 mod tests {

@@ -1,14 +1,9 @@
-//! The JSON the worker writes, by hand: [`Write`] for each type it sends,
-//! stores or answers with (`write.rs`, [`write_json!`](crate::write_json!)
-//! for structs), and `json!({"key": value, ...})` for the objects of its
-//! answers, each value anything that is [`Write`], `null` or `[]`.
-//! `json!` writes what `serde_json::json!` then `serde_json::to_string`
-//! wrote: its map keeps keys in order (a `BTreeMap`), so the fields come
-//! out sorted by key, whatever their order in the source. Here each
-//! field is one call, [`Object::put`], with one copy per type of value,
-//! and no tree of values is built. Tests keep `serde_json::json!`, whose
-//! nested literals they use.
+//! The JSON the worker writes: [`Write`] for each type (`write.rs`; structs
+//! declared with [`wire!`](crate::wire!)), and `json!({"key": value, ...})`
+//! for an answer's object, its fields written as text and sorted by key at
+//! the end, as the `serde_json::Value` it once built sorted them.
 
+pub mod wire;
 mod write;
 
 pub use write::{to_string, Fields, Text, Write};
@@ -86,7 +81,7 @@ impl Object {
     /// The object, its fields sorted by key.
     #[inline(never)]
     pub fn finish(mut self) -> Json {
-        crate::order::sort_by_key(&mut self.fields, |&(key, _, _)| key);
+        crate::short_sort::sort_by_key(&mut self.fields, |&(key, _, _)| key);
         let values = self.values.as_str();
         let mut out = Text::with_capacity(values.len() + 16 * self.fields.len() + 2);
         let mut fields = out.object();
@@ -96,6 +91,13 @@ impl Object {
         fields.end();
         Json(out.into_string())
     }
+}
+
+/// `value` as [`Write`] writes it, read back as a tree, for tests that
+/// look at its fields.
+#[cfg(test)]
+pub fn value_of<T: Write + ?Sized>(value: &T) -> serde_json::Value {
+    serde_json::from_str(&to_string(value)).unwrap()
 }
 
 /// `value` as [`Write`] writes it, checked against what serde's derive of

@@ -1,12 +1,7 @@
-//! JSON written by hand: [`Write`] for each type the worker and its
-//! objects send or store, into one [`Text`] whose methods are not generic.
-//! serde's derived writers, over `serde_json`'s serializer, cost the wasm
-//! a copy of the serializer's field and error handling per type (about
-//! 17 KB gzip in all); a type here costs one call per field. The text is
-//! byte for byte what `serde_json::to_string` writes of the same value
-//! (compact, keys in the order given, strings escaped as serde_json
-//! escapes them), which the tests check against the types' serde derives,
-//! kept for that.
+//! JSON written by hand into one [`Text`] whose methods are not generic: a
+//! type costs one call per field, not a copy of a serializer (BENCHMARKS.md).
+//! The text is what `serde_json::to_string` writes of the same value (compact,
+//! keys in the order given, strings escaped as serde_json escapes them).
 
 use serde_json::{Map, Number, Value};
 
@@ -209,7 +204,7 @@ impl Fields<'_> {
         self.close();
         if self.placed.windows(2).any(|pair| pair[0].0 > pair[1].0) {
             let (from, to) = (self.placed[0].1, self.placed[self.placed.len() - 1].2);
-            crate::order::sort_by_key(&mut self.placed, |&(key, _, _)| key);
+            crate::short_sort::sort_by_key(&mut self.placed, |&(key, _, _)| key);
             let mut sorted = String::with_capacity(to - from);
             for &(_, start, end) in &self.placed {
                 if !sorted.is_empty() {

@@ -9,12 +9,10 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 use super::{Expired, Ledger, Write};
+use crate::bounds::MAX_BAN_MS;
 use crate::input::duration::format_ms;
 use crate::limit::{Policy, SlidingLog, MAX_LIMIT};
-use crate::limits::MAX_BAN_MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BanPolicy {
@@ -194,22 +192,17 @@ impl Ledger {
     }
 }
 
-/// What a check reports about a key's ban.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BanNotice {
-    pub until_ms: u64,
-    pub reason: String,
-    pub offences: u32,
-    /// Whether this very request started the ban.
-    pub started: bool,
+crate::wire! {
+    /// What a check reports about a key's ban.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BanNotice {
+        pub until_ms: u64,
+        pub reason: String,
+        pub offences: u32,
+        /// Whether this very request started the ban.
+        pub started: bool,
+    }
 }
-
-crate::write_json!(BanNotice {
-    until_ms,
-    reason,
-    offences,
-    started
-});
 
 impl BanNotice {
     pub fn of(ban: &Ban, started: bool) -> BanNotice {

@@ -1,15 +1,8 @@
-//! A refusal's invitations: each refusing policy tells the refused request
-//! the next moment one of its places frees that no earlier refusal was
-//! told ([`crate::limit::spread`]), and the request comes back at the
-//! latest of them, since it needs room in every one.
-//!
-//! Only refusals over quota are spread. A ban's refusal is told the ban's
-//! end (one client, nobody to spread), a refused lease and a refusal only
-//! pending reservations caused are told a short fixed wait (a release or a
-//! refund may come any moment), and a request that can never pass is told
-//! nothing. Each policy's cursor is memory only: a refusal still writes
-//! nothing, and an object that restarts invites from the first moment
-//! again.
+//! A refusal's invitations: each refusing policy tells the request the next
+//! moment one of its places frees that no earlier refusal was told
+//! ([`crate::limit::spread`]), and it is told the latest of them. Only
+//! refusals over quota are spread (docs/algorithms.md); the cursors are
+//! memory only, so a refusal still writes nothing.
 
 use super::slot::Slot;
 use super::{Ledger, Outcome, Spread};

@@ -1,33 +1,29 @@
 //! A key's leases under a concurrency limit: what a request asks, what
 //! the outcome reports, and renewing, releasing and restoring them.
 
-use serde::{Deserialize, Serialize};
-
 use super::{Expired, LeaseOutcome, Ledger, Write};
 use crate::limit::lease::{Acquire, Grant, Lease, LeaseError, LeaseTable};
 
-/// A request for a lease under a concurrency limit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseAsk {
-    /// How the limit is named in headers and refusals.
-    pub name: String,
-    pub limit: u32,
-    pub ttl_ms: u64,
-    /// A label for operators; it grants nothing.
-    pub owner: Option<String>,
-    /// The id of a live lease to take one more hold on (re-entry).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reenter: Option<String>,
-    /// Whether a limit the key's leases are held under stands against this
-    /// one: the caller chose it (the decision API), not the operator.
-    #[serde(default)]
-    pub strict_limit: bool,
-    /// The id a new lease gets; chosen by the caller (randomly) so the
-    /// ledger stays deterministic.
-    pub new_id: String,
+crate::wire! {
+    /// A request for a lease under a concurrency limit.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LeaseAsk {
+        /// How the limit is named in headers and refusals.
+        pub name: String,
+        pub limit: u32,
+        pub ttl_ms: u64,
+        /// A label for operators; it grants nothing.
+        pub owner: Option<String>,
+        /// The id of a live lease to take one more hold on (re-entry).
+        pub reenter: Option<String> = None,
+        /// Whether a limit the key's leases are held under stands against this
+        /// one: the caller chose it (the decision API), not the operator.
+        pub strict_limit: bool => Default::default(),
+        /// The id a new lease gets; chosen by the caller (randomly) so the
+        /// ledger stays deterministic.
+        pub new_id: String,
+    }
 }
-
-crate::write_json!(LeaseAsk { name, limit, ttl_ms, owner, reenter if Option::is_none, strict_limit, new_id });
 
 impl LeaseAsk {
     pub(super) fn acquire(&self) -> Acquire<'_> {

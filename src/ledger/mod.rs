@@ -1,17 +1,8 @@
-//! What one key object holds, independent of how it is stored: for each
-//! key, one limiter per named policy (a "slot") and the key's ban record. It
-//! decides, tells the caller which rows to write, and says when the next
-//! sweep is due.
-//!
-//! The Durable Object glue in `edge::limiter` only executes what the ledger
-//! returns, so the rules about persistence and sweeping are tested here on the
-//! host.
-//!
-//! Deciding is here; each concept the decision touches has its module: a
-//! policy's `slot` and the rows an admission writes, `reservation`s,
-//! `leases`, `overrides`, the `ban`, the `outcome` a decision answers, the
-//! `invitations` a refusal hands out, the `rows` storage writes and
-//! deletes, and the `blocks` of admissions isolates make themselves.
+//! The state of the one key a key object holds, whatever stores it: one
+//! limiter per named policy (a "slot"), its ban, leases, override and
+//! reservations. The ledger decides, says which rows to write and when the
+//! next sweep is due, so persistence and sweeping are tested on the host
+//! (`edge::limiter` only runs what it returns).
 
 pub mod ban;
 pub mod blocks;

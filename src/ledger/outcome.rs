@@ -2,11 +2,10 @@
 //! when the whole request could pass; the same types cross the wire from
 //! a key object to the worker.
 
-use serde::{Deserialize, Serialize};
-
 use super::ban::BanNotice;
 use super::blocks::BlockGrant;
 use crate::control::Control;
+use crate::input::scan::{need, FromScan, Malformed, Read, Scan};
 use crate::limit::lease::{Lease, LeaseError};
 use crate::limit::{Decision, Retry};
 
@@ -17,66 +16,12 @@ use crate::limit::{Decision, Retry};
 pub const LEASE_RETRY_MS: u64 = 1_000;
 
 /// One policy's part of an outcome. On the wire its decision's fields sit
-/// beside the name and window (`WireDecision`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "WireDecision", into = "WireDecision")]
+/// beside the name and window, in one flat object.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyDecision {
     pub name: String,
     pub window_ms: u64,
     pub decision: Decision,
-}
-
-/// A [`PolicyDecision`] as one flat object. Spelled out rather than
-/// `#[serde(flatten)]`, which buffers every object it reads into an
-/// intermediate map first: a worker reads one of these per policy of every
-/// decision, and flatten's machinery was the only user of that map in the
-/// wasm.
-#[derive(Serialize, Deserialize)]
-struct WireDecision {
-    name: String,
-    window_ms: u64,
-    allowed: bool,
-    limit: u64,
-    remaining: u64,
-    reset_ms: u64,
-    retry_after_ms: Retry,
-}
-
-impl From<WireDecision> for PolicyDecision {
-    fn from(wire: WireDecision) -> PolicyDecision {
-        PolicyDecision {
-            name: wire.name,
-            window_ms: wire.window_ms,
-            decision: Decision {
-                allowed: wire.allowed,
-                limit: wire.limit,
-                remaining: wire.remaining,
-                reset_ms: wire.reset_ms,
-                retry: wire.retry_after_ms,
-            },
-        }
-    }
-}
-
-impl From<PolicyDecision> for WireDecision {
-    fn from(policy: PolicyDecision) -> WireDecision {
-        let Decision {
-            allowed,
-            limit,
-            remaining,
-            reset_ms,
-            retry,
-        } = policy.decision;
-        WireDecision {
-            name: policy.name,
-            window_ms: policy.window_ms,
-            allowed,
-            limit,
-            remaining,
-            reset_ms,
-            retry_after_ms: retry,
-        }
-    }
 }
 
 impl crate::json::Write for PolicyDecision {
@@ -94,117 +39,136 @@ impl crate::json::Write for PolicyDecision {
     }
 }
 
-/// The answer to one check across all of a request's policies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    pub allowed: bool,
-    /// Set on a refusal that only pending reservations caused: every
-    /// refusing policy would have admitted the request with their units
-    /// given back. Such a refusal says so (`pending`), asks for a short
-    /// retry ([`PENDING_RETRY_MS`]) and counts toward no ban: the attempts
-    /// holding the places may all be refunded a moment later.
-    ///
-    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pending: bool,
-    pub policies: Vec<PolicyDecision>,
-    /// Set when the key is banned, before or by this request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ban: Option<BanNotice>,
-    /// The concurrency limit's part, when the request asked for a lease.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<LeaseOutcome>,
-    /// Set, with nothing decided, when the request was asked to leave
-    /// alone state its key holds under another algorithm or window: the
-    /// name of the policy that conflicts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conflict: Option<String>,
-    /// Set, with nothing decided, when an operator paused or closed the
-    /// rule this object is a part of: the state, which answers instead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub halt: Option<Control>,
-    /// [`Retry::NOW`] when allowed; otherwise how long until the whole
-    /// request could pass: the ban must end and every refusing policy must
-    /// have room (windows only free up while nothing is admitted). A refused
-    /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner, and a
-    /// pending refusal [`PENDING_RETRY_MS`], or its window's room if sooner.
-    /// A refusal over quota is told a later moment when earlier refusals
-    /// were told this one ([`spread`](Self::spread)). On the wire as
-    /// `retry_after_ms`, like [`Decision::retry`].
-    ///
-    /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
-    #[serde(rename = "retry_after_ms")]
-    pub retry: Retry,
-    /// Set when `retry` was spread over the moments places free up
-    /// ([`crate::limit::spread`]): when the request could really pass, and
-    /// what to tell the next refusals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spread: Option<Spread>,
-    /// Admission blocks granted with this answer, when the call asked for
-    /// them ([`super::blocks`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blocks: Vec<BlockGrant>,
-    /// A part of a split quota whose whole limit an operator set: the
-    /// policy and the whole limit its answer announces (`Override::whole`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub whole: Option<(String, u64)>,
+impl FromScan for PolicyDecision {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<PolicyDecision> {
+        const NAMES: [&str; 7] = [
+            "name",
+            "allowed",
+            "retry_after_ms",
+            "window_ms",
+            "limit",
+            "remaining",
+            "reset_ms",
+        ];
+        let (mut name, mut allowed, mut retry) = (None, None, Retry::Never);
+        let mut values = [None; 4];
+        let mut object = scan.object()?;
+        while let Some(at) = object.field(scan, &NAMES)? {
+            match at {
+                0 => name = Some(scan.string()?),
+                1 => allowed = Some(scan.bool()?),
+                2 => retry = Retry::from_scan(scan)?,
+                _ => {
+                    if let Some(value) = values.get_mut(at.wrapping_sub(3)) {
+                        *value = Some(scan.u64()?);
+                    }
+                }
+            }
+        }
+        let [Some(window_ms), Some(limit), Some(remaining), Some(reset_ms)] = values else {
+            return Err(Malformed);
+        };
+        Ok(PolicyDecision {
+            name: need(name)?,
+            window_ms,
+            decision: Decision {
+                allowed: need(allowed)?,
+                limit,
+                remaining,
+                reset_ms,
+                retry,
+            },
+        })
+    }
 }
 
-crate::write_json!(Outcome {
-    allowed,
-    pending if std::ops::Not::not,
-    policies,
-    ban if Option::is_none,
-    lease if Option::is_none,
-    conflict if Option::is_none,
-    halt if Option::is_none,
-    retry as "retry_after_ms",
-    spread if Option::is_none,
-    blocks if Vec::is_empty,
-    whole if Option::is_none,
-});
-
-/// A refusal whose retry time was spread: `retry` is the moment its
-/// refusing policies invited it, at or after the moment it could really
-/// pass. Both in ms from the decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Spread {
-    /// How long until the request could really pass if nothing else were
-    /// admitted: until then the object refuses it whatever happens, so a
-    /// copy of the refusal (the isolate's cache) may answer for it.
-    #[serde(rename = "earliest_ms")]
-    pub earliest: u64,
-    /// The moments the next refusals are invited to come back, in order,
-    /// handed out already for a copy of the refusal to tell them: the
-    /// isolate answers the refusals that follow from its cache with these,
-    /// one each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "next_ms")]
-    pub next: Vec<u64>,
+crate::wire! {
+    /// The answer to one check across all of a request's policies.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Outcome {
+        pub allowed: bool,
+        /// Set on a refusal that only pending reservations caused: every
+        /// refusing policy would have admitted the request with their units
+        /// given back. Such a refusal says so (`pending`), asks for a short
+        /// retry ([`PENDING_RETRY_MS`]) and counts toward no ban: the attempts
+        /// holding the places may all be refunded a moment later.
+        ///
+        /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+        pub pending: bool = false,
+        pub policies: Vec<PolicyDecision>,
+        /// Set when the key is banned, before or by this request.
+        pub ban: Option<BanNotice> = None,
+        /// The concurrency limit's part, when the request asked for a lease.
+        pub lease: Option<LeaseOutcome> = None,
+        /// Set, with nothing decided, when the request was asked to leave
+        /// alone state its key holds under another algorithm or window: the
+        /// name of the policy that conflicts.
+        pub conflict: Option<String> = None,
+        /// Set, with nothing decided, when an operator paused or closed the
+        /// rule this object is a part of: the state, which answers instead.
+        pub halt: Option<Control> = None,
+        /// [`Retry::NOW`] when allowed; otherwise how long until the whole
+        /// request could pass: the ban must end and every refusing policy must
+        /// have room (windows only free up while nothing is admitted). A refused
+        /// lease counts [`LEASE_RETRY_MS`], or its first lapse if sooner, and a
+        /// pending refusal [`PENDING_RETRY_MS`], or its window's room if sooner.
+        /// A refusal over quota is told a later moment when earlier refusals
+        /// were told this one ([`spread`](Self::spread)). On the wire as
+        /// `retry_after_ms`, like [`Decision::retry`].
+        ///
+        /// [`PENDING_RETRY_MS`]: super::PENDING_RETRY_MS
+        pub retry as "retry_after_ms": Retry,
+        /// Set when `retry` was spread over the moments places free up
+        /// ([`crate::limit::spread`]): when the request could really pass, and
+        /// what to tell the next refusals.
+        pub spread: Option<Spread> = None,
+        /// Admission blocks granted with this answer, when the call asked for
+        /// them ([`super::blocks`]).
+        pub blocks: Vec<BlockGrant> = Vec::new(),
+        /// A part of a split quota whose whole limit an operator set: the
+        /// policy and the whole limit its answer announces (`Override::whole`).
+        pub whole: Option<(String, u64)> = None,
+    }
 }
 
-crate::write_json!(Spread { earliest as "earliest_ms", next as "next_ms" if Vec::is_empty });
-
-/// A concurrency limit's answer, named like a policy for the headers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseOutcome {
-    pub name: String,
-    pub limit: u32,
-    /// Leases held after this request.
-    pub in_flight: u32,
-    /// The lease this request holds, when one was granted.
-    pub lease: Option<Lease>,
-    /// Whether the concurrency limit refused; it is not asked when a rate
-    /// policy has already refused.
-    pub refused: bool,
-    /// When refused, ms until the first lease lapses: the worst case, since
-    /// a release may come sooner.
-    pub retry_after_ms: u64,
-    /// Set when the acquire was not even tried: the request is at fault.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<LeaseError>,
+crate::wire! {
+    /// A refusal whose retry time was spread: `retry` is the moment its
+    /// refusing policies invited it, at or after the moment it could really
+    /// pass. Both in ms from the decision.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Spread {
+        /// How long until the request could really pass if nothing else were
+        /// admitted: until then the object refuses it whatever happens, so a
+        /// copy of the refusal (the isolate's cache) may answer for it.
+        pub earliest as "earliest_ms": u64,
+        /// The moments the next refusals are invited to come back, in order,
+        /// handed out already for a copy of the refusal to tell them: the
+        /// isolate answers the refusals that follow from its cache with these,
+        /// one each.
+        pub next as "next_ms": Vec<u64> = Vec::new(),
+    }
 }
 
-crate::write_json!(LeaseOutcome { name, limit, in_flight, lease, refused, retry_after_ms, error if Option::is_none });
+crate::wire! {
+    /// A concurrency limit's answer, named like a policy for the headers.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LeaseOutcome {
+        pub name: String,
+        pub limit: u32,
+        /// Leases held after this request.
+        pub in_flight: u32,
+        /// The lease this request holds, when one was granted.
+        pub lease: Option<Lease>,
+        /// Whether the concurrency limit refused; it is not asked when a rate
+        /// policy has already refused.
+        pub refused: bool,
+        /// When refused, ms until the first lease lapses: the worst case, since
+        /// a release may come sooner.
+        pub retry_after_ms: u64,
+        /// Set when the acquire was not even tried: the request is at fault.
+        pub error: Option<LeaseError> = None,
+    }
+}
 
 impl Outcome {
     pub(super) fn new(

@@ -2,43 +2,25 @@
 //! in storage encoding ([`Spec::encode`]). Objects already hold rows in this
 //! form, so it stays fixed whatever the worker↔object protocol sends.
 
-use serde::Serialize;
-
-use super::overrides::read_whole;
 use super::Override;
-use crate::input::scan::{list, need, nullable, whole, Read, Scan};
+use crate::input::scan::FromScan;
 use crate::limit::Spec;
 
-#[derive(Serialize)]
-struct Row {
-    policies: Vec<RowPolicy>,
-    until_ms: Option<u64>,
-    reason: String,
-    set_ms: u64,
-    whole: Option<(String, u64)>,
+crate::wire! {
+    struct Row {
+        policies: Vec<RowPolicy>,
+        until_ms: Option<u64>,
+        reason: String,
+        set_ms: u64,
+        whole: Option<(String, u64)> = None,
+    }
 }
 
-crate::write_json!(Row {
-    policies,
-    until_ms,
-    reason,
-    set_ms,
-    whole if Option::is_none,
-});
-
-#[derive(Serialize)]
-struct RowPolicy {
-    name: String,
-    spec: (u64, u64, u64, u64),
-}
-
-impl crate::json::Write for RowPolicy {
-    fn write(&self, out: &mut crate::json::Text) {
-        let (a, b, c, d) = self.spec;
-        let mut fields = out.object();
-        fields.field("name", &self.name);
-        fields.field("spec", &[a, b, c, d][..]);
-        fields.end();
+crate::wire! {
+    /// A policy and its spec as [`Spec::encode`] gives it, four numbers.
+    struct RowPolicy {
+        name: String,
+        spec: Vec<u64>,
     }
 }
 
@@ -48,9 +30,12 @@ pub fn encode(o: &Override) -> String {
         policies: o
             .policies
             .iter()
-            .map(|(name, spec)| RowPolicy {
-                name: name.clone(),
-                spec: spec.encode(),
+            .map(|(name, spec)| {
+                let (kind, a, b, c) = spec.encode();
+                RowPolicy {
+                    name: name.clone(),
+                    spec: vec![kind, a, b, c],
+                }
             })
             .collect(),
         until_ms: o.until_ms,
@@ -61,16 +46,15 @@ pub fn encode(o: &Override) -> String {
 }
 
 /// The override a row body holds; `None` if it no longer reads back or a
-/// spec no longer validates. Read by hand ([`crate::input::scan`]), as the
-/// objects read their calls.
+/// spec no longer validates.
 pub fn decode(body: &str) -> Option<Override> {
-    let row = whole(body, row).ok()?;
+    let row = Row::from_json(body).ok()?;
     let policies = row
         .policies
         .into_iter()
-        .map(|p| {
-            let (kind, a, b, c) = p.spec;
-            Spec::decode(kind, a, b, c).map(|spec| (p.name, spec))
+        .map(|p| match p.spec[..] {
+            [kind, a, b, c] => Spec::decode(kind, a, b, c).map(|spec| (p.name, spec)),
+            _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
     Some(Override {
@@ -79,54 +63,6 @@ pub fn decode(body: &str) -> Option<Override> {
         reason: row.reason,
         set_ms: row.set_ms,
         whole: row.whole,
-    })
-}
-
-fn row(scan: &mut Scan) -> Read<Row> {
-    let (mut policies, mut until_ms, mut reason, mut set_ms) = (None, None, None, None);
-    let mut whole = None;
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "policies" => policies = Some(list(scan, row_policy)?),
-            "until_ms" => until_ms = nullable(scan, Scan::u64)?,
-            "reason" => reason = Some(scan.string()?),
-            "set_ms" => set_ms = Some(scan.u64()?),
-            "whole" => whole = nullable(scan, read_whole)?,
-            _ => scan.skip()?,
-        }
-    }
-    Ok(Row {
-        policies: need(policies)?,
-        until_ms,
-        reason: need(reason)?,
-        set_ms: need(set_ms)?,
-        whole,
-    })
-}
-
-fn row_policy(scan: &mut Scan) -> Read<RowPolicy> {
-    let (mut name, mut spec) = (None, None);
-    let mut fields = scan.object()?;
-    while let Some(field) = fields.key(scan)? {
-        match &*field {
-            "name" => name = Some(scan.string()?),
-            "spec" => {
-                let mut items = scan.array()?;
-                let mut values = [0; 4];
-                for value in &mut values {
-                    items.more(scan)?;
-                    *value = scan.u64()?;
-                }
-                items.close(scan)?;
-                spec = Some((values[0], values[1], values[2], values[3]));
-            }
-            _ => scan.skip()?,
-        }
-    }
-    Ok(RowPolicy {
-        name: need(name)?,
-        spec: need(spec)?,
     })
 }
 

@@ -2,7 +2,6 @@
 //! until it lapses or is lifted.
 
 use super::{Expired, Ledger, Write};
-use crate::input::scan::{Read, Scan};
 use crate::limit::Spec;
 
 /// An operator's limits for one key, in force over its rule's (or tier's)
@@ -21,18 +20,6 @@ pub struct Override {
     /// policy it changed and the whole quota's limit, which a split
     /// quota's part announces (its own share is in `policies`).
     pub whole: Option<(String, u64)>,
-}
-
-/// An override's `whole`, `[policy, limit]`, as its row and the wire
-/// write it.
-pub fn read_whole(scan: &mut Scan) -> Read<(String, u64)> {
-    let mut items = scan.array()?;
-    items.more(scan)?;
-    let name = scan.string()?;
-    items.more(scan)?;
-    let limit = scan.u64()?;
-    items.close(scan)?;
-    Ok((name, limit))
 }
 
 impl Override {

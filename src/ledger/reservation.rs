@@ -1,19 +1,11 @@
-//! Reservations: admissions made for a request whose answer decides
-//! whether they count, kept or refunded by a settle, and kept when no
-//! settle comes in time.
-//!
-//! A reservation is admitted like any request, rows and all, before it is
-//! answered, and a row of its own says it is still pending. So storage
-//! always holds every unit that counts: an object evicted, restarted or
-//! crashed while a reservation is pending reads it back, and one whose
-//! reservation row were lost would keep its units (the strict side). A
-//! refund takes its units back out of the rows.
-
-use serde::Serialize;
+//! Reservations: admissions whose request's answer decides whether they
+//! count, kept or refunded by a settle and kept when none comes in time.
+//! Admitted and written before they are answered, with a row of their own,
+//! so a restart forgets none and a lost row keeps units (the strict side).
 
 use super::slot::record;
 use super::{Ask, Expired, Ledger, Outcome, Write};
-use crate::input::scan::{list, whole, Read, Scan};
+use crate::input::scan::FromScan;
 use crate::limit::{Decision, Recorded, Retry};
 
 /// An admission made for a request whose answer decides whether it counts.
@@ -39,51 +31,28 @@ pub struct Run {
     pub in_slot_row: bool,
 }
 
-/// A run as its reservation's row holds it: `[slot, at_ms, in_slot_row]`.
-#[derive(Serialize)]
-struct RowRun(String, u64, bool);
-
-impl crate::json::Write for RowRun {
-    fn write(&self, out: &mut crate::json::Text) {
-        (&self.0, self.1, self.2).write(out);
-    }
-}
-
-impl RowRun {
-    fn read(scan: &mut Scan) -> Read<RowRun> {
-        let mut items = scan.array()?;
-        items.more(scan)?;
-        let slot = scan.string()?;
-        items.more(scan)?;
-        let at_ms = scan.u64()?;
-        items.more(scan)?;
-        let in_slot_row = scan.bool()?;
-        items.close(scan)?;
-        Ok(RowRun(slot, at_ms, in_slot_row))
-    }
-}
-
 impl Reservation {
-    /// The runs as the reservation row's `runs` column holds them (JSON).
+    /// The runs as the reservation row's `runs` column holds them (JSON):
+    /// `[slot, at_ms, in_slot_row]` each.
     pub fn encode_runs(&self) -> String {
-        let runs: Vec<RowRun> = self
+        let runs: Vec<(&str, u64, bool)> = self
             .runs
             .iter()
-            .map(|r| RowRun(r.slot.clone(), r.at_ms, r.in_slot_row))
+            .map(|r| (r.slot.as_str(), r.at_ms, r.in_slot_row))
             .collect();
         crate::json::to_string(&runs)
     }
 
     /// A reservation from its row; `None` if its runs no longer read back.
     pub fn from_row(id: String, lapses_ms: u64, cost: u32, runs: &str) -> Option<Reservation> {
-        let runs = whole(runs, |scan| list(scan, RowRun::read)).ok()?;
+        let runs = Vec::<(String, u64, bool)>::from_json(runs).ok()?;
         Some(Reservation {
             id,
             lapses_ms,
             cost,
             runs: runs
                 .into_iter()
-                .map(|RowRun(slot, at_ms, in_slot_row)| Run {
+                .map(|(slot, at_ms, in_slot_row)| Run {
                     slot,
                     at_ms,
                     in_slot_row,

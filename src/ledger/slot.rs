@@ -1,8 +1,6 @@
 //! A slot: one policy's limiter in a key's ledger, what storage holds of
 //! it, and the rows an admission into it writes.
 
-use serde::{Deserialize, Serialize};
-
 use super::{Ledger, PolicyDecision, Write};
 use crate::limit::spread::Cursor;
 use crate::limit::{Algorithm, Decision, Recorded, Spec};
@@ -20,26 +18,19 @@ pub(super) struct Slot {
     pub(super) invited: Cursor,
 }
 
-/// A slot's state as an operator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlotReport {
-    pub policy: String,
-    pub limit: u64,
-    pub window_ms: u64,
-    /// Units that count now (limit minus remaining).
-    pub used: u64,
-    pub remaining: u64,
-    pub reset_ms: u64,
+crate::wire! {
+    /// A slot's state as an operator sees it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SlotReport {
+        pub policy: String,
+        pub limit: u64,
+        pub window_ms: u64,
+        /// Units that count now (limit minus remaining).
+        pub used: u64,
+        pub remaining: u64,
+        pub reset_ms: u64,
+    }
 }
-
-crate::write_json!(SlotReport {
-    policy,
-    limit,
-    window_ms,
-    used,
-    remaining,
-    reset_ms
-});
 
 impl SlotReport {
     /// A policy's state as an operator reads it from its limiter.

@@ -25,11 +25,9 @@
 //! An operator's own state is left alone: a part closes only when it
 //! holds none, and an operator who opens a sold-out rule keeps it open.
 
-use serde::Serialize;
-
 use super::{Ask, Expired, Ledger, Outcome, Write};
 use crate::control::{Control, RuleState};
-use crate::input::scan::{list, need, nullable, whole, Read, Scan};
+use crate::input::scan::FromScan;
 use crate::limit::{Retry, Spec};
 
 /// The reason a part closes with.
@@ -44,73 +42,32 @@ pub const RETELL_MS: u64 = 1_000;
 /// so (`crate::isolate::refusals`).
 pub const USED_HOLD_MS: u64 = 1_000;
 
-/// What a check says of the quota its part belongs to: this part, how
-/// many there are, and the whole limit the config sets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct StockAsk {
-    pub part: u32,
-    pub parts: u32,
-    pub whole: u64,
-}
-
-crate::write_json!(StockAsk { part, parts, whole });
-
-impl StockAsk {
-    pub fn read(scan: &mut Scan) -> Read<StockAsk> {
-        let (mut part, mut parts, mut whole) = (None, None, None);
-        let mut object = scan.object()?;
-        while let Some(field) = object.key(scan)? {
-            match &*field {
-                "part" => part = Some(scan.u32()?),
-                "parts" => parts = Some(scan.u32()?),
-                "whole" => whole = Some(scan.u64()?),
-                _ => scan.skip()?,
-            }
-        }
-        Ok(StockAsk {
-            part: need(part)?,
-            parts: need(parts)?,
-            whole: need(whole)?,
-        })
+crate::wire! {
+    /// What a check says of the quota its part belongs to: this part, how
+    /// many there are, and the whole limit the config sets.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct StockAsk {
+        pub part: u32,
+        pub parts: u32,
+        pub whole: u64,
     }
 }
 
-/// What a part says of its share: the number of what it says (each
-/// later than the last), the limit it judged the share under (the whole
-/// quota's, and since when an operator's override of it holds, 0 for
-/// none: every part holds the same), and whether the share is used. On
-/// the wire `{"seq", "whole", "since", "used"}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Told {
-    pub seq: u64,
-    pub whole: u64,
-    pub since: u64,
-    pub used: bool,
+crate::wire! {
+    /// What a part says of its share: the number of what it says (each
+    /// later than the last), the limit it judged the share under (the whole
+    /// quota's, and since when an operator's override of it holds, 0 for
+    /// none: every part holds the same), and whether the share is used.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct Told {
+        pub seq: u64 => 0,
+        pub whole: u64 => 0,
+        pub since: u64 => 0,
+        pub used: bool => false,
+    }
 }
-
-crate::write_json!(Told {
-    seq,
-    whole,
-    since,
-    used
-});
 
 impl Told {
-    pub fn read(scan: &mut Scan) -> Read<Told> {
-        let mut told = Told::default();
-        let mut object = scan.object()?;
-        while let Some(field) = object.key(scan)? {
-            match &*field {
-                "seq" => told.seq = scan.u64()?,
-                "whole" => told.whole = scan.u64()?,
-                "since" => told.since = scan.u64()?,
-                "used" => told.used = scan.bool()?,
-                _ => scan.skip()?,
-            }
-        }
-        Ok(told)
-    }
-
     /// Whether both were judged under the same limit.
     fn same_limit(&self, other: &Told) -> bool {
         (self.whole, self.since) == (other.whole, other.since)
@@ -139,23 +96,40 @@ pub struct Stock {
     due_ms: u64,
 }
 
+crate::wire! {
+    /// A [`Stock`] as its row holds it: the share's spec in storage
+    /// encoding ([`Spec::encode`]), four numbers.
+    struct Row {
+        name: String,
+        ask: StockAsk,
+        share: Option<(String, Vec<u64>)>,
+        mine: Told => Told::default(),
+        peers: Vec<Option<Told>> => Vec::new(),
+        all: bool => false,
+        closed_ms: Option<u64>,
+        owed: Vec<u32> => Vec::new(),
+        due_ms: u64 => 0,
+    }
+}
+
 impl crate::json::Write for Stock {
     fn write(&self, out: &mut crate::json::Text) {
-        let mut fields = out.object();
-        fields.field("name", &self.name);
-        fields.field("ask", &self.ask);
         let share = self.share.as_ref().map(|(name, spec)| {
             let (kind, a, b, c) = spec.encode();
-            (name, [kind, a, b, c])
+            (name.clone(), vec![kind, a, b, c])
         });
-        fields.field("share", &share);
-        fields.field("mine", &self.mine);
-        fields.field("peers", &self.peers);
-        fields.field("all", &self.all);
-        fields.field("closed_ms", &self.closed_ms);
-        fields.field("owed", &self.owed);
-        fields.field("due_ms", &self.due_ms);
-        fields.end();
+        Row {
+            name: self.name.clone(),
+            ask: self.ask,
+            share,
+            mine: self.mine,
+            peers: self.peers.clone(),
+            all: self.all,
+            closed_ms: self.closed_ms,
+            owed: self.owed.clone(),
+            due_ms: self.due_ms,
+        }
+        .write(out);
     }
 }
 
@@ -174,41 +148,31 @@ impl Stock {
         }
     }
 
-    /// A stored row, `None` if it no longer reads back (the part then
-    /// judges its stock afresh from its next check).
+    /// A stored row, `None` if it no longer reads back or its share's
+    /// spec no longer validates (the part then judges its stock afresh
+    /// from its next check).
     pub fn decode(body: &str) -> Option<Stock> {
-        whole(body, Stock::read).ok()
-    }
-
-    fn read(scan: &mut Scan) -> Read<Stock> {
-        let mut stock = Stock::new(
-            "",
-            StockAsk {
-                part: 0,
-                parts: 0,
-                whole: 0,
+        let row = Row::from_json(body).ok()?;
+        let share = match row.share {
+            Some((name, spec)) => match spec[..] {
+                [kind, a, b, c] => Some((name, Spec::decode(kind, a, b, c)?)),
+                _ => return None,
             },
-        );
-        let (mut name, mut ask) = (None, None);
-        let mut object = scan.object()?;
-        while let Some(field) = object.key(scan)? {
-            match &*field {
-                "name" => name = Some(scan.string()?),
-                "ask" => ask = Some(StockAsk::read(scan)?),
-                "share" => stock.share = nullable(scan, share)?,
-                "mine" => stock.mine = Told::read(scan)?,
-                "peers" => stock.peers = list(scan, |scan| nullable(scan, Told::read))?,
-                "all" => stock.all = scan.bool()?,
-                "closed_ms" => stock.closed_ms = nullable(scan, Scan::u64)?,
-                "owed" => stock.owed = list(scan, Scan::u32)?,
-                "due_ms" => stock.due_ms = scan.u64()?,
-                _ => scan.skip()?,
-            }
-        }
-        stock.name = need(name)?;
-        stock.ask = need(ask)?;
-        stock.peers.resize(stock.ask.parts as usize, None);
-        Ok(stock)
+            None => None,
+        };
+        let mut peers = row.peers;
+        peers.resize(row.ask.parts as usize, None);
+        Some(Stock {
+            name: row.name,
+            ask: row.ask,
+            share,
+            mine: row.mine,
+            peers,
+            all: row.all,
+            closed_ms: row.closed_ms,
+            owed: row.owed,
+            due_ms: row.due_ms,
+        })
     }
 
     /// Says its share is `used` (or not) under `limit`'s, from now on:
@@ -240,25 +204,6 @@ impl Stock {
     pub fn owed(&self) -> Option<(&[u32], Told, u64)> {
         (!self.owed.is_empty()).then_some((&self.owed, self.mine, self.due_ms))
     }
-}
-
-/// `[policy, [kind, a, b, c]]`.
-fn share(scan: &mut Scan) -> Read<(String, Spec)> {
-    let mut items = scan.array()?;
-    items.more(scan)?;
-    let name = scan.string()?;
-    items.more(scan)?;
-    let mut values = [0; 4];
-    let mut spec = scan.array()?;
-    for value in &mut values {
-        spec.more(scan)?;
-        *value = scan.u64()?;
-    }
-    spec.close(scan)?;
-    items.close(scan)?;
-    let [kind, a, b, c] = values;
-    let spec = Spec::decode(kind, a, b, c).ok_or(crate::input::scan::Malformed)?;
-    Ok((name, spec))
 }
 
 impl Ledger {

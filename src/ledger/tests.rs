@@ -1,4 +1,5 @@
 use super::*;
+use crate::input::scan::FromScan;
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::lease::Lease;
 use crate::limit::{Policy, Retry};
@@ -116,14 +117,14 @@ fn a_wait_crosses_the_wire_as_ms_and_never_as_null() {
     check(&mut ledger, &p, 0, 2);
     for (cost, wire) in [(1, "1000"), (3, "null")] {
         let (refused, _) = check(&mut ledger, &p, 0, cost);
-        let json = serde_json::to_string(&refused).unwrap();
+        let json = crate::json::to_string(&refused);
         let field = format!("\"retry_after_ms\":{wire}");
         assert_eq!(
             json.matches(&field).count(),
             2,
             "outcome and policy: {json}"
         );
-        let back: Outcome = serde_json::from_str(&json).unwrap();
+        let back = Outcome::from_json(&json).unwrap();
         assert_eq!(back, refused);
     }
 }
@@ -134,7 +135,7 @@ fn a_policy_decision_crosses_the_wire_as_one_flat_object() {
     // two versions (during a deploy) must still agree on.
     let mut ledger = Ledger::new();
     let (outcome, _) = check(&mut ledger, &[log("api", 2, 1000)], 0, 1);
-    let json = serde_json::to_value(&outcome.policies[0]).unwrap();
+    let json = crate::json::value_of(&outcome.policies[0]);
     assert_eq!(
         json,
         serde_json::json!({
@@ -147,7 +148,7 @@ fn a_policy_decision_crosses_the_wire_as_one_flat_object() {
             "retry_after_ms": 0,
         })
     );
-    let back: PolicyDecision = serde_json::from_value(json).unwrap();
+    let back = PolicyDecision::from_json(&json.to_string()).unwrap();
     assert_eq!(back, outcome.policies[0]);
 }
 

@@ -4,7 +4,7 @@
 
 use super::gcra::{Gcra, GcraPolicy, Throttle};
 use super::spread::Schedule;
-use super::{Decision, FixedWindow, Policy, Retry, SlidingLog};
+use super::{Decision, FixedWindow, Policy, PolicyError, Retry, SlidingLog};
 
 /// Which algorithm, with what parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,38 @@ pub enum Spec {
     Gcra(GcraPolicy),
 }
 
+/// Why [`Spec::named`] made no spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unnamed {
+    /// No algorithm has that name.
+    Algorithm,
+    /// GCRA's burst, out of range.
+    Burst(u64),
+}
+
 impl Spec {
+    /// The spec an algorithm's name makes of `policy`, as the config and
+    /// the decision API spell it (the sliding log when none is named), with
+    /// GCRA's `burst` (the limit less one when none is given).
+    pub fn named(
+        algorithm: Option<&str>,
+        policy: Policy,
+        burst: Option<u64>,
+    ) -> Result<Spec, Unnamed> {
+        match algorithm {
+            None | Some("sliding_log") => Ok(Spec::SlidingLog(policy)),
+            Some("fixed_window") => Ok(Spec::FixedWindow(policy)),
+            Some("gcra") => {
+                let limit = u64::from(policy.limit());
+                let max_burst = burst.unwrap_or(limit - 1);
+                GcraPolicy::new(max_burst, limit, policy.window_ms())
+                    .map(Spec::Gcra)
+                    .map_err(|_| Unnamed::Burst(max_burst))
+            }
+            Some(_) => Err(Unnamed::Algorithm),
+        }
+    }
+
     pub fn limit(&self) -> u64 {
         match self {
             Spec::SlidingLog(p) | Spec::FixedWindow(p) => u64::from(p.limit()),
@@ -38,6 +69,34 @@ impl Spec {
                 u64::try_from(refill).unwrap_or(u64::MAX)
             }
         }
+    }
+
+    /// The spec as the config writes it: its algorithm's name, `limit`,
+    /// `window` (GCRA's period, not the refill time its limit and burst
+    /// make) and GCRA's `burst`.
+    pub fn written(&self) -> (&'static str, u64, u64, Option<u64>) {
+        match self {
+            Spec::Gcra(g) => ("gcra", g.count(), g.period_ms(), Some(g.max_burst())),
+            _ => (self.algorithm(), self.limit(), self.window_ms(), None),
+        }
+    }
+
+    /// The same algorithm and window with another limit; `None` for one
+    /// whose limit is a rate with a burst (GCRA), which no limit replaces
+    /// and no share divides.
+    pub fn with_limit(&self, limit: u64) -> Option<Result<Spec, PolicyError>> {
+        match self {
+            Spec::SlidingLog(p) => Some(Policy::new(limit, p.window_ms()).map(Spec::SlidingLog)),
+            Spec::FixedWindow(p) => Some(Policy::new(limit, p.window_ms()).map(Spec::FixedWindow)),
+            Spec::Gcra(_) => None,
+        }
+    }
+
+    /// Whether a unit it admitted can be given back (a refund, a settle
+    /// that does not keep it): GCRA holds one timestamp, not its units,
+    /// so it cannot. A layer that reserves, or counts by answer, needs it.
+    pub fn refunds(&self) -> bool {
+        !matches!(self, Spec::Gcra(_))
     }
 
     /// The algorithm's name, as the config spells it.

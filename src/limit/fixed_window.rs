@@ -1,15 +1,7 @@
-//! Fixed-window counter: the `INCR` + `EXPIRE` pattern.
-//!
-//! The first admission opens a window of length W; the window counts
-//! admissions until it expires, then the next admission opens a new one.
-//! One counter per key, the cheapest state there is; but the limit holds per
-//! window, not per interval: a client can spend N at the end of one window
-//! and N more at the start of the next, so up to 2N pass in one interval of
-//! length W. The sliding log exists to close that gap.
-//!
-//! Refused requests are not counted. In the Redis pattern they often are
-//! (`INCR` first, compare after), but that changes no decision: once a
-//! window is full it stays full until it expires either way.
+//! The fixed-window counter (`INCR` + `EXPIRE`): the first admission opens a
+//! window of length W that counts admissions until it expires. One counter per
+//! key; up to 2N pass across a window's boundary, the gap the sliding log
+//! closes. Refusals are not counted: a full window stays full either way.
 
 use super::{Decision, Policy, Retry};
 

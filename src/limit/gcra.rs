@@ -1,40 +1,9 @@
-//! Generic cell rate algorithm (GCRA), with the semantics of redis-cell's
-//! `CL.THROTTLE key max_burst count period quantity`.
-//!
-//! **The algorithm.** Units are emitted on a nominal schedule, one every
-//! emission interval `T = period / count`. Each key keeps one timestamp, the
-//! theoretical arrival time (TAT): when the schedule would be caught up if
-//! everything admitted so far had arrived exactly on time. A request of `q`
-//! units pushes the TAT to `max(TAT, now) + q·T`, and is admitted only if that
-//! new TAT lies no further ahead of `now` than the delay variation tolerance
-//! `τ = T · (max_burst + 1)`. An idle key earns capacity back continuously, one
-//! unit per `T`, up to `max_burst + 1` units at a single instant.
-//!
-//! **Trade-off against the exact sliding log.** State is O(1): one timestamp
-//! per key, whatever the limit, and refill is smooth rather than in steps. But
-//! GCRA enforces a rate with a burst allowance, not "at most N in any window":
-//! a client that spends its whole burst and then keeps pace with the rate gets
-//! `max_burst + count` units through in its first period, more than `limit`.
-//!
-//! **Mirroring redis-cell.** The decision, `limit`, `remaining`, `retry_after`
-//! (-1 when allowed, and also -1 when the request costs more than the
-//! tolerance and no wait can admit it) and `reset_after` follow
-//! `brandur/redis-cell`'s `RateLimiter::rate_limit`, and the whole-second
-//! figures are rounded as its `CL.THROTTLE` reply rounds them. Everything is
-//! integer nanoseconds (as redis-cell's durations are) widened to `i128`, so no
-//! input can overflow and no float error creeps in. Two deliberate
-//! differences, both confined to sub-microsecond edges: redis-cell derives
-//! `remaining` from durations truncated to microseconds and divided as floats,
-//! which can promise one unit more than it would admit when `T` is not a whole
-//! number of microseconds; here it is the exact quotient in nanoseconds, so
-//! `remaining` units are always admissible. And a request whose new TAT would
-//! fall after `u64::MAX` ns since the epoch (the year 2554, reachable only by
-//! a backlog of centuries or a broken clock) is refused with `retry_after` -1
-//! instead of being stored, because that TAT could not be persisted.
-//!
-//! **Clocks that step backwards.** The TAT is measured against whatever `now`
-//! says, so an earlier `now` only makes the key look busier: it can refuse
-//! more, never admit more.
+//! The generic cell rate algorithm (GCRA), with the semantics of redis-cell's
+//! `CL.THROTTLE key max_burst count period quantity`: one timestamp per key
+//! (the theoretical arrival time), a rate with a burst rather than "at most N
+//! in any window". Integer nanoseconds widened to `i128`, so no input
+//! overflows. Where it follows redis-cell and the two edges where it does not:
+//! docs/algorithms.md ("How it works": GCRA).
 
 use std::fmt;
 
@@ -154,37 +123,29 @@ pub struct Gcra {
     tat_ns: Option<u64>,
 }
 
-/// The answer to one `CL.THROTTLE`, in milliseconds for the HTTP headers and
-/// in redis-cell's whole seconds for callers that compare against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Throttle {
-    pub limited: bool,
-    pub limit: u64,
-    pub remaining: u64,
-    /// -1 when allowed, as redis-cell. Otherwise milliseconds (rounded up,
-    /// so retrying that much later succeeds if nothing else is admitted)
-    /// until the same request could succeed; also -1 when it never can
-    /// because it costs more than `limit`.
-    pub retry_after_ms: i64,
-    /// Milliseconds, rounded up, until the key is back to full capacity.
-    pub reset_after_ms: u64,
-    /// `retry_after` as redis-cell replies it: whole seconds, plus one when a
-    /// whole millisecond or more is left over (a sub-millisecond remainder is
-    /// dropped, as redis-cell drops it).
-    pub retry_after_s: i64,
-    /// `reset_after` in whole seconds, rounded as `retry_after_s`.
-    pub reset_after_s: u64,
+crate::wire! {
+    /// The answer to one `CL.THROTTLE`, in milliseconds for the HTTP headers and
+    /// in redis-cell's whole seconds for callers that compare against it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Throttle {
+        pub limited: bool,
+        pub limit: u64,
+        pub remaining: u64,
+        /// -1 when allowed, as redis-cell. Otherwise milliseconds (rounded up,
+        /// so retrying that much later succeeds if nothing else is admitted)
+        /// until the same request could succeed; also -1 when it never can
+        /// because it costs more than `limit`.
+        pub retry_after_ms: i64,
+        /// Milliseconds, rounded up, until the key is back to full capacity.
+        pub reset_after_ms: u64,
+        /// `retry_after` as redis-cell replies it: whole seconds, plus one when a
+        /// whole millisecond or more is left over (a sub-millisecond remainder is
+        /// dropped, as redis-cell drops it).
+        pub retry_after_s: i64,
+        /// `reset_after` in whole seconds, rounded as `retry_after_s`.
+        pub reset_after_s: u64,
+    }
 }
-
-crate::write_json!(Throttle {
-    limited,
-    limit,
-    remaining,
-    retry_after_ms,
-    reset_after_ms,
-    retry_after_s,
-    reset_after_s
-});
 
 impl Gcra {
     pub fn new(policy: GcraPolicy) -> Gcra {

@@ -1,61 +1,30 @@
-//! Leases: at most N holders at a time, each for a limited time.
-//!
-//! One mechanism serves two needs: a concurrency limit ("at most 10 callers
-//! run this at once") and a lock (a lease with limit 1). Every lease has an
-//! expiry, so a holder that dies cannot keep its slot; the key object's alarm
-//! reclaims it.
-//!
-//! **Fences.** Every new lease gets a fence number greater than every fence
-//! the key has given before, so a storage layer can refuse writes from a
-//! holder whose lease has lapsed and been granted again. A fence is
-//! `max(last fence + 1, now_ms × 1000)`. The first term makes fences grow
-//! while the key remembers its last fence, whatever the clock does (it may
-//! stand still, or more than 1 000 grants may share a millisecond and run
-//! into the next millisecond's numbers). The second lets the key forget:
-//! once `now_ms × 1000` exceeds the last fence, a fresh table would give a
-//! larger fence anyway, so the last fence is needed no longer
-//! ([`LeaseTable::needs_floor`]). Until then the key object keeps it, in
-//! memory and, once no lease row holds it, as a floor row. Forgetting can
-//! only lead to a repeat if the clock later steps back to or before the
-//! millisecond `last fence / 1000`. Fences stay below 2^53 (exact in
-//! JavaScript numbers) until the year 2255.
-//!
-//! **Holders.** Only the lease id, a random secret returned to whoever was
-//! granted the lease, renews, releases or re-enters it. An `owner` is a label
-//! for operators and grants nothing: anyone can send any name.
-//!
-//! **Limits.** When callers say the limit themselves (the decision API), the
-//! limit the held leases were granted under stands until they are all gone:
-//! a caller asking another limit is answered [`LeaseError::LimitMismatch`]
-//! rather than let past a lock. A limit from the operator's config (a proxy
-//! rule) applies at once, so a deploy can change it.
+//! Leases: at most N holders at a time, each for a limited time (a
+//! concurrency limit, or with N = 1 a lock), every lease with an expiry so a
+//! holder that dies cannot keep its slot. Each new lease gets a fence larger
+//! than any the key gave before; only its id (a secret) renews, releases or
+//! re-enters it. Fences, holders and limits: docs/algorithms.md ("How it
+//! works": leases).
 
-use serde::{Deserialize, Serialize};
+use crate::input::scan::{need, FromScan, Malformed, Read, Scan};
 
 /// Fence numbers per millisecond of the clock.
 pub const FENCES_PER_MS: u64 = 1000;
 
-/// One lease, as stored and reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lease {
-    pub id: String,
-    pub owner: Option<String>,
-    pub fence: u64,
-    /// When the lease lapses, ms since the epoch.
-    pub expires_ms: u64,
-    pub holds: u32,
+crate::wire! {
+    /// One lease, as stored and reported.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Lease {
+        pub id: String,
+        pub owner: Option<String>,
+        pub fence: u64,
+        /// When the lease lapses, ms since the epoch.
+        pub expires_ms: u64,
+        pub holds: u32,
+    }
 }
 
-crate::write_json!(Lease {
-    id,
-    owner,
-    fence,
-    expires_ms,
-    holds
-});
-
 /// The answer to an acquire that was tried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub granted: bool,
     /// The lease, when granted.
@@ -67,11 +36,10 @@ pub struct Grant {
     pub retry_after_ms: u64,
 }
 
-/// Why an acquire was not even tried. Written tagged by `kind`
-/// (`{"kind":"limit_mismatch","held":3}`, `{"kind":"no_such_lease"}`) and
-/// read back through [`TaggedLeaseError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", try_from = "TaggedLeaseError")]
+/// Why an acquire was not even tried. On the wire tagged inside its
+/// object by `kind`: `{"kind":"limit_mismatch","held":3}`,
+/// `{"kind":"no_such_lease"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseError {
     /// The key's leases are held under another limit.
     LimitMismatch { held: u32 },
@@ -79,7 +47,6 @@ pub enum LeaseError {
     NoSuchLease,
 }
 
-/// Tagged inside its object by `kind`, as serde's `tag = "kind"` writes it.
 impl crate::json::Write for LeaseError {
     fn write(&self, out: &mut crate::json::Text) {
         let mut fields = out.object();
@@ -94,31 +61,21 @@ impl crate::json::Write for LeaseError {
     }
 }
 
-/// A [`LeaseError`] as written: its tag and its one field. Reading it as a
-/// plain struct, rather than with the derived reader of an internally
-/// tagged enum, spares the wasm serde's buffering of every object into
-/// `Content` first, which no other type needed (12 KB).
-#[derive(Deserialize)]
-struct TaggedLeaseError {
-    kind: LeaseErrorKind,
-    held: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum LeaseErrorKind {
-    LimitMismatch,
-    NoSuchLease,
-}
-
-impl TryFrom<TaggedLeaseError> for LeaseError {
-    type Error = &'static str;
-
-    fn try_from(tagged: TaggedLeaseError) -> Result<LeaseError, &'static str> {
-        match (tagged.kind, tagged.held) {
-            (LeaseErrorKind::LimitMismatch, Some(held)) => Ok(LeaseError::LimitMismatch { held }),
-            (LeaseErrorKind::LimitMismatch, None) => Err("missing field `held`"),
-            (LeaseErrorKind::NoSuchLease, _) => Ok(LeaseError::NoSuchLease),
+impl FromScan for LeaseError {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<LeaseError> {
+        let (mut kind, mut held) = (None, None);
+        let mut object = scan.object()?;
+        while let Some(field) = object.key(scan)? {
+            match &*field {
+                "kind" => kind = Some(scan.str()?),
+                "held" => held = Option::<u32>::from_scan(scan)?,
+                _ => scan.skip()?,
+            }
+        }
+        match (need(kind)?.as_ref(), held) {
+            ("limit_mismatch", Some(held)) => Ok(LeaseError::LimitMismatch { held }),
+            ("no_such_lease", _) => Ok(LeaseError::NoSuchLease),
+            _ => Err(Malformed),
         }
     }
 }
@@ -365,15 +322,19 @@ mod tests {
             LeaseError::LimitMismatch { held: 3 },
             LeaseError::NoSuchLease,
         ] {
-            let wire = crate::json::written(&error);
-            assert_eq!(serde_json::from_str::<LeaseError>(&wire).unwrap(), error);
+            let wire = crate::json::to_string(&error);
+            assert_eq!(LeaseError::from_json(&wire).unwrap(), error);
         }
         assert_eq!(
-            crate::json::written(&LeaseError::LimitMismatch { held: 3 }),
+            crate::json::to_string(&LeaseError::LimitMismatch { held: 3 }),
             r#"{"kind":"limit_mismatch","held":3}"#
         );
         assert_eq!(
-            serde_json::from_str::<LeaseError>(r#"{"held":2,"kind":"limit_mismatch"}"#).unwrap(),
+            crate::json::to_string(&LeaseError::NoSuchLease),
+            r#"{"kind":"no_such_lease"}"#
+        );
+        assert_eq!(
+            LeaseError::from_json(r#"{"held":2,"kind":"limit_mismatch"}"#).unwrap(),
             LeaseError::LimitMismatch { held: 2 }
         );
         for bad in [
@@ -382,7 +343,7 @@ mod tests {
             r#"{"held":2}"#,
             r#""no_such_lease""#,
         ] {
-            assert!(serde_json::from_str::<LeaseError>(bad).is_err(), "{bad}");
+            assert!(LeaseError::from_json(bad).is_err(), "{bad}");
         }
     }
 

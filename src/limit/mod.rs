@@ -15,7 +15,7 @@ pub mod sliding_log;
 pub mod split;
 pub mod spread;
 
-pub use algorithm::{Algorithm, Recorded, Spec};
+pub use algorithm::{Algorithm, Recorded, Spec, Unnamed};
 pub use fixed_window::FixedWindow;
 pub use policy::{Policy, PolicyError, MAX_LIMIT, MAX_WINDOW_MS};
 pub use retry::Retry;
@@ -23,7 +23,7 @@ pub use sliding_log::SlidingLog;
 
 /// The outcome of one check: everything the RateLimit and Retry-After headers
 /// and the decision API need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     pub allowed: bool,
     pub limit: u64,
@@ -37,6 +37,5 @@ pub struct Decision {
     /// [`Retry::Never`] when it costs more than the limit. Still named
     /// `retry_after_ms` on the wire, so that a worker and an object of two
     /// versions (during a deploy) agree on every wait but never.
-    #[serde(rename = "retry_after_ms")]
     pub retry: Retry,
 }

@@ -5,13 +5,12 @@
 //! made-up wait can reach arithmetic, a `Retry-After` field or a JSON body:
 //! every reader has to say what "never" means to it.
 
-use serde::{Deserialize, Serialize};
+use crate::input::scan::{FromScan, Read, Scan};
 
 /// When a request could be admitted, if nothing else were admitted
 /// meanwhile. Ordered by how long the wait is: any `After` is sooner than
 /// `Never`, so the wait for several refusals together is their `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(from = "Option<u64>", into = "Option<u64>")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Retry {
     /// After this many milliseconds; 0 for a request that passes now.
     After(u64),
@@ -48,22 +47,20 @@ impl Retry {
 }
 
 /// On the wire between a worker and an object, a wait is its number of ms
-/// and never is `null`: the same as the decision API says it.
-impl From<Option<u64>> for Retry {
-    fn from(ms: Option<u64>) -> Retry {
-        ms.map_or(Retry::Never, Retry::After)
-    }
-}
-
-impl From<Retry> for Option<u64> {
-    fn from(retry: Retry) -> Option<u64> {
-        retry.ms()
-    }
-}
-
+/// and never is `null`, as the decision API says it; left out, never.
 impl crate::json::Write for Retry {
     fn write(&self, out: &mut crate::json::Text) {
         self.ms().write(out);
+    }
+}
+
+impl FromScan for Retry {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Retry> {
+        Ok(Option::<u64>::from_scan(scan)?.map_or(Retry::Never, Retry::After))
+    }
+
+    fn absent() -> Option<Retry> {
+        Some(Retry::Never)
     }
 }
 
@@ -90,9 +87,9 @@ mod tests {
 
     #[test]
     fn the_wire_form_is_ms_or_null() {
-        let json = crate::json::written(&[Retry::After(42), Retry::Never][..]);
+        let json = crate::json::to_string(&[Retry::After(42), Retry::Never][..]);
         assert_eq!(json, "[42,null]");
-        let back: Vec<Retry> = serde_json::from_str(&json).unwrap();
+        let back = Vec::<Retry>::from_json(&json).unwrap();
         assert_eq!(back, [Retry::After(42), Retry::Never]);
     }
 }

@@ -1,28 +1,8 @@
-//! Exact sliding-window log: in every interval of length W, at most N units
-//! are admitted.
-//!
-//! **Boundary rule.** An admission at `t` counts for every `now` in
-//! `[t, t + W)` and stops counting at exactly `t + W`. So every half-open
-//! interval `[a, a + W)` holds at most N admitted units, and a request at
-//! `t + W` sees the slot that `t` used as free again.
-//!
-//! **Representation.** Only admissions are logged (a client that keeps
-//! retrying must not lock itself out). The log is a ring buffer (`VecDeque`)
-//! of runs in time order: equal timestamps are normal in production
-//! (`Date.now()` only advances after I/O), so a burst in one millisecond is
-//! one run. A run is 8 bytes: its timestamp as a `u32` offset from a base,
-//! and the units logged up to and including it, counted (wrapping) from an
-//! arbitrary origin, so that a run's count is the difference with the run
-//! before and "how many units were logged before `t`" or "when is the k-th
-//! oldest unit logged" is a binary search rather than a walk (the spread of
-//! refusals' retry times, `limit::spread`, asks both). Expired runs leave
-//! from the front, so a check is O(1) amortized and memory is
-//! O(min(N, distinct timestamps in a window)).
-//!
-//! **Clocks that step backwards.** An admission is recorded at
-//! `max(now, newest timestamp held)`, so the log stays sorted, and expiry is
-//! judged against the real `now`. Both choices make the log stricter, never
-//! more lenient, than the true timeline.
+//! The exact sliding-window log: in every interval of length W, at most N
+//! units admitted. An admission at `t` counts for every `now` in `[t, t + W)`;
+//! only admissions are logged, as runs of one millisecond in a ring buffer
+//! (8 bytes a run). How it is kept and why a clock that steps back errs on the
+//! strict side: docs/algorithms.md, "How it works".
 
 use std::collections::VecDeque;
 

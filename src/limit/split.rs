@@ -1,14 +1,8 @@
-//! One global quota divided across K parts, each an exact log of its own in
-//! its own Durable Object, because one object serves on the order of 1 000
-//! requests a second and a flash sale may need twenty times that.
-//!
-//! The shares differ by at most one and sum to the limit exactly, and each
-//! part never holds more than its share in any window, so the parts
-//! together never hold more than the limit in any window: splitting can
-//! only refuse more, never admit more. A request goes to a random part and,
-//! when that part is full, to one other before it is refused, so capacity
-//! left in one part is not wasted on a full one. `examples/split_price.rs`
-//! measures what refusals remain while the whole still had room.
+//! One global quota divided across K parts, each an exact log in its own
+//! Durable Object (one object serves about 1 000 requests a second). Shares
+//! differ by at most one and sum to the limit, so the parts together never
+//! hold more than the limit in any window. A request tries a random part, then
+//! one other (`examples/split_price.rs` measures what that leaves unused).
 
 use super::Spec;
 
@@ -38,16 +32,7 @@ pub fn route(parts: u32, first: u32, second: u32) -> (u32, Option<u32>) {
 /// algorithm that cannot be split (GCRA's burst and rate do not divide
 /// into parts that add up to the whole) or a share of zero.
 pub fn share_spec(spec: &Spec, parts: u32, index: u32) -> Option<Spec> {
-    let limit = share(spec.limit(), parts, index);
-    match spec {
-        Spec::SlidingLog(p) => super::Policy::new(limit, p.window_ms())
-            .ok()
-            .map(Spec::SlidingLog),
-        Spec::FixedWindow(p) => super::Policy::new(limit, p.window_ms())
-            .ok()
-            .map(Spec::FixedWindow),
-        Spec::Gcra(_) => None,
-    }
+    spec.with_limit(share(spec.limit(), parts, index))?.ok()
 }
 
 #[cfg(test)]

@@ -1,42 +1,9 @@
 //! When to tell refused requests to come back, so that they do not all come
-//! back at once.
-//!
-//! A refused request could pass at one moment if nothing else were
-//! admitted meanwhile (its [`Retry`](super::Retry)). Telling every refused
-//! client that same moment invites them all for the one place that frees
-//! then: 300 refusals on a full key of 10 come back together and 290 are
-//! refused again. Instead, each policy keeps a [`Cursor`] over its
-//! [`Schedule`], the moments its places free up in order, and successive
-//! refusals are told successive moments: the k-th refusal after a sliding
-//! log fills is told when the k-th oldest admission leaves the window, and
-//! once every place has been handed out, each place again one lap later:
-//! a window (it frees again, having been retaken) plus the most jitter can
-//! add. So at most N refusals are invited in any window of time, one per
-//! place.
-//!
-//! **Never earlier than a place really frees.** Every moment handed out is
-//! at or after the first moment the request could really pass (the
-//! schedule's own `cost`-th unit), whatever the cursor says. A little
-//! jitter is added on top, never subtracted: [`jitter_ms`].
-//!
-//! **Unit by unit.** The schedule counts units, not requests: a request of
-//! cost `c` needs `c` places and is told the moment its `c`-th frees.
-//!
-//! **The cursor** is the last moment handed out and how many units were
-//! handed out at it. It is an absolute moment, not an index: when an
-//! admission takes a place (an invited client coming back, or anyone), the
-//! schedule loses that place at its front and gains it one window later,
-//! and the next refusal, counting the units before the cursor's moment
-//! afresh, lands where it would have without the admission. It restarts
-//! from the first moment when it has fallen into the past (nobody is owed
-//! anything any more), and wraps back there when the next moment would lie
-//! more than [`HORIZON_MS`] after the first: a client told to come back in
-//! a week has given up, and an invitation nobody takes only pushes later
-//! clients further out. Past the horizon, each wrap invites one more client
-//! per place.
-//!
-//! Everything here is pure: the moments are milliseconds since the epoch,
-//! `now_ms` is an argument, and the algorithms' state is only read.
+//! back at once: each policy's [`Cursor`] over its [`Schedule`] (the moments
+//! its places free up) tells successive refusals successive moments, never
+//! before a place really frees, at most one per place in any window. Pure:
+//! `now_ms` is an argument. The rules: docs/algorithms.md, "When a refused
+//! request is told to come back".
 
 use super::gcra::Gcra;
 use super::{FixedWindow, SlidingLog};

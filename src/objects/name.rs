@@ -6,8 +6,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 /// How admin routes and stats name the decision API's keys; no rule id can
 /// start with `_`, so it never collides with one.
 pub const API_SCOPE: &str = "_api";
@@ -100,8 +98,7 @@ impl fmt::Display for Scope {
 /// refusal cache is keyed by. Only a [`Scope`] makes one, or
 /// [`ObjectName::room_shard`] for a waiting room's shard (in a namespace
 /// of its own).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectName(String);
 
 impl crate::json::Write for ObjectName {

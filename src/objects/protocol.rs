@@ -1,38 +1,11 @@
-//! What the worker and the objects it calls say to each other: one JSON
-//! body per internal `fetch`, a call (e.g. `{"check":{...}}`, `"inspect"`)
-//! answered by a reply (e.g. `{"outcome":{...}}`, `"no_such_lease"`). Both
-//! sides are this crate, but an object still validates what it receives,
-//! since a bad value must become an error response, never a panic: a body
-//! that is no known call, or whose values are out of range, is answered with
-//! a 400 problem.
-//!
-//! [`LimiterCall`] and [`LimiterReply`] are for the key objects (`Limiter`),
-//! [`HubCall`] and [`HubReply`] for the hubs.
-//!
-//! A key object's call names the object it is for (`key`, an
-//! [`ObjectName`](super::name::ObjectName)): the worker sends it there. The
-//! object holds that one key and nothing else, so it reads nothing from the
-//! name; an object of the version before, reached during a gradual
-//! deployment, still can.
-//!
-//! Every enum here, policies too, is tagged the way serde tags by default:
-//! the variant's name is the key of an object around its values. A tag
-//! inside the object (`{"call":"check",...}`) makes serde buffer each body
-//! into a tree before decoding it, and that code cost the wasm 118 KB
-//! (`cargo build --release --target wasm32-unknown-unknown`: 2.19 MB against
-//! 2.07 MB); this form costs nothing.
-//!
-//! They are written by hand (`write`, over [`crate::json::Write`]: the JSON
-//! serde's derives write, which the tests compare with). The key objects' and the hubs' calls and replies are read by
-//! hand (`read`, over the small JSON reader in [`crate::input::scan`]), the same JSON
-//! with a fraction of the code serde's derived readers cost the wasm.
+//! What the worker and its objects say to each other: a call (`{"check":{…}}`,
+//! `"inspect"`) answered by a reply, one tagged enum each way for the key
+//! objects ([`LimiterCall`], [`LimiterReply`]) and the hubs ([`HubCall`],
+//! [`HubReply`]), each declared once by [`wire!`](crate::wire!). An object
+//! validates what it receives: a bad body is a 400, never a panic.
 
 mod hub;
 mod policy;
-mod read;
-mod write;
-
-use serde::Serialize;
 
 use crate::control::Control;
 use crate::ledger::blocks::{times, BlockReport, Pending};
@@ -57,209 +30,157 @@ fn wire_tag(value: &serde_json::Value) -> Option<&str> {
     }
 }
 
-/// A call from the worker to a key's object. One is held per call, so the
-/// size of its largest variant (a check) does not matter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[allow(clippy::large_enum_variant)]
-pub enum LimiterCall {
-    /// Answered with [`LimiterReply::Outcome`].
-    Check(CheckRequest),
-    /// Answered with [`LimiterReply::Settled`] or
-    /// [`LimiterReply::NoSuchReservation`].
-    Settle(SettleRequest),
-    /// Answered with [`LimiterReply::Lease`] or [`LimiterReply::NoSuchLease`].
-    Renew(LeaseRequest),
-    /// Answered like [`LimiterCall::Renew`].
-    Release(LeaseRequest),
-    /// Answered with [`LimiterReply::Throttle`].
-    Throttle(ThrottleRequest),
-    /// Answered with [`LimiterReply::Key`].
-    Peek(PeekRequest),
-    /// Answered with [`LimiterReply::Reset`].
-    Reset(KeyRequest),
-    /// Answered with [`LimiterReply::Override`].
-    Override(OverrideRequest),
-    /// Answered with [`LimiterReply::Ban`].
-    Ban(KeyBanRequest),
-    /// Answered with [`LimiterReply::Control`].
-    Control(ControlRequest),
-    /// A sibling part's word on its stock ([`crate::ledger::stock`]);
-    /// answered with [`LimiterReply::Control`], the state before.
-    Stock(StockRequest),
-    /// What the object holds, for tests and benchmarks; answered with
-    /// [`LimiterReply::Inspection`].
-    Inspect,
-}
-
-impl LimiterCall {
-    /// The call's name on the wire, for errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            LimiterCall::Check(_) => "check",
-            LimiterCall::Settle(_) => "settle",
-            LimiterCall::Renew(_) => "renew",
-            LimiterCall::Release(_) => "release",
-            LimiterCall::Throttle(_) => "throttle",
-            LimiterCall::Peek(_) => "peek",
-            LimiterCall::Reset(_) => "reset",
-            LimiterCall::Override(_) => "override",
-            LimiterCall::Ban(_) => "ban",
-            LimiterCall::Control(_) => "control",
-            LimiterCall::Stock(_) => "stock",
-            LimiterCall::Inspect => "inspect",
-        }
+crate::wire! {
+    /// A call from the worker to a key's object. One is held per call, so
+    /// the size of its largest variant (a check) does not matter.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[allow(clippy::large_enum_variant)]
+    pub enum LimiterCall {
+        /// Answered with [`LimiterReply::Outcome`].
+        Check(CheckRequest) = "check",
+        /// Answered with [`LimiterReply::Settled`] or
+        /// [`LimiterReply::NoSuchReservation`].
+        Settle(SettleRequest) = "settle",
+        /// Answered with [`LimiterReply::Lease`] or [`LimiterReply::NoSuchLease`].
+        Renew(LeaseRequest) = "renew",
+        /// Answered like [`LimiterCall::Renew`].
+        Release(LeaseRequest) = "release",
+        /// Answered with [`LimiterReply::Throttle`].
+        Throttle(ThrottleRequest) = "throttle",
+        /// Answered with [`LimiterReply::Key`].
+        Peek(PeekRequest) = "peek",
+        /// Answered with [`LimiterReply::Reset`].
+        Reset(KeyRequest) = "reset",
+        /// Answered with [`LimiterReply::Override`].
+        Override(OverrideRequest) = "override",
+        /// Answered with [`LimiterReply::Ban`].
+        Ban(KeyBanRequest) = "ban",
+        /// Answered with [`LimiterReply::Control`].
+        Control(ControlRequest) = "control",
+        /// A sibling part's word on its stock ([`crate::ledger::stock`]);
+        /// answered with [`LimiterReply::Control`], the state before.
+        Stock(StockRequest) = "stock",
+        /// What the object holds, for tests and benchmarks; answered with
+        /// [`LimiterReply::Inspection`].
+        Inspect = "inspect",
     }
 }
 
-/// A key object's answer to a [`LimiterCall`] it could serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimiterReply {
-    Outcome(Outcome),
-    Settled(SettleAnswer),
-    /// The reservation is unknown, or lapsed (and was kept).
-    NoSuchReservation,
-    /// The lease as it now is.
-    Lease(Lease),
-    /// The lease is unknown, or has lapsed.
-    NoSuchLease,
-    Throttle(Throttle),
-    Key(KeyState),
-    /// Whether there was anything to forget.
-    Reset {
-        forgot: bool,
-    },
-    /// The override that was replaced or lifted, if any.
-    Override {
-        previous: Option<WireOverride>,
-    },
-    /// The ban that was in force before, if any.
-    Ban {
-        previous: Option<BanNotice>,
-    },
-    /// The state that was in force before (`None`: open).
-    Control {
-        previous: Option<Control>,
-    },
-    Inspection(Inspection),
-}
-
-impl LimiterReply {
-    /// The reply's name on the wire, for errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            LimiterReply::Outcome(_) => "outcome",
-            LimiterReply::Settled(_) => "settled",
-            LimiterReply::NoSuchReservation => "no_such_reservation",
-            LimiterReply::Lease(_) => "lease",
-            LimiterReply::NoSuchLease => "no_such_lease",
-            LimiterReply::Throttle(_) => "throttle",
-            LimiterReply::Key(_) => "key",
-            LimiterReply::Reset { .. } => "reset",
-            LimiterReply::Override { .. } => "override",
-            LimiterReply::Ban { .. } => "ban",
-            LimiterReply::Control { .. } => "control",
-            LimiterReply::Inspection(_) => "inspection",
-        }
+crate::wire! {
+    /// A key object's answer to a [`LimiterCall`] it could serve.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum LimiterReply {
+        Outcome(Outcome) = "outcome",
+        Settled(SettleAnswer) = "settled",
+        /// The reservation is unknown, or lapsed (and was kept).
+        NoSuchReservation = "no_such_reservation",
+        /// The lease as it now is.
+        Lease(Lease) = "lease",
+        /// The lease is unknown, or has lapsed.
+        NoSuchLease = "no_such_lease",
+        Throttle(Throttle) = "throttle",
+        Key(KeyState) = "key",
+        /// Whether there was anything to forget.
+        Reset { forgot: bool } = "reset",
+        /// The override that was replaced or lifted, if any.
+        Override { previous: Option<WireOverride> } = "override",
+        /// The ban that was in force before, if any.
+        Ban { previous: Option<BanNotice> } = "ban",
+        /// The state that was in force before (`None`: open).
+        Control { previous: Option<Control> } = "control",
+        Inspection(Inspection) = "inspection",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct WireBan {
-    pub after: u64,
-    pub within_ms: u64,
-    pub for_ms: u64,
-    pub multiplier: u64,
-    pub max_ms: u64,
+crate::wire! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct WireBan {
+        pub after: u64,
+        pub within_ms: u64,
+        pub for_ms: u64,
+        pub multiplier: u64,
+        pub max_ms: u64,
+    }
 }
 
-/// A check: admit `cost` units under every policy, or none;
-/// count a refusal toward `ban`. Answered with a [`crate::ledger::Outcome`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub policies: Vec<WirePolicy>,
-    pub cost: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ban: Option<WireBan>,
-    /// A lease under a concurrency limit, taken with the units or not at all.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease: Option<LeaseAsk>,
-    /// How long to wait for a lease when none is free.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<QueueAsk>,
-    /// Answer a conflict ([`crate::ledger::Outcome::conflicting`]) instead
-    /// of adopting a policy whose algorithm or window differs from the
-    /// state the key holds. The decision API asks this, since any caller
-    /// may send any policy; a rule's policies change only when its
-    /// operator redeploys, and then they apply.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub refuse_conflicts: bool,
-    /// Admit as a reservation ([`crate::ledger::Ledger::reserve`]), kept
-    /// or refunded by a later [`LimiterCall::Settle`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reserve: Option<ReserveAsk>,
-    /// How many moments a refusal over quota hands out: its own, and the
-    /// rest for the isolate to tell the refusals it answers next from its
-    /// cache ([`crate::ledger::Ledger::check_inviting`]); 1 when absent, as
-    /// a worker of the version before asks.
-    #[serde(skip_serializing_if = "is_one_invitation")]
-    pub invitations: u32,
-    /// The object is a part of a global quota: count its decisions per
-    /// second, for the sale's view ([`crate::sale`]).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub watched: bool,
-    /// Ask for an admission block of each policy, should the check admit
-    /// and the key be hot and far from its limit
-    /// ([`crate::ledger::blocks`]); answered in [`Outcome::blocks`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block: Option<BlockAskWire>,
-    /// Reports of blocks this isolate held of the object, taken before the
-    /// check is decided.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub reports: Vec<WireReport>,
-    /// The object is a part of a quota that closes once sold out
-    /// ([`crate::ledger::stock`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stock: Option<StockAsk>,
+crate::wire! {
+    /// A check: admit `cost` units under every policy, or none;
+    /// count a refusal toward `ban`. Answered with a [`crate::ledger::Outcome`].
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CheckRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub policies: Vec<WirePolicy>,
+        pub cost: u32,
+        pub ban: Option<WireBan> = None,
+        /// A lease under a concurrency limit, taken with the units or not at all.
+        pub lease: Option<LeaseAsk> = None,
+        /// How long to wait for a lease when none is free.
+        pub queue: Option<QueueAsk> = None,
+        /// Answer a conflict ([`crate::ledger::Outcome::conflicting`]) instead
+        /// of adopting a policy whose algorithm or window differs from the
+        /// state the key holds. The decision API asks this, since any caller
+        /// may send any policy; a rule's policies change only when its
+        /// operator redeploys, and then they apply.
+        pub refuse_conflicts: bool = false,
+        /// Admit as a reservation ([`crate::ledger::Ledger::reserve`]), kept
+        /// or refunded by a later [`LimiterCall::Settle`].
+        pub reserve: Option<ReserveAsk> = None,
+        /// How many moments a refusal over quota hands out: its own, and the
+        /// rest for the isolate to tell the refusals it answers next from its
+        /// cache ([`crate::ledger::Ledger::check_inviting`]); 1 when absent, as
+        /// a worker of the version before asks.
+        pub invitations: u32 = 1,
+        /// The object is a part of a global quota: count its decisions per
+        /// second, for the sale's view ([`crate::sale`]).
+        pub watched: bool = false,
+        /// Ask for an admission block of each policy, should the check admit
+        /// and the key be hot and far from its limit
+        /// ([`crate::ledger::blocks`]); answered in [`Outcome::blocks`].
+        pub block: Option<BlockAskWire> = None,
+        /// Reports of blocks this isolate held of the object, taken before the
+        /// check is decided.
+        pub reports: Vec<WireReport> = Vec::new(),
+        /// The object is a part of a quota that closes once sold out
+        /// ([`crate::ledger::stock`]).
+        pub stock: Option<StockAsk> = None,
+    }
 }
 
-/// Part `from`'s word on its stock to the part `key` names (part
-/// `ask.part` of the same quota).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StockRequest {
-    pub key: String,
-    pub from: u32,
-    pub ask: StockAsk,
-    pub told: Told,
+crate::wire! {
+    /// Part `from`'s word on its stock to the part `key` names (part
+    /// `ask.part` of the same quota).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct StockRequest {
+        pub key: String,
+        pub from: u32,
+        pub ask: StockAsk,
+        pub told: Told,
+    }
 }
 
-/// An isolate's ask for blocks: its holder id and the key's decisions it
-/// saw in the last second.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BlockAskWire {
-    pub holder: String,
-    pub rate: u32,
+crate::wire! {
+    /// An isolate's ask for blocks: its holder id and the key's decisions it
+    /// saw in the last second.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BlockAskWire {
+        pub holder: String,
+        pub rate: u32,
+    }
 }
 
-/// A block's report on the wire: its times as one
-/// [`times::encode`]d value, as storage keeps them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WireReport {
-    pub id: u64,
-    pub holder: String,
-    pub policy: String,
-    pub times: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<Pending>,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub strikes: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+crate::wire! {
+    /// A block's report on the wire: its times as one
+    /// [`times::encode`]d value, as storage keeps them.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct WireReport {
+        pub id: u64,
+        pub holder: String,
+        pub policy: String,
+        pub times: String,
+        pub pending: Vec<Pending> = Vec::new(),
+        pub strikes: u32 = 0,
+    }
 }
 
 impl WireReport {
@@ -288,40 +209,44 @@ impl WireReport {
     }
 }
 
-fn is_one_invitation(n: &u32) -> bool {
-    *n == 1
+crate::wire! {
+    /// A reservation's id (chosen by the caller, at random) and how long it may
+    /// wait for its settle before it is kept.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ReserveAsk {
+        pub id: String,
+        pub ttl_ms: u64,
+    }
 }
 
-/// A reservation's id (chosen by the caller, at random) and how long it may
-/// wait for its settle before it is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ReserveAsk {
-    pub id: String,
-    pub ttl_ms: u64,
+crate::wire! {
+    /// Keep or refund a reservation.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SettleRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub reservation: String,
+        pub keep: bool,
+    }
 }
 
-/// Keep or refund a reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SettleRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub reservation: String,
-    pub keep: bool,
+crate::wire! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct SettleAnswer {
+        pub kept: bool,
+        /// Settled before; nothing changed this time.
+        pub repeated: bool,
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SettleAnswer {
-    pub kept: bool,
-    /// Settled before; nothing changed this time.
-    pub repeated: bool,
-}
-
-/// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
-/// at most `max_len` waiting per key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct QueueAsk {
-    pub max_wait_ms: u64,
-    pub max_len: u32,
+crate::wire! {
+    /// Waiting for a lease: first come, first served, up to `max_wait_ms`, with
+    /// at most `max_len` waiting per key.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct QueueAsk {
+        pub max_wait_ms: u64,
+        pub max_len: u32,
+    }
 }
 
 /// Why a call cannot be served.
@@ -376,37 +301,42 @@ impl CheckRequest {
     }
 }
 
-/// redis-cell's `CL.THROTTLE key max_burst count period
-/// quantity`, with the period in milliseconds. Answered with a
-/// [`crate::limit::gcra::Throttle`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ThrottleRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub max_burst: u64,
-    pub count: u64,
-    pub period_ms: u64,
-    pub quantity: u32,
+crate::wire! {
+    /// redis-cell's `CL.THROTTLE key max_burst count period
+    /// quantity`, with the period in milliseconds. Answered with a
+    /// [`crate::limit::gcra::Throttle`].
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ThrottleRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub max_burst: u64,
+        pub count: u64,
+        pub period_ms: u64,
+        pub quantity: u32,
+    }
 }
 
-/// A reset of the key an object holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyRequest {
-    /// The object the call is for.
-    pub key: String,
+crate::wire! {
+    /// A reset of the key an object holds.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct KeyRequest {
+        /// The object the call is for.
+        pub key: String,
+    }
 }
 
-/// A peek at the key an object holds, for an operator.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PeekRequest {
-    /// The object the call is for.
-    pub key: String,
-    /// The policies the config asks of the key now: its state is reported
-    /// under them (and an override over them), not under the limits it
-    /// stored at its last decision. `None` reports what it stored (a
-    /// decision-API key, whose callers send policies with each call).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policies: Option<Vec<WirePolicy>>,
+crate::wire! {
+    /// A peek at the key an object holds, for an operator.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PeekRequest {
+        /// The object the call is for.
+        pub key: String,
+        /// The policies the config asks of the key now: its state is reported
+        /// under them (and an override over them), not under the limits it
+        /// stored at its last decision. `None` reports what it stored (a
+        /// decision-API key, whose callers send policies with each call).
+        pub policies: Option<Vec<WirePolicy>> = None,
+    }
 }
 
 impl PeekRequest {
@@ -422,36 +352,36 @@ impl PeekRequest {
     }
 }
 
-/// The answer to a peek: a key's state for an operator.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyState {
-    pub slots: Vec<SlotReport>,
-    pub ban: Option<BanNotice>,
-    pub leases: Vec<Lease>,
-    /// An operator's override, lapsed or not (its `until_ms` says).
-    #[serde(rename = "override")]
-    pub overridden: Option<WireOverride>,
-    /// The rule's state, when an operator paused or closed it (a global
-    /// quota's part).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub control: Option<Control>,
-    /// A global quota's part: its decisions per second over the last five
-    /// minutes, since it started.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub seconds: Vec<Second>,
+crate::wire! {
+    /// The answer to a peek: a key's state for an operator.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct KeyState {
+        pub slots: Vec<SlotReport>,
+        pub ban: Option<BanNotice>,
+        pub leases: Vec<Lease>,
+        /// An operator's override, lapsed or not (its `until_ms` says).
+        pub overridden as "override": Option<WireOverride>,
+        /// The rule's state, when an operator paused or closed it (a global
+        /// quota's part).
+        pub control: Option<Control> = None,
+        /// A global quota's part: its decisions per second over the last five
+        /// minutes, since it started.
+        pub seconds: Vec<Second> = Vec::new(),
+    }
 }
 
-/// An override as sent, whose policies [`WireOverride::decode`]
-/// validates. (Its storage row has its own encoding,
-/// [`crate::ledger::override_row`].)
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WireOverride {
-    pub policies: Vec<WirePolicy>,
-    pub until_ms: Option<u64>,
-    pub reason: String,
-    pub set_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub whole: Option<(String, u64)>,
+crate::wire! {
+    /// An override as sent, whose policies [`WireOverride::decode`]
+    /// validates. (Its storage row has its own encoding,
+    /// [`crate::ledger::override_row`].)
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct WireOverride {
+        pub policies: Vec<WirePolicy>,
+        pub until_ms: Option<u64>,
+        pub reason: String,
+        pub set_ms: u64,
+        pub whole: Option<(String, u64)> = None,
+    }
 }
 
 impl WireOverride {
@@ -476,86 +406,101 @@ impl WireOverride {
     }
 }
 
-/// Set (or, with `None`, lift) a key's override.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OverrideRequest {
-    /// The object the call is for.
-    pub key: String,
-    #[serde(rename = "override")]
-    pub overridden: Option<WireOverride>,
+crate::wire! {
+    /// Set (or, with `None`, lift) a key's override.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct OverrideRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub overridden as "override": Option<WireOverride>,
+    }
 }
 
-/// An operator's ban of the key an object holds, on its rule only: until
-/// `until_ms`, for `reason`; with `ban` `None`, a lift.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyBanRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub ban: Option<KeyBan>,
+crate::wire! {
+    /// An operator's ban of the key an object holds, on its rule only: until
+    /// `until_ms`, for `reason`; with `ban` `None`, a lift.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct KeyBanRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub ban: Option<KeyBan>,
+    }
 }
 
-/// Set the state of the rule the object is a part of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ControlRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub control: Control,
+crate::wire! {
+    /// Set the state of the rule the object is a part of.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ControlRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub control: Control,
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyBan {
-    pub until_ms: u64,
-    pub reason: String,
+crate::wire! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct KeyBan {
+        pub until_ms: u64,
+        pub reason: String,
+    }
 }
 
-/// A renewal or a release: one lease of a key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LeaseRequest {
-    /// The object the call is for.
-    pub key: String,
-    pub id: String,
-    /// For a renewal: how long from now the lease should last.
-    pub ttl_ms: u64,
+crate::wire! {
+    /// A renewal or a release: one lease of a key.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LeaseRequest {
+        /// The object the call is for.
+        pub key: String,
+        pub id: String,
+        /// For a renewal: how long from now the lease should last (a
+        /// release may leave it out).
+        pub ttl_ms: u64 => 0,
+    }
 }
 
-/// The answer to an inspection: what a key object holds, in memory and on disk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Inspection {
-    /// Whether the object's key holds anything (in memory): false once
-    /// everything it held has expired or been reset.
-    pub held: bool,
-    /// Rows in the object's tables (0 when they do not exist).
-    pub stored_rows: u64,
-    /// Whether the object has any SQLite tables at all; false once the
-    /// sweep has freed its storage.
-    pub has_storage: bool,
-    pub alarm_ms: Option<u64>,
-    /// Checks served since this instance started.
-    pub checks: u64,
-    /// What every key object in this isolate has cost since it started.
-    pub meter: Meter,
+crate::wire! {
+    /// The answer to an inspection: what a key object holds, in memory and on disk.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Inspection {
+        /// Whether the object's key holds anything (in memory): false once
+        /// everything it held has expired or been reset.
+        pub held: bool,
+        /// Rows in the object's tables (0 when they do not exist).
+        pub stored_rows: u64,
+        /// Whether the object has any SQLite tables at all; false once the
+        /// sweep has freed its storage.
+        pub has_storage: bool,
+        pub alarm_ms: Option<u64>,
+        /// Checks served since this instance started.
+        pub checks: u64,
+        /// What every key object in this isolate has cost since it started.
+        pub meter: Meter,
+    }
 }
 
-/// Counters of what the key objects cost, for measuring the cost of a
-/// decision (BENCHMARKS.md): on the local runtime every object of the
-/// namespace shares one isolate, so the difference across a run, divided by
-/// the decisions made, is the cost of one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Meter {
-    /// Requests the key objects served (every call, and bodies that were
-    /// none).
-    pub requests: u64,
-    /// Alarm invocations.
-    pub alarms: u64,
-    /// SQLite rows read and written, as the runtime reports them per
-    /// statement (`rowsRead`, `rowsWritten`, which is what Cloudflare bills).
-    pub rows_read: u64,
-    pub rows_written: u64,
+crate::wire! {
+    /// Counters of what the key objects cost, for measuring the cost of a
+    /// decision (BENCHMARKS.md): on the local runtime every object of the
+    /// namespace shares one isolate, so the difference across a run, divided by
+    /// the decisions made, is the cost of one.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct Meter {
+        /// Requests the key objects served (every call, and bodies that were
+        /// none).
+        pub requests: u64,
+        /// Alarm invocations.
+        pub alarms: u64,
+        /// SQLite rows read and written, as the runtime reports them per
+        /// statement (`rowsRead`, `rowsWritten`, which is what Cloudflare bills).
+        pub rows_read: u64,
+        pub rows_written: u64,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::scan::FromScan;
     use crate::ledger::{Ask, Ledger};
     use crate::limit::gcra::GcraPolicy;
     use crate::limit::{Policy, Retry};
@@ -568,11 +513,11 @@ mod tests {
     }
 
     fn call_round_trip(call: &LimiterCall) -> LimiterCall {
-        LimiterCall::from_json(&crate::json::written(call)).unwrap()
+        LimiterCall::from_json(&crate::json::to_string(call)).unwrap()
     }
 
     fn reply_round_trip(reply: &LimiterReply) -> LimiterReply {
-        LimiterReply::from_json(&crate::json::written(reply)).unwrap()
+        LimiterReply::from_json(&crate::json::to_string(reply)).unwrap()
     }
 
     #[test]
@@ -624,7 +569,7 @@ mod tests {
     #[test]
     fn a_call_is_tagged_and_its_policies_by_algorithm() {
         let call = LimiterCall::Check(CheckRequest::new("k", &api_policy(), 1, None));
-        let wire = serde_json::to_value(&call).unwrap();
+        let wire = crate::json::value_of(&call);
         assert_eq!(
             wire,
             serde_json::json!({"check": {
@@ -633,7 +578,7 @@ mod tests {
                 "cost": 1,
             }})
         );
-        let inspect = serde_json::to_value(&LimiterCall::Inspect).unwrap();
+        let inspect = crate::json::value_of(&LimiterCall::Inspect);
         assert_eq!(inspect, serde_json::json!("inspect"));
     }
 
@@ -662,7 +607,7 @@ mod tests {
         ledger.check(&ask, 0);
         ledger.check(&ask, 10);
         let (spread, _) = ledger.check_inviting(&ask, None, 3, 20);
-        let wire = serde_json::to_value(LimiterReply::Outcome(spread.clone())).unwrap();
+        let wire = crate::json::value_of(&LimiterReply::Outcome(spread.clone()));
         // The refusal at 10 was told the place freeing at 1 000; this one
         // its next lap, at 3 000 and a little jitter.
         let told = spread.retry.ms().unwrap();
@@ -776,7 +721,7 @@ mod tests {
             LimiterCall::Inspect,
         ];
         for call in calls {
-            let wire = serde_json::to_value(&call).unwrap();
+            let wire = crate::json::value_of(&call);
             assert_eq!(wire_tag(&wire), Some(call.name()));
             assert_eq!(call_round_trip(&call), call);
         }
@@ -847,7 +792,7 @@ mod tests {
             }),
         ];
         for reply in replies {
-            let wire = serde_json::to_value(&reply).unwrap();
+            let wire = crate::json::value_of(&reply);
             assert_eq!(wire_tag(&wire), Some(reply.name()));
             assert_eq!(reply_round_trip(&reply), reply);
         }

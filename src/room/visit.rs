@@ -26,11 +26,11 @@ use super::cookie::{self, Pass, Signed, Signer, Ticket};
 use super::page::Standing;
 use super::shard::{Holding, Number, Status, Terms, Turn};
 use super::views::{Views, STATUS_TTL_MS};
+use crate::bounds::DAY_MS;
 use crate::config::room::{WaitingRoom, PRE_QUEUE_OPENS_MS};
 use crate::control::{Control, RuleState};
 use crate::http::jwt::Hs256Key;
 use crate::limit::split::share;
-use crate::limits::DAY_MS;
 
 /// A ticket is kept a day after its holder joined, or after the room
 /// opened for a pre-queue ticket: longer than anyone waits at one go.

@@ -7,19 +7,28 @@
 //! stored, and holds every admission of its window, exactly; refusals,
 //! which write nothing, are only counted here.
 
-use serde::{Deserialize, Serialize};
+use crate::input::scan::{FromScan, Malformed, Read, Scan};
 
 /// How far back a part counts: five minutes.
 pub const SPAN_S: u64 = 300;
 
 /// One second's counts: `[at_s, admitted, refused]`, `at_s` in seconds
 /// since the epoch (an array on the wire, since a view carries hundreds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Second(pub u64, pub u64, pub u64);
 
 impl crate::json::Write for Second {
     fn write(&self, out: &mut crate::json::Text) {
         (self.0, self.1, self.2).write(out);
+    }
+}
+
+impl FromScan for Second {
+    fn from_scan(scan: &mut Scan<'_>) -> Read<Second> {
+        match Vec::<u64>::from_scan(scan)?[..] {
+            [at_s, admitted, refused] => Ok(Second(at_s, admitted, refused)),
+            _ => Err(Malformed),
+        }
     }
 }
 

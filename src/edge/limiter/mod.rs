@@ -1,14 +1,7 @@
-//! The Durable Object that holds one key's state (see `objects::name`). It is
-//! a single-threaded key object, so a decision and its write happen with no
-//! other request in between; SQLite storage makes admissions, pending
-//! reservations, bans, leases and overrides survive restarts and
-//! evictions, and one alarm sweeps what has expired.
-//!
-//! The ledger decides and says what to write; `sql` runs it. Storage calls
-//! are synchronous (SQLite in the object) or storage promises, so the input
-//! gate stays shut for a whole decision. Only a request waiting for a lease
-//! awaits something else (a channel or a timer), which opens the gate so
-//! that the releases it waits for can come in.
+//! The Durable Object that holds one key's state: single-threaded, so a
+//! decision and its write happen with nothing in between; SQLite keeps what it
+//! admitted through restarts; one alarm sweeps. The ledger decides, `sql`
+//! writes, and only a request waiting for a lease awaits something else.
 
 mod meter;
 mod sql;
@@ -32,6 +25,7 @@ use super::rpc::{self, Served, Serving};
 use super::storage::set_alarm_at;
 use crate::http::api::THROTTLE_SLOT;
 use crate::http::problem::{Code, Problem};
+use crate::input::scan::FromScan;
 use crate::ledger::blocks::Taken;
 use crate::ledger::{Ask, BanPolicy, Expired, LeaseAsk, Ledger, Outcome, Stock, StockAsk, Write};
 use crate::limit::gcra::GcraPolicy;

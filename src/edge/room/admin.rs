@@ -1,18 +1,18 @@
 //! `GET {prefix}/admin/rooms` and `GET {prefix}/admin/rooms/{rule}`: each
 //! room's figures, asked of all its shards at once (`crate::room::figures`
 //! sums them); `DELETE {prefix}/admin/rooms/{rule}`, a reset of the room's
-//! line after a rehearsal (every shard's, then its figures); a room's state, written to and read from its shards for
-//! the rule state routes (`edge::rules`).
+//! line after a rehearsal (every shard's, then its figures); and a room's
+//! state, written to and read from its shards for the rule state routes
+//! (`edge::admin::rules`).
 
 use crate::json;
-use serde::Serialize;
 use worker::{Headers, Response, Result};
 
+use super::super::admin::rules::{respond_parts, StateView};
 use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::quota::Shown;
 use super::super::respond;
-use super::super::rules::{respond_parts, StateView};
 use super::visit;
 use crate::config::room::WaitingRoom;
 use crate::config::{Config, Rule};
@@ -102,15 +102,11 @@ async fn ask(
 
 /// One shard's line in an answer about the room's state: what it holds
 /// or held, or why it did not answer.
-#[derive(Serialize)]
 pub struct ShardState<'a> {
     shard: u32,
     object: ObjectName,
-    #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 

@@ -9,7 +9,7 @@ use worker::{Result, SqlStorage, SqlStorageValue};
 
 use super::super::storage::{self, int, BodyRow, Columns, FromRow};
 use crate::control::Control;
-use crate::input::scan::whole;
+use crate::input::scan::{whole, FromScan};
 use crate::room::shard::{Change, Counters, Offer, Sample, Session, Stored, Terms};
 
 const SCHEMA: &str = "
@@ -118,7 +118,7 @@ pub fn load(sql: &SqlStorage) -> Result<Option<(Terms, Stored)>> {
     // A row that no longer reads back is dropped: the shard is open.
     let control = storage::rows::<BodyRow>(&sql.exec("SELECT body FROM room_control", None)?)?
         .into_iter()
-        .find_map(|row| whole(&row.body, Control::read).ok());
+        .find_map(|row| Control::from_json(&row.body).ok());
     let stored = Stored {
         counters,
         offers,

@@ -1,26 +1,20 @@
 //! `POST {prefix}/v1/limit` with `layers`: several keys, each with its own
-//! limits, admitted all together or not at all:
-//!
-//! ```json
-//! {"layers": [{"key": "user:42", "limit": 1, "window_ms": 60000},
-//!             {"key": "sale", "limit": 10000, "window_ms": 60000}]}
-//! ```
-//!
-//! Each layer is what a one-key body would be (`limit`, `window_ms`,
-//! `algorithm`, or `policies`), so its key keeps the same state either
-//! way; `cost` is the call's, taken in every layer. The answer lists each
-//! layer asked, under its `name` (given, or its key when that is a valid
-//! name, else `layers[i]`).
+//! limits (a one-key body's fields), admitted all together or not at all;
+//! `cost` is the call's, taken in every layer. The answer lists each layer
+//! asked under its `name` (given, else its key when that is a valid name,
+//! else `layers[i]`).
 
-use super::limit::{checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy};
+use super::key_limits::{
+    checked_cost, key_policies, limit_answer, KeyLimits, LimitRequest, RawPolicy,
+};
 use super::{check_policy_name, checked_key_at, wait_ms};
+use crate::bounds::MAX_LAYERS;
 use crate::from_tree;
 use crate::http::problem::Problem;
 use crate::json::Json;
 use crate::json_object;
 use crate::ledger::{Outcome, PolicyDecision};
 use crate::limit::Retry;
-use crate::limits::MAX_LAYERS;
 
 /// A call over several keys, in the order they are asked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,15 +2,15 @@
 //! concurrency limit, and locks; and the answers to an acquire.
 
 use super::{checked_key, wait_ms};
+use crate::bounds::{
+    DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
+};
 use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
 use crate::json;
 use crate::ledger::Outcome;
 use crate::limit::lease::LeaseError;
-use crate::limits::{
-    DEFAULT_LEASE_TTL_MS, MAX_CONCURRENCY, MAX_LEASE_LABEL_BYTES, MAX_LEASE_TTL_MS,
-};
 
 /// `POST {prefix}/v1/leases`: a lease under a concurrency limit, or a lock
 /// (limit 1).

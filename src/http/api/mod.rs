@@ -1,14 +1,10 @@
-//! The decision API's request bodies and answers, one module per route:
-//! `limit` (`POST {prefix}/v1/limit`, and `layers` for several keys at
-//! once), `settle` (its reservations), `throttle` (redis-cell's
-//! `CL.THROTTLE`) and `leases`.
-//!
-//! Each body is read into its `Raw*` struct by [`body::read`] (unknown
-//! fields refused, a shape error naming its field), then checked for what a
-//! type cannot say: ranges, names, fields that go together. Either way a
-//! bad body gets a 400 that names the field instead of reaching a Durable
-//! Object. What every route shares (keys, names, waits) is here.
+//! The decision API's bodies and answers, one module per route: `limit` (and
+//! `layers`, each key's limits read by `key_limits`), `settle`, `throttle`
+//! (redis-cell's `CL.THROTTLE`) and `leases`. Each body is read by
+//! [`body::read`], then checked for what a type cannot say; a bad one is a
+//! 400 naming its field, never a call to an object.
 
+mod key_limits;
 mod layers;
 mod leases;
 mod limit;
@@ -18,11 +14,12 @@ mod throttle;
 use serde_json::Value;
 
 use super::problem::{Code, Problem};
+use crate::bounds::{MAX_KEY_BYTES, MAX_NAME_BYTES};
 use crate::limit::Retry;
-use crate::limits::{MAX_KEY_BYTES, MAX_NAME_BYTES};
+pub use key_limits::LimitRequest;
 pub use layers::{layers_response, KeyLayer, LayeredRequest};
 pub use leases::{lease_problem, lease_response, parse_lease_request, parse_renew_body, LeaseCall};
-pub use limit::{limit_response, parse_limit_request, LimitCall, LimitRequest, RESERVATION_TTL_MS};
+pub use limit::{limit_response, parse_limit_request, LimitCall, RESERVATION_TTL_MS};
 pub use settle::{parse_settle_request, SettleCall};
 pub use throttle::{parse_throttle_request, ThrottleCall};
 

@@ -2,10 +2,10 @@
 //! `POST {prefix}/v1/limit` made.
 
 use super::checked_key;
+use crate::bounds::MAX_RESERVATION_ID_BYTES;
 use crate::from_tree;
 use crate::http::body;
 use crate::http::problem::Problem;
-use crate::limits::MAX_RESERVATION_ID_BYTES;
 
 /// `POST {prefix}/v1/limit/settle`: keep or refund a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]

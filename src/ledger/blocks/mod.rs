@@ -40,8 +40,6 @@ mod worst;
 pub use calls::Taken;
 pub use pending::Pending;
 
-use serde::{Deserialize, Serialize};
-
 use super::ban::{BanNotice, BanPolicy};
 use super::slot::{record, slot_for, Slot, SlotReport};
 use super::{Ledger, Write};
@@ -72,24 +70,18 @@ pub struct Block {
     pub tat: Option<(u64, u64)>,
 }
 
-/// What an isolate is told of a block it was granted: all it needs to
-/// admit from it and report it (the spec and charge stay with the object).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockGrant {
-    pub id: u64,
-    pub policy: String,
-    pub admissions: u32,
-    pub granted_ms: u64,
-    pub until_ms: u64,
+crate::wire! {
+    /// What an isolate is told of a block it was granted: all it needs to
+    /// admit from it and report it (the spec and charge stay with the object).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BlockGrant {
+        pub id: u64,
+        pub policy: String,
+        pub admissions: u32,
+        pub granted_ms: u64,
+        pub until_ms: u64,
+    }
 }
-
-crate::write_json!(BlockGrant {
-    id,
-    policy,
-    admissions,
-    granted_ms,
-    until_ms
-});
 
 impl Block {
     /// What its holder is told.

@@ -4,31 +4,24 @@
 //! settle is then a normal settle at the object, and one that never comes
 //! lapses into a kept admission, as any reservation does.
 
-use serde::Serialize;
-
 use super::super::reservation::{Reservation, Run};
 use super::super::slot::record;
 use super::super::{Ledger, Write};
+use crate::bounds::MAX_RESERVATION_TTL_MS;
 use crate::limit::{Algorithm, Recorded};
-use crate::limits::MAX_RESERVATION_TTL_MS;
 
-/// A reservation admitted from a block and not settled yet: its id, its
-/// time and when it is kept unless settled (the object's clock), and its
-/// units.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pending {
-    pub id: String,
-    pub at_ms: u64,
-    pub cost: u32,
-    pub lapses_ms: u64,
+crate::wire! {
+    /// A reservation admitted from a block and not settled yet: its id, its
+    /// time and when it is kept unless settled (the object's clock), and its
+    /// units.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Pending {
+        pub id: String,
+        pub at_ms: u64,
+        pub cost: u32,
+        pub lapses_ms: u64,
+    }
 }
-
-crate::write_json!(Pending {
-    id,
-    at_ms,
-    cost,
-    lapses_ms
-});
 
 impl Ledger {
     /// Holds `pending`, reported by a block of slot `i` whose algorithm

@@ -1,58 +1,12 @@
-//! How big a block is, and whether there is one at all: pure, with the
-//! figures the object knows at the asking isolate's call.
-//!
-//! **The rule.** A block goes only to a key that is *hot* and *far from its
-//! limit*:
-//!
-//! - hot: the asking isolate saw at least [`HOT_RATE`] decisions for the
-//!   key within the last second (`isolate::heat`; it sends the figure with
-//!   its call, at the key's pace so far while the key has been deciding
-//!   for less than a second). A key decided once in a while gains nothing
-//!   from a block and would hold capacity it never uses.
-//! - far: the headroom `H` (the limit, less what counts in the worst
-//!   window the block could touch, outstanding blocks counted in full) is
-//!   at least a quarter of the limit, and the asker's share of it (below) is
-//!   at least [`MIN_BLOCK`]. Near the limit every decision goes to the
-//!   object, one call each, as without blocks: nothing is set aside for an
-//!   isolate that might not use it when every unit is contested.
-//!
-//! Size `b = min(H / (2·(h + 1)), max(MIN_BLOCK, rate · cap / 1 s))`, where
-//! `h` is the number of *other* isolates holding a block of the policy and
-//! `cap` the longest lease allowed here: an isolate gets at most half of
-//! its equal share of what is left, so a newcomer always finds headroom,
-//! and never more than it would use in one lease at the rate it saw.
-//! Lease `d = min(cap, max(MIN_LEASE_MS, 2·b / rate))`: twice the time the
-//! observed rate takes to spend `b`, so that ordinary jitter spends a block
-//! rather than lapses it, and
-//! `cap = min(MAX_LEASE_MS, W / 2, what the caller allows)` (a fixed
-//! window's block ends with its window; a block counts in every window its
-//! lease overlaps, so a lease much shorter than W wastes little).
-//!
-//! **What it costs the object.** A hot key's isolate makes one call per
-//! block, which reports the last block and asks for the next, and writes
-//! two rows (`calls`). A block lasts at most one lease, and a lease at
-//! most `cap ≤ 1 s`: at `R` decisions a second, about `1 000 / R` calls
-//! and `2 000 / R` rows per 1 000 decisions (10 and 20 at 100 a second;
-//! fewer at higher rates while the share of the headroom allows a lease's
-//! worth; `gate::local::tests::costs` states it).
-//!
-//! **What it can cost (refusals, never over-admission).** With `I`
-//! isolates holding blocks, each share is taken from what the others left,
-//! so the outstanding units never exceed `H·(1 − ∏_{k=1..I} (1 − 1/2k))`
-//! (`H/2` for one isolate, `5H/8` for two, `< H` for any number): blocks
-//! can never make the object refuse a request because capacity they hold
-//! exceeds what is there. What they can do is hold capacity they do not
-//! use: in the worst case every isolate's block goes unused, and a request
-//! sent to the object meanwhile is refused although an exact limiter with
-//! no blocks would admit it. That lasts at most one lease `d` (≤ 1 s) per
-//! block: its holder reports it when spent or lapsed and the unused rest
-//! returns (sliding log, fixed window; GCRA, see `charge`). A request
-//! refused for blocks alone is told to retry within a second (`pending`,
-//! like one refused for reservations in flight) and strikes no ban. An
-//! isolate that dies holding a block keeps its `b ≤ H/2` units counted
-//! until `e + W`: at most `b` refusals in each window that overlaps its
-//! lease, the worst a dead isolate can cost, and none once the windows
-//! pass.
+//! How big a block is, and whether there is one at all: pure, from the
+//! figures the object knows at the asking isolate's call. A block goes only
+//! to a key that is hot (at least [`HOT_RATE`] decisions in the last second)
+//! and far from its limit (headroom `H` at least a quarter of it, the
+//! asker's share at least [`MIN_BLOCK`]). Its size is
+//! `b = min(H / (2·(h + 1)), max(MIN_BLOCK, rate · cap / 1 s))`, `h` the
+//! other isolates holding one; its lease `d = min(cap, max(MIN_LEASE_MS,
+//! 2·b / rate))`, `cap = min(MAX_LEASE_MS, W / 2, what the caller allows)`.
+//! Why, and what blocks cost: docs/algorithms.md, "Admission blocks".
 
 /// Decisions in the last second, seen by one isolate, that make a key hot.
 pub const HOT_RATE: u32 = 5;

@@ -274,3 +274,10 @@ fn the_row_reads_back() {
     assert_eq!(Stock::decode(&row), Some(stock));
     assert!(Stock::decode("{}").is_none());
 }
+
+#[test]
+fn a_row_keeps_its_bytes() {
+    let row = r#"{"name":"rule:sale:*#0","ask":{"part":0,"parts":2,"whole":4},"share":["sale",[0,2,60000,0]],"mine":{"seq":2,"whole":4,"since":0,"used":true},"peers":[null,{"seq":1,"whole":4,"since":0,"used":false}],"all":false,"closed_ms":null,"owed":[1],"due_ms":5}"#;
+    let stock = Stock::decode(row).unwrap();
+    assert_eq!(crate::json::to_string(&stock), row);
+}

@@ -1,100 +1,67 @@
 //! What the worker says to the hubs ([`crate::isolate::report::HUBS`] objects that
 //! gather counts, top refused keys and bans) and what they answer.
 
-use serde::Serialize;
-
 use crate::isolate::banlist::BanRecord;
 use crate::isolate::pages::BanCursor;
 use crate::isolate::report::{HubAnswer, Report};
 use crate::isolate::stats::HubStats;
 use crate::isolate::top::TopKeys;
 
-/// A call from the worker to a hub.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HubCall {
-    /// An isolate's report; answered with [`HubReply::Report`].
-    Report(Report),
-    /// Record a manual ban; answered with [`HubReply::Ban`].
-    Ban(BanRecord),
-    /// Lift a ban; answered with [`HubReply::Unban`].
-    Unban(UnbanRequest),
-    /// Counts since `since_ms` and of the last hour, and how many bans it
-    /// lists; answered with [`HubReply::Stats`].
-    Stats { since_ms: u64 },
-    /// A rule's most refused keys counted in the minutes since `since_ms`,
-    /// merged; answered with [`HubReply::Top`].
-    Top { rule: String, since_ms: u64 },
-    /// The first `limit` bans in force after `after`, newest first;
-    /// answered with [`HubReply::Bans`].
-    Bans {
-        limit: u32,
-        after: Option<BanCursor>,
-    },
-}
-
-impl HubCall {
-    /// The call's name on the wire, for errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            HubCall::Report(_) => "report",
-            HubCall::Ban(_) => "ban",
-            HubCall::Unban(_) => "unban",
-            HubCall::Stats { .. } => "stats",
-            HubCall::Top { .. } => "top",
-            HubCall::Bans { .. } => "bans",
-        }
+crate::wire! {
+    /// A call from the worker to a hub.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum HubCall {
+        /// An isolate's report; answered with [`HubReply::Report`].
+        Report(Report) = "report",
+        /// Record a manual ban; answered with [`HubReply::Ban`].
+        Ban(BanRecord) = "ban",
+        /// Lift a ban; answered with [`HubReply::Unban`].
+        Unban(UnbanRequest) = "unban",
+        /// Counts since `since_ms` and of the last hour, and how many bans
+        /// it lists; answered with [`HubReply::Stats`].
+        Stats { since_ms: u64 } = "stats",
+        /// A rule's most refused keys counted in the minutes since
+        /// `since_ms`, merged; answered with [`HubReply::Top`].
+        Top { rule: String, since_ms: u64 } = "top",
+        /// The first `limit` bans in force after `after`, newest first;
+        /// answered with [`HubReply::Bans`].
+        Bans { limit: u32, after: Option<BanCursor> } = "bans",
     }
 }
 
-/// A hub's answer to a [`HubCall`] it could serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HubReply {
-    Report(HubAnswer),
-    /// `banned` is false when the hub already holds as many manual bans as
-    /// it may; `replaced`, whether it held a manual ban on the key that had
-    /// not ended.
-    Ban {
-        banned: bool,
-        replaced: bool,
-    },
-    /// Whether the hub held the ban.
-    Unban {
-        removed: bool,
-    },
-    Stats(HubStats),
-    Top(TopKeys),
-    /// At most the `limit` asked, newest first.
-    Bans(Vec<BanRecord>),
-}
-
-impl HubReply {
-    /// The reply's name on the wire, for errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            HubReply::Report(_) => "report",
-            HubReply::Ban { .. } => "ban",
-            HubReply::Unban { .. } => "unban",
-            HubReply::Stats(_) => "stats",
-            HubReply::Top(_) => "top",
-            HubReply::Bans(_) => "bans",
-        }
+crate::wire! {
+    /// A hub's answer to a [`HubCall`] it could serve.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum HubReply {
+        Report(HubAnswer) = "report",
+        /// `banned` is false when the hub already holds as many manual bans
+        /// as it may; `replaced`, whether it held a manual ban on the key
+        /// that had not ended (false from a hub that did not say).
+        Ban { banned: bool, replaced: bool => false } = "ban",
+        /// Whether the hub held the ban.
+        Unban { removed: bool } = "unban",
+        Stats(HubStats) = "stats",
+        Top(TopKeys) = "top",
+        /// At most the `limit` asked, newest first.
+        Bans(Vec<BanRecord>) = "bans",
     }
 }
 
-/// Lift the ban `source` placed on `key` (`manual`, or a rule's scope after
-/// an operator's reset).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UnbanRequest {
-    pub key: String,
-    pub source: String,
+crate::wire! {
+    /// Lift the ban `source` placed on `key` (`manual`, or a rule's scope after
+    /// an operator's reset).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct UnbanRequest {
+        pub key: String,
+        pub source: String,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::wire_tag;
     use super::*;
+    use crate::input::scan::FromScan;
     use crate::isolate::stats::StatRow;
     use crate::isolate::top::RuleTop;
 
@@ -163,9 +130,9 @@ mod tests {
             },
         ];
         for call in calls {
-            let tagged = serde_json::to_value(&call).unwrap();
+            let tagged = crate::json::value_of(&call);
             assert_eq!(wire_tag(&tagged), Some(call.name()));
-            let wire = crate::json::written(&call);
+            let wire = crate::json::to_string(&call);
             assert_eq!(HubCall::from_json(&wire).unwrap(), call);
         }
         let replies = [
@@ -200,16 +167,16 @@ mod tests {
             HubReply::Bans(Vec::new()),
         ];
         for reply in replies {
-            let tagged = serde_json::to_value(&reply).unwrap();
+            let tagged = crate::json::value_of(&reply);
             assert_eq!(wire_tag(&tagged), Some(reply.name()));
-            let wire = crate::json::written(&reply);
+            let wire = crate::json::to_string(&reply);
             assert_eq!(HubReply::from_json(&wire).unwrap(), reply);
         }
     }
 
     #[test]
     fn a_stats_call_is_tagged() {
-        let wire = serde_json::to_value(HubCall::Stats { since_ms: 7 }).unwrap();
+        let wire = crate::json::value_of(&HubCall::Stats { since_ms: 7 });
         assert_eq!(wire, serde_json::json!({"stats": {"since_ms": 7}}));
     }
 

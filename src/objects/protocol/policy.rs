@@ -5,34 +5,20 @@
 //! error response, never a panic. Storage keeps its own compact encoding
 //! ([`Spec::encode`]); this one is only for the wire.
 
-use serde::Serialize;
-
 use super::Invalid;
 use crate::limit::gcra::GcraPolicy;
 use crate::limit::{Policy, Spec};
 
-/// A named policy on the wire, unvalidated until [`WirePolicy::decode`].
-/// Tagged the way serde tags by default, for the reason given in
-/// [`crate::objects::protocol`]; read by hand (`read::call::policy`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WirePolicy {
-    SlidingLog {
-        name: String,
-        limit: u64,
-        window_ms: u64,
-    },
-    FixedWindow {
-        name: String,
-        limit: u64,
-        window_ms: u64,
-    },
-    Gcra {
-        name: String,
-        max_burst: u64,
-        count: u64,
-        period_ms: u64,
-    },
+crate::wire! {
+    /// A named policy on the wire, unvalidated until
+    /// [`WirePolicy::decode`]. Tagged the way serde tags by default, for the
+    /// reason given in [`crate::objects::protocol`].
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum WirePolicy {
+        SlidingLog { name: String, limit: u64, window_ms: u64 } = "sliding_log",
+        FixedWindow { name: String, limit: u64, window_ms: u64 } = "fixed_window",
+        Gcra { name: String, max_burst: u64, count: u64, period_ms: u64 } = "gcra",
+    }
 }
 
 impl WirePolicy {
@@ -118,10 +104,10 @@ pub fn decode_all(policies: &[WirePolicy]) -> Result<Vec<(String, Spec)>, Invali
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::scan::{list, whole, Malformed};
+    use crate::input::scan::{FromScan, Malformed};
 
     fn read(body: &str) -> Result<WirePolicy, Malformed> {
-        whole(body, super::super::read::policy)
+        WirePolicy::from_json(body)
     }
 
     fn every_algorithm() -> Vec<(String, Spec)> {
@@ -144,21 +130,21 @@ mod tests {
     #[test]
     fn every_algorithm_round_trips() {
         let policies = every_algorithm();
-        let wire = crate::json::written(&encode_all(&policies));
-        let back = whole(&wire, |scan| list(scan, super::super::read::policy)).unwrap();
+        let wire = crate::json::to_string(&encode_all(&policies));
+        let back = Vec::<WirePolicy>::from_json(&wire).unwrap();
         assert_eq!(decode_all(&back).unwrap(), policies);
     }
 
     #[test]
     fn a_policy_is_tagged_by_its_algorithm() {
         let spec = Spec::SlidingLog(Policy::new(10, 1000).unwrap());
-        let wire = serde_json::to_value(WirePolicy::encode("api", &spec)).unwrap();
+        let wire = crate::json::value_of(&WirePolicy::encode("api", &spec));
         assert_eq!(
             wire,
             serde_json::json!({"sliding_log": {"name": "api", "limit": 10, "window_ms": 1000}})
         );
         let gcra = Spec::Gcra(GcraPolicy::new(4, 2, 1000).unwrap());
-        let wire = serde_json::to_value(WirePolicy::encode("cell", &gcra)).unwrap();
+        let wire = crate::json::value_of(&WirePolicy::encode("cell", &gcra));
         assert_eq!(
             wire,
             serde_json::json!({"gcra": {"name": "cell", "max_burst": 4, "count": 2, "period_ms": 1000}})

@@ -5,7 +5,7 @@
 
 use super::{Figures, RoomCall, RoomReply};
 use crate::control::Control;
-use crate::input::scan::{list, need, nullable, whole, Malformed, Open, Read, Scan};
+use crate::input::scan::{list, need, nullable, whole, FromScan, Malformed, Open, Read, Scan};
 use crate::room::shard::{Counters, Holding, Number, Sample, Session, Status, Terms, Turn};
 
 impl RoomCall {
@@ -106,7 +106,7 @@ fn call(scan: &mut Scan) -> Read<RoomCall> {
         let call = match &*name {
             "visit" => RoomCall::Visit(terms, holding(scan)?),
             "end" => RoomCall::End(terms, scan.u64()?),
-            "control" => RoomCall::Control(terms, Control::read(scan)?),
+            "control" => RoomCall::Control(terms, Control::from_scan(scan)?),
             _ => return Err(Malformed),
         };
         items.close(scan)?;
@@ -165,7 +165,7 @@ fn reply(scan: &mut Scan) -> Read<RoomReply> {
                 (RoomReply::Ended(live, status(scan)?), items)
             }
             "control" => {
-                let (previous, items) = pair(scan, |scan| nullable(scan, Control::read))?;
+                let (previous, items) = pair(scan, |scan| nullable(scan, Control::from_scan))?;
                 (RoomReply::Control(previous, status(scan)?), items)
             }
             _ => return Err(Malformed),
@@ -246,7 +246,7 @@ fn status(scan: &mut Scan) -> Read<Status> {
                 continue;
             }
             "control" => {
-                control = nullable(scan, Control::read)?;
+                control = nullable(scan, Control::from_scan)?;
                 continue;
             }
             "places" => 0,

@@ -2,13 +2,13 @@
 //! a waiting visitor its position, its estimated wait and the operator's
 //! state without calling the shard again.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{lottery, Counters, Number, RATE_WINDOW_MS};
 use crate::control::{Control, RuleState};
 
 /// A shard as isolates see it, to show positions without calling it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Status {
     pub counters: Counters,
     pub places: u32,

@@ -5,166 +5,82 @@ use worker::{Result, SqlStorage};
 
 use super::{rows_if, Table, Tables};
 use crate::control::Control;
-use crate::edge::storage::{BodyRow, Columns, FromRow};
-use crate::input::scan::whole;
+use crate::edge::storage::{row, BodyRow};
+use crate::input::scan::FromScan;
 use crate::ledger::blocks::Block;
 use crate::ledger::{override_row, Ban, Ledger, Reservation, Stock};
 use crate::limit::lease::Lease;
 use crate::limit::Spec;
 
-struct SlotRow {
-    policy: String,
-    kind: u64,
-    a: u64,
-    b: u64,
-    c: u64,
-    s1: u64,
-    s2: u64,
-}
-
-impl FromRow for SlotRow {
-    fn read(c: &mut Columns) -> Result<SlotRow> {
-        Ok(SlotRow {
-            policy: c.text()?,
-            kind: c.whole()?,
-            a: c.whole()?,
-            b: c.whole()?,
-            c: c.whole()?,
-            s1: c.whole()?,
-            s2: c.whole()?,
-        })
+row! {
+    struct SlotRow {
+        policy: String,
+        kind: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        s1: u64,
+        s2: u64,
     }
 }
 
-struct HitRow {
-    policy: String,
-    at: u64,
-    n: u32,
-}
-
-impl FromRow for HitRow {
-    fn read(c: &mut Columns) -> Result<HitRow> {
-        Ok(HitRow {
-            policy: c.text()?,
-            at: c.whole()?,
-            n: c.small()?,
-        })
+row! {
+    struct HitRow {
+        policy: String,
+        at: u64,
+        n: u32,
     }
 }
 
-struct BanRow {
-    until_ms: u64,
-    offences: u32,
-    forget_ms: u64,
-    reason: String,
-}
+row! { Ban { until_ms, offences, forget_ms, reason } }
 
-impl FromRow for BanRow {
-    fn read(c: &mut Columns) -> Result<BanRow> {
-        Ok(BanRow {
-            until_ms: c.whole()?,
-            offences: c.small()?,
-            forget_ms: c.whole()?,
-            reason: c.text()?,
-        })
+row! {
+    struct LeaseRow {
+        id: String,
+        owner: Option<String>,
+        fence: u64,
+        expires_ms: u64,
+        holds: u32,
+        lim: Option<u32>,
     }
 }
 
-struct LeaseRow {
-    id: String,
-    owner: Option<String>,
-    fence: u64,
-    expires_ms: u64,
-    holds: u32,
-    lim: Option<u32>,
-}
-
-impl FromRow for LeaseRow {
-    fn read(c: &mut Columns) -> Result<LeaseRow> {
-        Ok(LeaseRow {
-            id: c.text()?,
-            owner: c.text_or_null()?,
-            fence: c.whole()?,
-            expires_ms: c.whole()?,
-            holds: c.small()?,
-            lim: c.small_or_null()?,
-        })
+row! {
+    struct ReservationRow {
+        id: String,
+        lapses_ms: u64,
+        cost: u32,
+        runs: String,
     }
 }
 
-struct ReservationRow {
-    id: String,
-    lapses_ms: u64,
-    cost: u32,
-    runs: String,
-}
-
-impl FromRow for ReservationRow {
-    fn read(c: &mut Columns) -> Result<ReservationRow> {
-        Ok(ReservationRow {
-            id: c.text()?,
-            lapses_ms: c.whole()?,
-            cost: c.small()?,
-            runs: c.text()?,
-        })
+row! {
+    struct BlockRow {
+        id: u64,
+        holder: String,
+        policy: String,
+        kind: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        admissions: u32,
+        granted_ms: u64,
+        until_ms: u64,
+        tat_before: Option<u64>,
+        tat_after: Option<u64>,
     }
 }
 
-struct BlockRow {
-    id: u64,
-    holder: String,
-    policy: String,
-    kind: u64,
-    a: u64,
-    b: u64,
-    c: u64,
-    admissions: u32,
-    granted_ms: u64,
-    until_ms: u64,
-    tat_before: Option<u64>,
-    tat_after: Option<u64>,
-}
-
-impl FromRow for BlockRow {
-    fn read(c: &mut Columns) -> Result<BlockRow> {
-        Ok(BlockRow {
-            id: c.whole()?,
-            holder: c.text()?,
-            policy: c.text()?,
-            kind: c.whole()?,
-            a: c.whole()?,
-            b: c.whole()?,
-            c: c.whole()?,
-            admissions: c.small()?,
-            granted_ms: c.whole()?,
-            until_ms: c.whole()?,
-            tat_before: c.whole_or_null()?,
-            tat_after: c.whole_or_null()?,
-        })
+row! {
+    struct TimesRowRead {
+        policy: String,
+        times: String,
     }
 }
 
-struct TimesRowRead {
-    policy: String,
-    times: String,
-}
-
-impl FromRow for TimesRowRead {
-    fn read(c: &mut Columns) -> Result<TimesRowRead> {
-        Ok(TimesRowRead {
-            policy: c.text()?,
-            times: c.text()?,
-        })
-    }
-}
-
-struct FloorRow {
-    fence: u64,
-}
-
-impl FromRow for FloorRow {
-    fn read(c: &mut Columns) -> Result<FloorRow> {
-        Ok(FloorRow { fence: c.whole()? })
+row! {
+    struct FloorRow {
+        fence: u64,
     }
 }
 
@@ -249,18 +165,9 @@ fn load_blocks(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<
 }
 
 fn load_bans(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
-    for row in rows_if::<BanRow>(
-        sql,
-        tables,
-        Table::Bans,
-        "SELECT until_ms, offences, forget_ms, reason FROM bans",
-    )? {
-        ledger.restore_ban(Ban {
-            until_ms: row.until_ms,
-            offences: row.offences,
-            forget_ms: row.forget_ms,
-            reason: row.reason,
-        });
+    let query = "SELECT until_ms, offences, forget_ms, reason FROM bans";
+    for ban in rows_if::<Ban>(sql, tables, Table::Bans, query)? {
+        ledger.restore_ban(ban);
     }
     Ok(())
 }
@@ -326,7 +233,7 @@ fn load_reservations(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> R
 fn load_control(sql: &SqlStorage, tables: Tables, ledger: &mut Ledger) -> Result<()> {
     for row in rows_if::<BodyRow>(sql, tables, Table::Controls, "SELECT body FROM controls")? {
         // A row that no longer reads back is dropped: the part is open.
-        if let Ok(control) = whole(&row.body, Control::read) {
+        if let Ok(control) = Control::from_json(&row.body) {
             ledger.restore_control(control);
         }
     }

@@ -11,7 +11,7 @@ pub use write::{put, remove};
 use worker::{Result, SqlCursor, SqlStorage, SqlStorageValue};
 
 use super::meter;
-use crate::edge::storage::{self, Columns, Count, FromRow};
+use crate::edge::storage::{self, row, Count, FromRow};
 
 /// The key object's tables. Each is created when it is first written, so a
 /// new key's first admission creates only the table it needs (creating a
@@ -217,19 +217,12 @@ impl Tables {
     }
 }
 
-/// A table as `sqlite_master` describes it.
-struct Stored {
-    name: String,
-    /// The statement that created it, as altered since.
-    sql: Option<String>,
-}
-
-impl FromRow for Stored {
-    fn read(c: &mut Columns) -> Result<Stored> {
-        Ok(Stored {
-            name: c.text()?,
-            sql: c.text_or_null()?,
-        })
+row! {
+    /// A table as `sqlite_master` describes it.
+    struct Stored {
+        name: String,
+        /// The statement that created it, as altered since.
+        sql: Option<String>,
     }
 }
 /// The tables that exist, each brought to the current layout first if an

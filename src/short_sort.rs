@@ -1,9 +1,7 @@
 //! A stable sort for short lists: insertion, as std's stable sort does
 //! below 20 elements anyway, without std's merge sort behind it, which the
-//! wasm would carry once per element type (3 KB each). Its time grows with
-//! the square of the length, so it serves lists a limit keeps short: the
-//! layers of one request (at most [`crate::limits::MAX_LAYERS`]), a rule's
-//! minutes in the stats (at most 61).
+//! wasm would carry once per element type (BENCHMARKS.md). Quadratic, so
+//! only for lists a limit keeps short (a request's layers, a rule's minutes).
 
 /// Sorts `items` by `key`, keeping the order of items with equal keys.
 pub fn sort_by_key<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {

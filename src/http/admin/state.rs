@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::body;
-use super::problem::Problem;
+use super::super::body;
+use super::super::problem::Problem;
+use crate::bounds::{reason_fits, REASON_RULE};
 use crate::control::{Control, RuleState};
-use crate::limits::{reason_fits, REASON_RULE};
 
 /// The state a body asks for, set at `now_ms`; a problem naming the field
 /// otherwise. The reason is shown in every answer the state gives, so it

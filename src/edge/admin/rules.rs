@@ -1,34 +1,25 @@
-//! The admin API's live control of a rule, below `{prefix}/admin/rules/`:
-//! its state (`{rule}/state`: open, paused, closed), a global quota's whole
-//! limit (`{rule}/override`), and the rule's view (`{rule}`: its state,
-//! and a global quota's sale). A global quota's state and override are
-//! written to each of its parts, which decide with them from their next
-//! decision; so is the state of a rule with a global layer, to each part
-//! of its layers (a refusal by a later layer gives the earlier ones back,
-//! so the state applies to the whole rule); a waiting room's state to each
-//! of its shards, likewise (`room::admin`); any other rule's state goes to
-//! Workers KV (`controls.rs`).
-//! A global quota is read as one view (`quota::sale`), which `GET` on the
-//! rule, its state and its override all answer. Answers are serialised
-//! from structs rather than built as JSON values, which costs the wasm
-//! less code per field.
+//! A rule's live control, below `{prefix}/admin/rules/`: its state
+//! (`{rule}/state`), a global quota's whole limit (`{rule}/override`) and
+//! the rule's view (`{rule}`). What a global quota's or global layer's parts
+//! hold is written to each part, a room's state to each shard
+//! (`room::admin`), any other rule's state to Workers KV (`controls.rs`).
 
-use serde::Serialize;
 use worker::{Env, Headers, Method, Response, Result};
 
-use super::client::Objects;
-use super::clock::now_ms;
-use super::endpoints::{not_allowed, parsed_body};
-use super::incoming::ClientRequest;
-use super::quota::{limits, part_key, peek_parts, Limit, Shown};
-use super::{controls, isolate, quota, respond, room};
+use super::super::client::Objects;
+use super::super::clock::now_ms;
+use super::super::endpoints::{not_allowed, parsed_body};
+use super::super::incoming::ClientRequest;
+use super::super::quota::{limits, part_key, peek_parts, Limit, Shown};
+use super::super::respond::{self, Handled};
+use super::super::{controls, isolate, quota, room};
 use crate::config::lookup::{global_quota, state_holders, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
 use crate::control::{agree, strictest, Control, RuleState};
+use crate::http::admin::parse_state;
 use crate::http::body;
-use crate::http::control::parse_state;
 use crate::http::problem::{Code, Problem};
 use crate::isolate::states::REFRESH_MS;
 use crate::ledger::Override;
@@ -45,20 +36,17 @@ pub async fn state(
     objects: &Objects,
     config: &Config,
     id: &str,
-) -> Result<Response> {
+) -> Handled {
     let (rule, method) = match route(req, config, id, &[Method::Get, Method::Put]) {
         Ok(found) => found,
-        Err(answer) => return answer,
+        Err(answer) => return Ok(answer?),
     };
     if method == Method::Get {
         return read(env, objects, config, rule).await;
     }
-    let control = match parsed_body(req, |ct, body| parse_state(ct, body, now_ms())).await? {
-        Ok(control) => control,
-        Err(problem) => return respond::problem(&problem),
-    };
+    let control = parsed_body(req, |ct, body| parse_state(ct, body, now_ms())).await?;
     if let Some(config) = &rule.room {
-        return room::admin::write_state(objects, &rule.id, config, control).await;
+        return Ok(room::admin::write_state(objects, &rule.id, config, control).await?);
     }
     match parts_of(config, rule) {
         Some(parts) => write_parts(objects, &rule.id, &parts, control).await,
@@ -69,30 +57,24 @@ pub async fn state(
 /// `GET {prefix}/admin/rules/{rule}`: a global quota's sale (a global
 /// rule's, or a global layer's as `{rule}.{layer}`), or another rule's
 /// state.
-pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Result<Response> {
+pub async fn view(env: &Env, objects: &Objects, config: &Config, id: &str) -> Handled {
     if id.contains('.') {
-        return match global_quota(config, id) {
-            Ok(quota) => sale(objects, id, &quota).await,
-            Err(problem) => respond::problem(&problem),
-        };
+        return sale(objects, id, &global_quota(config, id)?).await;
     }
-    match find(config, id) {
-        Ok(rule) => read(env, objects, config, rule).await,
-        Err(problem) => respond::problem(&problem),
-    }
+    read(env, objects, config, find(config, id)?).await
 }
 
 /// A global quota's sale, summed over its parts.
-async fn sale(objects: &Objects, id: &str, quota: &GlobalQuota<'_>) -> Result<Response> {
+async fn sale(objects: &Objects, id: &str, quota: &GlobalQuota<'_>) -> Handled {
     let read = peek_parts(objects, &quota.targets).await;
-    quota::sale(id, &quota.global.parts, &quota.targets, read)
+    Ok(quota::sale(id, &quota.global.parts, &quota.targets, read)?)
 }
 
 /// A global quota's sale (its state and override included), a waiting
 /// room's state in its shards, or another rule's state.
-async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Result<Response> {
+async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Handled {
     if let Some(room) = &rule.room {
-        return room::admin::read_state(objects, &rule.id, room).await;
+        return Ok(room::admin::read_state(objects, &rule.id, room).await?);
     }
     if let Ok(quota) = global_quota(config, &rule.id) {
         return sale(objects, &rule.id, &quota).await;
@@ -107,7 +89,7 @@ async fn read(env: &Env, objects: &Objects, config: &Config, rule: &Rule) -> Res
 /// strictest, whether those that answered agree, and each part's (or that
 /// it did not answer). The layers' sales are their own views
 /// (`{rule}.{layer}`).
-async fn read_parts(objects: &Objects, rule: &str, targets: &[Target]) -> Result<Response> {
+async fn read_parts(objects: &Objects, rule: &str, targets: &[Target]) -> Handled {
     let read = peek_parts(objects, targets).await;
     let controls: Vec<Option<&Control>> = read
         .iter()
@@ -133,7 +115,7 @@ async fn read_parts(objects: &Objects, rule: &str, targets: &[Target]) -> Result
         agree: Some(agree(&controls)),
         ..StateView::new(rule, strictest(controls.iter().copied().flatten()), "parts")
     };
-    respond::json(&view, Headers::new())
+    respond::body(&view)
 }
 
 /// `{prefix}/admin/rules/{rule}/override`: `GET`, `PUT` and `DELETE`, for a
@@ -144,25 +126,19 @@ pub async fn overridden(
     objects: &Objects,
     config: &Config,
     id: &str,
-) -> Result<Response> {
+) -> Handled {
     let methods = [Method::Get, Method::Put, Method::Delete];
     let Some(method) = req.known_method().filter(|m| methods.contains(m)) else {
-        return not_allowed("GET, PUT, DELETE");
+        return Ok(not_allowed("GET, PUT, DELETE")?);
     };
-    let quota = match global_quota(config, id) {
-        Ok(quota) => quota,
-        Err(problem) => return respond::problem(&problem),
-    };
+    let quota = global_quota(config, id)?;
     let targets = &quota.targets;
     match method {
         Method::Put => {
-            let raw = match parsed_body(req, body::read::<OverrideRequest>).await? {
-                Ok(raw) => raw,
-                Err(problem) => return respond::problem(&problem),
-            };
+            let raw = parsed_body(req, body::read::<OverrideRequest>).await?;
             let parsed = match parse_quota_override(raw, &quota) {
                 Ok(parsed) => parsed,
-                Err(e) => return respond::problem(&Problem::invalid(&e.field, e.message)),
+                Err(e) => return Err(Problem::invalid(&e.field, e.message).into()),
             };
             let now = now_ms();
             let overrides = (0..targets.len()).map(|i| parsed.part(i, now)).collect();
@@ -219,31 +195,23 @@ fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
 
 /// A rule's state as the state routes answer it: where it is kept, and
 /// for a global quota each part's, for a waiting room each shard's.
-#[derive(Serialize)]
-pub(super) struct StateView<'a> {
+pub(in crate::edge) struct StateView<'a> {
     rule: &'a str,
     state: RuleState,
     reason: &'a str,
     set_ms: Option<u64>,
     /// `parts` (a global quota's objects), `shards` (a waiting room's) or
     /// `kv`.
-    #[serde(rename = "where")]
     kept: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
     /// The state the answering isolate applies (KV only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     isolate: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     applies_within_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     parts: Option<Vec<PartView<'a>>>,
     /// Whether every shard that answered holds the same state (a room's
     /// `GET` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) agree: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) shards: Option<Vec<room::admin::ShardState<'a>>>,
+    pub(in crate::edge) agree: Option<bool>,
+    pub(in crate::edge) shards: Option<Vec<room::admin::ShardState<'a>>>,
 }
 
 crate::write_json!(StateView<'_> {
@@ -261,7 +229,7 @@ crate::write_json!(StateView<'_> {
 });
 
 impl<'a> StateView<'a> {
-    pub(super) fn new(
+    pub(in crate::edge) fn new(
         rule: &'a str,
         control: Option<&'a Control>,
         kept: &'static str,
@@ -289,20 +257,14 @@ impl<'a> StateView<'a> {
 
 /// One part's line in an answer: what it holds or held, or why it did
 /// not answer.
-#[derive(Serialize)]
 struct PartView<'a> {
     key: &'a str,
     object: &'a ObjectName,
-    #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<Shown<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     previous: Option<Shown<'a>>,
     /// Its override's policies (`null`: none), for the override routes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     policies: Option<Option<Vec<Limit<'a>>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     replaced: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
@@ -338,7 +300,7 @@ async fn write_parts(
     rule: &str,
     targets: &[Target],
     control: Control,
-) -> Result<Response> {
+) -> Handled {
     let mut answers = Vec::with_capacity(targets.len());
     for target in targets {
         let answer = objects
@@ -365,13 +327,13 @@ async fn write_parts(
         parts: Some(parts),
         ..StateView::new(rule, Some(&control), "parts")
     };
-    respond_parts(&view, "parts", failed(targets, &answers))
+    Ok(respond_parts(&view, "parts", failed(targets, &answers))?)
 }
 
 /// Writes the state of a rule that is not a global quota to KV.
-async fn write_kv(env: &Env, config: &Config, rule: &str, control: Control) -> Result<Response> {
+async fn write_kv(env: &Env, config: &Config, rule: &str, control: Control) -> Handled {
     if let Some(problem) = unbound(env) {
-        return respond::problem(&problem);
+        return Err(problem.into());
     }
     let previous = controls::write(env, config, rule, control.clone()).await?;
     let view = StateView {
@@ -379,14 +341,14 @@ async fn write_kv(env: &Env, config: &Config, rule: &str, control: Control) -> R
         applies_within_ms: Some(KV_PROPAGATION_MS + REFRESH_MS),
         ..StateView::new(rule, Some(&control), "kv")
     };
-    respond::json(&view, Headers::new())
+    respond::body(&view)
 }
 
 /// The state of a rule that is not a global quota, as KV holds it, and as
 /// this isolate applies it.
-async fn read_kv(env: &Env, rule: &str) -> Result<Response> {
+async fn read_kv(env: &Env, rule: &str) -> Handled {
     if let Some(problem) = unbound(env) {
-        return respond::problem(&problem);
+        return Err(problem.into());
     }
     let states = controls::read(env).await?;
     let applied = controls::rule_state(rule, now_ms());
@@ -394,7 +356,7 @@ async fn read_kv(env: &Env, rule: &str) -> Result<Response> {
         isolate: Some(Shown::of(applied.as_ref())),
         ..StateView::new(rule, states.get(rule), "kv")
     };
-    respond::json(&view, Headers::new())
+    respond::body(&view)
 }
 
 /// The 500 for a deployment without the states' KV namespace.
@@ -410,7 +372,6 @@ fn unbound(env: &Env) -> Option<Problem> {
 
 /// An override of a global quota as set: the policy it changed and its
 /// whole limit.
-#[derive(Serialize)]
 struct SetOverride<'a> {
     policy: &'a str,
     limit: u64,
@@ -420,10 +381,8 @@ struct SetOverride<'a> {
 
 crate::write_json!(SetOverride<'_> { policy, limit, reason, set_ms });
 
-#[derive(Serialize)]
 struct OverrideView<'a> {
     rule: &'a str,
-    #[serde(rename = "override")]
     whole: Option<SetOverride<'a>>,
     parts: Vec<PartView<'a>>,
 }
@@ -438,7 +397,7 @@ async fn write_overrides(
     targets: &[Target],
     overrides: Vec<Option<Override>>,
     whole: Option<SetOverride<'_>>,
-) -> Result<Response> {
+) -> Handled {
     let mut answers = Vec::with_capacity(targets.len());
     for (target, next) in targets.iter().zip(&overrides) {
         let wire = next.as_ref().map(WireOverride::encode);
@@ -448,10 +407,11 @@ async fn write_overrides(
     }
     let replaced = answers.iter().flatten().filter(|p| p.is_some()).count();
     if whole.is_none() && answers.iter().all(Result::is_ok) && replaced == 0 {
-        return respond::problem(&Problem::new(
+        return Err(Problem::new(
             Code::NotFound,
             format!("rule {rule:?} has no override to lift"),
-        ));
+        )
+        .into());
     }
     let parts = targets
         .iter()
@@ -470,7 +430,7 @@ async fn write_overrides(
         })
         .collect();
     let view = OverrideView { rule, whole, parts };
-    respond_parts(&view, "parts", failed(targets, &answers))
+    Ok(respond_parts(&view, "parts", failed(targets, &answers))?)
 }
 
 /// The parts a change did not reach.
@@ -487,7 +447,7 @@ fn failed<'t, T>(targets: &'t [Target], answers: &[Result<T>]) -> Vec<&'t str> {
 /// each one's line, or `503` naming those that did not answer (`failed`),
 /// so that the operator sends it again: each write sets a value, so
 /// sending it twice changes nothing more, and those that had it keep it.
-pub(super) fn respond_parts<F: Into<serde_json::Value> + ToString>(
+pub(in crate::edge) fn respond_parts<F: Into<serde_json::Value> + ToString>(
     view: &impl crate::json::Write,
     noun: &str,
     failed: Vec<F>,

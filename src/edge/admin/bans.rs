@@ -6,17 +6,16 @@
 
 use crate::json;
 use crate::json::Json;
-use serde::Serialize;
-use worker::{Headers, Response, Result};
 
-use super::client::Objects;
-use super::clock::now_ms;
-use super::endpoints::parsed_body;
-use super::incoming::ClientRequest;
-use super::{isolate, respond};
+use super::super::client::Objects;
+use super::super::clock::now_ms;
+use super::super::endpoints::parsed_body;
+use super::super::incoming::ClientRequest;
+use super::super::isolate;
+use super::super::respond::{self, Handled};
 use crate::config::lookup::{targets, Target};
 use crate::config::Config;
-use crate::http::admin::{ban_holds, ban_subject, parse_manual_ban, BANS_LIMIT};
+use crate::http::admin::{ban_holds, ban_subject, key_fits, parse_manual_ban, BANS_LIMIT};
 use crate::http::key::client_ip;
 use crate::http::params::{cursor, Params};
 use crate::http::problem::{Code, Problem};
@@ -24,33 +23,21 @@ use crate::http::time::rfc3339;
 use crate::isolate::banlist::{BanRecord, MANUAL, MAX_MANUAL_BANS};
 use crate::isolate::pages::{merge_bans, BanCursor};
 use crate::ledger::BanNotice;
-use crate::limits::MAX_KEY_BYTES;
 use crate::objects::name::API_SCOPE;
 use crate::objects::protocol::KeyBan;
 
 /// `PUT /admin/bans/{key}`. A ban that would hold the caller itself is
 /// refused: a manual ban on an address holds on the admin API too, so the
 /// operator could not lift it.
-pub async fn put(
-    req: &ClientRequest,
-    objects: &Objects,
-    config: &Config,
-    key: &str,
-) -> Result<Response> {
-    let subject = match ban_subject(key, config.ipv6_prefix) {
-        Ok(subject) => subject,
-        Err(problem) => return respond::problem(&problem),
-    };
+pub async fn put(req: &ClientRequest, objects: &Objects, config: &Config, key: &str) -> Handled {
+    let subject = ban_subject(key, config.ipv6_prefix)?;
     if let Some(caller) = client_ip(req).filter(|ip| ban_holds(&subject, *ip, config.ipv6_prefix)) {
-        return respond::problem(&Problem::invalid(
+        return Err(Problem::invalid(
             "key",
             format!("a ban on {subject} would hold your own address {caller}, and a manual ban holds on the admin API too: you could not lift it"),
-        ));
+        ).into());
     }
-    let ban = match parsed_body(req, parse_manual_ban).await? {
-        Ok(ban) => ban,
-        Err(problem) => return respond::problem(&problem),
-    };
+    let ban = parsed_body(req, parse_manual_ban).await?;
     let now = now_ms();
     let until_ms = now.saturating_add(ban.for_ms);
     let record = BanRecord {
@@ -62,42 +49,35 @@ pub async fn put(
     };
     let (banned, replaced) = objects.ban_everywhere(&record).await?;
     if !banned {
-        return respond::problem(&Problem::new(
+        return Err(Problem::new(
             Code::TooManyBans,
             format!("at most {MAX_MANUAL_BANS} manual bans may hold at once; lift one first"),
-        ));
+        )
+        .into());
     }
     // `banned` says what is refused: for an IPv6 address, its group.
     let body = json!({"key": record.key, "banned": record.key, "until_ms": until_ms, "until": rfc3339(until_ms), "reason": record.reason, "replaced": replaced});
     isolate::remember_manual_ban(record);
-    respond::json(&body, Headers::new())
+    respond::body(&body)
 }
 
 /// `DELETE /admin/bans/{key}`: 404 if there was none.
-pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Result<Response> {
-    let subject = match ban_subject(key, config.ipv6_prefix) {
-        Ok(subject) => subject,
-        Err(problem) => return respond::problem(&problem),
-    };
+pub async fn lift(objects: &Objects, config: &Config, key: &str) -> Handled {
+    let subject = ban_subject(key, config.ipv6_prefix)?;
     let removed = objects.unban_everywhere(&subject, MANUAL).await?;
     isolate::forget_manual_ban(&subject);
     if !removed {
-        return respond::problem(&Problem::new(
-            Code::NotFound,
-            format!("no manual ban on {subject:?}"),
-        ));
+        return Err(Problem::new(Code::NotFound, format!("no manual ban on {subject:?}")).into());
     }
-    respond::json(&json!({"key": subject, "removed": true}), Headers::new())
+    respond::body(&json!({"key": subject, "removed": true}))
 }
 
 /// `GET /admin/bans?limit=<1..100>&cursor=`: the bans in force, manual and
 /// those rules started (as isolates reported them, this one first),
 /// newest first, a page at a time. Each hub sends at most a page.
-pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
-    let (limit, after) = match (params.whole(&BANS_LIMIT), params.cursor(BanCursor::read)) {
-        (Ok(limit), Ok(after)) => (limit, after),
-        (Err(problem), _) | (_, Err(problem)) => return respond::problem(&problem),
-    };
+pub async fn list(objects: &Objects, params: &Params) -> Handled {
+    let limit = params.whole(&BANS_LIMIT)?;
+    let after = params.cursor::<BanCursor>()?;
     isolate::report(objects).await;
     let limit = u32::try_from(limit).unwrap_or(u32::MAX);
     let mut pages = Vec::new();
@@ -109,11 +89,10 @@ pub async fn list(objects: &Objects, params: &Params) -> Result<Response> {
         bans: bans.iter().map(ListedBan::of).collect(),
         next: next.as_ref().map(cursor),
     };
-    respond::json(&page, Headers::new())
+    respond::body(&page)
 }
 
 /// A page of `GET /admin/bans`.
-#[derive(Serialize)]
 struct BansPage<'a> {
     bans: Vec<ListedBan<'a>>,
     next: Option<String>,
@@ -122,7 +101,6 @@ struct BansPage<'a> {
 crate::write_json!(BansPage<'_> { bans, next });
 
 /// A ban as `GET /admin/bans` lists it.
-#[derive(Serialize)]
 struct ListedBan<'a> {
     key: &'a str,
     source: &'a str,
@@ -180,12 +158,7 @@ pub fn key_targets(
             format!("rule {id:?} is a global quota that every caller shares: ban an address or a network with PUT /admin/bans/{{address}}"),
         ));
     }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Problem::invalid(
-            "key",
-            format!("keys are at most {MAX_KEY_BYTES} bytes; a longer one is addressed by its sha256: form"),
-        ));
-    }
+    key_fits(key)?;
     targets(config, rule, key)
 }
 
@@ -206,11 +179,8 @@ pub async fn put_on_key(
     objects: &Objects,
     (rule, key): (&str, &str),
     targets: &[Target],
-) -> Result<Response> {
-    let ban = match parsed_body(req, parse_manual_ban).await? {
-        Ok(ban) => ban,
-        Err(problem) => return respond::problem(&problem),
-    };
+) -> Handled {
+    let ban = parsed_body(req, parse_manual_ban).await?;
     let now = now_ms();
     let until_ms = now.saturating_add(ban.for_ms);
     let mut answers = Vec::with_capacity(targets.len());
@@ -239,11 +209,10 @@ pub async fn put_on_key(
         }));
     }
     isolate::report(objects).await;
-    respond::json(&per_target(rule, key, answers), Headers::new())
+    respond::body(&per_target(rule, key, answers))
 }
 
 /// What `PUT /admin/keys/{rule}/{key}/ban` answers for one object.
-#[derive(Serialize)]
 struct KeyBanned<'a> {
     rule: &'a str,
     key: &'a str,
@@ -264,7 +233,7 @@ pub async fn lift_on_key(
     objects: &Objects,
     (rule, key): (&str, &str),
     targets: &[Target],
-) -> Result<Response> {
+) -> Handled {
     let mut answers = Vec::with_capacity(targets.len());
     let mut any = false;
     for target in targets {
@@ -277,10 +246,11 @@ pub async fn lift_on_key(
         answers.push(json!({"rule": target.scope.id(), "key": key, "object": target.object, "lifted": previous}));
     }
     if !any {
-        return respond::problem(&Problem::new(
+        return Err(Problem::new(
             Code::NotFound,
             format!("no ban on {key:?} for rule {rule:?}"),
-        ));
+        )
+        .into());
     }
-    respond::json(&per_target(rule, key, answers), Headers::new())
+    respond::body(&per_target(rule, key, answers))
 }

@@ -7,11 +7,12 @@
 use serde_json::Value;
 
 use crate::json;
-use worker::{console_error, Headers, Response, Result};
+use worker::{console_error, Headers, Response};
 
-use super::client::{hub_name, Objects};
-use super::clock::now_ms;
-use super::{isolate, quota, respond, room};
+use super::super::client::{hub_name, Objects};
+use super::super::clock::now_ms;
+use super::super::respond::{self, Handled};
+use super::super::{isolate, quota, room};
 use crate::config::lookup::global_quota;
 use crate::config::Config;
 use crate::http::admin::{RULE, SINCE, TOP_LIMIT, TOP_MINUTES};
@@ -27,11 +28,8 @@ use crate::objects::name::API_SCOPE;
 /// `GET /admin/stats?since=<ms>`: per rule, counts since `since` and per
 /// minute of the last hour; how many bans are in force; the hubs' and
 /// this isolate's own figures.
-pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
-    let since = match params.whole(&SINCE) {
-        Ok(since) => since,
-        Err(problem) => return respond::problem(&problem),
-    };
+pub async fn get(objects: &Objects, params: &Params) -> Handled {
+    let since = params.whole(&SINCE)?;
     isolate::report(objects).await;
     let (mut totals, mut recent) = (Vec::new(), Vec::new());
     let (mut manual_bans, mut rule_bans) = (0, 0);
@@ -65,13 +63,13 @@ pub async fn get(objects: &Objects, params: &Params) -> Result<Response> {
         "unreachable": unreachable,
         "isolate": isolate::figures(),
     });
-    respond::json(&body, Headers::new())
+    respond::body(&body)
 }
 
 /// `GET /admin/metrics`: Prometheus's text format, after this isolate
 /// has sent what it holds: the hubs' counts since they began, the bans in
 /// force, each room's waiting and active, each global quota's whole.
-pub async fn metrics(objects: &Objects, config: &Config) -> Result<Response> {
+pub async fn metrics(objects: &Objects, config: &Config) -> Handled {
     isolate::report(objects).await;
     let (mut totals, mut bans, mut unreachable) = (Vec::new(), (0, 0), 0);
     for stats in objects.hub_stats(0).await {
@@ -118,22 +116,11 @@ pub async fn metrics(objects: &Objects, config: &Config) -> Result<Response> {
 /// `GET /admin/top?rule=<id>&top_minutes=<1..60>&limit=<1..32>&cursor=`:
 /// the keys `rule` refused most in the last `top_minutes`, largest first,
 /// a page at a time.
-pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<Response> {
-    let rule = match known_rule(config, params.text(RULE)) {
-        Ok(rule) => rule,
-        Err(problem) => return respond::problem(&problem),
-    };
-    let asked = (
-        params.whole(&TOP_MINUTES),
-        params.whole(&TOP_LIMIT),
-        params.cursor(TopCursor::read),
-    );
-    let (minutes, limit, after) = match asked {
-        (Ok(minutes), Ok(limit), Ok(after)) => (minutes, limit, after),
-        (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
-            return respond::problem(&problem)
-        }
-    };
+pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Handled {
+    let rule = known_rule(config, params.text(RULE))?;
+    let minutes = params.whole(&TOP_MINUTES)?;
+    let limit = params.whole(&TOP_LIMIT)?;
+    let after = params.cursor::<TopCursor>()?;
     isolate::report(objects).await;
     let since = now_ms().saturating_sub(minutes.saturating_mul(60_000));
     let mut parts = Vec::new();
@@ -154,7 +141,7 @@ pub async fn top(objects: &Objects, config: &Config, params: &Params) -> Result<
         "rule": rule, "top_minutes": minutes, "keys": keys,
         "next": next.as_ref().map(cursor), "unreachable": unreachable,
     });
-    respond::json(&body, Headers::new())
+    respond::body(&body)
 }
 
 /// The rule `rule` names, as stats count it: a rule's id, or the decision
