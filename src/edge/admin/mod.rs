@@ -9,6 +9,7 @@ mod bans;
 mod keys;
 pub(super) mod rules;
 mod stats;
+pub(in crate::edge) mod views;
 
 use std::cell::RefCell;
 

@@ -4,26 +4,26 @@
 //! hold is written to each part, a room's state to each shard
 //! (`room::admin`), any other rule's state to Workers KV (`controls.rs`).
 
-use worker::{Env, Headers, Method, Response, Result};
+use worker::{Env, Method, Response, Result};
 
 use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::endpoints::{not_allowed, parsed_body};
 use super::super::incoming::ClientRequest;
-use super::super::quota::{limits, part_key, peek_parts, Limit, Shown};
+use super::super::quota::{limits, part_key, peek_parts, Shown};
 use super::super::respond::{self, Handled};
 use super::super::{controls, isolate, quota, room};
+use super::views::{respond_parts, PartView, StateView};
 use crate::config::lookup::{global_quota, state_holders, GlobalQuota, Target};
 use crate::config::override_body::OverrideRequest;
 use crate::config::quota_override::parse_quota_override;
 use crate::config::{Config, Rule};
-use crate::control::{agree, strictest, Control, RuleState};
+use crate::control::{agree, strictest, Control};
 use crate::http::admin::parse_state;
 use crate::http::body;
 use crate::http::problem::{Code, Problem};
 use crate::isolate::states::REFRESH_MS;
 use crate::ledger::Override;
-use crate::objects::name::ObjectName;
 use crate::objects::protocol::WireOverride;
 
 /// How long KV may take to show a write at every location.
@@ -193,105 +193,6 @@ fn parts_of(config: &Config, rule: &Rule) -> Option<Vec<Target>> {
     Some(state_holders(config, rule)).filter(|parts| !parts.is_empty())
 }
 
-/// A rule's state as the state routes answer it: where it is kept, and
-/// for a global quota each part's, for a waiting room each shard's.
-pub(in crate::edge) struct StateView<'a> {
-    rule: &'a str,
-    state: RuleState,
-    reason: &'a str,
-    set_ms: Option<u64>,
-    /// `parts` (a global quota's objects), `shards` (a waiting room's) or
-    /// `kv`.
-    kept: &'static str,
-    previous: Option<Shown<'a>>,
-    /// The state the answering isolate applies (KV only).
-    isolate: Option<Shown<'a>>,
-    applies_within_ms: Option<u64>,
-    parts: Option<Vec<PartView<'a>>>,
-    /// Whether every shard that answered holds the same state (a room's
-    /// `GET` only).
-    pub(in crate::edge) agree: Option<bool>,
-    pub(in crate::edge) shards: Option<Vec<room::admin::ShardState<'a>>>,
-}
-
-crate::write_json!(StateView<'_> {
-    rule,
-    state,
-    reason,
-    set_ms,
-    kept as "where",
-    previous if Option::is_none,
-    isolate if Option::is_none,
-    applies_within_ms if Option::is_none,
-    parts if Option::is_none,
-    agree if Option::is_none,
-    shards if Option::is_none,
-});
-
-impl<'a> StateView<'a> {
-    pub(in crate::edge) fn new(
-        rule: &'a str,
-        control: Option<&'a Control>,
-        kept: &'static str,
-    ) -> StateView<'a> {
-        let Shown {
-            state,
-            reason,
-            set_ms,
-        } = Shown::of(control);
-        StateView {
-            rule,
-            state,
-            reason,
-            set_ms,
-            kept,
-            previous: None,
-            isolate: None,
-            applies_within_ms: None,
-            parts: None,
-            agree: None,
-            shards: None,
-        }
-    }
-}
-
-/// One part's line in an answer: what it holds or held, or why it did
-/// not answer.
-struct PartView<'a> {
-    key: &'a str,
-    object: &'a ObjectName,
-    state: Option<Shown<'a>>,
-    previous: Option<Shown<'a>>,
-    /// Its override's policies (`null`: none), for the override routes.
-    policies: Option<Option<Vec<Limit<'a>>>>,
-    replaced: Option<bool>,
-    error: Option<String>,
-}
-
-crate::write_json!(PartView<'_> {
-    key,
-    object,
-    state if Option::is_none,
-    previous if Option::is_none,
-    policies if Option::is_none,
-    replaced if Option::is_none,
-    error if Option::is_none,
-});
-
-impl<'a> PartView<'a> {
-    fn of(target: &'a Target) -> PartView<'a> {
-        PartView {
-            key: part_key(target),
-            object: &target.object,
-            state: None,
-            previous: None,
-            policies: None,
-            replaced: None,
-            error: None,
-        }
-    }
-}
-
 /// Writes `control` to every part, each answering the state it replaced;
 /// the isolate forgets what it remembers of the parts (a "full" refusal
 /// as much as a paused one), so that it asks them from the next request.
@@ -441,30 +342,4 @@ fn failed<'t, T>(targets: &'t [Target], answers: &[Result<T>]) -> Vec<&'t str> {
         .filter(|(_, answer)| answer.is_err())
         .map(|(target, _)| part_key(target))
         .collect()
-}
-
-/// The answer to a change written to every part (or shard): `200` with
-/// each one's line, or `503` naming those that did not answer (`failed`),
-/// so that the operator sends it again: each write sets a value, so
-/// sending it twice changes nothing more, and those that had it keep it.
-pub(in crate::edge) fn respond_parts<F: Into<serde_json::Value> + ToString>(
-    view: &impl crate::json::Write,
-    noun: &str,
-    failed: Vec<F>,
-) -> Result<Response> {
-    if failed.is_empty() {
-        return respond::json(view, Headers::new());
-    }
-    let names: Vec<String> = failed.iter().map(ToString::to_string).collect();
-    let problem = Problem::new(
-        Code::Unavailable,
-        format!(
-            "{noun} {} did not answer; the others have the change: send it again",
-            names.join(", ")
-        ),
-    )
-    .with("failed", failed);
-    let headers = Headers::new();
-    headers.set("retry-after", "1")?;
-    respond::problem_with(&problem, headers)
 }

@@ -8,7 +8,7 @@
 use crate::json;
 use worker::{Headers, Response, Result};
 
-use super::super::admin::rules::{respond_parts, StateView};
+use super::super::admin::views::{respond_parts, ShardState, StateView};
 use super::super::client::Objects;
 use super::super::clock::now_ms;
 use super::super::quota::Shown;
@@ -98,36 +98,6 @@ async fn ask(
             Err(e) => Err(e.to_string()),
         })
         .collect()
-}
-
-/// One shard's line in an answer about the room's state: what it holds
-/// or held, or why it did not answer.
-pub struct ShardState<'a> {
-    shard: u32,
-    object: ObjectName,
-    state: Option<Shown<'a>>,
-    previous: Option<Shown<'a>>,
-    error: Option<String>,
-}
-
-crate::write_json!(ShardState<'_> {
-    shard,
-    object,
-    state if Option::is_none,
-    previous if Option::is_none,
-    error if Option::is_none,
-});
-
-impl ShardState<'_> {
-    fn of(rule: &str, shard: u32) -> ShardState<'static> {
-        ShardState {
-            shard,
-            object: ObjectName::room_shard(rule, shard),
-            state: None,
-            previous: None,
-            error: None,
-        }
-    }
 }
 
 /// `PUT {prefix}/admin/rules/{rule}/state` of a waiting room: the state is
