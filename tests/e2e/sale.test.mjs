@@ -60,7 +60,7 @@ test("a small sale through npm run dev: 200 buyers, a quota of 50 in 4 parts, ex
 });
 
 test("a sale that cannot sell out is refused before anything starts", async () => {
-  const { code, stderr } = await sale(["--buyers", "10", "--quota", "50"]);
+  const { code, stderr } = await sale(["--sizing", "--buyers", "10", "--quota", "50"]);
   assert.equal(code, 1);
   assert.match(stderr, /--buyers 10 at --per-user 1 cannot buy the --quota 50/);
   assert.doesNotMatch(stderr, /starting npm run dev/);

@@ -144,11 +144,18 @@ test("two isolates answering for one key tell moments of the one schedule", asyn
 
 test("GCRA is spread by its emission interval, the fixed window over the next window", async () => {
   for (const [path, first] of [["/cell", 1_000], ["/fixed", W]]) {
-    const ip = freshIp();
-    const send = () => sluice.fetch(path, { headers: { "CF-Connecting-IP": ip } });
-    const admissions = await sequence(10, send);
-    assert.deepEqual(admissions.map((a) => a.status), Array(10).fill(200), path);
-    const refusals = await sequence(100, send);
+    // The 100 refusals must all be sent before the first place frees
+    // (GCRA's T, 1 s): a run slower than that on a loaded machine proves
+    // nothing, and is run again on a fresh address, up to three times.
+    let admissions, refusals;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const ip = freshIp();
+      const send = () => sluice.fetch(path, { headers: { "CF-Connecting-IP": ip } });
+      admissions = await sequence(10, send);
+      assert.deepEqual(admissions.map((a) => a.status), Array(10).fill(200), path);
+      refusals = await sequence(100, send);
+      if (Date.now() - admissions[0].sent < first) break;
+    }
     assert.ok(refusals.every((r) => r.status === 429), path);
     const moments = refusals.map(comesBack).sort((a, b) => a - b);
     // One place a second (GCRA: T = 1 s; the fixed window: W / N).
