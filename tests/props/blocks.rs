@@ -32,7 +32,10 @@
 //!   `(j − i + 1)·T − τ`, τ the highest tolerance they were decided under;
 //! - refusals with room left (an exact limiter given the real admissions
 //!   would have admitted), per isolate, attributed to the blocks that
-//!   made them: none by the refused request's own isolate's blocks;
+//!   made them: none by the refused request's own isolate's blocks, but
+//!   for the one exception the sim attributes exactly (`exhausted`: decided
+//!   again `AGAIN` times, each refusal racing an ask of its own isolate
+//!   that brought a block);
 //! - once every isolate has died, the key is whole after the last lease's
 //!   end plus a window.
 

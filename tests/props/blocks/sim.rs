@@ -115,6 +115,11 @@ pub struct Refusals {
     pub lost: u64,
     /// Other isolates' blocks.
     pub others: u64,
+    /// Its own isolate's blocks, after it was decided again `AGAIN` times,
+    /// each time refused while racing an ask of its isolate, the last of
+    /// which brought a block too: the one exception to "never its own"
+    /// (docs/algorithms.md, "Admission blocks").
+    pub exhausted: u64,
     /// No block: what the object counts beyond the real times otherwise
     /// (a unit it admitted whose answer was lost, times stamped late, a
     /// GCRA's charge kept).
@@ -568,8 +573,13 @@ impl Sim {
             .partition(|p| p.iso == iso && p.gen == gen);
         self.parked = waiting;
         for parked in ready {
-            if parked.again < AGAIN && self.isos[iso].blocks.again(&parked.call) {
+            let again = self.isos[iso].blocks.again(&parked.call);
+            if parked.again < AGAIN && again {
                 self.decide(iso, parked.request, parked.again + 1);
+            } else if again && matches!(parked.cause, Some(Cause::Own)) {
+                self.refusals[iso].total += 1;
+                self.refusals[iso].room_left += 1;
+                self.refusals[iso].exhausted += 1;
             } else {
                 self.refused(iso, parked.cause);
             }
