@@ -7,9 +7,9 @@
 //! the ask brought a block (`isolate::flights`).
 
 use std::cell::RefCell;
+use std::time::Duration;
 
-use futures_channel::oneshot;
-use worker::{console_error, Context, Result};
+use worker::{console_error, Context, Delay, Result};
 
 use super::client::{new_lease_id, Objects};
 use super::clock::now_ms;
@@ -21,9 +21,6 @@ use crate::objects::protocol::{CheckRequest, SettleRequest};
 
 thread_local! {
     static BLOCKS: RefCell<Option<LocalBlocks>> = const { RefCell::new(None) };
-    /// Refusals waiting for their key's ask to land: dropping the sender
-    /// wakes one.
-    static WAITING: RefCell<Vec<(String, oneshot::Sender<()>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on the isolate's blocks, made on first use; `None` when the
@@ -100,25 +97,25 @@ impl Drop for Unlanded<'_> {
     }
 }
 
-/// Takes `call`'s answer; wakes the refusals waiting for its key's asks
-/// once none is in flight. `Some` when its own refusal may be for this
+/// Takes `call`'s answer. `Some` when its own refusal may be for this
 /// isolate's blocks ([`LocalBlocks::answered`]), saying whether an ask of
 /// its key is still in flight.
 fn landed(call: &Call, outcome: Option<&Outcome>) -> Option<bool> {
     let key = &call.request.key;
     let answered = |blocks: &mut LocalBlocks| (blocks.answered(call, outcome), blocks.asking(key));
     let (look, asking) = with(answered).unwrap_or_default();
-    if !asking {
-        WAITING.with(|waiting| waiting.borrow_mut().retain(|(waits, _)| waits != key));
-    }
     look.then_some(asking)
 }
 
-/// Until `key` has no ask of this isolate in flight (woken by [`landed`]).
+/// Until `key` has no ask of this isolate in flight (each call lands by
+/// its deadline), looked at on this request's own timer: woken by the
+/// request whose ask landed, its continuation would run in that request's
+/// context, where the runtime refuses this one's I/O ("Cannot perform I/O
+/// on behalf of a different request").
 async fn ask_landed(key: &str) {
-    let (wake, woken) = oneshot::channel();
-    WAITING.with(|waiting| waiting.borrow_mut().push((key.to_string(), wake)));
-    let _ = woken.await;
+    while with(|blocks| blocks.asking(key)).unwrap_or(false) {
+        Delay::from(Duration::from_millis(1)).await;
+    }
 }
 
 /// The part of `scope`'s split quota (of `parts`) that a block this
