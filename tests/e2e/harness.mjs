@@ -99,15 +99,16 @@ export function anotherIsolate(name, extra = {}) {
   return { ...options, name, durableObjects };
 }
 
-/** `fetch`, with a read of the admin API sent again once when the local
- * runtime had closed the kept-alive connection the client reused (it
- * closes idle ones, and one after an answer whose request body was never
- * read): an admin GET counts nothing, so sending it twice changes nothing.
- * Anything else fails as it did: a GET through a rule may have been
- * counted the first time. */
+/** `fetch`, with a GET or HEAD sent again once when the local runtime had
+ * closed the kept-alive connection the client reused (it closes idle ones,
+ * and one after an answer whose request body was never read), as HTTP lets
+ * a client resend an idempotent request and browsers do: the runtime closed
+ * that connection without reading the request on it. Fresh-clone runs hit
+ * it under load (admin reads, a room's visitors, a flood). Anything else
+ * fails as it did. */
 function once(url, init) {
-  const read = (init.method ?? "GET").toUpperCase() === "GET" && new URL(url).pathname.includes("/admin/");
-  return read ? resending(() => fetch(url, init)) : fetch(url, init);
+  const method = (init.method ?? "GET").toUpperCase();
+  return method === "GET" || method === "HEAD" ? resending(() => fetch(url, init)) : fetch(url, init);
 }
 
 /** Runs `call`, and again (up to `times` more) when the local runtime had
